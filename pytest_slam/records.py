@@ -1,0 +1,206 @@
+"""Core records: plain, JSON-serialisable dataclasses shared by every part of pytest-slam.
+
+Records cross process boundaries (xdist workers -> controller, runs -> JSON reports -> baselines),
+so each one round-trips through ``as_dict``/``from_dict`` with only JSON types inside.
+Metric fields are named ``<metric>_<unit>`` (``ttft_ms``, ``cost_usd``, ``energy_j``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+T = TypeVar("T", bound="Record")
+
+
+class Record:
+    """Mixin: ``as_dict`` / ``from_dict`` that ignore unknown keys (newer writers, older readers)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls: type[T], data: dict[str, Any]) -> T:
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass
+class ModelSpec(Record):
+    """One model as the user named it, resolved to where and how it is served.
+
+    ``provider`` is one of ``models.PROVIDERS``. ``base_urls`` is empty until an engine for a
+    local model has started; several URLs are replicas of one deployment, used in turn.
+    """
+
+    name: str
+    provider: str
+    model_id: str
+    base_urls: list[str] = field(default_factory=list)
+    api_key_env: str | None = None
+    engine_args: dict[str, Any] = field(default_factory=dict)
+    input_usd_per_mtok: float | None = None
+    output_usd_per_mtok: float | None = None
+    hourly_usd: float | None = None
+    source: str = "builtin"
+
+    @property
+    def needs_engine(self) -> bool:
+        return self.provider in ("llamacpp", "vllm") and not self.base_urls
+
+
+@dataclass
+class Call(Record):
+    """One chat completion as served to the product, with what was measured about it.
+
+    TTFT is first content chunk minus request start; E2E is last chunk minus start (DESIGN.md).
+    Timings are measured by the swap layer, which always streams from upstream.
+    """
+
+    model: str
+    role: str  # "candidate" | "reference" | "passthrough"
+    request: dict[str, Any]
+    text: str = ""
+    finish_reason: str | None = None
+    response_model: str | None = None
+    system_fingerprint: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    tokens_estimated: bool = False
+    started_at: float = 0.0
+    ttft_ms: float | None = None
+    e2e_ms: float | None = None
+    endpoint: str = ""
+    streamed: bool = False
+    cold_start: bool = False
+    replayed: bool = False
+    error: str | None = None
+    cost_usd: float | None = None
+    energy_j: float | None = None
+    key: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def tpot_ms(self) -> float | None:
+        """(E2E - TTFT) / (completion_tokens - 1); undefined for fewer than two tokens."""
+        if self.e2e_ms is None or self.ttft_ms is None or not self.completion_tokens:
+            return None
+        if self.completion_tokens < 2:
+            return None
+        return (self.e2e_ms - self.ttft_ms) / (self.completion_tokens - 1)
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """completion_tokens / E2E."""
+        if not self.e2e_ms or self.completion_tokens is None:
+            return None
+        return self.completion_tokens / (self.e2e_ms / 1000.0)
+
+    def as_dict(self) -> dict[str, Any]:
+        data = super().as_dict()
+        data["tpot_ms"] = self.tpot_ms
+        data["tokens_per_s"] = self.tokens_per_s
+        return data
+
+
+@dataclass
+class GoldenAnswer(Record):
+    """One recorded answer of the reference model, with how it was obtained."""
+
+    text: str
+    model: str | None = None  # the model id the API returned
+    recorded_at: str | None = None  # ISO 8601, UTC
+    finish_reason: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    ttft_ms: float | None = None
+    e2e_ms: float | None = None
+    system_fingerprint: str | None = None
+
+
+@dataclass
+class GoldenRecord(Record):
+    """The reference's answers to one canonical request, as kept in a golden file."""
+
+    key: str
+    request: dict[str, Any]
+    answers: list[GoldenAnswer] = field(default_factory=list)
+    tests: list[str] = field(default_factory=list)
+    judge: dict[str, Any] = field(default_factory=dict)  # cached judge verdicts, by judge key
+
+    def as_dict(self) -> dict[str, Any]:
+        data = super().as_dict()
+        data["answers"] = [a.as_dict() for a in self.answers]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GoldenRecord:
+        rec = super().from_dict(data)
+        rec.answers = [GoldenAnswer.from_dict(a) if isinstance(a, dict) else a for a in rec.answers]
+        return rec
+
+    @property
+    def answer(self) -> GoldenAnswer | None:
+        return self.answers[0] if self.answers else None
+
+
+@dataclass
+class Score(Record):
+    """A scorer's verdict on one candidate/reference pair: a value in [0, 1] and why."""
+
+    scorer: str
+    value: float
+    explanation: str = ""
+    threshold: float | None = None
+
+    @property
+    def passed(self) -> bool | None:
+        return None if self.threshold is None else self.value >= self.threshold
+
+    def as_dict(self) -> dict[str, Any]:
+        data = super().as_dict()
+        data["passed"] = self.passed
+        return data
+
+
+@dataclass
+class Pair(Record):
+    """A candidate call joined with the golden answer to the same canonical request."""
+
+    call_index: int
+    key: str
+    golden_file: str
+    reference_text: str | None
+    reference_model: str | None = None
+    reference_prompt_tokens: int | None = None
+    reference_completion_tokens: int | None = None
+    reference_e2e_ms: float | None = None
+    reference_ttft_ms: float | None = None
+    reference_cost_usd: float | None = None
+    missing: bool = False
+    scores: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Outcome(Record):
+    """What one test run against one model produced: carried on the test report to the controller."""
+
+    FIELDS: ClassVar[tuple[str, ...]] = ("nodeid", "test", "model", "outcome", "duration_s")
+
+    nodeid: str
+    test: str  # nodeid without the model parameter: the same test across models
+    model: str
+    outcome: str = "passed"  # passed | failed | skipped | error
+    duration_s: float = 0.0
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    pairs: list[dict[str, Any]] = field(default_factory=list)
+    budget_breaches: list[str] = field(default_factory=list)
+    repeat: int | None = None
+    energy_j: float | None = None
+    message: str | None = None
