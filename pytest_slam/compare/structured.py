@@ -1,0 +1,155 @@
+"""Structured scorers: JSON structural equality and JSON Schema validation.
+
+For product features that ask the model for JSON, "similar text" is the wrong question: what
+matters is whether the fields a program reads hold the same values.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_slam.compare.base import MissingExtra, Scorer
+from pytest_slam.compare.jsontree import (
+    NotJson,
+    Path,
+    format_path,
+    leaves,
+    matches,
+    parse_answer,
+    parse_pattern,
+)
+from pytest_slam.records import Score
+
+SHOWN_DIFFERENCES = 5
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+class JsonScorer(Scorer):
+    """Fraction of JSON leaves (scalars and empty containers) that match, by path.
+
+    Both answers are parsed (see ``jsontree.parse_answer``: with ``lenient=True``, the default,
+    a fenced block or JSON after leading prose is accepted and the explanation says so). Leaves
+    are compared by path over the union of both answers' paths, minus ``ignore`` patterns
+    (``["$.id", "items[*].ts"]``). Numbers match within ``tolerance`` (absolute) or
+    ``rel_tolerance``; ``true`` is never equal to ``1``. Arrays are compared by position.
+    A candidate that is not JSON scores 0 with the parse error.
+    """
+
+    name = "json"
+
+    def __init__(
+        self,
+        *,
+        ignore: Sequence[str] = (),
+        tolerance: float = 0.0,
+        rel_tolerance: float = 0.0,
+        lenient: bool = True,
+    ) -> None:
+        if isinstance(ignore, str):
+            ignore = [ignore]
+        if tolerance < 0 or rel_tolerance < 0:
+            raise ValueError("json scorer: tolerance and rel_tolerance must be >= 0")
+        self.ignore = list(ignore)
+        self._patterns = [parse_pattern(p) for p in self.ignore]
+        self.tolerance, self.rel_tolerance, self.lenient = tolerance, rel_tolerance, lenient
+
+    def score(self, candidate: str, reference: str) -> Score:
+        try:
+            ref_value, _ = parse_answer(reference, lenient=self.lenient)
+        except NotJson as err:
+            return self.verdict(0.0, f"reference is not valid JSON: {err}")
+        try:
+            cand_value, how = parse_answer(candidate, lenient=self.lenient)
+        except NotJson as err:
+            return self.verdict(0.0, f"candidate is not valid JSON: {err}")
+        value, explanation = self.compare(cand_value, ref_value)
+        return self.verdict(value, f"{explanation} (candidate JSON {how})" if how else explanation)
+
+    def compare(self, candidate: Any, reference: Any) -> tuple[float, str]:
+        """Compare parsed values: (fraction of matching leaves, explanation)."""
+        cand, ref = self._kept(leaves(candidate)), self._kept(leaves(reference))
+        paths = list(ref) + [p for p in cand if p not in ref]
+        if not paths:
+            return 1.0, "every path is ignored"
+        differing = [p for p in paths if not self._same(p, cand, ref)]
+        matched = len(paths) - len(differing)
+        if not differing:
+            return 1.0, f"all {matched} leaves match"
+        shown = "; ".join(self._difference(p, cand, ref) for p in differing[:SHOWN_DIFFERENCES])
+        extra = len(differing) - SHOWN_DIFFERENCES
+        more = f"; +{extra} more" if extra > 0 else ""
+        return matched / len(paths), f"{matched}/{len(paths)} leaves match; {shown}{more}"
+
+    def _kept(self, flat: dict[Path, Any]) -> dict[Path, Any]:
+        return {p: v for p, v in flat.items() if not any(matches(pt, p) for pt in self._patterns)}
+
+    def _same(self, path: Path, cand: dict[Path, Any], ref: dict[Path, Any]) -> bool:
+        return path in cand and path in ref and self._equal(cand[path], ref[path])
+
+    def _equal(self, a: Any, b: Any) -> bool:
+        if isinstance(a, bool) or isinstance(b, bool):
+            return type(a) is type(b) and a == b
+        if isinstance(a, int | float) and isinstance(b, int | float):
+            return math.isclose(a, b, rel_tol=self.rel_tolerance, abs_tol=self.tolerance)
+        return type(a) is type(b) and a == b
+
+    @staticmethod
+    def _difference(path: Path, cand: dict[Path, Any], ref: dict[Path, Any]) -> str:
+        where = format_path(path)
+        if path not in cand:
+            return f"{where} missing (expected {_short(ref[path])})"
+        if path not in ref:
+            return f"{where} unexpected ({_short(cand[path])})"
+        return f"{where} expected {_short(ref[path])}, got {_short(cand[path])}"
+
+
+class JsonSchemaScorer(Scorer):
+    """1 when the candidate is JSON that validates against ``schema``; else 0 with the errors.
+
+    The reference answer is not used: the schema is the contract. Needs ``jsonschema``
+    (``pip install 'pytest-slam[schema]'``), imported when the scorer is built.
+    """
+
+    name = "json_schema"
+
+    def __init__(self, *, schema: dict[str, Any] | str, lenient: bool = True) -> None:
+        try:
+            import jsonschema
+        except ImportError:
+            raise MissingExtra("json_schema", "jsonschema", "schema") from None
+        if isinstance(schema, str):
+            try:
+                schema = json.loads(schema)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"json_schema scorer: schema is not valid JSON: {err}") from None
+        if not isinstance(schema, dict):
+            raise ValueError("json_schema scorer: schema must be a JSON object (a dict)")
+        cls = jsonschema.validators.validator_for(schema)
+        try:
+            cls.check_schema(schema)
+        except jsonschema.SchemaError as err:
+            raise ValueError(f"json_schema scorer: invalid schema: {err.message}") from None
+        self.schema, self.lenient = schema, lenient
+        self._validator = cls(schema)
+
+    def score(self, candidate: str, reference: str) -> Score:
+        try:
+            value, how = parse_answer(candidate, lenient=self.lenient)
+        except NotJson as err:
+            return self.verdict(0.0, f"candidate is not valid JSON: {err}")
+        errors = sorted(self._validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+        suffix = f" (candidate JSON {how})" if how else ""
+        if not errors:
+            return self.verdict(1.0, f"valid against the schema{suffix}")
+        shown = "; ".join(
+            f"{format_path(tuple(e.absolute_path))}: {e.message}"
+            for e in errors[:SHOWN_DIFFERENCES]
+        )
+        return self.verdict(0.0, f"{len(errors)} schema error(s): {shown}{suffix}")

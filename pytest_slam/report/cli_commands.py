@@ -1,0 +1,83 @@
+"""``slam report`` subcommands: render a JSON report as HTML, and diff two reports.
+
+Each command takes an ``argparse.Namespace`` and returns the exit status; ``add_*_arguments``
+declare the arguments so the ``slam`` CLI and its tests share one definition.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pytest_slam.report.baseline import Tolerances, compare, format_diff
+from pytest_slam.report.config import ConfigError
+from pytest_slam.report.jsonreport import ReportError, load_report
+
+EXIT_OK, EXIT_REGRESSED, EXIT_USAGE = 0, 1, 2
+
+
+def add_render_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("report", help="JSON report written by --slm-report")
+    parser.add_argument(
+        "-o", "--output", default=None, help="HTML file to write (default: REPORT with .html)"
+    )
+
+
+def add_diff_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("old", help="Baseline JSON report")
+    parser.add_argument("new", help="JSON report of the run to check")
+    parser.add_argument(
+        "--equivalence-drop",
+        type=float,
+        default=None,
+        help="Mean equivalence may drop by this much (default 0.02)",
+    )
+    parser.add_argument(
+        "--latency-increase-pct",
+        type=float,
+        default=None,
+        help="E2E p95 may rise by this many percent (default 20)",
+    )
+    parser.add_argument(
+        "--cost-increase-pct",
+        type=float,
+        default=None,
+        help="Cost per call may rise by this many percent (default 10)",
+    )
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    """JSON report -> self-contained HTML report."""
+    from pytest_slam.report.html import write_html
+
+    try:
+        report = load_report(args.report)
+    except ReportError as exc:
+        print(f"slam report render: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    output = Path(args.output) if getattr(args, "output", None) else Path(args.report)
+    if output.suffix != ".html":
+        output = output.with_suffix(".html")
+    written = write_html(output, report.verdict, report.outcomes)
+    print(f"slam report render: wrote {written}")
+    return EXIT_OK
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    """OLD NEW -> readable differences; exit 1 when NEW regressed against OLD."""
+    try:
+        tol = Tolerances.from_config(_tolerance_args(args))
+        old, new = load_report(args.old), load_report(args.new)
+    except (ReportError, ConfigError) as exc:
+        print(f"slam report diff: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    diff = compare(new.verdict, old, tol)
+    for line in format_diff(diff):
+        print(line)
+    return EXIT_REGRESSED if diff.regressed else EXIT_OK
+
+
+def _tolerance_args(args: argparse.Namespace) -> dict[str, float]:
+    names = ("equivalence_drop", "latency_increase_pct", "cost_increase_pct")
+    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}

@@ -1,0 +1,68 @@
+"""Number formatting with units, shared by the terminal, Markdown and HTML renderings.
+
+Every formatter takes ``None`` (not measured) and returns ``"-"``, so a missing number is never
+shown as zero.
+"""
+
+from __future__ import annotations
+
+from pytest_slam.report.aggregate import ModelRow
+
+NA = "-"
+
+
+def ms(value: float | None) -> str:
+    """Milliseconds below 10 s, seconds above: ``412 ms``, ``12.4 s``."""
+    if value is None:
+        return NA
+    if value >= 10_000:
+        return f"{value / 1000:.1f} s"
+    return f"{value:.0f} ms"
+
+
+def usd(value: float | None) -> str:
+    """Dollars with enough digits to tell small self-hosted costs apart."""
+    if value is None:
+        return NA
+    if value == 0:
+        return "$0"
+    if value >= 100:
+        return f"${value:,.0f}"
+    if value >= 1:
+        return f"${value:.2f}"
+    return f"${value:.2g}" if value < 0.01 else f"${value:.3f}"
+
+
+def ratio(value: float | None) -> str:
+    """A cost ratio to the reference: ``0.0031x``."""
+    if value is None:
+        return NA
+    return f"{value:.2g}x" if value < 0.1 else f"{value:.2f}x"
+
+
+def pct(value: float | None) -> str:
+    return NA if value is None else f"{value * 100:.0f}%"
+
+
+def score(value: float | None) -> str:
+    return NA if value is None else f"{value:.2f}"
+
+
+def rate(value: float | None, unit: str = "tok/s") -> str:
+    return NA if value is None else f"{value:.0f} {unit}"
+
+
+def joules(value: float | None) -> str:
+    if value is None:
+        return NA
+    return f"{value:.2g} J" if value < 10 else f"{value:.0f} J"
+
+
+def tests(row: ModelRow) -> str:
+    """``passed/run``; skipped tests are not in the denominator."""
+    return NA if row.is_reference else f"{row.tests_passed}/{row.tests_run}"
+
+
+def tokens(row: ModelRow) -> str:
+    mark = "~" if row.tokens_estimated else ""
+    return f"{mark}{row.prompt_tokens:,}+{row.completion_tokens:,}"

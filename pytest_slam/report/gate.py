@@ -1,0 +1,162 @@
+"""The CI gate: rules from ``[tool.slam.gate]`` checked against every candidate model.
+
+The gate passes when every candidate keeps every configured rule and the session kept its
+budgets. A rule whose metric was not measured is a breach ("not measured"), never a silent pass.
+The reference row is never gated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_slam.records import Record
+from pytest_slam.report import fmt
+from pytest_slam.report.aggregate import ModelRow, Verdict
+from pytest_slam.report.baseline import BaselineDiff
+from pytest_slam.report.config import ConfigError, check_section
+
+SECTION = "tool.slam.gate"
+
+# rule -> (ModelRow field, "min" | "max", formatter)
+RULES: dict[str, tuple[str, str, Any]] = {
+    "min_pass_rate": ("pass_rate", "min", lambda v: f"{v:.1%}"),
+    "min_mean_equivalence": ("equivalence_mean", "min", lambda v: f"{v:.3f}"),
+    "max_p95_e2e_ms": ("e2e_p95_ms", "max", fmt.ms),
+    "max_cost_ratio": ("cost_ratio", "max", fmt.ratio),
+}
+
+
+class GateFailed(Exception):
+    """The run kept its tests but not its gate; the message lists every breach."""
+
+    def __init__(self, result: GateResult):
+        self.result = result
+        super().__init__("\n".join(result.lines()))
+
+
+@dataclass
+class Gate(Record):
+    """Thresholds a team commits; None means the rule is off."""
+
+    min_pass_rate: float | None = None
+    min_mean_equivalence: float | None = None
+    max_p95_e2e_ms: float | None = None
+    max_cost_ratio: float | None = None
+    no_regression: bool = False
+
+    @classmethod
+    def from_config(cls, data: Mapping[str, Any] | None) -> Gate:
+        """From ``[tool.slam.gate]``; unknown keys and bad values raise ``ConfigError``."""
+        known = {name: float for name in RULES} | {"no_regression": bool}
+        gate = cls(**check_section(SECTION, data or {}, known))
+        for name in ("min_pass_rate", "min_mean_equivalence"):
+            value = getattr(gate, name)
+            if value is not None and not 0 <= value <= 1:
+                raise ConfigError(
+                    f"[{SECTION}] {name} = {value} must be a fraction in 0..1, "
+                    f"e.g. {name} = 0.9 for 90%"
+                )
+        return gate
+
+    @property
+    def configured(self) -> bool:
+        return self.no_regression or any(getattr(self, r) is not None for r in RULES)
+
+
+@dataclass
+class Breach(Record):
+    """One rule one model broke: what was measured against which limit."""
+
+    model: str
+    rule: str
+    measured: Any
+    limit: Any
+    message: str
+
+
+@dataclass
+class ModelGate(Record):
+    model: str
+    passed: bool
+    breaches: list[Breach] = field(default_factory=list)
+
+
+@dataclass
+class GateResult(Record):
+    """The gate's outcome for the run: overall, per model, and session-level breaches."""
+
+    passed: bool
+    configured: bool
+    models: list[ModelGate] = field(default_factory=list)
+    session_breaches: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def label(self, model: str) -> str:
+        """PASS / FAIL for a gated model, ``-`` when no gate is configured or not gated."""
+        entry = next((m for m in self.models if m.model == model), None)
+        if entry is None or not self.configured:
+            return "-"
+        return "PASS" if entry.passed else "FAIL"
+
+    def lines(self) -> list[str]:
+        head = "passed" if self.passed else "FAILED"
+        out = [f"pytest-slam gate {head}"]
+        for entry in self.models:
+            out.extend(f"  {entry.model}: {b.message}" for b in entry.breaches)
+        out.extend(f"  session budget: {b}" for b in self.session_breaches)
+        out.extend(f"  note: {n}" for n in self.notes)
+        return out
+
+
+def evaluate(
+    gate: Gate,
+    verdict: Verdict,
+    diff: BaselineDiff | None = None,
+    session_budget_breaches: list[str] | None = None,
+) -> GateResult:
+    """Check every candidate row against ``gate``; the result says what broke and by how much."""
+    entries = [_check_model(gate, row, diff) for row in verdict.models]
+    session = list(session_budget_breaches or [])
+    notes = []
+    if gate.no_regression and diff is None:
+        notes.append("no_regression is on but no baseline was given (--slm-baseline): not checked")
+    if diff is not None:
+        notes.extend(diff.notes)
+    passed = all(e.passed for e in entries) and not session
+    return GateResult(passed, gate.configured or bool(session), entries, session, notes)
+
+
+def _check_model(gate: Gate, row: ModelRow, diff: BaselineDiff | None) -> ModelGate:
+    breaches = []
+    for rule, (attr, kind, show) in RULES.items():
+        limit = getattr(gate, rule)
+        if limit is not None:
+            breach = _check_rule(row, rule, attr, kind, show, limit)
+            breaches += [breach] if breach else []
+    if gate.no_regression and diff is not None and diff.for_model(row.model):
+        changes = diff.for_model(row.model)
+        what = "; ".join(c.describe() for c in changes[:3]) + ("; ..." if len(changes) > 3 else "")
+        message = f"no_regression: {len(changes)} regression(s) vs baseline ({what})"
+        breaches.append(Breach(row.model, "no_regression", len(changes), 0, message))
+    return ModelGate(row.model, not breaches, breaches)
+
+
+def _check_rule(row: ModelRow, rule: str, attr: str, kind: str, show: Any, limit: float):
+    measured = getattr(row, attr)
+    if measured is None:
+        return Breach(row.model, rule, None, limit, f"{rule}: not measured (limit {show(limit)})")
+    broken = measured < limit if kind == "min" else measured > limit
+    if not broken:
+        return None
+    word = "below the minimum" if kind == "min" else "above the maximum"
+    message = f"{rule}: {show(measured)} is {word} {show(limit)}"
+    return Breach(row.model, rule, measured, limit, message)
+
+
+def apply_gate(verdict: Verdict, result: GateResult) -> Verdict:
+    """A copy of ``verdict`` whose rows carry PASS/FAIL and which embeds the gate result."""
+    models = [dataclasses.replace(r, gate=result.label(r.model)) for r in verdict.models]
+    return dataclasses.replace(verdict, models=models, gate=result.as_dict())

@@ -1,0 +1,170 @@
+"""The HTML report: one self-contained file (inline CSS, JS and SVG; nothing from the network).
+
+It shows the quality-versus-cost chart that decides a swap, latency distributions per model,
+a sortable per-test table, and per test the candidate's and the reference's answers side by
+side with word-level differences. Everything from the run is escaped by Jinja2's autoescape;
+the SVG charts escape their own labels (charts.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+from pytest_slam.report import charts, fmt
+from pytest_slam.report.aggregate import (
+    PerTestRow,
+    Verdict,
+    candidate_calls,
+    latency_calls,
+    pair_equivalence,
+    sort_outcomes,
+)
+from pytest_slam.report.diffview import similarity, word_diff
+from pytest_slam.report.jsonreport import SCHEMA_ID, atomic_write_text
+from pytest_slam.report.terminal import notes
+
+TEMPLATE = "report.html.j2"
+MAX_PAIRS = 400  # answer pairs shown side by side; the JSON report keeps them all
+
+
+def write_html(
+    path: str | os.PathLike[str], verdict: Verdict, outcomes: list[dict[str, Any]]
+) -> Path:
+    """Render and write the report atomically; returns the path written."""
+    return atomic_write_text(path, render_html(verdict, outcomes))
+
+
+def render_html(verdict: Verdict, outcomes: list[dict[str, Any]]) -> str:
+    """The page as a string."""
+    import jinja2  # a core dependency, imported only when a report is rendered
+    from markupsafe import Markup
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    ordered = sort_outcomes(outcomes)
+    answers, hidden = answer_pairs(ordered)
+    context = {
+        "schema": SCHEMA_ID,
+        "verdict": verdict,
+        "run": verdict.run,
+        "fmt": fmt,
+        "notes": notes(verdict),
+        "quality_chart": Markup(charts.quality_cost_svg(verdict.rows)),
+        "latency_chart": Markup(charts.latency_svg(latency_series(verdict, ordered))),
+        "tests": [row_cells(t) for t in verdict.tests],
+        "answers": answers,
+        "hidden_pairs": hidden,
+    }
+    return env.get_template(TEMPLATE).render(**context)
+
+
+def latency_series(verdict: Verdict, outcomes: list[dict[str, Any]]) -> list[tuple[str, dict]]:
+    """Per model the measured E2E/TTFT values, then the reference's recorded ones."""
+    series = []
+    for row in verdict.models:
+        calls = [c for o in outcomes if o["model"] == row.model for c in candidate_calls(o)]
+        measured = latency_calls(calls)
+        series.append((row.model, {k: _values(measured, k) for k in ("e2e_ms", "ttft_ms")}))
+    if verdict.reference is not None:
+        golden = _golden_by_key(outcomes)
+        ref = {
+            "e2e_ms": [p["reference_e2e_ms"] for p in golden if p.get("reference_e2e_ms")],
+            "ttft_ms": [p["reference_ttft_ms"] for p in golden if p.get("reference_ttft_ms")],
+        }
+        series.append((f"{verdict.reference.model} (recorded)", ref))
+    return series
+
+
+def _values(calls: list[dict[str, Any]], name: str) -> list[float]:
+    return [c[name] for c in calls if c.get(name) is not None]
+
+
+def _golden_by_key(outcomes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen: dict[str, dict[str, Any]] = {}
+    for outcome in outcomes:
+        for pair in outcome.get("pairs") or []:
+            if not pair.get("missing"):
+                seen.setdefault(pair["key"], pair)
+    return [seen[k] for k in sorted(seen)]
+
+
+def row_cells(row: PerTestRow) -> dict[str, Any]:
+    """One table row: ``(shown text, sort key)`` per column; an empty key sorts last."""
+    return {
+        "anchor": _anchor(row.test, row.model),
+        "test": (row.test, row.test),
+        "model": (row.model, row.model),
+        "outcome": (row.outcome, row.outcome),
+        "equivalence": (fmt.score(row.equivalence_mean), _key(row.equivalence_mean)),
+        "worst": (fmt.score(row.equivalence_worst), _key(row.equivalence_worst)),
+        "ttft": (fmt.ms(row.ttft_p50_ms), _key(row.ttft_p50_ms)),
+        "e2e": (fmt.ms(row.e2e_p95_ms), _key(row.e2e_p95_ms)),
+        "cost": (fmt.usd(row.cost_usd), _key(row.cost_usd)),
+        "calls": (str(row.calls), str(row.calls)),
+        "message": row.message or "",
+    }
+
+
+def _key(value: float | None) -> str:
+    return "" if value is None else repr(float(value))
+
+
+def _anchor(test: str, model: str) -> str:
+    """A stable element id for a (test, model) answer block."""
+    return "t-" + hashlib.sha1(f"{test}\0{model}".encode()).hexdigest()[:12]
+
+
+def answer_pairs(outcomes: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """Side-by-side blocks per outcome, at most ``MAX_PAIRS`` pairs; returns (blocks, hidden)."""
+    blocks, shown, hidden = [], 0, 0
+    for outcome in outcomes:
+        pairs = outcome.get("pairs") or []
+        room = max(MAX_PAIRS - shown, 0)
+        hidden += max(len(pairs) - room, 0)
+        if not pairs or not room:
+            continue
+        items = [_pair_view(outcome, p) for p in pairs[:room]]
+        shown += len(items)
+        blocks.append(_block(outcome, items))
+    return blocks, hidden
+
+
+def _block(outcome: dict[str, Any], items: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "anchor": _anchor(outcome["test"], outcome["model"]),
+        "nodeid": outcome["nodeid"],
+        "model": outcome["model"],
+        "outcome": outcome.get("outcome", "passed"),
+        "message": outcome.get("message") or "",
+        "pairs": items,
+    }
+
+
+def _pair_view(outcome: dict[str, Any], pair: dict[str, Any]) -> dict[str, Any]:
+    calls = outcome.get("calls") or []
+    index = pair.get("call_index", -1)
+    call = calls[index] if 0 <= index < len(calls) else {}
+    candidate = call.get("text") or ""
+    reference = pair.get("reference_text")
+    view = {
+        "key": pair.get("key", ""),
+        "reference_model": pair.get("reference_model") or "reference",
+        "missing": bool(pair.get("missing")) or reference is None,
+        "equivalence": fmt.score(pair_equivalence(pair)),
+        "scores": pair.get("scores") or [],
+        "error": call.get("error"),
+        "candidate_text": candidate,
+        "similarity": None,
+    }
+    if not view["missing"]:
+        view["left"], view["right"] = word_diff(reference, candidate)
+        view["similarity"] = f"{similarity(reference, candidate):.0%}"
+    return view

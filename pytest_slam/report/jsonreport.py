@@ -1,0 +1,125 @@
+"""The JSON report, schema ``pytest-slam/report/1`` (every field is documented in SCHEMA.md).
+
+It holds the run settings, the per-model verdict, per-test rows and every outcome with its calls,
+so the HTML report and a later baseline comparison can be made from the file alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pytest_slam.report.aggregate import Verdict, sort_outcomes
+
+SCHEMA_NAME = "pytest-slam/report"
+SCHEMA_VERSION = 1
+SCHEMA_ID = f"{SCHEMA_NAME}/{SCHEMA_VERSION}"
+
+
+class ReportError(Exception):
+    """A report file that cannot be read: missing, not JSON, or another schema version."""
+
+
+@dataclass
+class Report:
+    """A loaded report: the verdict as written, and the outcomes it was made from."""
+
+    verdict: Verdict
+    outcomes: list[dict[str, Any]] = field(default_factory=list)
+    schema: str = SCHEMA_ID
+    generated_at: str | None = None
+    path: str | None = None
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` through a temp file in the same folder and ``os.replace``.
+
+    A reader (CI uploading the artifact, a concurrent ``slam report``) never sees half a file.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def report_dict(verdict: Verdict, outcomes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The document written to disk; ``schema`` first so a reader can check it at a glance."""
+    return {
+        "schema": SCHEMA_ID,
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        **verdict.as_dict(),
+        "outcomes": sort_outcomes(outcomes),
+    }
+
+
+def write_json(
+    path: str | os.PathLike[str], verdict: Verdict, outcomes: list[dict[str, Any]]
+) -> Path:
+    """Write the report atomically; returns the path written."""
+    text = json.dumps(report_dict(verdict, outcomes), indent=2, sort_keys=False, allow_nan=False)
+    return atomic_write_text(path, text + "\n")
+
+
+def load_report(path: str | os.PathLike[str]) -> Report:
+    """Read a report written by ``write_json``; raise ``ReportError`` saying what is wrong."""
+    data = _read_json(Path(path))
+    check_schema(data, str(path))
+    return Report(
+        verdict=Verdict.from_dict(data),
+        outcomes=list(data.get("outcomes") or []),
+        schema=data["schema"],
+        generated_at=data.get("generated_at"),
+        path=str(path),
+    )
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ReportError(
+            f"pytest-slam report not found: {path}; write one with `pytest --slm-report={path}`"
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ReportError(
+            f"{path} is not a pytest-slam JSON report: not valid JSON ({exc}); "
+            "pass the file written by --slm-report"
+        ) from None
+    if not isinstance(data, dict):
+        raise ReportError(f"{path} is not a pytest-slam JSON report: top level is not an object")
+    return data
+
+
+def check_schema(data: dict[str, Any], where: str) -> int:
+    """Return the schema version, or raise ``ReportError`` naming the versions and the fix."""
+    schema = data.get("schema")
+    name, _, version = str(schema).rpartition("/")
+    if name != SCHEMA_NAME or not version.isdigit():
+        raise ReportError(
+            f"{where} is not a pytest-slam report (schema {schema!r}, "
+            f"expected {SCHEMA_ID!r}); pass the file written by --slm-report"
+        )
+    number = int(version)
+    if number < SCHEMA_VERSION:
+        raise ReportError(
+            f"{where} uses the older schema {schema}; this pytest-slam reads {SCHEMA_ID}. "
+            "Re-run the tests with --slm-report to write a current report"
+        )
+    if number > SCHEMA_VERSION:
+        raise ReportError(
+            f"{where} uses the newer schema {schema}; this pytest-slam reads {SCHEMA_ID}. "
+            "Upgrade pytest-slam to read it: pip install -U pytest-slam"
+        )
+    return number

@@ -1,0 +1,184 @@
+"""The verdict as a terminal table: one row per model plus the reference, within ``width``.
+
+Columns carry a priority; on a narrow terminal the least important go first, then the model
+name is shortened, and when even the essential columns do not fit each model is printed as a
+short vertical block instead.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pytest_slam.report import fmt
+from pytest_slam.report.aggregate import ModelRow, Verdict
+
+GAP = "  "
+MIN_NAME = 12
+MAX_NAME = 28
+ESSENTIAL = 2  # columns of priority <= ESSENTIAL must fit, or the layout turns vertical
+
+
+@dataclass(frozen=True)
+class Column:
+    """One table column: header, how to format a row, and how early it is dropped."""
+
+    key: str
+    header: str
+    label: str  # long name, for the vertical layout
+    priority: int  # 0 = always kept; higher = dropped earlier
+    get: Callable[[ModelRow], str]
+    left: bool = False
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("model", "model", "model", 0, lambda r: _name(r), left=True),
+    Column("gate", "gate", "gate", 0, lambda r: r.gate),
+    Column("tests", "tests", "tests passed", 2, fmt.tests),
+    Column("pass_rate", "pass", "pass rate", 7, lambda r: fmt.pct(r.pass_rate)),
+    Column("equivalence", "equiv", "mean equivalence", 1, lambda r: _equiv(r)),
+    Column("worst", "worst", "worst equivalence", 4, lambda r: fmt.score(r.equivalence_worst)),
+    Column("ttft", "TTFT p50", "TTFT p50", 4, lambda r: fmt.ms(r.ttft_p50_ms)),
+    Column("e2e_p50", "E2E p50", "E2E p50", 6, lambda r: fmt.ms(r.e2e_p50_ms)),
+    Column("e2e_p95", "E2E p95", "E2E p95", 2, lambda r: fmt.ms(r.e2e_p95_ms)),
+    Column("cv", "CV", "E2E consistency (CV)", 6, lambda r: fmt.pct(r.e2e_cv)),
+    Column("tps", "out tok/s", "output tokens/s", 7, lambda r: fmt.rate(r.output_tokens_per_s)),
+    Column("cost_1k", "$/1k calls", "cost per 1,000 calls", 3, lambda r: _cost(r)),
+    Column("cost_ratio", "vs ref $", "cost ratio to reference", 1, lambda r: _ratio(r)),
+    Column("energy", "J/out tok", "energy per output token", 5, lambda r: _energy(r)),
+    Column("cold", "cold", "cold starts", 8, lambda r: _cold(r)),
+    Column("tokens", "tokens in+out", "tokens (prompt+completion)", 9, fmt.tokens),
+)
+
+
+def _name(row: ModelRow) -> str:
+    return f"{row.model} (ref)" if row.is_reference else row.model
+
+
+def _equiv(row: ModelRow) -> str:
+    return "ref" if row.is_reference else fmt.score(row.equivalence_mean)
+
+
+def _cost(row: ModelRow) -> str:
+    return fmt.usd(row.cost_per_1000_calls_usd)
+
+
+def _ratio(row: ModelRow) -> str:
+    return fmt.ratio(row.cost_ratio)
+
+
+def _cold(row: ModelRow) -> str:
+    return "-" if row.is_reference else str(row.cold_starts)
+
+
+def _energy(row: ModelRow) -> str:
+    return fmt.joules(row.energy_per_output_token_j)
+
+
+def render_table(verdict: Verdict, width: int = 100) -> list[str]:
+    """Lines of the verdict table, none longer than ``width``."""
+    rows = verdict.rows
+    title = _clip(
+        f"pytest-slam swap verdict: {len(verdict.models)} model(s) vs "
+        f"{verdict.run.reference or 'the reference'}",
+        width,
+    )
+    if not rows:
+        return [title, "no model results"]
+    cells = {c.key: [c.get(r) for r in rows] for c in COLUMNS}
+    layout = _fit(cells, width)
+    body = _table(layout, cells, len(rows)) if layout else _vertical(rows, cells, width)
+    return [title, *body, *(line for n in notes(verdict) for line in _wrap(n, width))]
+
+
+def _widths(cells: dict[str, list[str]]) -> dict[str, int]:
+    out = {c.key: max(len(c.header), *(len(v) for v in cells[c.key])) for c in COLUMNS}
+    out["model"] = min(out["model"], MAX_NAME)
+    return out
+
+
+def _fit(cells: dict[str, list[str]], width: int) -> dict[str, int] | None:
+    """Column key -> width for the widest set that fits, or None to go vertical."""
+    widths = _widths(cells)
+    kept = list(COLUMNS)
+    while _total(kept, widths) > width:
+        droppable = [c for c in kept if c.priority > ESSENTIAL]
+        if not droppable:
+            break
+        worst = max(droppable, key=lambda c: (c.priority, kept.index(c)))
+        kept.remove(worst)
+    overflow = _total(kept, widths) - width
+    if overflow > 0:
+        widths["model"] = max(MIN_NAME, widths["model"] - overflow)
+    if _total(kept, widths) > width:
+        return None
+    return {c.key: widths[c.key] for c in kept}
+
+
+def _total(columns: list[Column], widths: dict[str, int]) -> int:
+    return sum(widths[c.key] for c in columns) + len(GAP) * (len(columns) - 1)
+
+
+def _table(layout: dict[str, int], cells: dict[str, list[str]], n: int) -> list[str]:
+    columns = [c for c in COLUMNS if c.key in layout]
+    header = GAP.join(_pad(c.header, layout[c.key], c.left) for c in columns)
+    lines = [header, "-" * len(header)]
+    for i in range(n):
+        lines.append(GAP.join(_pad(cells[c.key][i], layout[c.key], c.left) for c in columns))
+    return [line.rstrip() for line in lines]
+
+
+def _pad(text: str, width: int, left: bool) -> str:
+    text = _clip(text, width)
+    return text.ljust(width) if left else text.rjust(width)
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """A footnote over several lines rather than cut: it says what the numbers mean."""
+    lines = textwrap.wrap(text, width=max(width, 20), subsequent_indent="  ")
+    return [_clip(line, width) for line in lines] or [""]
+
+
+def _vertical(rows: list[ModelRow], cells: dict[str, list[str]], width: int) -> list[str]:
+    """One block per model: its name and gate, then ``label: value`` lines."""
+    lines: list[str] = []
+    for i, _row in enumerate(rows):
+        lines.append(_clip(f"{cells['model'][i]}  [{cells['gate'][i]}]", width))
+        for column in COLUMNS[2:]:
+            lines.append(_clip(f"  {column.label}: {cells[column.key][i]}", width))
+    return lines
+
+
+def notes(verdict: Verdict) -> list[str]:
+    """Footnotes that keep the numbers honest: what was recorded, estimated or assumed."""
+    run, out = verdict.run, []
+    if verdict.reference is not None:
+        out.append("reference latency and cost: as recorded with the golden answers")
+    if any(r.tokens_estimated for r in verdict.rows):
+        out.append("~ token counts partly estimated (server reported no usage)")
+    if run.cost_assumption:
+        out.append(f"cost: {run.cost_assumption}")
+    if all(r.energy_per_call_j is None for r in verdict.models):
+        out.append(f"energy: not measured ({run.gpu_telemetry or 'no GPU telemetry'})")
+    missing = sum(r.missing_golden for r in verdict.models)
+    if missing:
+        out.append(f"{missing} call(s) had no golden answer and were not scored")
+    out.extend(gate_lines(verdict))
+    return out
+
+
+def gate_lines(verdict: Verdict) -> list[str]:
+    """The gate's outcome in one line per breach (empty when no gate was applied)."""
+    gate = verdict.gate
+    if not gate or not gate.get("configured", True):
+        return []
+    lines = [f"gate: {'PASS' if gate.get('passed') else 'FAIL'}"]
+    for model in gate.get("models", []):
+        lines.extend(f"  {model['model']}: {b['message']}" for b in model.get("breaches", []))
+    lines.extend(f"  session: {b}" for b in gate.get("session_breaches", []))
+    return lines

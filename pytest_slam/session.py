@@ -1,0 +1,398 @@
+"""SlamSession: the state of one pytest run, in whichever process it lives.
+
+Roles: ``serial`` (no xdist) does everything; under xdist the ``controller`` owns the engines, merges
+what the workers publish and writes the reports, and each ``worker`` runs tests through its own
+loopback swap proxy. Hooks in plugin.py only call the methods here.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import models as model_specs
+from .chat import Target, forward_chat
+from .engines import EngineError, ManagedServer, start_engine
+from .records import ModelSpec
+from .settings import Settings
+
+PLACEHOLDER_KEY = "sk-slam-placeholder-not-a-real-key"
+CTX = pytest.StashKey["Any"]()
+VERDICT = pytest.StashKey["Any"]()
+WARMUP = {"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 4, "temperature": 0}
+
+
+def process_role(config: pytest.Config) -> str:
+    if hasattr(config, "workerinput"):
+        return "worker"
+    dist = getattr(config.option, "dist", "no")
+    numprocesses = getattr(config.option, "numprocesses", None)
+    if dist != "no" and numprocesses != 0 and not getattr(config.option, "collectonly", False):
+        return "controller"
+    return "serial"
+
+
+@dataclass
+class EngineStart:
+    """What starting one engine took, and its first (cold) call, kept out of the percentiles."""
+
+    model: str
+    start_s: float | None
+    cold_call: dict[str, Any] | None = None
+    error: str | None = None
+
+
+@dataclass(eq=False)
+class SlamSession:
+    config: pytest.Config
+    settings: Settings
+    specs: dict[str, ModelSpec]
+    armed: bool
+    role: str = "serial"
+    reference_spec: ModelSpec | None = None
+    judge_spec: ModelSpec | None = None
+    engines: list[ManagedServer] = field(default_factory=list)
+    engine_starts: list[EngineStart] = field(default_factory=list)
+    engine_errors: dict[str, str] = field(default_factory=dict)
+    outcomes: list[dict[str, Any]] = field(default_factory=list)
+    worker_payloads: list[dict[str, Any]] = field(default_factory=list)
+    saved_env: dict[str, str | None] = field(default_factory=dict)
+    router: Any = None
+    proxy: Any = None
+    store: Any = None
+    reference: Any = None
+    log_dir: Path | None = None
+    checker: Any = None
+    opt_in_paths: list[Path] = field(default_factory=list)
+    coverage: set[str] = field(default_factory=set)
+    partial: set[str] = field(default_factory=set)
+    failed_tests: set[str] = field(default_factory=set)
+    summary: list[str] = field(default_factory=list)
+    started: str = ""
+    gpu_line: str = ""
+    terminal_width: int = 100
+
+    @property
+    def model_names(self) -> list[str]:
+        return list(self.specs)
+
+    @property
+    def runs_tests(self) -> bool:
+        return self.role != "controller"
+
+    # -- engines (serial process or xdist controller) ------------------------------------------
+
+    def engine_specs(self) -> list[ModelSpec]:
+        """Local models whose engine this run must start: candidates, plus a local reference/judge."""
+        wanted = list(self.specs.values())
+        if self.reference_spec is not None and self.settings.record != "none":
+            wanted.append(self.reference_spec)
+        if self.judge_spec is not None:
+            wanted.append(self.judge_spec)
+        return [spec for spec in wanted if spec.needs_engine]
+
+    def start_engines(self) -> None:
+        self.log_dir = Path(tempfile.mkdtemp(prefix="slam-engines-"))
+        for spec in self.engine_specs():
+            try:
+                server = start_engine(spec, self.log_dir, self.settings.engine_timeout_s)
+            except (EngineError, model_specs.ModelSpecError) as exc:
+                self.engine_errors[spec.name] = str(exc)
+                self.engine_starts.append(EngineStart(spec.name, None, error=str(exc)))
+                continue
+            self.engines.append(server)
+            self.engine_starts.append(EngineStart(spec.name, server.started_s, self._warm(spec)))
+
+    def _warm(self, spec: ModelSpec) -> dict[str, Any]:
+        """The first call after an engine starts is a cold start: made here, reported on its own."""
+        result = forward_chat(Target(spec, spec.base_urls[0], None), dict(WARMUP, model=spec.model_id))
+        result.call.cold_start = True
+        return result.call.as_dict()
+
+    def stop_engines(self) -> None:
+        for server in self.engines:
+            server.stop()
+        self.engines.clear()
+
+    def worker_input(self) -> dict[str, Any]:
+        """What a worker needs to use the controller's engines (plain data: xdist ships it)."""
+        everything = [*self.specs.values(), self.reference_spec, self.judge_spec]
+        return {
+            "endpoints": {s.name: s.base_urls for s in everything if s is not None},
+            "engine_errors": dict(self.engine_errors),
+        }
+
+    def apply_worker_input(self, data: dict[str, Any]) -> None:
+        everything = [*self.specs.values(), self.reference_spec, self.judge_spec]
+        for spec in everything:
+            if spec is not None and data["endpoints"].get(spec.name):
+                spec.base_urls = list(data["endpoints"][spec.name])
+        self.engine_errors.update(data["engine_errors"])
+
+    # -- the swap (every process that runs tests) -----------------------------------------------
+
+    def start_swap(self) -> None:
+        from .proxy import SwapProxy
+        from .swap import SwapRouter, Upstream
+
+        self.router = SwapRouter(self.specs, Upstream.from_env(dict(os.environ)))
+        self.router.engine_errors = self.engine_errors
+        self.proxy = SwapProxy(self.router).start()
+        self._set_env("OPENAI_BASE_URL", self.proxy.base_url)
+        if not os.environ.get("OPENAI_API_KEY"):
+            self._set_env("OPENAI_API_KEY", PLACEHOLDER_KEY)
+        if self.settings.has_reference and self.reference_spec is not None:
+            self._start_reference()
+
+    def _start_reference(self) -> None:
+        from .golden.store import GoldenStore
+        from .reference import ReferenceService
+
+        root = Path(self.config.rootpath) / self.settings.golden_dir
+        self.store = GoldenStore(root, self.settings.reference)
+        self.reference = ReferenceService(
+            self.reference_spec, self.store, self.settings.record, self.settings.samples,
+            self.settings.reference_retries, self.settings.reference_timeout_s,
+        )  # fmt: skip
+        self.router.reference = self.reference.chat
+
+    def _set_env(self, name: str, value: str) -> None:
+        self.saved_env.setdefault(name, os.environ.get(name))
+        os.environ[name] = value
+
+    def stop_swap(self) -> None:
+        for name, value in self.saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        self.saved_env.clear()
+        if self.proxy is not None:
+            self.proxy.stop()
+            self.proxy = None
+
+    def close(self) -> None:
+        self.stop_swap()
+        self.stop_engines()
+
+    # -- lifecycle hooks --------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """At configure time: a worker learns the engines' URLs; a test process arms the swap."""
+        if not self.armed:
+            return
+        if self.role == "worker":
+            self.apply_worker_input(self.config.workerinput["slam"])  # type: ignore[attr-defined]
+        if self.runs_tests:
+            self.start_swap()
+            self.checker = self._checker()
+
+    def _checker(self) -> Any:
+        from .checks import Checker
+        from .metrics.cost import Prices
+
+        return Checker(self.reference, dict(self.settings.equivalence),
+                       Prices.from_config(self.settings.prices))  # fmt: skip
+
+    def session_start(self) -> None:
+        if self.armed and self.role != "worker" and not self.config.option.collectonly:
+            from . import options
+
+            for path, flag in ((self.settings.report, options.REPORT), (self.settings.html, options.HTML)):
+                problem = options.check_writable(path, flag)
+                if problem:
+                    raise pytest.UsageError(f"pytest-slam: {problem}")
+            self.start_engines()
+
+    # -- collection --------------------------------------------------------------------------------
+
+    def parametrize(self, metafunc: pytest.Metafunc) -> None:
+        from .optin import parametrize
+
+        if not self.armed:
+            raise pytest.UsageError(
+                f"pytest-slam: {metafunc.definition.nodeid} opts in to model swapping, but pytest-slam "
+                "is not enabled for this run: add a [tool.slam] table to pyproject.toml, or pass "
+                "--slm-models=smollm2-135m."
+            )
+        parametrize(metafunc, self.model_names)
+
+    def collected(self, items: list[pytest.Item]) -> None:
+        from .optin import module_of
+
+        self.coverage.update(module_of(i.nodeid) for i in items if self.is_swapped(i))
+        narrowed = {module_of(a.replace(str(self.config.rootpath) + "/", "")) for a in self.config.args
+                    if "::" in a}  # fmt: skip
+        self.coverage -= narrowed
+
+    def deselected(self, items: list[pytest.Item]) -> None:
+        from .optin import module_of
+
+        self.partial.update(module_of(i.nodeid) for i in items)
+
+    def is_swapped(self, item: pytest.Item) -> bool:
+        callspec = getattr(item, "callspec", None)
+        return callspec is not None and "slm_model" in callspec.params and self.armed
+
+    # -- one test ------------------------------------------------------------------------------------
+
+    def enter_test(self, item: pytest.Item, name: str | None) -> Any:
+        """Fixture body: make this test's calls go to model ``name`` and record them."""
+        from .fixtures import SlamModel
+        from .optin import base_test_id, module_of
+        from .swap import TestContext
+
+        if name is None or self.router is None:
+            raise pytest.UsageError(f"pytest-slam: {item.nodeid} uses slm_model outside a model run")
+        if name in self.engine_errors:
+            pytest.fail(self.engine_errors[name], pytrace=False)
+        ctx = TestContext(item.nodeid, base_test_id(item.nodeid, name), module_of(item.nodeid),
+                          self.specs[name])  # fmt: skip
+        item.stash[CTX] = ctx
+        self.router.active = ctx
+        try:
+            yield SlamModel(self.specs[name], self.proxy.url_for(f"m/{name}"), ctx)
+        finally:
+            self.router.active = None
+
+    def reference_client(self, item: pytest.Item) -> Any:
+        from .fixtures import ReferenceClient
+
+        if self.reference is None:
+            pytest.fail("pytest-slam: gpt4_reference needs a reference model ([tool.slam] reference)",
+                        pytrace=False)  # fmt: skip
+        return ReferenceClient(self.proxy.url_for("ref"), item.stash[CTX], self.reference)
+
+    def run_test(self, item: pytest.Item) -> Any:
+        """Wraps the test call: after the test's own assertions, the swap's checks."""
+        ctx = item.stash.get(CTX, None)
+        try:
+            result = yield
+        except BaseException:
+            if ctx is not None:
+                item.stash[VERDICT] = self.checker.run(item, ctx, failed=True)
+            raise
+        if ctx is None:
+            return result
+        verdict = item.stash[VERDICT] = self.checker.run(item, ctx, failed=False)
+        if verdict.problems:
+            pytest.fail(f"pytest-slam ({ctx.model.name}):\n  " + "\n  ".join(verdict.problems),
+                        pytrace=False)  # fmt: skip
+        return result
+
+    def annotate(self, item: pytest.Item, report: pytest.TestReport) -> None:
+        """Attach this test's Outcome to its report: reports are what xdist carries home."""
+        if not self.is_swapped(item) or (report.when != "call" and report.passed):
+            return
+        if report.when == "teardown" and not report.failed:
+            return
+        from .outcomes import build_outcome, one_line_failure
+
+        ctx = item.stash.get(CTX, None)
+        report.slam = build_outcome(item, report, ctx, item.stash.get(VERDICT, None))  # type: ignore[attr-defined]
+        line = one_line_failure(ctx, report)
+        if line:
+            report.longrepr = line
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        payload = getattr(report, "slam", None)
+        if payload is not None and self.role != "worker":
+            self.outcomes.append(payload)
+        if report.failed or report.skipped:
+            self.failed_tests.add(report.nodeid)
+
+    # -- the end ---------------------------------------------------------------------------------------
+
+    def session_finish(self, session: pytest.Session, exitstatus: int) -> int:
+        from .finish import finish
+
+        return finish(self, session, exitstatus)
+
+    def summary_lines(self, width: int) -> list[str]:
+        return list(self.summary)
+
+    def engine_outcomes(self) -> list[dict[str, Any]]:
+        """Each engine's cold first call, as an outcome of its own that the percentiles leave out."""
+        from .records import Outcome
+
+        out = []
+        for start in self.engine_starts:
+            if start.cold_call is not None:
+                out.append(Outcome(nodeid=f"(engine start: {start.model})", test="(engine start)",
+                                   model=start.model, outcome="engine",
+                                   duration_s=start.start_s or 0.0,
+                                   calls=[start.cold_call]).as_dict())  # fmt: skip
+        return out
+
+    def session_budget_breaches(self, verdict: Any) -> list[str]:
+        """``[tool.slam.budget]`` checked against each model's flat aggregate of its calls."""
+        if not self.settings.budget:
+            return []
+        from .metrics.budget import SessionBudget
+        from .metrics.latency import flatten_model
+
+        budget = SessionBudget.from_config(self.settings.budget)
+        breaches = []
+        for model in self.specs:
+            calls = [c for o in self.outcomes if o["model"] == model for c in o["calls"]]
+            flat = flatten_model(calls)
+            row = next((r for r in verdict.models if r.model == model), None)
+            if row is not None:
+                flat.update({k: v for k, v in row.as_dict().items() if isinstance(v, int | float)})
+            breaches.extend(budget.check(flat, model))
+        return breaches
+
+
+def build(config: pytest.Config, settings: Settings, armed: bool) -> SlamSession:
+    """Resolve every model spec up front, so a typo fails at the door as a usage error."""
+    names = settings.models or [model_specs.DEFAULT_MODEL]
+    specs = {s.name: s for s in model_specs.resolve_all(names, settings.model_table)}
+    session = SlamSession(config, settings, specs, armed, role=process_role(config))
+    if settings.has_reference:
+        session.reference_spec = model_specs.resolve(settings.reference, settings.model_table)
+    if settings.judge:
+        session.judge_spec = model_specs.resolve(settings.judge, settings.model_table)
+    return session
+
+
+
+def configure(config: pytest.Config) -> SlamSession:
+    """Build the session from [tool.slam] and the command line; arm the swap where tests run."""
+    from . import options
+    from .settings import check, from_table, read_table
+
+    table = read_table(_pyproject(config))
+    settings = from_table(table)
+    cli = options.overrides(config.option)
+    for key, value in cli.items():
+        setattr(settings, key, value)
+    check(settings)
+    ini_paths = config.getini("slm_paths")
+    armed = settings.configured or "models" in cli or bool(ini_paths)
+    session = build(config, settings, armed)
+    session.opt_in_paths = [Path(p).resolve() for p in ini_paths] + [
+        (Path(config.rootpath) / p).resolve() for p in settings.paths
+    ]
+    session.started = _now_iso()
+    session.terminal_width = config.get_terminal_writer().fullwidth if config.pluginmanager.has_plugin("terminalreporter") else 100
+    session.prepare()
+    return session
+
+
+def _now_iso() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def _pyproject(config: pytest.Config) -> Path | None:
+    inipath = getattr(config, "inipath", None)
+    if inipath is not None and Path(inipath).name == "pyproject.toml":
+        return Path(inipath)
+    candidate = Path(config.rootpath) / "pyproject.toml"
+    return candidate if candidate.is_file() else None

@@ -1,0 +1,400 @@
+"""A faithful OpenAI-compatible server on 127.0.0.1, for tests, golden recording and benchmarks.
+
+It stands in for the hosted reference model, a judge model or an embeddings endpoint, so the real
+``openai`` client can be exercised without a network or a key. Stdlib only (HTTP/1.1 keep-alive,
+TCP_NODELAY, daemon threads), so a reply costs well under a millisecond.
+
+Token counts are a deterministic estimate, not a real tokenizer: one token per word or
+punctuation mark (regex ``\\w+|[^\\w\\s]``), plus 4 per chat message and 3 per prompt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import functools
+import hashlib
+import json
+import math
+import re
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Answer = str | Callable[[dict[str, Any]], "str | dict[str, Any]"]
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+_ROUTES = {
+    ("POST", "/v1/chat/completions"): "_chat",
+    ("POST", "/v1/embeddings"): "_embed",
+    ("GET", "/v1/models"): "_models",
+}
+
+
+@dataclass
+class FakeRequest:
+    """One request as received; ``headers`` keys are lower-case, ``json`` is None without a body."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    json: Any
+
+
+def count_tokens(text: str) -> int:
+    """The estimate used for ``usage``: words and punctuation marks."""
+    return len(_TOKEN.findall(text))
+
+
+def split_tokens(text: str) -> list[str]:
+    """Split ``text`` into token pieces that join back to it exactly (leading space kept)."""
+    pieces, start = [], 0
+    for match in _TOKEN.finditer(text):
+        pieces.append(text[start : match.end()])
+        start = match.end()
+    if start < len(text) and pieces:
+        pieces[-1] += text[start:]
+    elif start < len(text):
+        pieces.append(text[start:])
+    return pieces
+
+
+def embed(text: str, dimensions: int = 256) -> list[float]:
+    """Hashed bag-of-words, L2-normalised: texts sharing words get a higher cosine."""
+    vector = [0.0] * dimensions
+    for word in _TOKEN.findall(text.lower()):
+        digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+        index = int.from_bytes(digest[:4], "little") % dimensions
+        vector[index] += 1.0 if digest[4] & 1 else -1.0
+    norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+    return [v / norm for v in vector]
+
+
+def _prompt_tokens(messages: Iterable[dict[str, Any]]) -> int:
+    total = 3
+    for message in messages:
+        content = message.get("content") or ""
+        if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}, ...]
+            content = " ".join(str(part.get("text", "")) for part in content)
+        total += 4 + count_tokens(str(content))
+    return total
+
+
+def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
+    """Fill what an ``answer`` callable may leave out (id, type, JSON-encoded arguments)."""
+    fn = call.get("function", call)
+    args = fn.get("arguments", "{}")
+    function = {
+        "name": fn["name"],
+        "arguments": args if isinstance(args, str) else json.dumps(args),
+    }
+    call_id = call.get("id") or f"call_{uuid.uuid4().hex[:24]}"
+    return {"id": call_id, "type": "function", "function": function}
+
+
+def _usage(body: dict[str, Any], content: str | None, tools: list[dict]) -> dict[str, int]:
+    prompt = _prompt_tokens(body["messages"])
+    calls = " ".join(t["function"]["name"] + " " + t["function"]["arguments"] for t in tools)
+    out = count_tokens(f"{content or ''} {calls}")
+    return {"prompt_tokens": prompt, "completion_tokens": out, "total_tokens": prompt + out}
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    fake: FakeOpenAI
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up (or stop() closing it) is normal here, not a traceback."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.fake._connections.add(self.connection)
+
+    def finish(self) -> None:
+        self.server.fake._connections.discard(self.connection)
+        super().finish()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silent: a test's output should not fill with access logs."""
+
+    def do_GET(self) -> None:
+        self.server.fake._handle(self)
+
+    do_POST = do_DELETE = do_GET
+
+    def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def send_api_error(self, status: int, msg: str, code: str | None = None, **kw: Any) -> None:
+        """OpenAI's error body, which the client turns into e.g. ``openai.RateLimitError``."""
+        kind = "server_error" if status >= 500 else "invalid_request_error"
+        kind = "requests" if status == 429 else kind  # OpenAI's type for rate limits
+        error = {"message": msg, "type": kind, "param": None, "code": code}
+        self.send_json(status, {"error": error}, **kw)
+
+
+class FakeOpenAI:
+    """OpenAI-compatible server: chat completions (plain and SSE), embeddings and models.
+
+    ``answer`` is the reply text, or a callable taking the request JSON and returning the text or
+    ``{"content": ..., "tool_calls": [...]}``. ``latency_s`` is the whole delay of a reply;
+    ``ttft_s`` the delay before the first content chunk (the rest is spread over the stream; when
+    None, ``latency_s`` is spread evenly over all chunks). ``fail`` makes the first requests fail
+    in order: an HTTP status (429 carries Retry-After) or ``"timeout"`` (sleep ``timeout_sleep_s``,
+    then close without answering). Every request, failed or not, is kept in ``requests``.
+    """
+
+    def __init__(
+        self,
+        answer: Answer = "This is the fake model's answer.",
+        *,
+        model: str = "gpt-4-0613",
+        latency_s: float = 0.0,
+        ttft_s: float | None = None,
+        fail: Iterable[int | str] = (),
+        timeout_sleep_s: float = 10.0,
+        retry_after_s: float = 0.05,
+        embeddings_down: bool = False,
+        api_key: str | None = None,
+        port: int = 0,
+    ) -> None:
+        failures = list(fail)
+        for item in failures:
+            if item != "timeout" and not (isinstance(item, int) and 400 <= item <= 599):
+                raise ValueError(f"FakeOpenAI fail={item!r}: use a status 400-599 or 'timeout'")
+        if latency_s < 0 or (ttft_s or 0) < 0:
+            raise ValueError("FakeOpenAI latency_s and ttft_s must be >= 0 seconds")
+        self.answer, self.model, self.latency_s, self.ttft_s = answer, model, latency_s, ttft_s
+        self.timeout_sleep_s, self.retry_after_s = timeout_sleep_s, retry_after_s
+        self.embeddings_down, self.api_key, self.port = embeddings_down, api_key, port
+        self.requests: list[FakeRequest] = []
+        self._failures = failures
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._connections: set[socket.socket] = set()
+        self._server: _Server | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def hits(self) -> int:
+        return len(self.requests)
+
+    def start(self) -> FakeOpenAI:
+        """Bind (port 0 picks a free one) and serve on a daemon thread."""
+        self._stopping.clear()
+        self._server = _Server(("127.0.0.1", self.port), _Handler)
+        self._server.fake = self
+        self.port = self._server.server_address[1]
+        serve = functools.partial(self._server.serve_forever, poll_interval=0.02)  # fast stop()
+        threading.Thread(target=serve, name="fake-openai", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, wake sleeping handlers and close every socket, freeing the port."""
+        if self._server is None:
+            return
+        self._stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+        for conn in list(self._connections):
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        self._server = None
+
+    def __enter__(self) -> FakeOpenAI:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- request handling -------------------------------------------------------------------
+
+    def _handle(self, h: _Handler) -> None:
+        path = h.path.split("?", 1)[0].rstrip("/")
+        raw = h.rfile.read(int(h.headers.get("Content-Length") or 0))
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = ...
+        headers = {k.lower(): v for k, v in h.headers.items()}
+        self.requests.append(FakeRequest(h.command, path, headers, None if body is ... else body))
+        with self._lock:
+            failure = self._failures.pop(0) if self._failures else None
+        if failure is not None:
+            return self._fail(h, failure)
+        if self.api_key and headers.get("authorization") != f"Bearer {self.api_key}":
+            return h.send_api_error(401, "Incorrect API key provided.", "invalid_api_key")
+        if body is ...:
+            return h.send_api_error(400, "We could not parse the JSON body of your request.")
+        route = _ROUTES.get((h.command, path))
+        if route is None:
+            return h.send_api_error(404, f"Invalid URL ({h.command} {path})")
+        getattr(self, route)(h, body or {})
+
+    def _fail(self, h: _Handler, failure: int | str) -> None:
+        if failure == "timeout":
+            self._stopping.wait(self.timeout_sleep_s)
+            h.close_connection = True
+            return
+        if failure == 429:
+            ms = round(self.retry_after_s * 1000)
+            headers = {"retry-after-ms": str(ms), "retry-after": str(math.ceil(ms / 1000))}
+            msg = f"Rate limit reached for {self.model}."
+            return h.send_api_error(429, msg, "rate_limit_exceeded", headers=headers)
+        h.send_api_error(int(failure), f"Injected failure: {HTTPStatus(int(failure)).phrase}.")
+
+    def _sleep_until(self, deadline: float) -> None:
+        while (left := deadline - time.monotonic()) > 0 and not self._stopping.is_set():
+            self._stopping.wait(left)
+
+    def _reply(self, body: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]], str]:
+        """The answer for one request, truncated to max_tokens: (content, tool_calls, finish)."""
+        out = self.answer(body) if callable(self.answer) else self.answer
+        if not isinstance(out, str | dict):
+            raise TypeError(f"answer returned {out!r}: return a str or a dict with 'content'")
+        out = {"content": out} if isinstance(out, str) else out
+        content, tools = out.get("content"), [_tool_call(c) for c in out.get("tool_calls") or ()]
+        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        if content and limit and count_tokens(content) > limit:
+            return "".join(split_tokens(content)[:limit]).rstrip(), [], "length"
+        return content, tools, "tool_calls" if tools else "stop"
+
+    def _chat(self, h: _Handler, body: dict[str, Any]) -> None:
+        start = time.monotonic()
+        for name in ("model", "messages"):
+            if name not in body:
+                return h.send_api_error(400, f"Missing required parameter: '{name}'.")
+        try:
+            content, tools, finish = self._reply(body)
+        except Exception as exc:  # a broken answer callable: tell the test, keep serving
+            return h.send_api_error(500, f"FakeOpenAI answer failed: {exc!r}")
+        usage = _usage(body, content, tools)
+        chat_id = f"chatcmpl-{uuid.uuid4().hex[:29]}"
+        head = {"id": chat_id, "created": int(time.time()), "model": self.model}
+        head["system_fingerprint"] = "fp_fake"
+        if body.get("stream"):
+            return self._stream(h, body, head, (content, tools, finish), usage, start)
+        self._sleep_until(start + max(self.latency_s, self.ttft_s or 0.0))
+        message = {"role": "assistant", "content": content, "refusal": None}
+        if tools:
+            message["tool_calls"] = tools
+        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
+        h.send_json(200, {**head, "object": "chat.completion", "choices": [choice], "usage": usage})
+
+    def _stream(
+        self, h: _Handler, body: dict, head: dict, reply: tuple, usage: dict, start: float
+    ) -> None:
+        content, tools, finish = reply
+        with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        deltas: list[dict[str, Any]] = [{"content": p} for p in split_tokens(content or "")]
+        deltas += [{"tool_calls": [{"index": i, **call}]} for i, call in enumerate(tools)]
+        total = max(self.latency_s, self.ttft_s or 0.0)
+        first = self.ttft_s if self.ttft_s is not None else total / max(len(deltas), 1)
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+
+        def send(delta: dict | None, finish_reason: str | None = None, **extra: Any) -> None:
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            choices = [] if delta is None else [choice]
+            chunk = {**head, "object": "chat.completion.chunk", "choices": choices}
+            chunk |= {"usage": None, **extra} if with_usage else {}
+            data = f"data: {json.dumps(chunk)}\n\n".encode()
+            h.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+        self._sleep_until(start + first)
+        send({"role": "assistant", "content": "" if content is not None else None, "refusal": None})
+        for i, delta in enumerate(deltas):
+            self._sleep_until(start + first + (total - first) * i / max(len(deltas) - 1, 1))
+            send(delta)
+        self._sleep_until(start + total)
+        send({}, finish)
+        if with_usage:
+            send(None, usage=usage)
+        h.wfile.write(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
+
+    def _embed(self, h: _Handler, body: dict[str, Any]) -> None:
+        if self.embeddings_down:
+            return h.send_api_error(503, "The embeddings engine is currently overloaded.")
+        inputs = body.get("input")
+        if not inputs or not isinstance(inputs, str | list):
+            return h.send_api_error(400, "'input' must be a non-empty string or list.")
+        texts = [inputs] if isinstance(inputs, str) or isinstance(inputs[0], int) else inputs
+        texts = [t if isinstance(t, str) else " ".join(map(str, t)) for t in texts]
+        dims, as_b64 = int(body.get("dimensions") or 256), body.get("encoding_format") == "base64"
+        data = []
+        for index, text in enumerate(texts):
+            vector: Any = embed(text, dims)
+            if as_b64:
+                vector = base64.b64encode(struct.pack(f"<{dims}f", *vector)).decode()
+            data.append({"object": "embedding", "index": index, "embedding": vector})
+        tokens = sum(count_tokens(t) for t in texts)
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        h.send_json(
+            200, {"object": "list", "data": data, "model": body.get("model"), "usage": usage}
+        )
+
+    def _models(self, h: _Handler, body: dict[str, Any]) -> None:
+        model = {"id": self.model, "object": "model", "created": 1686588896, "owned_by": "openai"}
+        h.send_json(200, {"object": "list", "data": [model]})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve until SIGTERM/SIGINT, printing the base URL first (for bench scripts and demos)."""
+    parser = argparse.ArgumentParser(prog="python -m pytest_slam.testing.fake_openai")
+    parser.add_argument("--port", type=int, default=0, help="Port on 127.0.0.1 (0: any free one)")
+    parser.add_argument("--answer", default="This is the fake model's answer.", help="Reply text")
+    parser.add_argument("--model", default="gpt-4-0613", help="Model name it reports")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="Total delay of each reply")
+    parser.add_argument("--ttft-ms", type=float, default=None, help="Delay before the first chunk")
+    args = parser.parse_args(argv)
+    latency, ttft = args.latency_ms / 1000, None if args.ttft_ms is None else args.ttft_ms / 1000
+    try:
+        fake = FakeOpenAI(
+            args.answer, model=args.model, latency_s=latency, ttft_s=ttft, port=args.port
+        )
+        fake.start()
+    except ValueError as exc:
+        parser.error(str(exc))
+    except OSError as exc:
+        parser.error(f"cannot listen on 127.0.0.1:{args.port} ({exc}): pick another --port, or 0")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    print(fake.base_url, flush=True)
+    while not stop.wait(1.0):
+        pass
+    fake.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,25 @@
+"""Controller-side xdist hooks, registered only when xdist is loaded.
+
+Workers publish plain data under ``workeroutput["slam"]`` at session finish; the controller merges it
+here. A worker that crashed may have published nothing (``error`` is set): its tests' reports, which
+carry the outcomes, have already arrived, so only its golden visits are missing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class XdistHooks:
+    def __init__(self, slam: Any) -> None:
+        self.slam = slam
+
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["slam"] = self.slam.worker_input()
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        payload = getattr(node, "workeroutput", {}).get("slam")
+        if payload is not None:
+            self.slam.worker_payloads.append(payload)
+        elif error is None and self.slam.armed:
+            self.slam.summary.append(f"worker {node.gateway.id} sent no pytest-slam data")

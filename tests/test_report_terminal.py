@@ -1,0 +1,86 @@
+"""The terminal table: fits 100 columns, degrades on narrow terminals, shows the gate."""
+
+from __future__ import annotations
+
+import pytest
+import test_report_helpers as synth
+
+from pytest_slam.report.aggregate import aggregate
+from pytest_slam.report.gate import Gate, apply_gate, evaluate
+from pytest_slam.report.terminal import render_table
+
+
+@pytest.fixture(scope="module")
+def verdict():
+    return aggregate(synth.outcomes(), synth.run_info())
+
+
+def _row(lines: list[str], model: str) -> str:
+    return next(line for line in lines if line.startswith(model))
+
+
+def test_default_width_fits_100_columns_with_units(verdict) -> None:
+    lines = render_table(verdict)
+    assert max(map(len, lines)) <= 100
+    header = lines[1]
+    for column in ("model", "gate", "tests", "equiv", "E2E p95", "$/1k calls", "vs ref $"):
+        assert column in header
+    qwen = _row(lines, synth.QWEN)
+    assert "4/4" in qwen and "0.87" in qwen and "640 ms" in qwen and "0.0031x" in qwen
+    assert "$0.040" in qwen and "0.75 J" in qwen
+    ref = _row(lines, synth.REFERENCE)
+    assert "(ref)" in ref and "2960 ms" in ref and "$12.96" in ref and "1.00x" in ref
+    assert "reference latency and cost: as recorded with the golden answers" in lines
+
+
+def test_narrow_60_drops_low_priority_columns_first(verdict) -> None:
+    lines = render_table(verdict, width=60)
+    assert max(map(len, lines)) <= 60
+    header = lines[1]
+    assert all(c in header for c in ("model", "gate", "equiv", "E2E p95", "vs ref $"))
+    assert "cold" not in header and "tokens" not in header and "CV" not in header
+    assert "0.66" in _row(lines, synth.SMOL) and "874 ms" in _row(lines, synth.SMOL)
+
+
+def test_very_narrow_turns_vertical_per_model(verdict) -> None:
+    lines = render_table(verdict, width=36)
+    assert max(map(len, lines)) <= 36
+    assert "smollm2-135m  [-]" in lines
+    assert "  mean equivalence: 0.66" in lines
+    assert "  cost ratio to reference: 0.0021x" in lines
+
+
+def test_wide_terminal_shows_every_column(verdict) -> None:
+    header = render_table(verdict, width=220)[1]
+    for column in ("pass", "TTFT p50", "E2E p50", "CV", "out tok/s", "J/out tok", "cold"):
+        assert column in header
+    assert "~998+373" in _row(render_table(verdict, width=220), synth.SMOL)  # estimated tokens
+
+
+def test_long_model_names_are_shortened_not_overflowing() -> None:
+    long_name = "vllm:Qwen/Qwen2.5-1.5B-Instruct-GPTQ-Int4-very-long-suffix"
+    outcomes = [{**o, "model": long_name} for o in synth.qwen_outcomes()]
+    verdict = aggregate(outcomes, synth.run_info(models=(long_name,)))
+    lines = render_table(verdict, width=60)
+    assert max(map(len, lines)) <= 60
+    assert any(line.startswith("vllm:Qwen/Qwen2.5-1.") and "…" in line for line in lines)
+
+
+def test_gate_column_and_breach_lines(verdict) -> None:
+    result = evaluate(Gate(min_mean_equivalence=0.8), verdict)
+    lines = render_table(apply_gate(verdict, result))
+    assert " FAIL " in _row(lines, synth.SMOL) and " PASS " in _row(lines, synth.QWEN)
+    assert "gate: FAIL" in lines
+    assert "  smollm2-135m: min_mean_equivalence: 0.660 is below the minimum 0.800" in lines
+
+
+def test_energy_note_when_nothing_was_measured() -> None:
+    verdict = aggregate(synth.mini_outcomes(), synth.run_info(models=(synth.MINI,)))
+    lines = render_table(verdict)
+    assert "energy: not measured (GPU telemetry: NVML available for vLLM only)" in lines
+
+
+def test_no_results_says_so() -> None:
+    verdict = aggregate([], synth.run_info(models=()))
+    verdict.reference = None
+    assert render_table(verdict)[-1] == "no model results"
