@@ -119,12 +119,16 @@ class Accumulator:
         return None if at is None else (at - self.start) * 1000.0
 
 
-def upstream_body(body: dict[str, Any], model_id: str) -> dict[str, Any]:
+def upstream_body(body: dict[str, Any], spec: ModelSpec) -> dict[str, Any]:
     """The request as the target should see it: its own model name, always streamed, with usage."""
     out = dict(body)
-    out["model"] = model_id or body.get("model")
+    out["model"] = spec.model_id or body.get("model")
     out["stream"] = True
     out["stream_options"] = {"include_usage": True}
+    if spec.provider == "llamacpp":
+        # llama.cpp reuses a cached prompt prefix by default, which can change a temperature-0 answer
+        # from one call to the next; a regression test wants the same answer every time.
+        out.setdefault("cache_prompt", bool(spec.engine_args.get("cache_prompt", False)))
     return out
 
 
@@ -137,7 +141,7 @@ def forward_chat(
     start = time.perf_counter()
     try:
         resp = upstream.post(target.base_url, "/chat/completions",
-                             upstream_body(body, target.spec.model_id), target.api_key, timeout)  # fmt: skip
+                             upstream_body(body, target.spec), target.api_key, timeout)  # fmt: skip
     except upstream.UpstreamUnreachable as exc:
         call.error = f"model {target.spec.name!r} at {target.base_url} is unreachable ({exc})"
         call.e2e_ms = (time.perf_counter() - start) * 1000.0

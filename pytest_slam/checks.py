@@ -41,7 +41,7 @@ class Checker:
         verdict = TestVerdict()
         for call in ctx.calls:
             self.price(ctx.model, call)
-        if self.reference is not None:
+        if self.reference is not None and _wants_reference(item):
             for index, call in enumerate(ctx.calls):
                 if call.ok:
                     self._pair(item, ctx, index, call, verdict, failed)
@@ -144,6 +144,12 @@ class Checker:
         breaches = check_calls(budget, [c.as_dict() for c in ctx.calls])
         verdict.breaches.extend(breaches)
         verdict.problems.extend(f"budget breached: {b}" for b in breaches)
+
+
+def _wants_reference(item: pytest.Item) -> bool:
+    """``@pytest.mark.slm(reference=False)``: generated inputs have no golden answer to pair with."""
+    mark = item.get_closest_marker("slm")
+    return mark is None or mark.kwargs.get("reference", True) is not False
 
 
 def _key(call: Call) -> str:

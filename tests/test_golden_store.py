@@ -72,6 +72,8 @@ def test_file_reads_well_in_a_pull_request(tmp_path):
     assert list(doc["entries"]) == sorted(doc["entries"])
     assert "naïve — answer" in text and text.endswith("}\n") and '\n  "entries": {' in text
     assert all("key" not in entry for entry in doc["entries"].values())
+    assert text.startswith('{\n  "schema": "pytest-slam/golden/1",\n  "reference": "openai:gpt-4",')
+    assert "null" not in text  # unset answer fields are left out, from_dict restores them
 
 
 def test_same_answers_give_byte_identical_files_in_any_order(tmp_path):

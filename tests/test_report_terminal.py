@@ -7,7 +7,7 @@ import test_report_helpers as synth
 
 from pytest_slam.report.aggregate import aggregate
 from pytest_slam.report.gate import Gate, apply_gate, evaluate
-from pytest_slam.report.terminal import render_table
+from pytest_slam.report.terminal import gate_lines, render_table
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +50,20 @@ def test_very_narrow_turns_vertical_per_model(verdict) -> None:
     assert "  cost ratio to reference: 0.0021x" in lines
 
 
+def test_names_that_would_look_alike_turn_vertical() -> None:
+    names = (
+        "FuseChat-Llama-3.2-1B-Instruct-abliterated",
+        "FuseChat-Llama-3.2-3B-Instruct-abliterated",
+    )
+    outcomes = [{**o, "model": n} for n in names for o in synth.qwen_outcomes()]
+    verdict = aggregate(outcomes, synth.run_info(models=names))
+    wide = render_table(verdict, width=100)
+    assert len({line.split()[0] for line in wide if line.startswith("FuseCh")}) == 2
+    narrow = render_table(verdict, width=44)
+    assert max(map(len, narrow)) <= 44
+    assert "  mean equivalence: 0.87" in narrow  # vertical: one block per model
+
+
 def test_wide_terminal_shows_every_column(verdict) -> None:
     header = render_table(verdict, width=220)[1]
     for column in ("pass", "TTFT p50", "E2E p50", "CV", "out tok/s", "J/out tok", "cold"):
@@ -63,15 +77,21 @@ def test_long_model_names_are_shortened_not_overflowing() -> None:
     verdict = aggregate(outcomes, synth.run_info(models=(long_name,)))
     lines = render_table(verdict, width=60)
     assert max(map(len, lines)) <= 60
-    assert any(line.startswith("vllm:Qwen/Qwen2.5-1.") and "…" in line for line in lines)
+    (row,) = [line for line in lines if line.startswith("vllm:")]
+    assert "…" in row and row.split()[0].endswith("-suffix")
 
 
-def test_gate_column_and_breach_lines(verdict) -> None:
-    result = evaluate(Gate(min_mean_equivalence=0.8), verdict)
-    lines = render_table(apply_gate(verdict, result))
+def test_gate_column_and_breach_lines() -> None:
+    verdict = aggregate(synth.outcomes(), synth.run_info())
+    apply_gate(verdict, evaluate(Gate(min_mean_equivalence=0.8), verdict))
+    lines = render_table(verdict)
     assert " FAIL " in _row(lines, synth.SMOL) and " PASS " in _row(lines, synth.QWEN)
-    assert "gate: FAIL" in lines
-    assert "  smollm2-135m: min_mean_equivalence: 0.660 is below the minimum 0.800" in lines
+    assert _row(lines, synth.REFERENCE).split()[2] == "-"  # the reference is never gated
+    assert "gate: FAIL" not in lines  # the plugin prints gate_lines after the baseline diff
+    assert gate_lines(verdict) == [
+        "gate: FAIL",
+        "  smollm2-135m: min_mean_equivalence: 0.660 is below the minimum 0.800",
+    ]
 
 
 def test_energy_note_when_nothing_was_measured() -> None:

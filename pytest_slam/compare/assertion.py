@@ -95,6 +95,7 @@ def assert_equivalent(
     ``by`` is a scorer name ("fuzzy" by default; "json" for dict/list answers) or a Scorer;
     ``options`` configure a named scorer (``ignore=["$.id"]``, ``choices=[...]``).
     """
+    __tracebackhide__ = True  # pytest shows the test's line, not this function's
     score = evaluate(candidate, reference, by, at_least, **options)
     if score.passed:
         return score

@@ -34,7 +34,8 @@ class MissingExtra(ScorerUnavailable, ImportError):
         hint = f"pip install 'pytest-slam[{extra}]'"
         if before:
             hint = f"{before}, then {hint}"
-        super().__init__(f"the {scorer} scorer needs {package}, which is not installed: {hint}")
+        verb = "are" if "," in package else "is"
+        super().__init__(f"the {scorer} scorer needs {package}, which {verb} not installed: {hint}")
 
 
 class Scorer(ABC):

@@ -127,7 +127,7 @@ class JudgeScorer(Scorer):
             return empty
         key = judge_key(self.model, self.mode, candidate, reference, question)
         cached = self.cache.get(key) if self.cache is not None else None
-        if cached is not None:
+        if _replayable(cached):
             return self.verdict(cached["value"], f"{cached['explanation']} (cached verdict)")
         try:
             verdict = self._judge(candidate, reference, question)
@@ -177,6 +177,15 @@ class JudgeScorer(Scorer):
             "explanation": _pair_explanation(self.model, outcomes),
             "answers": answers,
         }
+
+
+def _replayable(verdict: Any) -> bool:
+    """A cached verdict is replayed only when whole; a damaged one is asked again."""
+    return (
+        isinstance(verdict, dict)
+        and isinstance(verdict.get("value"), int | float)
+        and isinstance(verdict.get("explanation"), str)
+    )
 
 
 def _outcome(preference: str, candidate_slot: str) -> str:

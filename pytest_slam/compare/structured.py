@@ -24,6 +24,7 @@ from pytest_slam.compare.jsontree import (
 from pytest_slam.records import Score
 
 SHOWN_DIFFERENCES = 5
+MEMO_PATHS = 100_000  # distinct paths remembered per scorer before the memo starts over
 
 
 def _short(value: Any) -> str:
@@ -58,6 +59,7 @@ class JsonScorer(Scorer):
             raise ValueError("json scorer: tolerance and rel_tolerance must be >= 0")
         self.ignore = list(ignore)
         self._patterns = [parse_pattern(p) for p in self.ignore]
+        self._memo: dict[Path, bool] = {}
         self.tolerance, self.rel_tolerance, self.lenient = tolerance, rel_tolerance, lenient
 
     def score(self, candidate: str, reference: str) -> Score:
@@ -88,7 +90,18 @@ class JsonScorer(Scorer):
         return matched / len(paths), f"{matched}/{len(paths)} leaves match; {shown}{more}"
 
     def _kept(self, flat: dict[Path, Any]) -> dict[Path, Any]:
-        return {p: v for p, v in flat.items() if not any(matches(pt, p) for pt in self._patterns)}
+        if not self._patterns:
+            return flat
+        return {p: v for p, v in flat.items() if not self._ignored(p)}
+
+    def _ignored(self, path: Path) -> bool:
+        """Whether an ignore pattern covers ``path``; memoized, as answers repeat their paths."""
+        hit = self._memo.get(path)
+        if hit is None:
+            if len(self._memo) > MEMO_PATHS:
+                self._memo.clear()
+            hit = self._memo[path] = any(matches(pt, path) for pt in self._patterns)
+        return hit
 
     def _same(self, path: Path, cand: dict[Path, Any], ref: dict[Path, Any]) -> bool:
         return path in cand and path in ref and self._equal(cand[path], ref[path])

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_slam.metrics.cost import cost_ratio, per_1000
 from pytest_slam.metrics.latency import bucket_of, model_latency
 from pytest_slam.records import Record
 
@@ -267,11 +268,8 @@ def _paired_costs(outcomes: list[dict[str, Any]]) -> list[tuple[float, float]]:
 def _fill_cost(row: ModelRow, calls: list[dict[str, Any]], paired: list) -> None:
     costs = [c["cost_usd"] for c in calls if c.get("cost_usd") is not None]
     row.cost_per_call_usd = _mean(costs)
-    if row.cost_per_call_usd is not None:
-        row.cost_per_1000_calls_usd = row.cost_per_call_usd * 1000.0
-    ref_total = sum(r for _, r in paired)
-    if paired and ref_total > 0:
-        row.cost_ratio = sum(c for c, _ in paired) / ref_total
+    row.cost_per_1000_calls_usd = per_1000(row.cost_per_call_usd)
+    row.cost_ratio = cost_ratio([c for c, _ in paired], [r for _, r in paired])
 
 
 def _fill_energy(row: ModelRow, calls: list[dict[str, Any]]) -> None:

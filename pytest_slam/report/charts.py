@@ -32,7 +32,8 @@ class Point:
 
 def quality_cost_points(rows: list[ModelRow]) -> tuple[str, list[Point], list[str]]:
     """Pick the x metric (cost per 1k calls, else cost ratio); return it, points, unplotted."""
-    axis = "cost_1k" if all(_x(r, "cost_1k") for r in rows) else "cost_ratio"
+    priced = {a: sum(1 for r in rows if _x(r, a)) for a in ("cost_1k", "cost_ratio")}
+    axis = "cost_1k" if priced["cost_1k"] >= priced["cost_ratio"] else "cost_ratio"
     points, skipped = [], []
     for row in rows:
         x, y = _x(row, axis), 1.0 if row.is_reference else row.equivalence_mean
@@ -55,16 +56,25 @@ def quality_cost_svg(rows: list[ModelRow]) -> str:
     show = fmt.usd if axis == "cost_1k" else fmt.ratio
     lo, hi = _decades([p.x for p in points] or [1.0])
     sx = _log_scale(lo, hi, LEFT, W - RIGHT)
-    sy = _lin_scale(0.0, 1.0, H - BOTTOM, TOP)
+    y_ticks = _y_ticks(min((p.y for p in points), default=0.5))
+    sy = _lin_scale(y_ticks[0], 1.0, H - BOTTOM, TOP)
     parts = [_open("quality-cost", "Mean equivalence against cost per model")]
     parts += _grid_x([10.0**e for e in range(lo, hi + 1)], sx, show)
-    parts += _grid_y([i / 4 for i in range(5)], sy)
+    parts += _grid_y(y_ticks, sy)
     parts.append(_axis_titles(title, "mean equivalence to reference"))
     parts += [_point(p, sx(p.x), sy(p.y), show) for p in points]
     if skipped:
         names = escape(", ".join(skipped))
         parts.append(f'<text x="{LEFT}" y="{H - 6}" class="note">not plotted: {names}</text>')
     return "\n".join([*parts, "</svg>"])
+
+
+def _y_ticks(lowest: float) -> list[float]:
+    """From 0.5 (or lower, to include every model) up to 1: the range where swaps differ."""
+    lo = min(0.5, math.floor(lowest * 10) / 10)
+    step = 0.1 if lo >= 0.5 else 0.2 if lo >= 0.2 else 0.25
+    start = math.floor(lo / step + 1e-9) * step
+    return [round(start + i * step, 2) for i in range(round((1 - start) / step) + 1)]
 
 
 def _decades(values: list[float]) -> tuple[int, int]:

@@ -6,6 +6,8 @@ shown as zero.
 
 from __future__ import annotations
 
+import math
+
 from pytest_slam.report.aggregate import ModelRow
 
 NA = "-"
@@ -30,14 +32,22 @@ def usd(value: float | None) -> str:
         return f"${value:,.0f}"
     if value >= 1:
         return f"${value:.2f}"
-    return f"${value:.2g}" if value < 0.01 else f"${value:.3f}"
+    return f"${_fixed(value)}" if value < 0.01 else f"${value:.3f}"
 
 
 def ratio(value: float | None) -> str:
     """A cost ratio to the reference: ``0.0031x``."""
     if value is None:
         return NA
-    return f"{value:.2g}x" if value < 0.1 else f"{value:.2f}x"
+    return f"{_fixed(value)}x" if value < 0.1 else f"{value:.2f}x"
+
+
+def _fixed(value: float) -> str:
+    """Two significant digits without exponent notation: 0.000050, 0.0021."""
+    if value <= 0:
+        return f"{value:g}"
+    digits = max(-math.floor(math.log10(value)) + 1, 0)
+    return f"{value:.{digits}f}"
 
 
 def pct(value: float | None) -> str:

@@ -7,7 +7,6 @@ The reference row is never gated.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -157,6 +156,11 @@ def _check_rule(row: ModelRow, rule: str, attr: str, kind: str, show: Any, limit
 
 
 def apply_gate(verdict: Verdict, result: GateResult) -> Verdict:
-    """A copy of ``verdict`` whose rows carry PASS/FAIL and which embeds the gate result."""
-    models = [dataclasses.replace(r, gate=result.label(r.model)) for r in verdict.models]
-    return dataclasses.replace(verdict, models=models, gate=result.as_dict())
+    """Mark each candidate row PASS/FAIL and embed the result, in place; returns ``verdict``.
+
+    In place because the renderers (table, JSON, HTML, Markdown) all read the one verdict.
+    """
+    for row in verdict.models:
+        row.gate = result.label(row.model)
+    verdict.gate = result.as_dict()
+    return verdict

@@ -22,9 +22,9 @@ from pytest_slam.report.aggregate import (
     pair_equivalence,
     sort_outcomes,
 )
-from pytest_slam.report.diffview import similarity, word_diff
+from pytest_slam.report.diffview import diff_and_similarity
 from pytest_slam.report.jsonreport import SCHEMA_ID, atomic_write_text
-from pytest_slam.report.terminal import notes
+from pytest_slam.report.terminal import gate_lines, notes
 
 TEMPLATE = "report.html.j2"
 MAX_PAIRS = 400  # answer pairs shown side by side; the JSON report keeps them all
@@ -56,7 +56,7 @@ def render_html(verdict: Verdict, outcomes: list[dict[str, Any]]) -> str:
         "verdict": verdict,
         "run": verdict.run,
         "fmt": fmt,
-        "notes": notes(verdict),
+        "notes": notes(verdict) + gate_lines(verdict),
         "quality_chart": Markup(charts.quality_cost_svg(verdict.rows)),
         "latency_chart": Markup(charts.latency_svg(latency_series(verdict, ordered))),
         "tests": [row_cells(t) for t in verdict.tests],
@@ -165,6 +165,6 @@ def _pair_view(outcome: dict[str, Any], pair: dict[str, Any]) -> dict[str, Any]:
         "similarity": None,
     }
     if not view["missing"]:
-        view["left"], view["right"] = word_diff(reference, candidate)
-        view["similarity"] = f"{similarity(reference, candidate):.0%}"
+        view["left"], view["right"], ratio = diff_and_similarity(reference, candidate)
+        view["similarity"] = f"{ratio:.0%}"
     return view

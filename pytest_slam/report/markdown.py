@@ -31,7 +31,7 @@ def render_markdown(verdict: Verdict) -> str:
     lines.append("| " + " | ".join(h for h, _ in HEADERS) + " |")
     lines.append("| " + " | ".join(ALIGN[a] for _, a in HEADERS) + " |")
     lines.extend("| " + " | ".join(_cells(row)) + " |" for row in verdict.rows)
-    footnotes = [n for n in notes(verdict) if n not in gate_lines(verdict)]
+    footnotes = notes(verdict)
     if footnotes:
         lines.append("")
         lines.extend(f"- {_cell(n)}" for n in footnotes)

@@ -111,8 +111,9 @@ def _fit(cells: dict[str, list[str]], width: int) -> dict[str, int] | None:
     overflow = _total(kept, widths) - width
     if overflow > 0:
         widths["model"] = max(MIN_NAME, widths["model"] - overflow)
-    if _total(kept, widths) > width:
-        return None
+    names = [_clip_middle(name, widths["model"]) for name in cells["model"]]
+    if _total(kept, widths) > width or len(set(names)) < len(names):
+        return None  # too narrow, or shortened names would look alike: go vertical
     return {c.key: widths[c.key] for c in kept}
 
 
@@ -130,7 +131,7 @@ def _table(layout: dict[str, int], cells: dict[str, list[str]], n: int) -> list[
 
 
 def _pad(text: str, width: int, left: bool) -> str:
-    text = _clip(text, width)
+    text = _clip_middle(text, width) if left else _clip(text, width)
     return text.ljust(width) if left else text.rjust(width)
 
 
@@ -144,6 +145,14 @@ def _wrap(text: str, width: int) -> list[str]:
     return [_clip(line, width) for line in lines] or [""]
 
 
+def _clip_middle(text: str, width: int) -> str:
+    """Keep both ends of a model name: ``FuseCh…-3B-Instruct`` still tells 1B from 3B."""
+    if len(text) <= width:
+        return text
+    head = max(min(4, width - 2), (width - 1) // 3)  # the tail tells variants apart
+    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
+
+
 def _vertical(rows: list[ModelRow], cells: dict[str, list[str]], width: int) -> list[str]:
     """One block per model: its name and gate, then ``label: value`` lines."""
     lines: list[str] = []
@@ -155,7 +164,10 @@ def _vertical(rows: list[ModelRow], cells: dict[str, list[str]], width: int) -> 
 
 
 def notes(verdict: Verdict) -> list[str]:
-    """Footnotes that keep the numbers honest: what was recorded, estimated or assumed."""
+    """Footnotes that keep the numbers honest: what was recorded, estimated or assumed.
+
+    The gate's lines are apart (``gate_lines``): the plugin prints them after the baseline diff.
+    """
     run, out = verdict.run, []
     if verdict.reference is not None:
         out.append("reference latency and cost: as recorded with the golden answers")
@@ -168,7 +180,6 @@ def notes(verdict: Verdict) -> list[str]:
     missing = sum(r.missing_golden for r in verdict.models)
     if missing:
         out.append(f"{missing} call(s) had no golden answer and were not scored")
-    out.extend(gate_lines(verdict))
     return out
 
 

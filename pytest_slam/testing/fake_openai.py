@@ -89,6 +89,15 @@ def _prompt_tokens(messages: Iterable[dict[str, Any]]) -> int:
     return total
 
 
+def _json_object(raw: bytes) -> dict[str, Any] | None:
+    """The body as a JSON object ({} when empty), or None when it is not one."""
+    try:
+        body = json.loads(raw) if raw else {}
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
 def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
     """Fill what an ``answer`` callable may leave out (id, type, JSON-encoded arguments)."""
     fn = call.get("function", call)
@@ -208,6 +217,8 @@ class FakeOpenAI:
 
     def start(self) -> FakeOpenAI:
         """Bind (port 0 picks a free one) and serve on a daemon thread."""
+        if self._server is not None:
+            return self
         self._stopping.clear()
         self._server = _Server(("127.0.0.1", self.port), _Handler)
         self._server.fake = self
@@ -239,24 +250,21 @@ class FakeOpenAI:
     def _handle(self, h: _Handler) -> None:
         path = h.path.split("?", 1)[0].rstrip("/")
         raw = h.rfile.read(int(h.headers.get("Content-Length") or 0))
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            body = ...
+        body = _json_object(raw)
         headers = {k.lower(): v for k, v in h.headers.items()}
-        self.requests.append(FakeRequest(h.command, path, headers, None if body is ... else body))
+        self.requests.append(FakeRequest(h.command, path, headers, body if raw else None))
         with self._lock:
             failure = self._failures.pop(0) if self._failures else None
         if failure is not None:
             return self._fail(h, failure)
         if self.api_key and headers.get("authorization") != f"Bearer {self.api_key}":
             return h.send_api_error(401, "Incorrect API key provided.", "invalid_api_key")
-        if body is ...:
+        if body is None:
             return h.send_api_error(400, "We could not parse the JSON body of your request.")
         route = _ROUTES.get((h.command, path))
         if route is None:
             return h.send_api_error(404, f"Invalid URL ({h.command} {path})")
-        getattr(self, route)(h, body or {})
+        getattr(self, route)(h, body)
 
     def _fail(self, h: _Handler, failure: int | str) -> None:
         if failure == "timeout":
@@ -293,9 +301,9 @@ class FakeOpenAI:
                 return h.send_api_error(400, f"Missing required parameter: '{name}'.")
         try:
             content, tools, finish = self._reply(body)
+            usage = _usage(body, content, tools)
         except Exception as exc:  # a broken answer callable: tell the test, keep serving
-            return h.send_api_error(500, f"FakeOpenAI answer failed: {exc!r}")
-        usage = _usage(body, content, tools)
+            return h.send_api_error(500, f"FakeOpenAI could not answer: {exc!r}")
         chat_id = f"chatcmpl-{uuid.uuid4().hex[:29]}"
         head = {"id": chat_id, "created": int(time.time()), "model": self.model}
         head["system_fingerprint"] = "fp_fake"

@@ -1,0 +1,78 @@
+"""The ``slam`` command: golden answers (refresh, import, stats, prune) and reports (render, diff).
+
+    slam golden refresh [PYTEST ARGS]   re-record every golden answer the tests ask for
+    slam golden import FILE --module tests/test_x.py
+    slam golden stats | slam golden prune
+    slam report RUN.json [-o RUN.html]  render the HTML report from a saved JSON report
+    slam report diff OLD.json NEW.json  what regressed and improved; exit 1 on regression
+
+Golden commands take their defaults (folder, reference) from ``[tool.slam]`` in ./pyproject.toml.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from . import options
+from .settings import Settings, SettingsError, from_table, read_table
+
+
+def project_settings(cwd: Path) -> Settings:
+    try:
+        return from_table(read_table(cwd / "pyproject.toml"))
+    except SettingsError as exc:
+        raise SystemExit(f"slam: {exc}") from None
+
+
+def refresh(pytest_args: list[str]) -> int:
+    """Run the suite in record-all mode: the real reference answers every request again."""
+    argv = [sys.executable, "-m", "pytest", f"{options.RECORD}=all", *pytest_args]
+    print("slam golden refresh: " + " ".join(argv[2:]), flush=True)
+    return subprocess.call(argv)
+
+
+def golden_parser(sub: argparse._SubParsersAction, settings: Settings) -> None:
+    from .golden.cli_commands import COMMANDS
+
+    golden = sub.add_parser("golden", help="Golden answers of the reference model")
+    gsub = golden.add_subparsers(dest="golden_command", required=True)
+    gsub.add_parser("refresh", help="Re-record every golden answer (runs pytest; extra args pass through)")
+    for name, add, cmd in COMMANDS:
+        parser = add(gsub.add_parser(name))
+        parser.set_defaults(func=cmd, root=Path(settings.golden_dir), reference=settings.reference)
+
+
+def report_parser(sub: argparse._SubParsersAction) -> None:
+    from .report.cli_commands import add_diff_arguments, add_render_arguments, cmd_diff, cmd_render
+
+    report = sub.add_parser("report", help="Render a JSON report as HTML, or diff two reports")
+    rsub = report.add_subparsers(dest="report_command", required=True)
+    add_render_arguments(rsub.add_parser("render", help="JSON report -> HTML"))
+    add_diff_arguments(rsub.add_parser("diff", help="Compare two JSON reports"))
+    rsub.choices["render"].set_defaults(func=cmd_render)
+    rsub.choices["diff"].set_defaults(func=cmd_diff)
+
+
+def build_parser(settings: Settings) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="slam", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    golden_parser(sub, settings)
+    report_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["golden", "refresh"]:
+        return refresh(argv[2:])
+    if argv[:1] == ["report"] and len(argv) > 1 and argv[1] not in ("render", "diff", "-h", "--help"):
+        argv.insert(1, "render")  # `slam report RUN.json` is short for `slam report render RUN.json`
+    args = build_parser(project_settings(Path.cwd())).parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""Opted-in ``@given`` tests get settings suited to slow model calls.
+
+No deadline (a model call takes hundreds of milliseconds), 10 examples unless the test chose its own,
+and no health-check failure for the function-scoped model fixtures: the swap context is per test, and
+each example's calls are recorded on it. Applied the way Hypothesis' own pytest plugin adjusts
+settings for parametrized tests, and only when Hypothesis is already imported.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+SLOW_EXAMPLES = 10
+
+
+def adjust(item: Any) -> None:
+    if "hypothesis" not in sys.modules or not getattr(item.obj, "is_hypothesis_test", False):
+        return
+    from hypothesis import HealthCheck, settings
+
+    fn = getattr(item.obj, "__func__", item.obj)
+    current = getattr(fn, "_hypothesis_internal_use_settings", None) or settings.default
+    default = settings.default
+    fn._hypothesis_internal_use_settings = settings(
+        parent=current,
+        deadline=None,
+        max_examples=SLOW_EXAMPLES if current.max_examples == default.max_examples else current.max_examples,
+        suppress_health_check={HealthCheck.function_scoped_fixture, HealthCheck.too_slow}
+        | set(current.suppress_health_check),
+    )

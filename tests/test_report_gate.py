@@ -1,0 +1,116 @@
+"""The CI gate: configuration, per-model breaches with measured value and limit, labels."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import test_report_helpers as synth
+
+from pytest_slam.report.aggregate import aggregate
+from pytest_slam.report.baseline import diff_baseline
+from pytest_slam.report.config import ConfigError
+from pytest_slam.report.gate import Gate, GateFailed, apply_gate, evaluate
+from pytest_slam.report.jsonreport import write_json
+
+
+@pytest.fixture(scope="module")
+def verdict():
+    return aggregate(synth.outcomes(), synth.run_info())
+
+
+def test_breaches_carry_measured_value_and_limit(verdict) -> None:
+    gate = Gate(min_pass_rate=0.9, min_mean_equivalence=0.85, max_p95_e2e_ms=1000)
+    result = evaluate(gate, verdict)
+    assert not result.passed and result.configured
+    smol, qwen, mini = result.models
+    assert [b.rule for b in smol.breaches] == ["min_pass_rate", "min_mean_equivalence"]
+    assert (smol.breaches[0].measured, smol.breaches[0].limit) == (0.25, 0.9)
+    assert qwen.passed and qwen.breaches == []
+    (slow,) = mini.breaches
+    assert (slow.rule, slow.measured, slow.limit) == ("max_p95_e2e_ms", 2395.0, 1000)
+    assert result.lines() == [
+        "pytest-slam gate FAILED",
+        "  smollm2-135m: min_pass_rate: 25.0% is below the minimum 90.0%",
+        "  smollm2-135m: min_mean_equivalence: 0.660 is below the minimum 0.850",
+        "  gpt-4o-mini: max_p95_e2e_ms: 2395 ms is above the maximum 1000 ms",
+    ]
+
+
+def test_passing_gate_and_labels() -> None:
+    verdict = aggregate(synth.outcomes(), synth.run_info())
+    result = evaluate(Gate(max_cost_ratio=0.01, min_pass_rate=0.2), verdict)
+    assert result.passed
+    gated = apply_gate(verdict, result)
+    assert [r.gate for r in gated.rows] == ["PASS", "PASS", "PASS", "-"]
+    assert gated is verdict and gated.gate["passed"] is True  # in place: renderers share it
+
+
+def test_no_gate_configured_labels_dash() -> None:
+    verdict = aggregate(synth.outcomes(), synth.run_info())
+    result = evaluate(Gate(), verdict)
+    assert result.passed and not result.configured
+    assert [r.gate for r in apply_gate(verdict, result).rows] == ["-", "-", "-", "-"]
+
+
+def test_unmeasured_metric_is_a_breach_not_a_pass() -> None:
+    outcomes = copy.deepcopy(synth.qwen_outcomes())
+    for o in outcomes:
+        for p in o["pairs"]:
+            p["reference_cost_usd"] = None
+    verdict = aggregate(outcomes, synth.run_info((synth.QWEN,)))
+    (entry,) = evaluate(Gate(max_cost_ratio=0.1), verdict).models
+    assert entry.breaches[0].message == "max_cost_ratio: not measured (limit 0.10x)"
+
+
+def test_session_budget_breaches_fail_the_gate(verdict) -> None:
+    result = evaluate(Gate(), verdict, None, ["session cost $3.10 above budget $2.00"])
+    assert not result.passed and result.configured
+    assert "  session budget: session cost $3.10 above budget $2.00" in result.lines()
+
+
+def test_no_regression_uses_the_baseline_diff(tmp_path, verdict) -> None:
+    old = synth.outcomes()
+    path = write_json(tmp_path / "b.json", verdict, old)
+    worse = copy.deepcopy(old)
+    for o in worse:
+        if o["model"] == synth.QWEN:
+            for p in o["pairs"]:
+                for s in p["scores"]:
+                    s["value"] -= 0.1
+    now = aggregate(worse, synth.run_info())
+    result = evaluate(Gate(no_regression=True), now, diff_baseline(now, path))
+    assert [m.passed for m in result.models] == [True, False, True]
+    (breach,) = result.models[1].breaches
+    assert breach.rule == "no_regression" and breach.measured == 5  # the model and its 4 tests
+    assert breach.message.startswith("no_regression: 5 regression(s) vs baseline (qwen2.5-1.5b:")
+
+
+def test_no_regression_without_baseline_is_noted(verdict) -> None:
+    result = evaluate(Gate(no_regression=True), verdict, None)
+    assert result.passed
+    assert result.notes == [
+        "no_regression is on but no baseline was given (--slm-baseline): not checked"
+    ]
+
+
+def test_gate_failed_message_lists_breaches(verdict) -> None:
+    result = evaluate(Gate(min_mean_equivalence=0.9), verdict)
+    with pytest.raises(GateFailed, match=r"qwen2\.5-1\.5b: min_mean_equivalence: 0\.874") as info:
+        raise GateFailed(result)
+    assert info.value.result is result
+
+
+def test_config_errors_name_the_keys() -> None:
+    gate = Gate.from_config({"min_pass_rate": 0.95, "max_p95_e2e_ms": 1500, "no_regression": True})
+    assert (gate.min_pass_rate, gate.max_p95_e2e_ms, gate.no_regression) == (0.95, 1500, True)
+    with pytest.raises(ConfigError) as info:
+        Gate.from_config({"max_latency": 3})
+    assert str(info.value) == (
+        "[tool.slam.gate] has unknown key(s) max_latency; known keys: max_cost_ratio, "
+        "max_p95_e2e_ms, min_mean_equivalence, min_pass_rate, no_regression"
+    )
+    with pytest.raises(ConfigError, match=r"min_pass_rate = 95 must be a fraction in 0\.\.1"):
+        Gate.from_config({"min_pass_rate": 95})
+    with pytest.raises(ConfigError, match="no_regression = 'yes' must be a bool"):
+        Gate.from_config({"no_regression": "yes"})

@@ -1,0 +1,30 @@
+"""The Markdown summary for $GITHUB_STEP_SUMMARY."""
+
+from __future__ import annotations
+
+import test_report_helpers as synth
+
+from pytest_slam.report.aggregate import aggregate
+from pytest_slam.report.gate import Gate, apply_gate, evaluate
+from pytest_slam.report.markdown import render_markdown
+
+
+def test_table_rows_and_gate() -> None:
+    verdict = aggregate(synth.outcomes(), synth.run_info())
+    verdict = apply_gate(verdict, evaluate(Gate(min_pass_rate=0.5), verdict))
+    lines = render_markdown(verdict).splitlines()
+    assert lines[0] == "### pytest-slam swap verdict (reference: openai:gpt-4)"
+    table = [line for line in lines if line.startswith("|")]
+    assert len(table) == 2 + 4  # header, alignment, three models, reference
+    assert all(line.count("|") == table[0].count("|") for line in table)
+    assert table[2].startswith("| smollm2-135m | ❌ FAIL | 1/4 | 0.66 | 0.48 | 50 ms |")
+    assert table[5].startswith("| *openai:gpt-4 (reference, as recorded)* | - | - | ref |")
+    assert "**gate: FAIL**" in lines
+    assert "- smollm2-135m: min\\_pass\\_rate: 25.0% is below the minimum 50.0%" in lines
+
+
+def test_names_cannot_break_the_table() -> None:
+    name = "evil|model<b>"
+    outcomes = [{**o, "model": name} for o in synth.qwen_outcomes()]
+    text = render_markdown(aggregate(outcomes, synth.run_info((name,))))
+    assert "| evil\\|model\\<b\\> |" in text
