@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from .golden.fileformat import GoldenError
-from .records import Call, GoldenRecord, ModelSpec, Pair
+from .metering import measure
+from .records import Call, GoldenRecord, Pair
 from .reference import MissingGolden, ReferenceFailed, ReferenceService
 from .swap import TestContext
 
@@ -40,7 +41,7 @@ class Checker:
     def run(self, item: pytest.Item, ctx: TestContext, failed: bool) -> TestVerdict:
         verdict = TestVerdict()
         for call in ctx.calls:
-            self.price(ctx.model, call)
+            measure(ctx.model, call, self.prices)
         if self.reference is not None and _wants_reference(item):
             for index, call in enumerate(ctx.calls):
                 if call.ok:
@@ -48,22 +49,6 @@ class Checker:
         self._score(item, ctx, verdict)
         self._budget(item, ctx, verdict)
         return verdict
-
-    def price(self, spec: ModelSpec, call: Call) -> None:
-        from .metrics.cost import api_call_cost, self_hosted_cost
-
-        if call.cost_usd is not None or not call.ok:
-            return
-        if spec.hourly_usd is not None and call.e2e_ms is not None:
-            call.cost_usd = self_hosted_cost(call.e2e_ms / 1000.0, spec.hourly_usd)
-        elif spec.input_usd_per_mtok is not None and spec.output_usd_per_mtok is not None:
-            if call.prompt_tokens is not None and call.completion_tokens is not None:
-                call.cost_usd = (call.prompt_tokens * spec.input_usd_per_mtok
-                                 + call.completion_tokens * spec.output_usd_per_mtok) / 1e6  # fmt: skip
-        else:
-            call.cost_usd = api_call_cost(
-                spec.model_id, call.prompt_tokens, call.completion_tokens, self.prices
-            )
 
     def _pair(self, item: pytest.Item, ctx: TestContext, index: int, call: Call,
               verdict: TestVerdict, failed: bool) -> None:  # fmt: skip

@@ -1,0 +1,58 @@
+"""Shared fixtures for pytest-slam's own tests: a real llama.cpp engine, a faithful fake of the hosted
+reference on loopback, and the real recorded data in ../shared/data.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+SHARED_DATA = Path(__file__).resolve().parent.parent / "shared" / "data"
+SMOLLM2_ID = "SmolLM2-135M-Instruct"
+
+
+@pytest.fixture(scope="session")
+def smollm2_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One real SmolLM2-135M llama.cpp server per test process, on 127.0.0.1."""
+    from pytest_slam.engines import start_engine
+    from pytest_slam.models import resolve
+
+    spec = resolve("smollm2-135m")
+    server = start_engine(spec, tmp_path_factory.mktemp("engine"), timeout_s=120)
+    yield spec.base_urls[0]
+    server.stop()
+
+
+@pytest.fixture
+def smollm2_endpoint(smollm2_url: str) -> str:
+    """The shared engine as an inline endpoint spec, for inner pytest runs that need not start one."""
+    return f"{smollm2_url}#{SMOLLM2_ID}"
+
+
+@pytest.fixture
+def fake_gpt4() -> Iterator[object]:
+    """A faithful OpenAI-compatible stand-in for the hosted GPT-4 reference, on loopback."""
+    from pytest_slam.testing import FakeOpenAI
+
+    with FakeOpenAI(answer=lambda req: "GPT-4 says: " + req["messages"][-1]["content"]) as fake:
+        yield fake
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"needs the recorded data in {SHARED_DATA} (the read-only ../shared/data)")
+    return SHARED_DATA
+
+
+@pytest.fixture(autouse=True)
+def _no_outer_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inner pytest runs must see the environment a user has, not an outer run's swap."""
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "GITHUB_STEP_SUMMARY"):
+        if name in os.environ:
+            monkeypatch.delenv(name)
