@@ -97,18 +97,21 @@ def overrides(option: Any) -> dict[str, Any]:
 
 
 def check_writable(path: str | None, flag: str) -> str | None:
-    """A report path that cannot be written is said at the start, not after an hour of calls."""
+    """A report path that cannot be written is said at the start, not after an hour of calls.
+
+    Probed by creating the folder and a temporary file in it: permission bits alone lie to root.
+    """
     if not path:
         return None
+    import tempfile
+
     target = Path(path)
-    parent = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
         return f"{flag}={path} is a directory; give a file path."
-    probe = parent
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    import os
-
-    if not probe.is_dir() or not os.access(probe, os.W_OK):
-        return f"{flag}={path}: cannot write under {probe}; choose a writable path."
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".slam-probe-"):
+            pass
+    except OSError as exc:
+        return f"{flag}={path}: cannot write there ({exc.strerror}); choose a writable path."
     return None

@@ -186,6 +186,8 @@ class SlamSession:
         """At configure time: a worker learns the engines' URLs; a test process arms the swap."""
         if not self.armed:
             return
+        if self.role != "worker":
+            self.check_report_paths()
         if self.role == "worker":
             self.apply_worker_input(self.config.workerinput["slam"])  # type: ignore[attr-defined]
         if self.runs_tests:
@@ -199,14 +201,17 @@ class SlamSession:
         return Checker(self.reference, dict(self.settings.equivalence),
                        Prices.from_config(self.settings.prices))  # fmt: skip
 
+    def check_report_paths(self) -> None:
+        """A report that cannot be written is said now, not after an hour of model calls."""
+        from . import options
+
+        for path, flag in ((self.settings.report, options.REPORT), (self.settings.html, options.HTML)):
+            problem = options.check_writable(path, flag)
+            if problem:
+                raise pytest.UsageError(f"pytest-slam: {problem}")
+
     def session_start(self) -> None:
         if self.armed and self.role != "worker" and not self.config.option.collectonly:
-            from . import options
-
-            for path, flag in ((self.settings.report, options.REPORT), (self.settings.html, options.HTML)):
-                problem = options.check_writable(path, flag)
-                if problem:
-                    raise pytest.UsageError(f"pytest-slam: {problem}")
             self.start_engines()
 
     # -- collection --------------------------------------------------------------------------------

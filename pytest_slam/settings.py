@@ -12,7 +12,7 @@ from typing import Any
 
 RECORD_MODES = ("none", "new", "all")
 _KEYS = {
-    "models", "reference", "golden_dir", "record", "samples", "paths", "equivalence", "judge",
+    "models", "candidates", "reference", "golden_dir", "record", "samples", "paths", "equivalence", "judge",
     "repeat", "pass_fraction", "prices", "budget", "gate", "baseline", "report", "html",
     "engine_timeout_s", "reference_retries", "reference_timeout_s",
 }  # fmt: skip
@@ -76,7 +76,10 @@ def from_table(table: dict[str, Any] | None) -> Settings:
         raise SettingsError(
             f"[tool.slam] has unknown keys {sorted(unknown)}; known keys: {', '.join(sorted(_KEYS))}."
         )
-    models = table.pop("models", [])
+    # `candidates` names the models to run; `models` may too when no [tool.slam.models.NAME] table
+    # exists (TOML cannot hold both a list and tables under one key).
+    models = table.pop("candidates", None) or table.pop("models", [])
+    table.pop("models", None)
     if isinstance(models, str):
         models = [m.strip() for m in models.split(",") if m.strip()]
     settings = Settings(models=list(models), model_table=model_table, configured=True, **table)

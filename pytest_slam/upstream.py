@@ -39,6 +39,9 @@ class Response:
                 continue
             payload = line[5:].strip()
             if payload == b"[DONE]":
+                # Read the end of the chunked body: a response left open makes the next request on
+                # this kept-alive connection fail after it was sent, and the retry sends it twice.
+                self.raw.read()
                 return
             yield payload
 

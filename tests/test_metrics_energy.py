@@ -41,9 +41,7 @@ def test_energy_per_token() -> None:
 def test_without_gpu_meter_says_so_in_one_line(meter: GpuMeter) -> None:
     if meter.available:
         pytest.skip(f"a GPU is present ({meter.reason}): the no-GPU path cannot run here")
-    assert meter.reason == (
-        "GPU telemetry: not available (NVML library not found); energy is not measured"
-    )
+    assert meter.reason == "GPU telemetry not available (NVML library not found)"
     meter.start()
     sample = meter.stop()
     assert sample == EnergySample()
@@ -70,8 +68,8 @@ def test_missing_nvidia_ml_py_names_the_extra() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
     )
     assert out.stdout.strip() == (
-        "GPU telemetry: not available (nvidia-ml-py is not installed: "
-        "pip install 'pytest-slam[gpu]'); energy is not measured"
+        "GPU telemetry not available (nvidia-ml-py is not installed: "
+        "pip install 'pytest-slam[gpu]')"
     )
     assert out.stderr == ""
 

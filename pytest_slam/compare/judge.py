@@ -120,21 +120,32 @@ class JudgeScorer(Scorer):
         self.complete, self.mode, self.model = complete, mode, model
         self.question, self.cache, self.max_answer_chars = question, cache, max_answer_chars
 
-    def score(self, candidate: str, reference: str, *, question: str | None = None) -> Score:
+    def score(
+        self,
+        candidate: str,
+        reference: str,
+        *,
+        question: str | None = None,
+        cache: JudgeCache | None = None,
+    ) -> Score:
+        """Judge one pair. ``question`` and ``cache`` override the scorer's own for this pair:
+        the plugin builds one scorer per test and keeps each pair's verdict with its golden record.
+        """
         question = question if question is not None else self.question
+        cache = cache if cache is not None else self.cache
         empty = empty_verdict(self, candidate, reference)
         if empty is not None:
             return empty
         key = judge_key(self.model, self.mode, candidate, reference, question)
-        cached = self.cache.get(key) if self.cache is not None else None
+        cached = cache.get(key) if cache is not None else None
         if _replayable(cached):
             return self.verdict(cached["value"], f"{cached['explanation']} (cached verdict)")
         try:
             verdict = self._judge(candidate, reference, question)
         except JudgeUnparseable as err:
             return self.verdict(0.0, str(err))
-        if self.cache is not None:
-            self.cache.put(key, verdict)
+        if cache is not None:
+            cache.put(key, verdict)
         return self.verdict(verdict["value"], verdict["explanation"])
 
     def _ask(self, prompt: str) -> str:

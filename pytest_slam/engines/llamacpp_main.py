@@ -43,7 +43,11 @@ def main(argv: list[str]) -> int:
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
-    server = xllamacpp.Server(params)
+    try:
+        server = xllamacpp.Server(params)
+    except RuntimeError as exc:  # llama.cpp has logged why above; one line here, no traceback
+        print(f"llamacpp_main: llama.cpp could not serve {args.model}: {exc}", file=sys.stderr)
+        return 1
     print(f"llamacpp_main: serving {args.model} on 127.0.0.1:{args.port}", flush=True)
     done.wait()
     del server

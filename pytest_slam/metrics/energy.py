@@ -4,7 +4,9 @@ Energy of a call or a test is the change of NVML's total-energy counter (millijo
 driver loaded) between ``start()`` and ``stop()``, summed over the metered devices. A device
 without that counter (older than Volta, some virtualised GPUs) has its energy integrated from
 power readings taken by a background thread (trapezoid rule); ``EnergySample.method`` says which.
-The counter is device-wide: other work on the same GPU is counted too.
+The counter is device-wide: other work on the same GPU is counted too, and so are calls that
+overlap (each ``span()`` of concurrent calls sees the whole device). The counter moves in steps of
+a few tens of milliseconds, so a very short call reads coarsely.
 
 Without nvidia-ml-py, the NVML library or a GPU, the meter is not ``available`` and ``reason``
 is one line for the report; ``stop()`` then returns an empty sample. It never raises for that.
@@ -54,7 +56,8 @@ def energy_per_token(energy_j: float | None, completion_tokens: int | None) -> f
 
 
 def _unavailable(why: str) -> str:
-    return f"GPU telemetry: not available ({why}); energy is not measured"
+    """Short enough to stand in the report's energy note on one 80-column line."""
+    return f"GPU telemetry not available ({why})"
 
 
 class GpuMeter:
@@ -68,7 +71,7 @@ class GpuMeter:
         self._indices: list[int] = []
         self._handles: list[Any] = []
         self._has_counter: list[bool] = []
-        self._reset()
+        self._span: Span | None = None
         self._open(device_indices)
 
     def _open(self, device_indices: Sequence[int] | None) -> None:
@@ -126,78 +129,23 @@ class GpuMeter:
         except self._nvml.NVMLError:
             return None
 
-    def _reset(self) -> None:
-        self._t0: float | None = None
-        self._counters0: list[int | None] = []
-        self._power: list[list[tuple[float, float]]] = []
-        self._memory: list[float] = []
-        self._util: list[float] = []
-        self._stop_event = threading.Event()
-        self._thread: threading.Thread | None = None
-
     def start(self) -> None:
         """Begin a measurement: read the energy counters and start sampling in the background."""
-        self._reset()
-        self._t0 = time.monotonic()
-        if not self.available:
-            return
-        self._counters0 = [self._read_counter(h) for h in self._handles]
-        self._power = [[] for _ in self._handles]
-        self._sample()
-        self._thread = threading.Thread(target=self._run, name="slam-gpu-meter", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop_event.wait(self.interval_s):
-            self._sample()
-
-    def _sample(self) -> None:
-        """One reading of power, memory and utilisation per device; unsupported reads skipped."""
-        nvml, now, memory = self._nvml, time.monotonic(), 0.0
-        for series, handle in zip(self._power, self._handles, strict=True):
-            with contextlib.suppress(nvml.NVMLError):
-                series.append((now, nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0))
-            with contextlib.suppress(nvml.NVMLError):
-                memory += nvml.nvmlDeviceGetMemoryInfo(handle).used / MIB
-            with contextlib.suppress(nvml.NVMLError):
-                self._util.append(float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu))
-        self._memory.append(memory)
+        self._span = self.span(sample=True)
+        self._span.start()
 
     def stop(self) -> EnergySample:
         """End the measurement; an empty sample when telemetry is unavailable or never started."""
-        if self._t0 is None or not self.available:
-            return EnergySample()
-        self._stop_event.set()
-        if self._thread is not None:
-            self._thread.join()
-        self._sample()
-        duration = time.monotonic() - self._t0
-        energy, methods = self._energy()
-        sample = EnergySample(
-            energy_j=energy,
-            duration_s=duration,
-            avg_power_w=energy / duration if duration > 0 else None,
-            peak_memory_mib=max(self._memory) if self._memory else None,
-            gpu_util_pct=math.fsum(self._util) / len(self._util) if self._util else None,
-            method="+".join(sorted(methods)),
-            devices=list(self._indices),
-            samples=len(self._memory),
-        )
-        self._t0 = None
-        return sample
+        span, self._span = self._span, None
+        return span.stop() if span is not None else EnergySample()
 
-    def _energy(self) -> tuple[float, set[str]]:
-        """Joules summed over devices: counter delta where there is one, else integrated power."""
-        total, methods = 0.0, set()
-        for handle, start, series in zip(self._handles, self._counters0, self._power, strict=True):
-            end = self._read_counter(handle) if start is not None else None
-            if start is not None and end is not None:
-                total += (end - start) / 1000.0
-                methods.add("counter")
-            else:
-                total += integrate_power(series)
-                methods.add("power-sampling")
-        return total, methods
+    def span(self, sample: bool = False) -> Span:
+        """A measurement of its own, so overlapping calls (async product code) each get one.
+
+        With ``sample=False`` power, memory and utilisation are not sampled in the background
+        unless a device lacks the energy counter: a per-call span then costs two NVML reads.
+        """
+        return Span(self, sample or not all(self._has_counter))
 
     def close(self) -> None:
         """Release NVML (its init is reference-counted, so other users are unaffected)."""
@@ -210,3 +158,85 @@ class GpuMeter:
 
 def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+class Span:
+    """One measurement on a GpuMeter's devices: ``start()``, then ``stop() -> EnergySample``."""
+
+    def __init__(self, meter: GpuMeter, sample: bool) -> None:
+        self.meter = meter
+        self.sampling = sample
+        self._t0: float | None = None
+        self._counters0: list[int | None] = []
+        self._power: list[list[tuple[float, float]]] = []
+        self._memory: list[float] = []
+        self._util: list[float] = []
+        self._stop_event = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Span:
+        self._t0 = time.monotonic()
+        meter = self.meter
+        if not meter.available:
+            return self
+        self._counters0 = [meter._read_counter(h) for h in meter._handles]
+        self._power = [[] for _ in meter._handles]
+        if self.sampling:
+            self._sample()
+            self._thread = threading.Thread(target=self._run, name="slam-gpu-meter", daemon=True)
+            self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop_event.wait(self.meter.interval_s):
+            self._sample()
+
+    def _sample(self) -> None:
+        """One reading of power, memory and utilisation per device; unsupported reads skipped."""
+        meter, now, memory = self.meter, time.monotonic(), 0.0
+        nvml = meter._nvml
+        for series, handle in zip(self._power, meter._handles, strict=True):
+            with contextlib.suppress(nvml.NVMLError):
+                series.append((now, nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0))
+            with contextlib.suppress(nvml.NVMLError):
+                memory += nvml.nvmlDeviceGetMemoryInfo(handle).used / MIB
+            with contextlib.suppress(nvml.NVMLError):
+                self._util.append(float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu))
+        self._memory.append(memory)
+
+    def stop(self) -> EnergySample:
+        """End the measurement; an empty sample when telemetry is unavailable or never started."""
+        if self._t0 is None or not self.meter.available:
+            return EnergySample()
+        self._stop_event.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.sampling:
+            self._sample()
+        duration = time.monotonic() - self._t0
+        energy, methods = self._energy()
+        self._t0 = None
+        return EnergySample(
+            energy_j=energy,
+            duration_s=duration,
+            avg_power_w=energy / duration if duration > 0 else None,
+            peak_memory_mib=max(self._memory) if self._memory else None,
+            gpu_util_pct=math.fsum(self._util) / len(self._util) if self._util else None,
+            method="+".join(sorted(methods)),
+            devices=list(self.meter._indices),
+            samples=len(self._memory),
+        )
+
+    def _energy(self) -> tuple[float, set[str]]:
+        """Joules summed over devices: counter delta where there is one, else integrated power."""
+        total, methods = 0.0, set()
+        handles = self.meter._handles
+        for handle, start, series in zip(handles, self._counters0, self._power, strict=True):
+            end = self.meter._read_counter(handle) if start is not None else None
+            if start is not None and end is not None:
+                total += (end - start) / 1000.0
+                methods.add("counter")
+            else:
+                total += integrate_power(series)
+                methods.add("power-sampling")
+        return total, methods

@@ -1,0 +1,137 @@
+"""What every bench script shares: the machine and versions header, repeated timing, tables, servers.
+
+The benches are run by hand on a shared machine, so every figure is a median over repeats, printed
+with its spread and the load average before and after, and compared with a baseline measured in the
+same run (a ratio survives a busy machine better than a raw time does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+DISTS = ("pytest-slam", "pytest", "openai", "pytest-xdist", "rapidfuzz", "xllamacpp")
+
+
+def version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown CPU"
+
+
+def load() -> str:
+    """The 1/5/15-minute load averages, as ``uptime`` prints them."""
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f}, {five:.2f}, {fifteen:.2f}"
+
+
+def header(title: str, command: str) -> None:
+    """Print what the numbers below depend on: machine, versions, load now, and how to rerun."""
+    print(f"## {title}\n")
+    print(f"- command: `{command}`")
+    print(f"- machine: {cpu_model()}, {os.cpu_count()} CPUs, {platform.platform()}")
+    print(f"- python {platform.python_version()}; " + ", ".join(f"{d} {version(d)}" for d in DISTS))
+    print(f"- load average at start (1, 5, 15 min): {load()}")
+    print(f"- date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n")
+
+
+def footer() -> None:
+    print(f"\n- load average at end (1, 5, 15 min): {load()}\n")
+
+
+@dataclass
+class Sample:
+    """Repeated measurements of one figure; printed as median (min-max)."""
+
+    values: list[float] = field(default_factory=list)
+
+    def add(self, value: float) -> None:
+        self.values.append(value)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values) if self.values else float("nan")
+
+    def show(self, fmt: str = "{:.2f}") -> str:
+        if not self.values:
+            return "n/a"
+        if len(self.values) == 1:
+            return fmt.format(self.median)
+        low, high = min(self.values), max(self.values)
+        return f"{fmt.format(self.median)} ({fmt.format(low)}-{fmt.format(high)})"
+
+
+def ratio(value: float, base: float) -> str:
+    return f"{value / base:.2f}x" if base else "n/a"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    """A Markdown table, so the output pastes into bench/README.md as it is."""
+    print("| " + " | ".join(headers) + " |")
+    print("|" + "|".join("---" for _ in headers) + "|")
+    for row in rows:
+        print("| " + " | ".join(str(cell) for cell in row) + " |")
+
+
+def timed(run: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
+
+
+def run_wall(cmd: list[str], cwd: Path, env: dict[str, str], ok: Sequence[int] = (0,)) -> float:
+    """Seconds a command took, start of process to exit; a failure prints its output and raises."""
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if proc.returncode not in ok:
+        sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
+        raise SystemExit(f"bench: `{' '.join(cmd)}` exited {proc.returncode} in {cwd}")
+    return wall
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This environment without an outer swap's OpenAI variables, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PYTEST_"))}
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    env.update(extra)
+    return env
+
+
+@contextlib.contextmanager
+def fake_server(latency_ms: float = 0.0, answer: str | None = None, model: str = "gpt-4-0613") -> Iterator[str]:
+    """A FakeOpenAI in its own process (so it never competes for the bench's GIL); yields its URL."""
+    cmd = [PYTHON, "-m", "pytest_slam.testing.fake_openai", "--port", "0",
+           "--latency-ms", str(latency_ms), "--model", model]  # fmt: skip
+    if answer is not None:
+        cmd += ["--answer", answer]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=clean_env())
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        if not url.startswith("http://"):
+            raise SystemExit(f"bench: the fake server did not start ({url!r})")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

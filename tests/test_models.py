@@ -1,0 +1,93 @@
+"""Model specs: names, inline specs and [tool.slam.models] tables resolve, or fail saying what is known."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_slam.models import (
+    DEFAULT_MODEL,
+    ModelSpecError,
+    from_table,
+    parse_models_option,
+    resolve,
+    resolve_all,
+)
+
+
+def test_builtin_default_is_the_embedded_llamacpp_model() -> None:
+    spec = resolve(DEFAULT_MODEL)
+    assert (spec.provider, spec.model_id, spec.needs_engine) == ("llamacpp", "SmolLM2-135M-Instruct", True)
+
+
+@pytest.mark.parametrize(
+    ("text", "provider", "model_id", "urls"),
+    [
+        ("llamacpp:/models/qwen.gguf", "llamacpp", "qwen", []),
+        ("vllm:Qwen/Qwen2.5-1.5B-Instruct", "vllm", "Qwen/Qwen2.5-1.5B-Instruct", []),
+        ("ollama:llama3.2", "ollama", "llama3.2", ["http://127.0.0.1:11434/v1"]),
+        ("openai:gpt-4o-mini", "openai", "gpt-4o-mini", ["https://api.openai.com/v1"]),
+        ("http://10.0.0.5:8000/v1#mistral", "endpoint", "mistral", ["http://10.0.0.5:8000/v1"]),
+    ],
+)
+def test_inline_specs(text: str, provider: str, model_id: str, urls: list[str]) -> None:
+    spec = resolve(text)
+    assert (spec.provider, spec.model_id, spec.base_urls) == (provider, model_id, urls)
+
+
+def test_openai_spec_reads_its_key_from_the_environment_by_name() -> None:
+    assert resolve("openai:gpt-4").api_key_env == "OPENAI_API_KEY"
+
+
+def test_table_model_with_replicas_and_prices() -> None:
+    table = {"qwen": {"provider": "endpoint", "model": "Qwen/Qwen2.5-7B",
+                      "base_urls": ["http://a:8000/v1/", "http://b:8000/v1"],
+                      "api_key_env": "QWEN_KEY", "hourly_usd": 1.2}}  # fmt: skip
+    spec = resolve("qwen", table)
+    assert spec.base_urls == ["http://a:8000/v1", "http://b:8000/v1"]
+    assert (spec.api_key_env, spec.hourly_usd, spec.source) == ("QWEN_KEY", 1.2, "pyproject")
+
+
+def test_table_overrides_a_builtin_of_the_same_name() -> None:
+    table = {DEFAULT_MODEL: {"provider": "endpoint", "base_url": "http://127.0.0.1:9/v1"}}
+    assert resolve(DEFAULT_MODEL, table).provider == "endpoint"
+
+
+def test_unknown_name_lists_known_models_and_inline_forms() -> None:
+    with pytest.raises(ModelSpecError) as exc:
+        resolve("gpt5-tiny", {"qwen": {"base_url": "http://x/v1"}})
+    message = str(exc.value)
+    assert "unknown model 'gpt5-tiny'" in message
+    assert "qwen" in message and DEFAULT_MODEL in message and "vllm:HF_MODEL_ID" in message
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("llamacpp:model.bin", "names a .gguf file"),
+        ("http://127.0.0.1:8000/v1", "the model id after '#'"),
+        ("http://127.0.0.1:8000/v1#", "the model id after '#'"),
+    ],
+)
+def test_malformed_inline_specs(text: str, fragment: str) -> None:
+    with pytest.raises(ModelSpecError, match=fragment):
+        resolve(text)
+
+
+def test_table_with_unknown_key_or_provider_is_rejected() -> None:
+    with pytest.raises(ModelSpecError, match="unknown keys \\['basurl'\\]"):
+        from_table("m", {"basurl": "http://x/v1"})
+    with pytest.raises(ModelSpecError, match="provider='tgi'"):
+        from_table("m", {"provider": "tgi", "base_url": "http://x/v1"})
+    with pytest.raises(ModelSpecError, match="needs base_url"):
+        from_table("m", {"provider": "endpoint"})
+
+
+def test_models_option_parsing() -> None:
+    assert parse_models_option(" a, b ,c") == ["a", "b", "c"]
+    with pytest.raises(ModelSpecError, match="empty entry"):
+        parse_models_option("a,,b")
+
+
+def test_the_same_model_twice_is_an_error() -> None:
+    with pytest.raises(ModelSpecError, match="selected twice"):
+        resolve_all([DEFAULT_MODEL, DEFAULT_MODEL])
