@@ -1,10 +1,19 @@
 """After an opted-in test: pair each candidate call with its golden answer, price it, score it, and
 check the budgets. The result is a list of problems (the test fails with them) and the Pairs the report
 shows. The test's own assertions already ran; these add what the swap knows.
+
+One scorer is built per test (not per pair) from the test's ``slm_equivalence`` mark or
+``[tool.slam] equivalence``. A judge scorer gets the ``[tool.slam] judge`` model and keeps each
+verdict in the ``judge`` dict of the pair's golden record, written when the store flushes, so a CI
+run replays verdicts without the judge. In replay mode (``--slm-record=none``) the golden files are
+never written: a verdict not cached yet is asked of the judge, kept in memory for this run, and the
+run summary says how to cache it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,12 +21,18 @@ import pytest
 
 from .golden.fileformat import GoldenError
 from .metering import measure
-from .records import Call, GoldenRecord, Pair
+from .records import Call, GoldenRecord, ModelSpec, Pair, Score
 from .reference import MissingGolden, ReferenceFailed, ReferenceService
 from .swap import TestContext
 
 EQUIVALENCE_MARK = "slm_equivalence"
 BUDGET_MARK = "slm_budget"
+JUDGE_MAX_TOKENS = 512
+PLAN = pytest.StashKey["ScoringPlan"]()
+NO_JUDGE = (
+    "by='judge' needs a judge model: set [tool.slam] judge to any model spec "
+    "(judge = 'openai:gpt-4o', or 'http://127.0.0.1:8000/v1#MODEL')"
+)
 
 
 @dataclass
@@ -27,6 +42,81 @@ class TestVerdict:
     pairs: list[Pair] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     breaches: list[str] = field(default_factory=list)
+    repeat: dict[str, Any] | None = None  # {"runs": N, "passed": k, "rate": k/N} under --slm-repeat
+    records: dict[int, GoldenRecord] = field(default_factory=dict)  # call index -> its golden
+
+
+@dataclass
+class ScoringPlan:
+    """The scorer one test uses for all its pairs, or why it could not be built."""
+
+    by: str
+    at_least: float | None
+    scorer: Any = None  # compare.Scorer
+    error: str | None = None
+
+
+@dataclass
+class JudgeModel:
+    """The ``[tool.slam] judge`` model as the judge scorer's ``complete(messages) -> str``.
+
+    Called directly at its own base URL (never through the candidate route), at temperature 0.
+    """
+
+    spec: ModelSpec
+    timeout_s: float = 120.0
+
+    def complete(self, messages: list[dict[str, str]]) -> str:
+        from .chat import Target, forward_chat
+        from .compare.base import ScorerUnavailable
+
+        spec = self.spec
+        if not spec.base_urls:
+            raise ScorerUnavailable(f"judge {spec.name!r} has no running server; {_JUDGE_FIX}")
+        key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
+        target = Target(spec, spec.base_urls[0], key, role="judge")
+        body = {"model": spec.model_id, "messages": messages, "temperature": 0,
+                "max_tokens": JUDGE_MAX_TOKENS}  # fmt: skip
+        call = forward_chat(target, body, timeout=self.timeout_s).call
+        if not call.ok:
+            raise ScorerUnavailable(f"judge {spec.name!r} failed: {call.error}; {_JUDGE_FIX}")
+        return call.text
+
+
+_JUDGE_FIX = (
+    "start it or fix [tool.slam] judge. Verdicts cached in the golden files replay without it; "
+    "cache new ones with --slm-record=new while the judge is reachable"
+)
+
+
+@dataclass
+class GoldenJudgeCache:
+    """The judge cache protocol over one golden record's ``judge`` dict.
+
+    ``put`` buffers the record (with the new verdict) in the golden store, which writes it at
+    flush; in replay mode it keeps the verdict in ``memory`` instead and calls ``unsaved``.
+    """
+
+    store: Any  # golden.store.GoldenStore
+    module: str
+    record: GoldenRecord
+    test: str
+    writes: bool
+    memory: Any  # compare.MemoryJudgeCache, shared by the run
+    unsaved: Any = None  # callable(module) -> None
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.record.judge.get(key) or self.memory.get(key)
+
+    def put(self, key: str, verdict: dict[str, Any]) -> None:
+        if not self.writes:
+            self.memory.put(key, verdict)
+            if self.unsaved is not None:
+                self.unsaved(self.module)
+            return
+        current = self.store.lookup(self.module, self.record.key) or self.record
+        self.record = dataclasses.replace(current, judge={**current.judge, key: verdict})
+        self.store.record(self.module, self.record, self.test)
 
 
 @dataclass
@@ -36,22 +126,33 @@ class Checker:
     reference: ReferenceService | None
     equivalence: dict[str, Any]
     prices: Any  # metrics.cost.Prices
-    judge_complete: Any = None  # callable(messages) -> str, when a judge model is configured
+    judge: JudgeModel | None = None
+    record_mode: str = "none"
+    summary: list[str] = field(default_factory=list)  # the run's summary lines (shared)
+    judge_memory: Any = None  # MemoryJudgeCache for verdicts replay mode cannot write
 
     def run(self, item: pytest.Item, ctx: TestContext, failed: bool) -> TestVerdict:
+        """This test's verdict: merged over its runs under ``--slm-repeat``, else checked now."""
+        from .repeat import merged_verdict
+
+        merged = merged_verdict(item)
+        return merged if merged is not None else self.check(item, ctx, failed)
+
+    def check(self, item: pytest.Item, ctx: TestContext, failed: bool) -> TestVerdict:
+        """Pair, score and budget-check the calls in ``ctx``."""
         verdict = TestVerdict()
         for call in ctx.calls:
             measure(ctx.model, call, self.prices)
         if self.reference is not None and _wants_reference(item):
             for index, call in enumerate(ctx.calls):
                 if call.ok:
-                    self._pair(item, ctx, index, call, verdict, failed)
+                    self._pair(ctx, index, call, verdict, failed)
         self._score(item, ctx, verdict)
         self._budget(item, ctx, verdict)
         return verdict
 
-    def _pair(self, item: pytest.Item, ctx: TestContext, index: int, call: Call,
-              verdict: TestVerdict, failed: bool) -> None:  # fmt: skip
+    def _pair(self, ctx: TestContext, index: int, call: Call, verdict: TestVerdict,
+              failed: bool) -> None:  # fmt: skip
         assert self.reference is not None
         store = self.reference.store
         try:
@@ -63,6 +164,7 @@ class Checker:
                 verdict.problems.append(f"call {index + 1}: {exc}")
             return
         call.key = rec.key
+        verdict.records[index] = rec
         verdict.pairs.append(self._make_pair(index, rec, str(store.path_for(ctx.module))))
 
     def _make_pair(self, index: int, rec: GoldenRecord, path: str) -> Pair:
@@ -80,28 +182,86 @@ class Checker:
             ),
         )  # fmt: skip
 
+    # -- scoring ----------------------------------------------------------------------------------
+
     def _score(self, item: pytest.Item, ctx: TestContext, verdict: TestVerdict) -> None:
-        from .compare.assertion import evaluate
         from .compare.base import ScorerError
 
-        by, at_least, options = self.scoring_for(item)
-        for pair in verdict.pairs:
-            if pair.reference_text is None:
-                continue
-            call = ctx.calls[pair.call_index]
+        todo = [p for p in verdict.pairs if p.reference_text is not None]
+        if not todo:
+            return
+        plan = self.plan_for(item)
+        if plan.error is not None:
+            verdict.problems.append(f"scorer {plan.by!r}: {plan.error}")
+            return
+        for pair in todo:
             try:
-                score = evaluate(call.text, pair.reference_text, by, at_least, **options)
-            except (ScorerError, ValueError) as exc:
-                verdict.problems.append(f"call {pair.call_index + 1}: scorer {by!r}: {exc}")
-                continue
+                score = self._score_pair(plan, ctx, pair, verdict.records.get(pair.call_index))
+            except ScorerError as exc:  # the scorer's backend is down: the same for every pair
+                verdict.problems.append(f"call {pair.call_index + 1}: scorer {plan.by!r}: {exc}")
+                return
             pair.scores.append(score.as_dict())
             if score.passed is False:
                 verdict.problems.append(
-                    f"call {pair.call_index + 1}: equivalence {score.value:.2f} < {at_least:.2f} "
-                    f"({score.scorer}): {score.explanation}"
+                    f"call {pair.call_index + 1}: equivalence {score.value:.2f} < "
+                    f"{plan.at_least:.2f} ({score.scorer}): {score.explanation}"
                 )
 
-    def scoring_for(self, item: pytest.Item) -> tuple[str, float | None, dict[str, Any]]:
+    def _score_pair(self, plan: ScoringPlan, ctx: TestContext, pair: Pair,
+                    rec: GoldenRecord | None) -> Score:  # fmt: skip
+        call = ctx.calls[pair.call_index]
+        reference = pair.reference_text or ""
+        if plan.scorer.name == "judge":
+            cache = self._judge_cache(ctx, rec) if rec is not None else None
+            score = plan.scorer.score(call.text, reference, question=question_of(call.request),
+                                      cache=cache)  # fmt: skip
+        else:
+            score = plan.scorer.score(call.text, reference)
+        score.threshold = plan.at_least
+        return score
+
+    def _judge_cache(self, ctx: TestContext, rec: GoldenRecord) -> GoldenJudgeCache | None:
+        if self.reference is None:
+            return None
+        if self.judge_memory is None:
+            from .compare.judge import MemoryJudgeCache
+
+            self.judge_memory = MemoryJudgeCache()
+        return GoldenJudgeCache(self.reference.store, ctx.module, rec, ctx.test,
+                                self.record_mode != "none", self.judge_memory,
+                                self._note_unsaved)  # fmt: skip
+
+    def _note_unsaved(self, module: str) -> None:
+        line = (f"judge verdicts for {module} were asked but not cached (replay mode, "
+                f"--slm-record=none); cache them with: pytest --slm-record=new {module}")  # fmt: skip
+        if line not in self.summary:
+            self.summary.append(line)
+
+    def plan_for(self, item: pytest.Item) -> ScoringPlan:
+        """The test's scorer, built once and kept on the item (repeats and pairs share it)."""
+        plan = item.stash.get(PLAN, None)
+        if plan is None:
+            plan = item.stash[PLAN] = self._build_plan(item)
+        return plan
+
+    def _build_plan(self, item: pytest.Item) -> ScoringPlan:
+        from .compare.base import ScorerError
+        from .compare.registry import get_scorer
+
+        by, at_least, options = self.scoring_for(item)
+        plan = ScoringPlan(getattr(by, "name", str(by)), at_least)
+        if at_least is not None and not (isinstance(at_least, int | float) and 0 <= at_least <= 1):
+            plan.error = f"at_least must be a number between 0 and 1, not {at_least!r}"
+        elif by == "judge" and "complete" not in options:
+            plan.error = NO_JUDGE
+        else:
+            try:
+                plan.scorer = get_scorer(by, **options)
+            except (ScorerError, ValueError, TypeError) as exc:
+                plan.error = str(exc)
+        return plan
+
+    def scoring_for(self, item: pytest.Item) -> tuple[Any, float | None, dict[str, Any]]:
         """The scorer for this test: its ``slm_equivalence`` mark, else ``[tool.slam] equivalence``."""
         config = dict(self.equivalence)
         mark = item.get_closest_marker(EQUIVALENCE_MARK)
@@ -109,11 +269,15 @@ class Checker:
             config.update(mark.kwargs)
             if mark.args:
                 config["by"] = mark.args[0]
-        by = str(config.pop("by", "fuzzy"))
+        by = config.pop("by", "fuzzy")
+        by = by.strip().lower() if isinstance(by, str) else by
         at_least = config.pop("at_least", None)
-        if by == "judge" and self.judge_complete is not None:
-            config.setdefault("complete", self.judge_complete)
+        if by == "judge" and self.judge is not None:
+            config.setdefault("complete", self.judge.complete)
+            config.setdefault("model", self.judge.spec.name)
         return by, at_least, config
+
+    # -- budgets ----------------------------------------------------------------------------------
 
     def _budget(self, item: pytest.Item, ctx: TestContext, verdict: TestVerdict) -> None:
         from .metrics.budget import Budget, check_calls
@@ -129,6 +293,17 @@ class Checker:
         breaches = check_calls(budget, [c.as_dict() for c in ctx.calls])
         verdict.breaches.extend(breaches)
         verdict.problems.extend(f"budget breached: {b}" for b in breaches)
+
+
+def question_of(request: dict[str, Any]) -> str | None:
+    """The last user message of a chat request: what the judge is told was asked."""
+    for message in reversed(request.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):  # content parts
+                content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            return content if isinstance(content, str) else None
+    return None
 
 
 def _wants_reference(item: pytest.Item) -> bool:

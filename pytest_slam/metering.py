@@ -1,14 +1,104 @@
-"""What a call cost: its price, and token counts where the server gave none (marked estimated).
+"""What a call used and cost: tokens where the server gave none, its price, and its GPU energy.
+
+Tokens: a server that ignores ``stream_options.include_usage`` (llama-cpp-python's, some proxies)
+reports no usage. The swap then counts the request and the answer itself with the engine's own
+tokenizer (llama.cpp or vLLM ``/tokenize``), else tiktoken for OpenAI models, else a heuristic
+(metrics.tokens), and marks the call ``tokens_estimated``: even an exact tokenizer cannot see what
+the server billed around the text (template, end-of-turn token), so the count is never called exact.
 
 Cost of an API call is tokens times the dated price (metrics.cost); a self-hosted call is the engine
 machine's hourly price times the seconds it kept it busy (its E2E), the assumption every report states.
+
+Energy: each call to a GPU-served model (the ``vllm`` provider, or any model whose engine table says
+``gpu = true``) is metered on this machine's GPUs with NVML (metrics.energy); a test's energy is the
+sum of its calls' (the GPU's idle time between calls is the product's, not the model's).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from .records import Call, ModelSpec
+
+if TYPE_CHECKING:
+    from .chat import ChatResult
+
+TOKENIZER_TIMEOUT_S = 5.0
+_TOKENIZER_BY_URL: dict[str, str | None] = {}  # endpoint -> "llamacpp" | "vllm" | None (none)
+
+
+def gpu_served(spec: ModelSpec) -> bool:
+    """A model served on this machine's GPU: vLLM by default, any other with ``gpu = true``."""
+    return bool(spec.engine_args.get("gpu", spec.provider == "vllm"))
+
+
+# -- tokens ------------------------------------------------------------------------------------
+
+
+def fill_tokens(spec: ModelSpec, call: Call) -> str | None:
+    """Count what the server did not report; returns the method used, None when nothing was missing."""
+    from .metrics import tokens
+
+    if not call.ok or (call.prompt_tokens is not None and call.completion_tokens is not None):
+        return None
+    server, url = _tokenizer(spec, call)
+    model_id = spec.model_id or call.response_model or ""
+    method = ""
+    if call.completion_tokens is None:
+        text = _completion_text(call)
+        count, method = tokens.count_tokens(text, model_id, url, TOKENIZER_TIMEOUT_S, server)
+        call.completion_tokens = count + _end_token(call, method)
+    if call.prompt_tokens is None:
+        messages = list(call.request.get("messages") or [])
+        count, method = tokens.count_prompt_tokens(
+            messages, model_id, url, TOKENIZER_TIMEOUT_S, server
+        )
+        call.prompt_tokens = count
+    call.tokens_estimated = True
+    return method
+
+
+def _tokenizer(spec: ModelSpec, call: Call) -> tuple[str, str | None]:
+    """(server kind, base URL) of the engine's own tokenizer, or a URL of None when it has none."""
+    url = call.endpoint or (spec.base_urls[0] if spec.base_urls else "")
+    if spec.provider in ("llamacpp", "vllm"):
+        return spec.provider, url or None
+    if spec.provider != "endpoint" or not url or urlsplit(url).hostname == "api.openai.com":
+        return "llamacpp", None
+    if url not in _TOKENIZER_BY_URL:
+        _TOKENIZER_BY_URL[url] = _probe(url, spec.model_id)
+    kind = _TOKENIZER_BY_URL[url]
+    return (kind, url) if kind else ("llamacpp", None)
+
+
+def _probe(url: str, model_id: str) -> str | None:
+    """Which tokenizer an OpenAI-compatible endpoint offers, asked once per endpoint."""
+    from .metrics import tokens
+
+    for kind in tokens.SERVERS:
+        _count, method = tokens.count_tokens("probe", model_id, url, TOKENIZER_TIMEOUT_S, kind)
+        if method == kind:
+            return kind
+    return None
+
+
+def _completion_text(call: Call) -> str:
+    parts = [call.text or ""]
+    for tool_call in call.tool_calls or ():
+        fn = tool_call.get("function") or {}
+        parts += [str(fn.get("name") or ""), str(fn.get("arguments") or "")]
+    return " ".join(p for p in parts if p)
+
+
+def _end_token(call: Call, method: str) -> int:
+    """An engine counts the end-of-turn token it generated; its text does not show it."""
+    natural_stop = call.finish_reason == "stop" and not call.request.get("stop")
+    return 1 if natural_stop and method in ("llamacpp", "vllm") else 0
+
+
+# -- cost --------------------------------------------------------------------------------------
 
 
 def price_call(spec: ModelSpec, call: Call, prices: Any) -> None:
@@ -31,4 +121,61 @@ def price_call(spec: ModelSpec, call: Call, prices: Any) -> None:
 
 def measure(spec: ModelSpec, call: Call, prices: Any) -> None:
     """Everything the swap adds to a finished call before it is checked and reported."""
+    fill_tokens(spec, call)
     price_call(spec, call, prices)
+
+
+def validate_tables(prices: Any, budget: Any) -> None:
+    """``[tool.slam.prices]`` and ``[tool.slam.budget]`` checked at configure time: ValueError."""
+    from .metrics.budget import SessionBudget
+    from .metrics.cost import Prices
+
+    Prices.from_config(prices)
+    SessionBudget.from_config(budget)
+
+
+# -- energy ------------------------------------------------------------------------------------
+
+
+class EnergyMeter:
+    """GPU energy of each call to a GPU-served model, for one process (one NVML session).
+
+    NVML is opened only when a selected model is GPU-served; ``line`` then says what is metered
+    or why nothing can be (the run's ``gpu_telemetry``), and is empty otherwise.
+    """
+
+    def __init__(self, specs: Iterable[ModelSpec]) -> None:
+        self.gpu: Any = None
+        self.line = ""
+        if any(gpu_served(spec) for spec in specs):
+            from .metrics.energy import GpuMeter
+
+            self.gpu = GpuMeter()
+            self.line = self.gpu.reason
+
+    @property
+    def available(self) -> bool:
+        return self.gpu is not None and self.gpu.available
+
+    def metered(self, spec: ModelSpec, chat: Callable[[], ChatResult]) -> ChatResult:
+        """Run one chat call; a GPU-served model's call gets ``energy_j`` from its own span."""
+        if not self.available or not gpu_served(spec):
+            return chat()
+        span = self.gpu.span().start()
+        try:
+            result = chat()
+        finally:
+            sample = span.stop()
+        result.call.energy_j = sample.energy_j
+        return result
+
+    def close(self) -> None:
+        if self.gpu is not None:
+            self.gpu.close()
+
+
+def outcome_energy(calls: Iterable[Call]) -> float | None:
+    """A test's energy: the sum over its metered calls; None when none was metered."""
+    measured = [c.energy_j for c in calls if c.energy_j is not None]
+    return sum(measured) if measured else None
+

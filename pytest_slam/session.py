@@ -195,11 +195,13 @@ class SlamSession:
             self.checker = self._checker()
 
     def _checker(self) -> Any:
-        from .checks import Checker
+        from .checks import Checker, JudgeModel
         from .metrics.cost import Prices
 
+        judge = JudgeModel(self.judge_spec) if self.judge_spec is not None else None
         return Checker(self.reference, dict(self.settings.equivalence),
-                       Prices.from_config(self.settings.prices))  # fmt: skip
+                       Prices.from_config(self.settings.prices), judge=judge,
+                       record_mode=self.settings.record, summary=self.summary)  # fmt: skip
 
     def check_report_paths(self) -> None:
         """A report that cannot be written is said now, not after an hour of model calls."""

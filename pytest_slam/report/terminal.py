@@ -10,6 +10,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from pytest_slam.report import fmt
 from pytest_slam.report.aggregate import ModelRow, Verdict
@@ -193,3 +194,26 @@ def gate_lines(verdict: Verdict) -> list[str]:
         lines.extend(f"  {model['model']}: {b['message']}" for b in model.get("breaches", []))
     lines.extend(f"  session: {b}" for b in gate.get("session_breaches", []))
     return lines
+
+
+def fit_lines(lines: list[str], width: int) -> list[str]:
+    """Wrap long summary lines (gate breaches, baseline changes) under their own indent.
+
+    Words are never split, so a file path or a test id stays whole and can be copied.
+    """
+    out: list[str] = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip()) + 2)
+        wrapped = textwrap.wrap(line, width=max(width, 20), subsequent_indent=indent,
+                                break_long_words=False, break_on_hyphens=False)  # fmt: skip
+        out.extend(wrapped or [line])
+    return out
+
+
+def terminal_width(config: Any, default: int = 100) -> int:
+    """The width pytest's terminal writer uses (``COLUMNS`` or the tty); ``default`` without one."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    return reporter._tw.fullwidth if reporter is not None else default

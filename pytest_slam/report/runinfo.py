@@ -1,0 +1,41 @@
+"""What a report says about how its numbers were made: the reference's name and the cost model.
+
+Kept apart from the session so the wording is tested once and reads the same in every rendering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pytest_slam.records import ModelSpec
+
+
+def reference_name(spec_text: str, spec: ModelSpec | None) -> str:
+    """The name a reader knows the reference by: ``gpt-4``, not ``http://127.0.0.1:8000/v1#gpt-4``.
+
+    An endpoint spec's name is its model id; every other spec keeps the text the user gave, which
+    already reads well (``openai:gpt-4``, ``curated``). The full spec stays in ``run.settings``.
+    """
+    if spec is None:
+        return spec_text
+    return spec.name if spec.provider == "endpoint" else spec_text
+
+
+def cost_assumption(
+    candidates: Iterable[ModelSpec], reference: ModelSpec | None, prices: Mapping[str, Any]
+) -> str:
+    """One sentence per cost model the run used: API list prices, self-hosted busy time."""
+    from pytest_slam.metrics.cost import SELF_HOSTED_ASSUMPTION, Prices
+
+    specs = [*candidates, *([reference] if reference is not None else [])]
+    parts = []
+    if any(s.hourly_usd is None and s.provider != "curated" for s in specs):
+        table = Prices.from_config(prices)
+        parts.append(
+            f"API cost = tokens x list prices as of {table.as_of} ({table.source}); "
+            "override them in [tool.slam.prices]"
+        )
+    if any(s.hourly_usd is not None for s in specs):
+        parts.append(SELF_HOSTED_ASSUMPTION)
+    return "; ".join(parts)
