@@ -30,4 +30,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'pytest_slam' has no attribute {name!r}")
 
 
-__all__ = sorted(_LAZY) + ["__version__"]
+__all__ = [*sorted(_LAZY), "__version__"]

@@ -1,4 +1,4 @@
-"""One chat completion through the swap layer: stream from upstream, time it, rebuild what the caller asked for.
+"""One chat completion through the swap layer: stream from upstream, time it, rebuild the answer.
 
 TTFT is the first chunk that carries content (text or a tool call) minus the request start; E2E is the
 last chunk minus the start (DESIGN.md). A caller that did not stream gets an ordinary ChatCompletion

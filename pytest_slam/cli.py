@@ -39,7 +39,9 @@ def golden_parser(sub: argparse._SubParsersAction, settings: Settings) -> None:
 
     golden = sub.add_parser("golden", help="Golden answers of the reference model")
     gsub = golden.add_subparsers(dest="golden_command", required=True)
-    gsub.add_parser("refresh", help="Re-record every golden answer (runs pytest; extra args pass through)")
+    gsub.add_parser(
+        "refresh", help="Re-record every golden answer (runs pytest; extra args pass through)"
+    )
     for name, add, cmd in COMMANDS:
         parser = add(gsub.add_parser(name))
         parser.set_defaults(func=cmd, root=Path(settings.golden_dir), reference=settings.reference)
@@ -68,8 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:2] == ["golden", "refresh"]:
         return refresh(argv[2:])
-    if argv[:1] == ["report"] and len(argv) > 1 and argv[1] not in ("render", "diff", "-h", "--help"):
-        argv.insert(1, "render")  # `slam report RUN.json` is short for `slam report render RUN.json`
+    if (
+        argv[:1] == ["report"]
+        and len(argv) > 1
+        and argv[1] not in ("render", "diff", "-h", "--help")
+    ):
+        argv.insert(
+            1, "render"
+        )  # `slam report RUN.json` is short for `slam report render RUN.json`
     args = build_parser(project_settings(Path.cwd())).parse_args(argv)
     return int(args.func(args))
 

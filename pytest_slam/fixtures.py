@@ -58,7 +58,9 @@ class SlamModel(_Clients):
         """Every candidate call this test made so far, through any client."""
         return list(self.ctx.calls)
 
-    def chat(self, prompt: str | list[dict[str, Any]], system: str | None = None, **kwargs: Any) -> Call:
+    def chat(
+        self, prompt: str | list[dict[str, Any]], system: str | None = None, **kwargs: Any
+    ) -> Call:
         """One chat call to the candidate; returns its Call record (text, usage, timings)."""
         before = len(self.ctx.calls)
         self._create(prompt, system, **kwargs)
@@ -74,7 +76,9 @@ class ReferenceClient(_Clients):
     def __init__(self, base_url: str, ctx: TestContext, service: Any) -> None:
         self.base_url, self.ctx, self.service = base_url, ctx, service
 
-    def chat(self, prompt: str | list[dict[str, Any]], system: str | None = None, **kwargs: Any) -> Call:
+    def chat(
+        self, prompt: str | list[dict[str, Any]], system: str | None = None, **kwargs: Any
+    ) -> Call:
         before = len(self.ctx.reference_calls)
         self._create(prompt, system, **kwargs)
         return self.ctx.reference_calls[before]

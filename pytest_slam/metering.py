@@ -6,8 +6,9 @@ tokenizer (llama.cpp or vLLM ``/tokenize``), else tiktoken for OpenAI models, el
 (metrics.tokens), and marks the call ``tokens_estimated``: even an exact tokenizer cannot see what
 the server billed around the text (template, end-of-turn token), so the count is never called exact.
 
-Cost of an API call is tokens times the dated price (metrics.cost); a self-hosted call is the engine
-machine's hourly price times the seconds it kept it busy (its E2E), the assumption every report states.
+Cost of an API call is tokens times the dated price (metrics.cost); a self-hosted call is the
+engine machine's hourly price times the seconds it kept it busy (its E2E), the assumption every
+report states.
 
 Energy: each call to a GPU-served model (the ``vllm`` provider, or any model whose engine table says
 ``gpu = true``) is metered on this machine's GPUs with NVML (metrics.energy); a test's energy is the
@@ -38,7 +39,7 @@ def gpu_served(spec: ModelSpec) -> bool:
 
 
 def fill_tokens(spec: ModelSpec, call: Call) -> str | None:
-    """Count what the server did not report; returns the method used, None when nothing was missing."""
+    """Count what the server did not report; the method used, or None when nothing was missing."""
     from .metrics import tokens
 
     if not call.ok or (call.prompt_tokens is not None and call.completion_tokens is not None):
@@ -116,7 +117,9 @@ def price_call(spec: ModelSpec, call: Call, prices: Any) -> None:
                 + call.completion_tokens * spec.output_usd_per_mtok
             ) / 1e6
     else:
-        call.cost_usd = api_call_cost(spec.model_id, call.prompt_tokens, call.completion_tokens, prices)
+        call.cost_usd = api_call_cost(
+            spec.model_id, call.prompt_tokens, call.completion_tokens, prices
+        )
 
 
 def measure(spec: ModelSpec, call: Call, prices: Any) -> None:
@@ -178,4 +181,3 @@ def outcome_energy(calls: Iterable[Call]) -> float | None:
     """A test's energy: the sum over its metered calls; None when none was metered."""
     measured = [c.energy_j for c in calls if c.energy_j is not None]
     return sum(measured) if measured else None
-

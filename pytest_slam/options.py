@@ -50,32 +50,90 @@ def models_list(text: str) -> str:
 
 def add_options(add: Any) -> None:
     """Register every option through ``add`` (a pytest OptionGroup's addoption, or argparse's)."""
-    add(MODELS, dest="slm_models", default=None, type=models_list, metavar="A,B,...",
+    add(
+        MODELS,
+        dest="slm_models",
+        default=None,
+        type=models_list,
+        metavar="A,B,...",
         help="Run opted-in tests once per model: names from [tool.slam.models], smollm2-135m, "
-             "or inline specs (llamacpp:PATH.gguf, vllm:HF_ID, ollama:NAME, openai:MODEL, "
-             "http://HOST:PORT/v1#MODEL)")  # fmt: skip
-    add(RECORD, dest="slm_record", default=None, choices=RECORD_MODES,
+        "or inline specs (llamacpp:PATH.gguf, vllm:HF_ID, ollama:NAME, openai:MODEL, "
+        "http://HOST:PORT/v1#MODEL)",
+    )
+    add(
+        RECORD,
+        dest="slm_record",
+        default=None,
+        choices=RECORD_MODES,
         help="Golden answers: none replays only (default, for CI); new records what is missing; "
-             "all re-records everything from the real reference")  # fmt: skip
-    add(REFRESH, dest="slm_refresh", action="store_true", default=False,
-        help=f"Short for {RECORD}=all")
-    add(PRUNE, dest="slm_prune", action="store_true", default=False,
-        help="Remove golden entries that no test asked for in this run")
-    add(REFERENCE, dest="slm_reference", default=None, metavar="SPEC",
-        help="Reference model spec (default from [tool.slam] reference, else openai:gpt-4)")
-    add(GOLDEN_DIR, dest="slm_golden_dir", default=None, metavar="DIR",
-        help="Folder of golden files (default fixtures/slam)")
-    add(SAMPLES, dest="slm_samples", default=None, type=positive_int, metavar="N",
-        help="Reference answers to record per request, to show how much it agrees with itself")
-    add(REPEAT, dest="slm_repeat", default=None, type=positive_int, metavar="N",
+        "all re-records everything from the real reference",
+    )
+    add(
+        REFRESH,
+        dest="slm_refresh",
+        action="store_true",
+        default=False,
+        help=f"Short for {RECORD}=all",
+    )
+    add(
+        PRUNE,
+        dest="slm_prune",
+        action="store_true",
+        default=False,
+        help="Remove golden entries that no test asked for in this run",
+    )
+    add(
+        REFERENCE,
+        dest="slm_reference",
+        default=None,
+        metavar="SPEC",
+        help="Reference model spec (default from [tool.slam] reference, else openai:gpt-4)",
+    )
+    add(
+        GOLDEN_DIR,
+        dest="slm_golden_dir",
+        default=None,
+        metavar="DIR",
+        help="Folder of golden files (default fixtures/slam)",
+    )
+    add(
+        SAMPLES,
+        dest="slm_samples",
+        default=None,
+        type=positive_int,
+        metavar="N",
+        help="Reference answers to record per request, to show how much it agrees with itself",
+    )
+    add(
+        REPEAT,
+        dest="slm_repeat",
+        default=None,
+        type=positive_int,
+        metavar="N",
         help="Run each opted-in test N times per model; it passes when the pass rate reaches "
-             "[tool.slam] pass_fraction")  # fmt: skip
-    add(REPORT, dest="slm_report", default=None, metavar="PATH.json",
-        help="Write the JSON report (schema pytest-slam/report/1)")
-    add(HTML, dest="slm_html", default=None, metavar="PATH.html",
-        help="Write the self-contained HTML report")
-    add(BASELINE, dest="slm_baseline", default=None, metavar="PATH.json",
-        help="Compare with an earlier JSON report; regressions fail the gate")
+        "[tool.slam] pass_fraction",
+    )
+    add(
+        REPORT,
+        dest="slm_report",
+        default=None,
+        metavar="PATH.json",
+        help="Write the JSON report (schema pytest-slam/report/1)",
+    )
+    add(
+        HTML,
+        dest="slm_html",
+        default=None,
+        metavar="PATH.html",
+        help="Write the self-contained HTML report",
+    )
+    add(
+        BASELINE,
+        dest="slm_baseline",
+        default=None,
+        metavar="PATH.json",
+        help="Compare with an earlier JSON report; regressions fail the gate",
+    )
 
 
 def overrides(option: Any) -> dict[str, Any]:
@@ -87,9 +145,14 @@ def overrides(option: Any) -> dict[str, Any]:
         out["record"] = "all"
     elif getattr(option, "slm_record", None):
         out["record"] = option.slm_record
-    for dest, key in (("slm_reference", "reference"), ("slm_golden_dir", "golden_dir"),
-                      ("slm_samples", "samples"), ("slm_repeat", "repeat"),
-                      ("slm_report", "report"), ("slm_html", "html")):  # fmt: skip
+    for dest, key in (
+        ("slm_reference", "reference"),
+        ("slm_golden_dir", "golden_dir"),
+        ("slm_samples", "samples"),
+        ("slm_repeat", "repeat"),
+        ("slm_report", "report"),
+        ("slm_html", "html"),
+    ):
         value = getattr(option, dest, None)
         if value is not None:
             out[key] = value

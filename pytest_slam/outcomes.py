@@ -18,7 +18,9 @@ def _model(item: pytest.Item) -> str:
     return str(item.callspec.params["slm_model"])  # type: ignore[attr-defined]
 
 
-def build_outcome(item: pytest.Item, report: pytest.TestReport, ctx: Any, verdict: Any) -> dict[str, Any]:
+def build_outcome(
+    item: pytest.Item, report: pytest.TestReport, ctx: Any, verdict: Any
+) -> dict[str, Any]:
     model = _model(item)
     outcome = Outcome(
         nodeid=item.nodeid,

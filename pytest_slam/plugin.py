@@ -27,8 +27,12 @@ MARKERS = (
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("slam", "pytest-slam: model-swap regression testing")
     options.add_options(group.addoption)
-    parser.addini("slm_paths", type="paths", default=[],
-                  help="Folders whose tests run once per model (opted in to pytest-slam)")  # fmt: skip
+    parser.addini(
+        "slm_paths",
+        type="paths",
+        default=[],
+        help="Folders whose tests run once per model (opted in to pytest-slam)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -110,7 +110,9 @@ class SlamSession:
 
     def _warm(self, spec: ModelSpec) -> dict[str, Any]:
         """The first call after an engine starts is a cold start: made here, reported on its own."""
-        result = forward_chat(Target(spec, spec.base_urls[0], None), dict(WARMUP, model=spec.model_id))
+        result = forward_chat(
+            Target(spec, spec.base_urls[0], None), dict(WARMUP, model=spec.model_id)
+        )
         result.call.cold_start = True
         return result.call.as_dict()
 
@@ -156,9 +158,13 @@ class SlamSession:
         root = Path(self.config.rootpath) / self.settings.golden_dir
         self.store = GoldenStore(root, self.settings.reference)
         self.reference = ReferenceService(
-            self.reference_spec, self.store, self.settings.record, self.settings.samples,
-            self.settings.reference_retries, self.settings.reference_timeout_s,
-        )  # fmt: skip
+            self.reference_spec,
+            self.store,
+            self.settings.record,
+            self.settings.samples,
+            self.settings.reference_retries,
+            self.settings.reference_timeout_s,
+        )
         self.router.reference = self.reference.chat
 
     def _set_env(self, name: str, value: str) -> None:
@@ -199,15 +205,23 @@ class SlamSession:
         from .metrics.cost import Prices
 
         judge = JudgeModel(self.judge_spec) if self.judge_spec is not None else None
-        return Checker(self.reference, dict(self.settings.equivalence),
-                       Prices.from_config(self.settings.prices), judge=judge,
-                       record_mode=self.settings.record, summary=self.summary)  # fmt: skip
+        return Checker(
+            self.reference,
+            dict(self.settings.equivalence),
+            Prices.from_config(self.settings.prices),
+            judge=judge,
+            record_mode=self.settings.record,
+            summary=self.summary,
+        )
 
     def check_report_paths(self) -> None:
         """A report that cannot be written is said now, not after an hour of model calls."""
         from . import options
 
-        for path, flag in ((self.settings.report, options.REPORT), (self.settings.html, options.HTML)):
+        for path, flag in (
+            (self.settings.report, options.REPORT),
+            (self.settings.html, options.HTML),
+        ):
             problem = options.check_writable(path, flag)
             if problem:
                 raise pytest.UsageError(f"pytest-slam: {problem}")
@@ -237,8 +251,11 @@ class SlamSession:
         for item in swapped:
             adjust(item)
         self.coverage.update(module_of(i.nodeid) for i in swapped)
-        narrowed = {module_of(a.replace(str(self.config.rootpath) + "/", "")) for a in self.config.args
-                    if "::" in a}  # fmt: skip
+        narrowed = {
+            module_of(a.replace(str(self.config.rootpath) + "/", ""))
+            for a in self.config.args
+            if "::" in a
+        }
         self.coverage -= narrowed
 
     def deselected(self, items: list[pytest.Item]) -> None:
@@ -259,11 +276,14 @@ class SlamSession:
         from .swap import TestContext
 
         if name is None or self.router is None:
-            raise pytest.UsageError(f"pytest-slam: {item.nodeid} uses slm_model outside a model run")
+            raise pytest.UsageError(
+                f"pytest-slam: {item.nodeid} uses slm_model outside a model run"
+            )
         if name in self.engine_errors:
             pytest.fail(self.engine_errors[name], pytrace=False)
-        ctx = TestContext(item.nodeid, base_test_id(item.nodeid, name), module_of(item.nodeid),
-                          self.specs[name])  # fmt: skip
+        ctx = TestContext(
+            item.nodeid, base_test_id(item.nodeid, name), module_of(item.nodeid), self.specs[name]
+        )
         item.stash[CTX] = ctx
         self.router.active = ctx
         try:
@@ -275,8 +295,10 @@ class SlamSession:
         from .fixtures import ReferenceClient
 
         if self.reference is None:
-            pytest.fail("pytest-slam: gpt4_reference needs a reference model ([tool.slam] reference)",
-                        pytrace=False)  # fmt: skip
+            pytest.fail(
+                "pytest-slam: gpt4_reference needs a reference model ([tool.slam] reference)",
+                pytrace=False,
+            )
         return ReferenceClient(self.proxy.url_for("ref"), item.stash[CTX], self.reference)
 
     def run_test(self, item: pytest.Item) -> Any:
@@ -292,8 +314,10 @@ class SlamSession:
             return result
         verdict = item.stash[VERDICT] = self.checker.run(item, ctx, failed=False)
         if verdict.problems:
-            pytest.fail(f"pytest-slam ({ctx.model.name}):\n  " + "\n  ".join(verdict.problems),
-                        pytrace=False)  # fmt: skip
+            pytest.fail(
+                f"pytest-slam ({ctx.model.name}):\n  " + "\n  ".join(verdict.problems),
+                pytrace=False,
+            )
         return result
 
     def annotate(self, item: pytest.Item, report: pytest.TestReport) -> None:
@@ -334,10 +358,16 @@ class SlamSession:
         out = []
         for start in self.engine_starts:
             if start.cold_call is not None:
-                out.append(Outcome(nodeid=f"(engine start: {start.model})", test="(engine start)",
-                                   model=start.model, outcome="engine",
-                                   duration_s=start.start_s or 0.0,
-                                   calls=[start.cold_call]).as_dict())  # fmt: skip
+                out.append(
+                    Outcome(
+                        nodeid=f"(engine start: {start.model})",
+                        test="(engine start)",
+                        model=start.model,
+                        outcome="engine",
+                        duration_s=start.start_s or 0.0,
+                        calls=[start.cold_call],
+                    ).as_dict()
+                )
         return out
 
     def session_budget_breaches(self, verdict: Any) -> list[str]:
@@ -371,7 +401,6 @@ def build(config: pytest.Config, settings: Settings, armed: bool) -> SlamSession
     return session
 
 
-
 def configure(config: pytest.Config) -> SlamSession:
     """Build the session from [tool.slam] and the command line; arm the swap where tests run."""
     from . import options
@@ -390,7 +419,11 @@ def configure(config: pytest.Config) -> SlamSession:
         (Path(config.rootpath) / p).resolve() for p in settings.paths
     ]
     session.started = _now_iso()
-    session.terminal_width = config.get_terminal_writer().fullwidth if config.pluginmanager.has_plugin("terminalreporter") else 100
+    session.terminal_width = (
+        config.get_terminal_writer().fullwidth
+        if config.pluginmanager.has_plugin("terminalreporter")
+        else 100
+    )
     session.prepare()
     return session
 

@@ -12,10 +12,27 @@ from typing import Any
 
 RECORD_MODES = ("none", "new", "all")
 _KEYS = {
-    "models", "candidates", "reference", "golden_dir", "record", "samples", "paths", "equivalence", "judge",
-    "repeat", "pass_fraction", "prices", "budget", "gate", "baseline", "report", "html",
-    "engine_timeout_s", "reference_retries", "reference_timeout_s",
-}  # fmt: skip
+    "models",
+    "candidates",
+    "reference",
+    "golden_dir",
+    "record",
+    "samples",
+    "paths",
+    "equivalence",
+    "judge",
+    "repeat",
+    "pass_fraction",
+    "prices",
+    "budget",
+    "gate",
+    "baseline",
+    "report",
+    "html",
+    "engine_timeout_s",
+    "reference_retries",
+    "reference_timeout_s",
+}
 
 
 class SettingsError(ValueError):

@@ -62,6 +62,7 @@ class SwapRouter:
         self.active: TestContext | None = None
         self.reference: ReferenceChat | None = None
         self.engine_errors: dict[str, str] = {}
+        self.meter: Any = None  # metering.EnergyMeter, set by the session
         self._turns: dict[str, itertools.cycle[str]] = {}
         self._lock = threading.Lock()
 
@@ -70,8 +71,12 @@ class SwapRouter:
             raise RouteError(404, "pytest-slam: the reference serves chat completions only")
         spec = self._spec(route)
         if spec is None:
-            return Target(_passthrough_spec(self.original), self.original.base_url,
-                          self.original.api_key, role="passthrough")  # fmt: skip
+            return Target(
+                _passthrough_spec(self.original),
+                self.original.base_url,
+                self.original.api_key,
+                role="passthrough",
+            )
         return Target(spec, self._replica(spec), _key(spec))
 
     def _spec(self, route: str) -> ModelSpec | None:
@@ -106,7 +111,11 @@ class SwapRouter:
             if self.reference is None:
                 raise RouteError(404, "pytest-slam: no reference model is configured")
             return self.reference(ctx, body, relay)
-        result = forward_chat(self.target(route), body, relay)
+        target = self.target(route)
+        if self.meter is None:
+            result = forward_chat(target, body, relay)
+        else:  # GPU energy of calls to GPU-served models (metering.EnergyMeter)
+            result = self.meter.metered(target.spec, lambda: forward_chat(target, body, relay))
         if ctx is not None and result.call.role == "candidate":
             ctx.add(result.call)
         return result
@@ -117,4 +126,6 @@ def _key(spec: ModelSpec) -> str | None:
 
 
 def _passthrough_spec(original: Upstream) -> ModelSpec:
-    return ModelSpec(name="(not swapped)", provider="openai", model_id="", base_urls=[original.base_url])
+    return ModelSpec(
+        name="(not swapped)", provider="openai", model_id="", base_urls=[original.base_url]
+    )

@@ -16,7 +16,11 @@ from pytest_slam.models import (
 
 def test_builtin_default_is_the_embedded_llamacpp_model() -> None:
     spec = resolve(DEFAULT_MODEL)
-    assert (spec.provider, spec.model_id, spec.needs_engine) == ("llamacpp", "SmolLM2-135M-Instruct", True)
+    assert (spec.provider, spec.model_id, spec.needs_engine) == (
+        "llamacpp",
+        "SmolLM2-135M-Instruct",
+        True,
+    )
 
 
 @pytest.mark.parametrize(
@@ -39,9 +43,15 @@ def test_openai_spec_reads_its_key_from_the_environment_by_name() -> None:
 
 
 def test_table_model_with_replicas_and_prices() -> None:
-    table = {"qwen": {"provider": "endpoint", "model": "Qwen/Qwen2.5-7B",
-                      "base_urls": ["http://a:8000/v1/", "http://b:8000/v1"],
-                      "api_key_env": "QWEN_KEY", "hourly_usd": 1.2}}  # fmt: skip
+    table = {
+        "qwen": {
+            "provider": "endpoint",
+            "model": "Qwen/Qwen2.5-7B",
+            "base_urls": ["http://a:8000/v1/", "http://b:8000/v1"],
+            "api_key_env": "QWEN_KEY",
+            "hourly_usd": 1.2,
+        }
+    }
     spec = resolve("qwen", table)
     assert spec.base_urls == ["http://a:8000/v1", "http://b:8000/v1"]
     assert (spec.api_key_env, spec.hourly_usd, spec.source) == ("QWEN_KEY", 1.2, "pyproject")

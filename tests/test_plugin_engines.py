@@ -67,7 +67,9 @@ def test_one_engine_per_model_serial_and_with_xdist(
     assert all(len(urls) == 1 for urls in seen.values()), seen  # shared by every worker
     assert seen["smol-b"] != seen["smollm2-135m"]
     if workers:
-        assert len({p.name.split("-")[0] for p in out.glob("*.json")}) == 2  # both workers ran tests
+        assert (
+            len({p.name.split("-")[0] for p in out.glob("*.json")}) == 2
+        )  # both workers ran tests
 
 
 def _port_open(port: int) -> bool:
@@ -104,8 +106,12 @@ def test_sigkill_of_pytest_leaves_no_engine_running(pytester: pytest.Pytester) -
             time.sleep(120)
         """
     )
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "--slm-models=smollm2-135m", "-q"],
-                            cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "--slm-models=smollm2-135m", "-q"],
+        cwd=pytester.path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         _wait_for(marker.exists, 120, "the inner test to reach the engine")
         port = int(json.loads(marker.read_text())["endpoint"].rsplit(":", 1)[1].split("/")[0])
@@ -113,7 +119,9 @@ def test_sigkill_of_pytest_leaves_no_engine_running(pytester: pytest.Pytester) -
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         _wait_for(lambda: not _port_open(port), 30, f"the engine on port {port} to stop")
-        _wait_for(lambda: not _processes_mentioning(f"--port {port}"), 30, "the engine process to exit")
+        _wait_for(
+            lambda: not _processes_mentioning(f"--port {port}"), 30, "the engine process to exit"
+        )
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -132,12 +140,16 @@ def test_engine_that_fails_to_start_shows_its_log(pytester: pytest.Pytester) -> 
     bad = pytester.path / "broken.gguf"
     bad.write_bytes(b"this is not a gguf file")
     pytester.makefile(".toml", pyproject="[tool.slam]\nreference = 'none'\n")
-    pytester.makepyfile(test_x="import pytest\n\n@pytest.mark.slm\ndef test_x(slm_model):\n    pass\n")
+    pytester.makepyfile(
+        test_x="import pytest\n\n@pytest.mark.slm\ndef test_x(slm_model):\n    pass\n"
+    )
     result = pytester.runpytest(f"--slm-models=llamacpp:{bad}")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([
-        "*llama.cpp engine for model 'llamacpp:*broken.gguf' on http://127.0.0.1:*/v1 exited with "
-        "code 1 while starting. Last lines of *engine-*.log:",
-        "*failed to load model*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*llama.cpp engine for model 'llamacpp:*broken.gguf' on http://127.0.0.1:*/v1 exited with "
+            "code 1 while starting. Last lines of *engine-*.log:",
+            "*failed to load model*",
+        ]
+    )
     assert "Traceback" not in result.stdout.str()

@@ -27,7 +27,9 @@ def suite(pytester: pytest.Pytester) -> pytest.Pytester:
 def test_unknown_model_is_a_usage_error_listing_known_models(suite: pytest.Pytester) -> None:
     result = suite.runpytest("--slm-models=smollm2-135m,tiny-llama")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*unknown model 'tiny-llama'. Known models: curated, smollm2-135m.*"])
+    result.stderr.fnmatch_lines(
+        ["*unknown model 'tiny-llama'. Known models: curated, smollm2-135m.*"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -47,21 +49,27 @@ def test_malformed_specs_are_usage_errors(suite: pytest.Pytester, spec: str, mes
 def test_unreachable_endpoint_fails_each_test_with_one_line(suite: pytest.Pytester) -> None:
     result = suite.runpytest("--slm-models=http://127.0.0.1:9/v1#ghost")
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines([
-        "*pytest-slam: model 'ghost' at http://127.0.0.1:9/v1 is unreachable (ConnectionRefusedError*). "
-        "Start the server or fix the model's base_url.",
-    ])  # fmt: skip
+    result.stdout.fnmatch_lines(
+        [
+            "*pytest-slam: model 'ghost' at http://127.0.0.1:9/v1 is unreachable (ConnectionRefusedError*). "
+            "Start the server or fix the model's base_url.",
+        ]
+    )
     out = result.stdout.str()
-    assert out.count("is unreachable") >= 2 and "Traceback" not in out and "_base_client.py" not in out
+    assert (
+        out.count("is unreachable") >= 2 and "Traceback" not in out and "_base_client.py" not in out
+    )
 
 
 def test_vllm_without_gpu_says_exactly_that(suite: pytest.Pytester) -> None:
     result = suite.runpytest("--slm-models=vllm:Qwen/Qwen2.5-0.5B-Instruct")
     result.assert_outcomes(errors=2)
-    result.stdout.fnmatch_lines([
-        "*model 'vllm:Qwen/Qwen2.5-0.5B-Instruct' is served by vLLM, which needs vLLM and a CUDA GPU; "
-        "this machine has no vLLM and no a CUDA GPU*",
-    ])  # fmt: skip
+    result.stdout.fnmatch_lines(
+        [
+            "*model 'vllm:Qwen/Qwen2.5-0.5B-Instruct' is served by vLLM, which needs vLLM and a CUDA GPU; "
+            "this machine has no vLLM and no a CUDA GPU*",
+        ]
+    )
 
 
 def test_bad_tool_slam_key_is_a_usage_error(pytester: pytest.Pytester) -> None:
@@ -73,6 +81,10 @@ def test_bad_tool_slam_key_is_a_usage_error(pytester: pytest.Pytester) -> None:
 
 
 def test_unwritable_report_path_is_said_at_the_start(suite: pytest.Pytester) -> None:
-    result = suite.runpytest("--slm-models=http://127.0.0.1:9/v1#ghost", "--slm-report=/proc/nope/r.json")
+    result = suite.runpytest(
+        "--slm-models=http://127.0.0.1:9/v1#ghost", "--slm-report=/proc/nope/r.json"
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--slm-report=/proc/nope/r.json: cannot write there (No such file or directory)*"])
+    result.stderr.fnmatch_lines(
+        ["*--slm-report=/proc/nope/r.json: cannot write there (No such file or directory)*"]
+    )

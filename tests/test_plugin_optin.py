@@ -18,7 +18,9 @@ def _ids(result: pytest.RunResult) -> list[str]:
     return sorted(line.split(" ")[0] for line in result.stdout.lines if " PASSED" in line)
 
 
-def test_suite_without_slam_gets_no_env_files_threads_or_processes(pytester: pytest.Pytester) -> None:
+def test_suite_without_slam_gets_no_env_files_threads_or_processes(
+    pytester: pytest.Pytester,
+) -> None:
     pytester.makepyfile(test_plain=PASSTHROUGH)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
@@ -27,7 +29,9 @@ def test_suite_without_slam_gets_no_env_files_threads_or_processes(pytester: pyt
     assert "pytest-slam" not in result.stdout.str()
 
 
-def test_opt_in_by_fixture_mark_module_class_and_ini_folder(pytester: pytest.Pytester, smollm2_endpoint: str) -> None:
+def test_opt_in_by_fixture_mark_module_class_and_ini_folder(
+    pytester: pytest.Pytester, smollm2_endpoint: str
+) -> None:
     pytester.makefile(".toml", pyproject=NO_REFERENCE)
     pytester.makeini("[pytest]\nslm_paths = llm\n")
     pytester.makepyfile(
@@ -51,11 +55,16 @@ def test_opt_in_by_fixture_mark_module_class_and_ini_folder(pytester: pytest.Pyt
     (llm / "test_folder.py").write_text("def test_in_folder(): pass\n")
     result = pytester.runpytest(f"--slm-models={smollm2_endpoint}", "-v")
     model = "SmolLM2-135M-Instruct"
-    assert _ids(result) == sorted([
-        f"llm/test_folder.py::test_in_folder[{model}]", f"test_module.py::test_in_module[{model}]",
-        f"test_ways.py::TestClass::test_method[{model}]", f"test_ways.py::test_fixture[{model}]",
-        f"test_ways.py::test_mark[{model}]", "test_ways.py::test_not_opted_in",
-    ])  # fmt: skip
+    assert _ids(result) == sorted(
+        [
+            f"llm/test_folder.py::test_in_folder[{model}]",
+            f"test_module.py::test_in_module[{model}]",
+            f"test_ways.py::TestClass::test_method[{model}]",
+            f"test_ways.py::test_fixture[{model}]",
+            f"test_ways.py::test_mark[{model}]",
+            "test_ways.py::test_not_opted_in",
+        ]
+    )
 
 
 def test_opt_in_from_a_folder_conftest(pytester: pytest.Pytester, smollm2_endpoint: str) -> None:
@@ -65,11 +74,18 @@ def test_opt_in_from_a_folder_conftest(pytester: pytest.Pytester, smollm2_endpoi
     (llm / "test_a.py").write_text("def test_a(): pass\n")
     pytester.makepyfile(test_outside="def test_outside(): pass\n")
     result = pytester.runpytest(f"--slm-models={smollm2_endpoint}", "-v")
-    assert _ids(result) == ["llm/test_a.py::test_a[SmolLM2-135M-Instruct]", "test_outside.py::test_outside"]
+    assert _ids(result) == [
+        "llm/test_a.py::test_a[SmolLM2-135M-Instruct]",
+        "test_outside.py::test_outside",
+    ]
 
 
-def test_two_models_run_each_opted_in_test_twice(pytester: pytest.Pytester, smollm2_url: str) -> None:
-    pytester.makefile(".toml", pyproject=f"""
+def test_two_models_run_each_opted_in_test_twice(
+    pytester: pytest.Pytester, smollm2_url: str
+) -> None:
+    pytester.makefile(
+        ".toml",
+        pyproject=f"""
 [tool.slam]
 reference = "none"
 candidates = ["small", "also-small"]
@@ -79,17 +95,28 @@ model = "SmolLM2-135M-Instruct"
 [tool.slam.models.also-small]
 base_url = "{smollm2_url}"
 model = "SmolLM2-135M-Instruct"
-""")  # fmt: skip
-    pytester.makepyfile(test_two="import pytest\n\n@pytest.mark.parametrize('x', [1, 2])\n"
-                                 "@pytest.mark.slm\ndef test_x(x, slm_model): pass\n")  # fmt: skip
+""",
+    )
+    pytester.makepyfile(
+        test_two="import pytest\n\n@pytest.mark.parametrize('x', [1, 2])\n"
+        "@pytest.mark.slm\ndef test_x(x, slm_model): pass\n"
+    )
     result = pytester.runpytest("-v")
-    assert _ids(result) == ["test_two.py::test_x[also-small-1]", "test_two.py::test_x[also-small-2]",
-                            "test_two.py::test_x[small-1]", "test_two.py::test_x[small-2]"]  # fmt: skip
+    assert _ids(result) == [
+        "test_two.py::test_x[also-small-1]",
+        "test_two.py::test_x[also-small-2]",
+        "test_two.py::test_x[small-1]",
+        "test_two.py::test_x[small-2]",
+    ]
 
 
 def test_opting_in_without_enabling_slam_is_a_clear_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_x="def test_x(slm_model): pass\n")
     result = pytester.runpytest()
     assert result.ret != 0
-    result.stdout.fnmatch_lines(["*test_x.py::test_x opts in to model swapping, but pytest-slam is not "
-                                 "enabled for this run*--slm-models=smollm2-135m*"])  # fmt: skip
+    result.stdout.fnmatch_lines(
+        [
+            "*test_x.py::test_x opts in to model swapping, but pytest-slam is not "
+            "enabled for this run*--slm-models=smollm2-135m*"
+        ]
+    )

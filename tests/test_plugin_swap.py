@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-PRODUCT = '''
+PRODUCT = """
 import openai
 from openai import AsyncOpenAI, OpenAI
 
@@ -18,7 +18,7 @@ def ask(question):
     r = client.chat.completions.create(
         model="gpt-4o", messages=[{"role": "user", "content": question}], temperature=0, max_tokens=8)
     return r.choices[0].message.content
-'''
+"""
 
 
 @pytest.fixture
@@ -118,4 +118,6 @@ def test_calls_outside_opted_in_tests_are_not_swapped(
     )
     result = product.runpytest(f"--slm-models={smollm2_endpoint}", "-v")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*test_plain PASSED*", "*test_swapped?SmolLM2-135M-Instruct? PASSED*"])
+    result.stdout.fnmatch_lines(
+        ["*test_plain PASSED*", "*test_swapped?SmolLM2-135M-Instruct? PASSED*"]
+    )

@@ -60,6 +60,7 @@ class Engine(ABC):
     def health_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/health"
 
+    @abstractmethod
     def check_available(self) -> None:
         """Raise EngineError when this machine cannot run the engine at all."""
 
@@ -86,11 +87,20 @@ class LlamaCppEngine(Engine):
         args = self.spec.engine_args
         path = resolve_model_path(str(args.get("model_path", "")))
         return [
-            sys.executable, "-m", "pytest_slam.engines.llamacpp_main",
-            "--model", str(path), "--port", str(self.port),
-            "--threads", str(args.get("threads", 2)), "--ctx", str(args.get("ctx", 4096)),
-            "--parallel", str(args.get("parallel", 1)),
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "pytest_slam.engines.llamacpp_main",
+            "--model",
+            str(path),
+            "--port",
+            str(self.port),
+            "--threads",
+            str(args.get("threads", 2)),
+            "--ctx",
+            str(args.get("ctx", 4096)),
+            "--parallel",
+            str(args.get("parallel", 1)),
+        ]
 
 
 class VllmEngine(Engine):
@@ -123,8 +133,15 @@ class VllmEngine(Engine):
 
     def command(self) -> list[str]:
         args = self.spec.engine_args
-        argv = [self.executable() or "vllm", "serve", self.spec.model_id,
-                "--host", "127.0.0.1", "--port", str(self.port)]  # fmt: skip
+        argv = [
+            self.executable() or "vllm",
+            "serve",
+            self.spec.model_id,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+        ]
         for key, flag in self.FLAGS.items():
             if key in args:
                 argv += [flag, str(args[key])]
@@ -155,18 +172,28 @@ class ManagedServer:
 
     def __init__(self, engine: Engine, log_dir: Path) -> None:
         self.engine = engine
-        self.log_path = log_dir / f"engine-{engine.spec.name.replace('/', '_').replace(':', '_')}.log"
+        self.log_path = (
+            log_dir / f"engine-{engine.spec.name.replace('/', '_').replace(':', '_')}.log"
+        )
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_s: float | None = None
 
     def start(self, timeout_s: float) -> None:
         self.engine.check_available()
-        argv = [sys.executable, "-m", "pytest_slam.engines.supervise", "--owner", str(os.getpid()),
-                "--", *self.engine.command()]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "pytest_slam.engines.supervise",
+            "--owner",
+            str(os.getpid()),
+            "--",
+            *self.engine.command(),
+        ]
         t0 = time.perf_counter()
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL)  # fmt: skip
+            self.proc = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
         self._wait_healthy(timeout_s)
         self.started_s = time.perf_counter() - t0
 

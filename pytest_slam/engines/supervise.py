@@ -7,6 +7,7 @@ and either way it kills the engine's whole process group. It must not import the
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -19,10 +20,8 @@ GRACE_S = 5.0
 
 
 def _die_with_parent() -> None:
-    try:
+    with contextlib.suppress(OSError):  # not Linux: the owner poll below still covers it
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:  # not Linux: the owner poll below still covers it
-        pass
 
 
 def _alive(pid: int) -> bool:

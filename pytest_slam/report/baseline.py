@@ -18,7 +18,7 @@ from typing import Any
 
 from pytest_slam.records import Record
 from pytest_slam.report import fmt
-from pytest_slam.report.aggregate import PerTestRow, Verdict
+from pytest_slam.report.aggregate import ENGINE, PerTestRow, RunInfo, Verdict
 from pytest_slam.report.config import check_section
 from pytest_slam.report.jsonreport import Report, ReportError, load_report
 
@@ -97,12 +97,13 @@ def compare(verdict: Verdict, old: Report, tol: Tolerances | None = None) -> Bas
     now = {r.model: r for r in verdict.models}
     diff.compared_models = [m for m in now if m in before]
     _note_models(diff, sorted(set(now) - set(before)), sorted(set(before) - set(now)))
+    _note_specs(diff, old.verdict.run, verdict.run)
     for model in diff.compared_models:
         _check(diff, model, None, before[model], now[model])
     old_tests = {(t.model, t.test): t for t in old.verdict.tests}
     for row in verdict.tests:
         prev = old_tests.get((row.model, row.test))
-        if prev is not None and row.model in diff.compared_models:
+        if prev is not None and row.model in diff.compared_models and row.outcome != ENGINE:
             _check(diff, row.model, row.test, prev, row)
             _check_outcome(diff, prev, row)
     return diff
@@ -115,6 +116,27 @@ def _note_models(diff: BaselineDiff, new_only: list[str], old_only: list[str]) -
         diff.notes.append(f"in the baseline only, not compared: {', '.join(old_only)}")
     if not diff.compared_models:
         diff.notes.append("no model in common with the baseline: nothing compared")
+
+
+def _note_specs(diff: BaselineDiff, old: RunInfo, new: RunInfo) -> None:
+    """Same name, other model or yardstick: still compared, but the reader must know."""
+    before = {m.get("name"): m for m in old.models}
+    for spec in new.models:
+        prev = before.get(spec.get("name"))
+        if spec.get("name") in diff.compared_models and prev and _what(prev) != _what(spec):
+            diff.notes.append(
+                f"{spec['name']} was {_what(prev)} in the baseline and is {_what(spec)} now: "
+                "compared by name"
+            )
+    if old.reference and new.reference and old.reference != new.reference:
+        diff.notes.append(
+            f"the reference changed ({old.reference} -> {new.reference}): equivalence is "
+            "measured against other answers"
+        )
+
+
+def _what(spec: dict[str, Any]) -> str:
+    return f"{spec.get('provider')}:{spec.get('model_id')}"
 
 
 def _check(diff: BaselineDiff, model: str, test: str | None, old: Any, new: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pytest_slam.report import fmt
 from pytest_slam.report.aggregate import ModelRow, Verdict
+from pytest_slam.report.baseline import BaselineDiff
 from pytest_slam.report.terminal import gate_lines, notes
 
 HEADERS = (
@@ -25,8 +26,8 @@ HEADERS = (
 ALIGN = {"left": ":---", "center": ":---:", "right": "---:"}
 
 
-def render_markdown(verdict: Verdict) -> str:
-    """A heading, the per-model table, and the same footnotes as the terminal table."""
+def render_markdown(verdict: Verdict, diff: BaselineDiff | None = None) -> str:
+    """A heading, the per-model table, the same footnotes as the terminal, the baseline, the gate."""
     lines = [f"### pytest-slam swap verdict (reference: {_cell(verdict.run.reference or '-')})", ""]
     lines.append("| " + " | ".join(h for h, _ in HEADERS) + " |")
     lines.append("| " + " | ".join(ALIGN[a] for _, a in HEADERS) + " |")
@@ -35,10 +36,24 @@ def render_markdown(verdict: Verdict) -> str:
     if footnotes:
         lines.append("")
         lines.extend(f"- {_cell(n)}" for n in footnotes)
+    if diff is not None:
+        lines.extend(["", *_baseline(diff)])
     gate = gate_lines(verdict)
     if gate:
         lines.extend(["", f"**{_cell(gate[0])}**", *(f"- {_cell(g.strip())}" for g in gate[1:])])
     return "\n".join(lines) + "\n"
+
+
+def _baseline(diff: BaselineDiff) -> list[str]:
+    """The comparison with the baseline: counts, then each change, worst first."""
+    head = (
+        f"**Baseline {_cell(diff.baseline)}: {len(diff.regressions)} regression(s), "
+        f"{len(diff.improvements)} improvement(s)**"
+    )
+    lines = [head, *(f"- note: {_cell(n)}" for n in diff.notes)]
+    lines.extend(f"- ❌ {_cell(c.describe())}" for c in diff.regressions)
+    lines.extend(f"- ✅ {_cell(c.describe())}" for c in diff.improvements)
+    return lines
 
 
 def _cells(row: ModelRow) -> list[str]:

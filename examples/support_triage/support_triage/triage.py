@@ -88,7 +88,10 @@ def reply_messages(customer: str, ticket: str) -> list[dict[str, str]]:
 def draft_reply(customer: str, ticket: str) -> str:
     """Streamed, as the product shows the reply to the agent while it is written."""
     stream = client.chat.completions.create(
-        model=MODEL, messages=reply_messages(customer, ticket), temperature=0, max_tokens=80,
+        model=MODEL,
+        messages=reply_messages(customer, ticket),
+        temperature=0,
+        max_tokens=80,
         stream=True,
     )
     return "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)

@@ -3,7 +3,6 @@ each test runs once per candidate model and every OpenAI call it makes goes to t
 """
 
 import pytest
-
 from support_triage import CATEGORIES, URGENCIES, draft_reply, sentiment, triage
 
 pytestmark = pytest.mark.slm

@@ -1,0 +1,225 @@
+"""Around an opted-in test's function: repeats (``--slm-repeat=N``) and the obtained-answer writer.
+
+Repeats: small models are not deterministic across runs (batching, sampling, a server under load),
+so a test can be run N times per model and pass when its pass rate reaches ``[tool.slam]
+pass_fraction`` (default 1.0: every run must pass). The first run goes through pytest's own
+``pytest_pyfunc_call`` chain; each further run calls that hook chain again, so async and other
+plugins' handling applies to every run. Fixtures are set up once: every run gets the same fixture
+values (as Hypothesis examples do). Each run sees only its own calls in ``slm_model.calls``, and is
+checked on its own (pairing, scoring, budgets): a run passes when the function raised nothing and
+the checks found no problem. The Outcome keeps every run's calls and pairs, and
+``repeat = {"runs": N, "passed": k, "rate": k/N}``. A skip (or an imperative xfail) in any run ends
+the test as such. Tests opted in to the swap only; others run once, as always.
+
+Obtained answers: while the test function runs, a failing ``assert_equivalent`` writes the
+candidate's answer to ``<golden file>.obtained/<test>[<model>]-<scorer>.txt`` next to the module's
+golden file (atomically), in a folder with a ``.gitignore`` of ``*`` so it is never committed by
+accident.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Generator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+RESULT = pytest.StashKey["RepeatResult"]()
+INSIDE = pytest.StashKey[bool]()
+SHOWN_FAILURES = 5
+_UNSAFE = re.compile(r"[^\w.\-\[\]]+")
+_PASS_THROUGH = (pytest.skip.Exception, pytest.exit.Exception, KeyboardInterrupt)
+
+
+@dataclass
+class RepeatResult:
+    """Every run of one test: its verdict, and why each failed run failed."""
+
+    runs: int = 0
+    verdicts: list[Any] = field(default_factory=list)  # checks.TestVerdict per run
+    offsets: list[int] = field(default_factory=list)  # index of each run's first call
+    failures: list[tuple[int, str]] = field(default_factory=list)  # (run number, first line)
+    pass_fraction: float = 1.0
+
+    @property
+    def passed(self) -> int:
+        return self.runs - len(self.failures)
+
+    @property
+    def rate(self) -> float:
+        return self.passed / self.runs if self.runs else 0.0
+
+    @property
+    def reached(self) -> bool:
+        return self.runs > 0 and self.rate >= self.pass_fraction
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"runs": self.runs, "passed": self.passed, "rate": self.rate}
+
+    def message(self) -> str:
+        head = (f"passed {self.passed} of {self.runs} runs (rate {self.rate:.2f}), "
+                f"below pass_fraction {self.pass_fraction:.2f}")  # fmt: skip
+        shown = [f"run {n}: {why}" for n, why in self.failures[:SHOWN_FAILURES]]
+        more = len(self.failures) - SHOWN_FAILURES
+        if more > 0:
+            shown.append(f"... and {more} more failed runs")
+        return "\n  ".join([head, *shown])
+
+
+def around_call(slam: Any, item: pytest.Function) -> Generator[None, Any, Any]:
+    """The ``pytest_pyfunc_call`` wrapper body for a swapped test."""
+    if item.stash.get(INSIDE, False):
+        return (yield)  # a further run of the repeat loop below: pass through
+    with _obtained_writer(slam, item):
+        if slam.settings.repeat <= 1:
+            return (yield)
+        return (yield from _repeat(slam, item))
+
+
+def _repeat(slam: Any, item: pytest.Function) -> Generator[None, Any, Any]:
+    from .session import CTX
+
+    ctx = item.stash[CTX]
+    result = RepeatResult(pass_fraction=slam.settings.pass_fraction)
+    every_call = ctx.calls
+    try:
+        error = _start_run(ctx, result)
+        try:
+            yield
+        except BaseException as exc:
+            error = exc
+        _end_run(slam, item, ctx, result, every_call, error)
+        for _ in range(slam.settings.repeat - 1):
+            _one_more(slam, item, ctx, result, every_call)
+    finally:
+        with ctx.lock:
+            ctx.calls = every_call
+    item.stash[RESULT] = result
+    if not result.reached:
+        pytest.fail(f"pytest-slam ({ctx.model.name}): {result.message()}", pytrace=False)
+    return True
+
+
+def _one_more(slam: Any, item: pytest.Function, ctx: Any, result: RepeatResult,
+              every_call: list[Any]) -> None:  # fmt: skip
+    """One further run through the whole ``pytest_pyfunc_call`` chain."""
+    error = _start_run(ctx, result)
+    item.stash[INSIDE] = True
+    try:
+        item.ihook.pytest_pyfunc_call(pyfuncitem=item)
+    except BaseException as exc:
+        error = exc
+    finally:
+        item.stash[INSIDE] = False
+    _end_run(slam, item, ctx, result, every_call, error)
+
+
+def _start_run(ctx: Any, result: RepeatResult) -> None:
+    """A fresh call list for the run, so ``slm_model.calls`` shows only this run's calls."""
+    result.runs += 1
+    with ctx.lock:
+        result.offsets.append(len(ctx.calls) + (result.offsets[-1] if result.offsets else 0))
+        ctx.calls = []
+
+
+def _end_run(slam: Any, item: pytest.Function, ctx: Any, result: RepeatResult,
+             every_call: list[Any], error: BaseException | None) -> None:  # fmt: skip
+    """Check the run's own calls, fold them into the test's, and note why the run failed."""
+    import dataclasses
+
+    with ctx.lock:
+        run_calls, ctx.calls = ctx.calls, []
+        every_call.extend(run_calls)
+    if error is not None and (isinstance(error, _PASS_THROUGH) or _is_xfail(error)):
+        raise error
+    view = dataclasses.replace(ctx, calls=run_calls, reference_calls=[])
+    verdict = slam.checker.check(item, view, failed=error is not None)
+    result.verdicts.append(verdict)
+    if error is not None:
+        result.failures.append((result.runs, _first_line(error)))
+    elif verdict.problems:
+        result.failures.append((result.runs, verdict.problems[0]))
+
+
+def _is_xfail(error: BaseException) -> bool:
+    from _pytest.outcomes import XFailed
+
+    return isinstance(error, XFailed)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+def merged_verdict(item: pytest.Item) -> Any:
+    """One verdict over all runs (None when the test was not repeated): every run's pairs, with
+    call indexes into the test's whole call list; a problem only when the pass rate fell short.
+    """
+    from .checks import TestVerdict
+
+    result = item.stash.get(RESULT, None)
+    if result is None:
+        return None
+    merged = TestVerdict(repeat=result.as_dict())
+    for offset, verdict in zip(result.offsets, result.verdicts, strict=False):
+        for pair in verdict.pairs:
+            pair.call_index += offset
+            merged.pairs.append(pair)
+        merged.breaches.extend(verdict.breaches)
+    if not result.reached:
+        merged.problems.append(result.message())
+    return merged
+
+
+# -- obtained answers ------------------------------------------------------------------------------
+
+
+@contextmanager
+def _obtained_writer(slam: Any, item: pytest.Function) -> Generator[None, None, None]:
+    """Install ``assert_equivalent``'s writer for this test; remove it after."""
+    from .compare.assertion import set_obtained_writer
+    from .session import CTX
+
+    ctx = item.stash.get(CTX, None)
+    if ctx is None:
+        yield
+        return
+    folder = obtained_dir(slam, ctx.module)
+    stem = _UNSAFE.sub("_", f"{ctx.test.split('::', 1)[-1]}[{ctx.model.name}]")
+
+    def write(candidate: str, scorer: str) -> str:
+        return str(write_obtained(folder, f"{stem}-{_UNSAFE.sub('_', scorer)}.txt", candidate))
+
+    set_obtained_writer(write)
+    try:
+        yield
+    finally:
+        set_obtained_writer(None)
+
+
+def obtained_dir(slam: Any, module: str) -> Path:
+    """``<golden file without .json>.obtained``: next to the answers it is compared with."""
+    if slam.store is not None:
+        golden = slam.store.path_for(module)
+    else:
+        from .golden.store import module_relpath
+
+        golden = Path(slam.config.rootpath) / slam.settings.golden_dir / module_relpath(module)
+    return golden.with_name(golden.stem + ".obtained")
+
+
+def write_obtained(folder: Path, name: str, text: str) -> Path:
+    """Write one obtained answer atomically, with a ``.gitignore`` that keeps the folder out of git."""
+    from .golden.fileformat import atomic_write
+
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        atomic_write(ignore, "# created by pytest-slam: answers obtained by failing tests\n*\n")
+    path = folder / name
+    atomic_write(path, text)
+    return path
