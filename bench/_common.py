@@ -11,6 +11,7 @@ import contextlib
 import importlib.metadata
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -99,15 +100,30 @@ def timed(run: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def run_wall(cmd: list[str], cwd: Path, env: dict[str, str], ok: Sequence[int] = (0,)) -> float:
-    """Seconds a command took, start of process to exit; a failure prints its output and raises."""
+@dataclass
+class Timing:
+    """One process run: wall seconds, and the CPU seconds (user + system) it used itself."""
+
+    wall: float
+    cpu: float
+
+
+def run_timed(cmd: list[str], cwd: Path, env: dict[str, str], ok: Sequence[int] = (0,)) -> Timing:
+    """Run a command to its end; a failure prints its output and stops the bench.
+
+    CPU time counts the process's own threads (the swap proxy's included) and not the servers it
+    called; on a shared machine it moves much less with the load than wall time does.
+    """
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode not in ok:
         sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
         raise SystemExit(f"bench: `{' '.join(cmd)}` exited {proc.returncode} in {cwd}")
-    return wall
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Timing(wall, cpu)
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -119,7 +135,9 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def fake_server(latency_ms: float = 0.0, answer: str | None = None, model: str = "gpt-4-0613") -> Iterator[str]:
+def fake_server(
+    latency_ms: float = 0.0, answer: str | None = None, model: str = "gpt-4-0613"
+) -> Iterator[str]:
     """A FakeOpenAI in its own process (so it never competes for the bench's GIL); yields its URL."""
     cmd = [PYTHON, "-m", "pytest_slam.testing.fake_openai", "--port", "0",
            "--latency-ms", str(latency_ms), "--model", model]  # fmt: skip

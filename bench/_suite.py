@@ -10,9 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 CANDIDATE_ANSWER = "Category: billing. Priority: high. The customer was charged twice; refund them."
-REFERENCE_ANSWER = "Category: billing. Priority: high. Customer was double charged and wants a refund."
+REFERENCE_ANSWER = (
+    "Category: billing. Priority: high. Customer was double charged and wants a refund."
+)
 
-PRODUCT = '''
+PRODUCT = """
 from openai import OpenAI
 
 client = OpenAI()  # built at import time, before any test runs
@@ -28,9 +30,9 @@ def triage(i):
         max_tokens=64,
     )
     return r.choices[0].message.content
-'''
+"""
 
-TESTS = '''
+TESTS = """
 import os
 
 import pytest
@@ -44,19 +46,19 @@ if CASES:
     @pytest.mark.parametrize("i", range(CASES))
     def test_triage(i):
         assert "billing" in product.triage(i)
-'''
+"""
 
-LOOP = '''
+LOOP = """
 import os, sys, time
 sys.path.insert(0, os.getcwd())
 import product
 
 n = int(os.environ["BENCH_CASES"])
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 for i in range(n):
     assert "billing" in product.triage(i)
-print(time.perf_counter() - start)
-'''
+print(time.perf_counter() - start, time.process_time() - cpu)
+"""
 
 PYPROJECT = """
 [tool.pytest.ini_options]
@@ -69,6 +71,7 @@ reference = "{reference}#gpt-4"
 paths = ["tests"]
 equivalence = {{ by = "fuzzy" }}
 """
+
 
 def write_suite(root: Path, candidate_url: str, reference_url: str) -> Path:
     """Write the product, its tests and a pyproject whose [tool.slam] points at the two servers."""

@@ -156,7 +156,7 @@ class Checker:
         assert self.reference is not None
         store = self.reference.store
         try:
-            rec = self.reference.answer(ctx.module, ctx.test, call.request, ctx.test)
+            rec = self.reference.answer(ctx.module, ctx.test, call.request, ctx.nodeid)
         except (MissingGolden, GoldenError, ReferenceFailed) as exc:
             key = _key(call)
             verdict.pairs.append(Pair(index, key, str(store.path_for(ctx.module)), None, missing=True))

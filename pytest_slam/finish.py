@@ -34,6 +34,7 @@ def finish(slam: Any, session: pytest.Session, exitstatus: int) -> int:
 
 
 def _flush(slam: Any) -> None:
+    """Write this process's recorded answers (each file once, under its lock, atomically)."""
     if slam.store is None:
         return
     try:
@@ -42,7 +43,15 @@ def _flush(slam: Any) -> None:
         slam.summary.append(f"golden files not written: {exc}")
         return
     for path in written:
-        slam.summary.append(f"golden answers written: {path}")
+        slam.summary.append(f"golden answers written: {_shown(slam, path)}")
+
+
+def _shown(slam: Any, path: Path) -> str:
+    """A path as the user reads it: relative to the rootdir when it is inside it."""
+    try:
+        return str(Path(path).relative_to(slam.config.rootpath))
+    except ValueError:
+        return str(path)
 
 
 def _payload(slam: Any) -> dict[str, Any]:
@@ -78,36 +87,95 @@ def _base(nodeid: str) -> str:
 
 
 def _stale(slam: Any) -> None:
+    """Report (or prune) the entries no test asked for, and leave the report `slam golden prune` reads.
+
+    Judged only when every collected test ran to its end: after -x, Ctrl-C or a lost worker an
+    unvisited entry may just belong to a test that never ran. Modules narrowed by -k or a node id,
+    and modules with a failed or skipped test, are not judged either (see ``_merged``).
+    """
+    visited, covered, failed = _merged(slam)
+    if slam.config.option.collectonly:
+        return
+    why_not = _unjudged(slam)
+    if why_not:
+        slam.summary.append(f"stale golden entries not checked: {why_not}")
+        return
+    store = _store(slam)
+    covered -= {t.split("::", 1)[0] for t in failed}
+    try:
+        stale = store.stale(visited, covered, failed)
+        lines = _stale_lines(slam, store, stale)
+        if stale and slam.config.option.slm_prune:
+            removed = store.prune(stale)
+            lines = [f"pruned {removed} stale golden entr{'y' if removed == 1 else 'ies'}"]
+            stale = []
+        _write_stale_report(store, stale)
+    except (GoldenError, OSError) as exc:
+        slam.summary.append(f"stale golden entries not checked: {exc}")
+        return
+    slam.summary.extend(lines)
+
+
+def _store(slam: Any) -> Any:
     from .golden.store import GoldenStore
 
-    store = slam.store or GoldenStore(Path(slam.config.rootpath) / slam.settings.golden_dir,
-                                      slam.settings.reference)  # fmt: skip
-    visited, covered, failed = _merged(slam)
-    # A module with a failed test is not judged: its test may have stopped before asking.
-    covered -= {t.split("::", 1)[0] for t in failed}
-    stale = store.stale(visited, covered, failed)
+    if slam.store is not None:
+        return slam.store
+    root = Path(slam.config.rootpath) / slam.settings.golden_dir
+    return GoldenStore(root, slam.settings.reference)
+
+
+def _unjudged(slam: Any) -> str | None:
+    """Why this run cannot tell a stale entry from one whose test never ran (None: it can)."""
+    session = slam.config.pluginmanager.get_plugin("session")
+    stopped = session is not None and (session.shouldfail or session.shouldstop)
+    if stopped:
+        return f"the run stopped early ({stopped})"
+    if session is not None and session.exitstatus == pytest.ExitCode.INTERRUPTED:
+        return "the run was interrupted"
+    if getattr(slam, "workers_lost", 0):
+        return "an xdist worker was lost, so the entries its tests asked for are unknown"
+    return None
+
+
+def _stale_lines(slam: Any, store: Any, stale: list[tuple[str, str]]) -> list[str]:
     if not stale:
-        return
-    if slam.config.option.slm_prune:
-        removed = store.prune(stale)
-        slam.summary.append(f"pruned {removed} stale golden entr{'y' if removed == 1 else 'ies'}")
-        return
-    slam.summary.append(f"{len(stale)} stale golden entries (no test asked for them); "
-                        "remove them with --slm-prune or `slam golden prune`:")  # fmt: skip
-    slam.summary.extend(f"  {store.path_for(module)} {key}" for module, key in stale)
+        return []
+    one = len(stale) == 1
+    lines = [
+        f"{len(stale)} stale golden entr{'y' if one else 'ies'} (no test asked for "
+        f"{'it' if one else 'them'}); remove with --slm-prune or `slam golden prune`:"
+    ]
+    for module, key in stale:
+        rec = store.lookup(module, key)
+        was = f" (recorded for {', '.join(rec.tests)})" if rec is not None and rec.tests else ""
+        lines.append(f"  {_shown(slam, store.path_for(module))} {key}{was}")
+    return lines
+
+
+def _write_stale_report(store: Any, stale: list[tuple[str, str]]) -> None:
+    """The last judged run's findings, for `slam golden prune`; an empty list clears an old one."""
+    from .golden.stale import stale_report_path, write_stale_report
+
+    path = stale_report_path(store.root)
+    if stale or path.exists():
+        write_stale_report(path, store.reference, stale)
 
 
 def run_info(slam: Any) -> Any:
-    from .metrics.cost import SELF_HOSTED_ASSUMPTION
     from .report.aggregate import RunInfo
+    from .report.runinfo import cost_assumption, reference_name
 
+    reference = slam.settings.reference if slam.settings.has_reference else ""
     return RunInfo(
         models=[s.as_dict() for s in slam.specs.values()],
-        reference=slam.settings.reference if slam.settings.has_reference else "",
+        reference=reference_name(reference, slam.reference_spec if reference else None),
         settings=slam.settings.as_dict(),
         started=slam.started, finished=_now(),
         pytest_version=pytest.__version__, plugin_version=__version__,
-        cost_assumption=SELF_HOSTED_ASSUMPTION, gpu_telemetry=slam.gpu_line,
+        cost_assumption=cost_assumption(slam.specs.values(), slam.reference_spec,
+                                        slam.settings.prices),
+        gpu_telemetry=slam.gpu_line,
     )  # fmt: skip
 
 
@@ -116,8 +184,10 @@ def _now() -> str:
 
 
 def _report(slam: Any, exitstatus: int) -> int:
+    """Verdict, baseline, gate, files; the table leads the summary and the gate closes it."""
     from .report.aggregate import aggregate
-    from .report.terminal import gate_lines, render_table
+    from .report.baseline import format_diff
+    from .report.terminal import fit_lines, gate_lines, render_table, terminal_width
 
     outcomes = [*slam.outcomes, *slam.engine_outcomes()]
     if not outcomes:
@@ -126,17 +196,15 @@ def _report(slam: Any, exitstatus: int) -> int:
     diff = _baseline(slam, verdict)
     result = _gate(slam, verdict, diff)
     _write(slam, verdict, outcomes)
-    width = slam.terminal_width
+    _step_summary(slam, verdict, diff)
+    width = terminal_width(slam.config, slam.terminal_width)
+    failed = result is not None and not result.passed and exitstatus == pytest.ExitCode.OK
+    tail = [*(format_diff(diff) if diff is not None else []), *gate_lines(verdict)]
+    if failed:
+        tail.append(f"exit status {options.EXIT_GATE_FAILED}: the tests passed, the gate did not")
     slam.summary[:0] = render_table(verdict, width)
-    if diff is not None:
-        from .report.baseline import format_diff
-
-        slam.summary.extend(format_diff(diff))
-    slam.summary.extend(gate_lines(verdict))
-    _step_summary(verdict)
-    if result is not None and not result.passed and exitstatus == pytest.ExitCode.OK:
-        return options.EXIT_GATE_FAILED
-    return exitstatus
+    slam.summary.extend(fit_lines(tail, width))
+    return options.EXIT_GATE_FAILED if failed else exitstatus
 
 
 def _baseline(slam: Any, verdict: Any) -> Any:
@@ -161,21 +229,30 @@ def _gate(slam: Any, verdict: Any, diff: Any) -> Any:
 
 
 def _write(slam: Any, verdict: Any, outcomes: list[dict[str, Any]]) -> None:
-    if slam.settings.report:
-        from .report.jsonreport import write_json
+    """Both files; a write that fails now (disk full, folder removed) is said, not a traceback."""
+    from .report.html import write_html
+    from .report.jsonreport import write_json
 
-        slam.summary.append(f"JSON report: {write_json(slam.settings.report, verdict, outcomes)}")
-    if slam.settings.html:
-        from .report.html import write_html
+    for path, kind, flag, write in ((slam.settings.report, "JSON", options.REPORT, write_json),
+                                    (slam.settings.html, "HTML", options.HTML, write_html)):  # fmt: skip
+        if not path:
+            continue
+        try:
+            slam.summary.append(f"{kind} report: {write(path, verdict, outcomes)}")
+        except OSError as exc:
+            slam.summary.append(f"{kind} report not written to {path} ({exc.strerror or exc}); "
+                                f"give {flag} a writable path")  # fmt: skip
 
-        slam.summary.append(f"HTML report: {write_html(slam.settings.html, verdict, outcomes)}")
 
-
-def _step_summary(verdict: Any) -> None:
+def _step_summary(slam: Any, verdict: Any, diff: Any) -> None:
+    """On GitHub Actions the verdict also lands on the run's page, as a Markdown table."""
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if not path:
         return
     from .report.markdown import render_markdown
 
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(render_markdown(verdict) + "\n")
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(render_markdown(verdict, diff) + "\n")
+    except OSError as exc:
+        slam.summary.append(f"GITHUB_STEP_SUMMARY={path} not written ({exc.strerror or exc})")

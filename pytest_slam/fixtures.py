@@ -85,7 +85,7 @@ class ReferenceClient(_Clients):
 
     def answer_for(self, call: Call) -> GoldenRecord:
         """The reference's golden answer to the same request a candidate call served."""
-        return self.service.answer(self.ctx.module, self.ctx.test, call.request, self.ctx.test)
+        return self.service.answer(self.ctx.module, self.ctx.test, call.request, self.ctx.nodeid)
 
     def text_for(self, call: Call) -> str:
         rec = self.answer_for(call)

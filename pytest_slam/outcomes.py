@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from .metering import outcome_energy
 from .optin import base_test_id
 from .records import Outcome
 
@@ -31,9 +32,11 @@ def build_outcome(
     )
     if ctx is not None:
         outcome.calls = [c.as_dict() for c in ctx.calls]
+        outcome.energy_j = outcome_energy(ctx.calls)
     if verdict is not None:
         outcome.pairs = [p.as_dict() for p in verdict.pairs]
         outcome.budget_breaches = list(verdict.breaches)
+        outcome.repeat = getattr(verdict, "repeat", None)
         if verdict.problems:
             outcome.message = "\n".join(verdict.problems)
     return outcome.as_dict()

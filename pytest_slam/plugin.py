@@ -101,6 +101,17 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, Any, Any]:
+    """Around a swapped test's function: ``--slm-repeat`` runs and the obtained-answer writer."""
+    slam = pyfuncitem.config.stash.get(STASH, None)
+    if slam is None or not slam.is_swapped(pyfuncitem):
+        return (yield)
+    from .repeat import around_call
+
+    return (yield from around_call(slam, pyfuncitem))
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
     item.config.stash[STASH].annotate(item, report)

@@ -10,6 +10,7 @@ model NAME; ``/slam/ref/v1/...`` is answered by the golden store. It never logs 
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 import threading
@@ -20,6 +21,7 @@ from . import upstream
 from .chat import ChatResult, Relay, Target
 
 CHAT_PATH = "/chat/completions"
+POLL_S = 0.05
 
 
 class Router(Protocol):
@@ -124,14 +126,20 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(resp.status, resp.read(), {"Content-Type": ctype})
 
     def _send(self, status: int, payload: bytes, extra: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        if "Content-Type" not in (extra or {}):
-            self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        for key, value in (extra or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(payload)
+        headers = {"Content-Type": "application/json", **(extra or {})}
+        headers["Content-Length"] = str(len(payload))
+        self.wfile.write(self.head(status, headers) + payload)
+
+    def head(self, status: int, headers: dict[str, str]) -> bytes:
+        """The status line and headers, sent in one write with the body (or the first chunk).
+
+        The caller is often a thread of this same process: headers written on their own wake it to
+        parse them, and the two threads then trade the GIL once more before the body goes out.
+        """
+        reason = self.responses.get(status, ("",))[0]
+        lines = [f"{self.protocol_version} {status} {reason}"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
     def _error(self, status: int, message: str) -> None:
         payload = json.dumps({"error": {"message": message, "type": "pytest_slam", "code": status}})
@@ -142,24 +150,22 @@ class _Handler(BaseHTTPRequestHandler):
 class _Stream:
     """Server-sent events to a streaming caller; headers go out with the first chunk."""
 
+    HEADERS = {"Content-Type": "text/event-stream", "Transfer-Encoding": "chunked"}
+
     def __init__(self, handler: _Handler) -> None:
         self.handler = handler
         self.started = False
 
-    def send(self, payload: bytes) -> None:
+    def send(self, payload: bytes, end: bytes = b"") -> None:
+        data = b"data: " + payload + b"\n\n"
+        out = b"%x\r\n%s\r\n%s" % (len(data), data, end)
         if not self.started:
             self.started = True
-            h = self.handler
-            h.send_response(200)
-            h.send_header("Content-Type", "text/event-stream")
-            h.send_header("Transfer-Encoding", "chunked")
-            h.end_headers()
-        data = b"data: " + payload + b"\n\n"
-        self.handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            out = self.handler.head(200, self.HEADERS) + out
+        self.handler.wfile.write(out)
 
     def finish(self) -> None:
-        self.send(b"[DONE]")
-        self.handler.wfile.write(b"0\r\n\r\n")
+        self.send(b"[DONE]", end=b"0\r\n\r\n")
 
     def replay(self, result: ChatResult) -> None:
         from .chat import stream_events
@@ -190,7 +196,9 @@ class SwapProxy(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}/slam/{route}/v1"
 
     def start(self) -> SwapProxy:
-        self._thread = threading.Thread(target=self.serve_forever, name="slam-proxy", daemon=True)
+        # stop() waits for the serve loop's next poll: the default half second is paid by every run.
+        serve = functools.partial(self.serve_forever, poll_interval=POLL_S)
+        self._thread = threading.Thread(target=serve, name="slam-proxy", daemon=True)
         self._thread.start()
         return self
 

@@ -201,6 +201,6 @@ class Outcome(Record):
     calls: list[dict[str, Any]] = field(default_factory=list)
     pairs: list[dict[str, Any]] = field(default_factory=list)
     budget_breaches: list[str] = field(default_factory=list)
-    repeat: int | None = None
+    repeat: dict[str, Any] | None = None  # --slm-repeat: {"runs": N, "passed": k, "rate": k/N}
     energy_j: float | None = None
     message: str | None = None

@@ -5,24 +5,33 @@ command that records it. Recording asks the real reference (a hosted API, or any
 retries and backoff; nothing reaches the golden file until the store flushes it whole.
 Latency is never served from the cache: a replayed answer carries the latency measured when it was
 recorded, and it is shown as such.
+Re-recording (``--slm-record=all``) keeps an old answer as it is, ``recorded_at`` and latency
+included, when the reference gives the same answer again: two refreshes with the same answers leave
+the golden files byte for byte the same, so a pull request shows only answers that changed.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import email.utils
+import http.client
 import os
+import shlex
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .chat import ChatResult, Relay, Target, forward_chat
+from .golden.fileformat import GoldenError
 from .golden.keys import request_key
 from .golden.store import GoldenStore
 from .records import Call, GoldenAnswer, GoldenRecord, ModelSpec
 
 RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
 MAX_RETRY_AFTER_S = 30.0
+SAME_ANSWER_FIELDS = ("text", "model", "finish_reason", "tool_calls", "prompt_tokens",
+                      "completion_tokens", "system_fingerprint")  # fmt: skip
 
 
 class MissingGolden(LookupError):
@@ -55,18 +64,43 @@ def completion_from(rec: GoldenRecord, sample: int = 0) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _ms(value: float | None) -> float | None:
+    """Milliseconds to 0.1 ms: finer digits are noise in a diff, not information."""
+    return None if value is None else round(value, 1)
+
+
 def answer_from(call: Call) -> GoldenAnswer:
     return GoldenAnswer(
         text=call.text, model=call.response_model, recorded_at=_now_iso(),
         finish_reason=call.finish_reason, tool_calls=call.tool_calls,
         prompt_tokens=call.prompt_tokens, completion_tokens=call.completion_tokens,
-        ttft_ms=call.ttft_ms, e2e_ms=call.e2e_ms, system_fingerprint=call.system_fingerprint,
+        ttft_ms=_ms(call.ttft_ms), e2e_ms=_ms(call.e2e_ms),
+        system_fingerprint=call.system_fingerprint,
     )  # fmt: skip
+
+
+def same_answer(old: GoldenAnswer, new: GoldenAnswer) -> bool:
+    """The same answer, whenever and however fast it came (what a re-record must not churn)."""
+    return all(getattr(old, name) == getattr(new, name) for name in SAME_ANSWER_FIELDS)
+
+
+def kept_answers(old: GoldenRecord | None, new: list[GoldenAnswer]) -> list[GoldenAnswer]:
+    """``new``, with each sample that equals the old one at its place replaced by the old one."""
+    if old is None:
+        return new
+    return [
+        old.answers[i] if i < len(old.answers) and same_answer(old.answers[i], ans) else ans
+        for i, ans in enumerate(new)
+    ]
 
 
 @dataclass
 class ReferenceService:
-    """Answers for the reference model: from the golden store, or recorded when the mode allows."""
+    """Answers for the reference model: from the golden store, or recorded when the mode allows.
+
+    ``record_args`` are the options a user must add to ``pytest --slm-record=new NODEID`` to run
+    the same test again (``--slm-models=...`` when the models came from the command line).
+    """
 
     spec: ModelSpec
     store: GoldenStore
@@ -76,32 +110,64 @@ class ReferenceService:
     timeout_s: float = 120.0
     backoff_s: float = 0.5
     rerecorded: set[tuple[str, str]] = field(default_factory=set)
+    record_args: str = ""
 
     def answer(self, module: str, test: str, body: dict[str, Any], selector: str) -> GoldenRecord:
-        """The golden record for ``body`` as asked by ``test``; records it if the mode says so."""
+        """The golden record for ``body`` as asked by ``test``; records it if the mode says so.
+
+        ``selector`` is the node id that runs the test again, for the command a miss names.
+        """
         key = request_key(body)
         rec = self.store.lookup(module, key)
-        stale_all = self.mode == "all" and (module, key) not in self.rerecorded
-        if rec is not None and rec.answers and not stale_all:
+        if rec is not None and not self._wants_record(module, key, rec):
             self.store.mark_used(module, key, test)
             return rec
         if self.mode == "none":
             raise MissingGolden(self._missing_message(module, key, selector))
-        rec = self.record(module, test, key, body)
+        rec = self.record(module, test, key, body, rec)
         self.rerecorded.add((module, key))
         return rec
 
-    def _missing_message(self, module: str, key: str, selector: str) -> str:
-        return (
-            f"no golden answer of {self.store.reference} for this request in "
-            f"{self.store.path_for(module)} (key {key}). Record it from the real reference with: "
-            f"pytest --slm-record=new '{selector}'"
-            + (f" (needs ${self.spec.api_key_env})" if self.spec.api_key_env else "")
-        )
+    def _wants_record(self, module: str, key: str, rec: GoldenRecord) -> bool:
+        """``all`` re-records each entry once per run; ``new`` fills in missing answers/samples."""
+        if self.mode == "all":
+            return (module, key) not in self.rerecorded
+        if self.mode == "new":
+            return len(rec.answers) < self.samples
+        return not rec.answers
 
-    def record(self, module: str, test: str, key: str, body: dict[str, Any]) -> GoldenRecord:
-        answers = [answer_from(self.ask(body)) for _ in range(self.samples)]
-        rec = GoldenRecord(key=key, request=body, answers=answers, tests=[test])
+    def record_command(self, selector: str) -> str:
+        """The exact command that records the answers ``selector`` asks for."""
+        args = f" {self.record_args}" if self.record_args else ""
+        needs = f" (needs ${self.spec.api_key_env})" if self.spec.api_key_env else ""
+        return f"pytest --slm-record=new{args} {shlex.quote(selector)}{needs}"
+
+    def _missing_message(self, module: str, key: str, selector: str) -> str:
+        path = _shown(self.store.path_for(module))
+        message = (
+            f"no golden answer of reference {self.store.reference!r} for this request "
+            f"(key {key}) in {path}. Record it from the real reference with: "
+            f"{self.record_command(selector)}"
+        )
+        others = self.store.other_references(module)
+        if others:
+            found = "; ".join(f"{ref!r} in {_shown(where)}" for ref, where in others)
+            message += (
+                f". Note: this module has golden answers recorded from another reference ({found}), "
+                f"but this run's reference is {self.store.reference!r}: set [tool.slam] reference "
+                "(or --slm-reference) to the one they came from, or record them anew"
+            )
+        return message
+
+    def record(
+        self, module: str, test: str, key: str, body: dict[str, Any],
+        old: GoldenRecord | None = None,
+    ) -> GoldenRecord:  # fmt: skip
+        """Ask the real reference (every sample first; a failure writes nothing), then buffer it."""
+        answers = kept_answers(old, [answer_from(self.ask(body)) for _ in range(self.samples)])
+        unchanged = old is not None and answers == old.answers
+        rec = GoldenRecord(key=key, request=body, answers=answers, tests=[test],
+                           judge=dict(old.judge) if unchanged and old else {})  # fmt: skip
         self.store.record(module, rec, test)
         return self.store.lookup(module, key) or rec
 
@@ -114,35 +180,65 @@ class ReferenceService:
             )
         target = Target(self.spec, self.spec.base_urls[0], _key(self.spec), role="reference")
         request = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
-        delay = self.backoff_s
-        for attempt in range(self.retries + 1):
-            result = forward_chat(target, request, timeout=self.timeout_s)
-            if result.call.ok:
+        delay, error = self.backoff_s, ""
+        for attempt in range(1, self.retries + 2):
+            result, error = self._attempt(target, request)
+            if result is not None and result.call.ok:
                 return result.call
-            retryable = result.status in RETRY_STATUSES or "unreachable" in (result.call.error or "")
-            if not retryable or attempt == self.retries:
+            retryable = result is None or result.status in RETRY_STATUSES
+            if not retryable or attempt > self.retries:
                 break
-            time.sleep(max(delay, _retry_after(result)))
+            time.sleep(max(delay, _retry_after(result) if result is not None else 0.0))
             delay *= 2
         raise ReferenceFailed(
             f"recording from reference {self.spec.name!r} at {target.base_url} failed after "
-            f"{attempt + 1} attempt(s): {result.call.error}. Nothing was written for this request."
+            f"{attempt} attempt(s): {error}. Nothing was written for this request; run again "
+            "when the reference answers (or raise [tool.slam] reference_retries / reference_timeout_s)"
         )
 
+    def _attempt(self, target: Target, request: dict[str, Any]) -> tuple[ChatResult | None, str]:
+        """One try: the result, or None (with why) when the connection failed or timed out."""
+        try:
+            result = forward_chat(target, request, timeout=self.timeout_s)
+        except (OSError, http.client.HTTPException, ValueError) as exc:  # broke mid-stream
+            return None, f"{type(exc).__name__}: {exc}"
+        if "unreachable" in (result.call.error or ""):
+            return None, result.call.error or ""
+        return result, result.call.error or ""
+
     def chat(self, ctx: Any, body: dict[str, Any], relay: Relay | None) -> ChatResult:
-        """Serve the ``gpt4_reference`` client: the golden answer, as the API would return it."""
+        """Serve the ``gpt4_reference`` client: the golden answer, as the API would return it.
+
+        A miss or a failed recording becomes an API error carrying the message, so the test's
+        client raises it instead of a bare connection error.
+        """
+        from .proxy import RouteError
+
         if ctx is None:
-            raise LookupError("gpt4_reference was called outside an opted-in test")
-        rec = self.answer(ctx.module, ctx.test, body, ctx.test)
-        completion = completion_from(rec)
+            raise RouteError(409, "pytest-slam: gpt4_reference was called outside an opted-in test")
+        try:
+            rec = self.answer(ctx.module, ctx.test, body, ctx.nodeid)
+        except MissingGolden as exc:
+            raise RouteError(404, f"pytest-slam: {exc}") from None
+        except (ReferenceFailed, GoldenError) as exc:
+            raise RouteError(502, f"pytest-slam: {exc}") from None
         ans = rec.answers[0]
         call = Call(model=self.spec.name, role="reference", request=body, text=ans.text,
                     finish_reason=ans.finish_reason, response_model=ans.model,
-                    prompt_tokens=ans.prompt_tokens, completion_tokens=ans.completion_tokens,
-                    ttft_ms=ans.ttft_ms, e2e_ms=ans.e2e_ms, replayed=True, key=rec.key,
+                    tool_calls=ans.tool_calls, prompt_tokens=ans.prompt_tokens,
+                    completion_tokens=ans.completion_tokens, ttft_ms=ans.ttft_ms, e2e_ms=ans.e2e_ms,
+                    replayed=(ctx.module, rec.key) not in self.rerecorded, key=rec.key,
                     streamed=bool(body.get("stream")), started_at=time.time())  # fmt: skip
         ctx.add(call)
-        return ChatResult(call, completion=completion)
+        return ChatResult(call, completion=completion_from(rec))
+
+
+def _shown(path: Path) -> Path:
+    """A path as the user typed it: relative to the working folder when it is inside it."""
+    try:
+        return path.relative_to(Path.cwd())
+    except ValueError:
+        return path
 
 
 def _key(spec: ModelSpec) -> str | None:

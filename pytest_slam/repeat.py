@@ -87,7 +87,8 @@ def _repeat(slam: Any, item: pytest.Function) -> Generator[None, Any, Any]:
     result = RepeatResult(pass_fraction=slam.settings.pass_fraction)
     every_call = ctx.calls
     try:
-        error = _start_run(ctx, result)
+        _start_run(ctx, result, every_call)
+        error: BaseException | None = None
         try:
             yield
         except BaseException as exc:
@@ -107,7 +108,8 @@ def _repeat(slam: Any, item: pytest.Function) -> Generator[None, Any, Any]:
 def _one_more(slam: Any, item: pytest.Function, ctx: Any, result: RepeatResult,
               every_call: list[Any]) -> None:  # fmt: skip
     """One further run through the whole ``pytest_pyfunc_call`` chain."""
-    error = _start_run(ctx, result)
+    _start_run(ctx, result, every_call)
+    error: BaseException | None = None
     item.stash[INSIDE] = True
     try:
         item.ihook.pytest_pyfunc_call(pyfuncitem=item)
@@ -118,11 +120,14 @@ def _one_more(slam: Any, item: pytest.Function, ctx: Any, result: RepeatResult,
     _end_run(slam, item, ctx, result, every_call, error)
 
 
-def _start_run(ctx: Any, result: RepeatResult) -> None:
-    """A fresh call list for the run, so ``slm_model.calls`` shows only this run's calls."""
+def _start_run(ctx: Any, result: RepeatResult, every_call: list[Any]) -> None:
+    """A fresh call list for the run, so ``slm_model.calls`` shows only this run's calls.
+
+    Calls made before the first run (by a fixture) stay in the test's list, unchecked by any run.
+    """
     result.runs += 1
     with ctx.lock:
-        result.offsets.append(len(ctx.calls) + (result.offsets[-1] if result.offsets else 0))
+        result.offsets.append(len(every_call))
         ctx.calls = []
 
 

@@ -68,6 +68,7 @@ class SlamSession:
     reference: Any = None
     log_dir: Path | None = None
     checker: Any = None
+    energy: Any = None  # metering.EnergyMeter
     opt_in_paths: list[Path] = field(default_factory=list)
     coverage: set[str] = field(default_factory=set)
     partial: set[str] = field(default_factory=set)
@@ -144,6 +145,7 @@ class SlamSession:
 
         self.router = SwapRouter(self.specs, Upstream.from_env(dict(os.environ)))
         self.router.engine_errors = self.engine_errors
+        self.router.meter = self.energy
         self.proxy = SwapProxy(self.router).start()
         self._set_env("OPENAI_BASE_URL", self.proxy.base_url)
         if not os.environ.get("OPENAI_API_KEY"):
@@ -185,6 +187,8 @@ class SlamSession:
     def close(self) -> None:
         self.stop_swap()
         self.stop_engines()
+        if self.energy is not None:
+            self.energy.close()
 
     # -- lifecycle hooks --------------------------------------------------------------------------
 
@@ -196,9 +200,17 @@ class SlamSession:
             self.check_report_paths()
         if self.role == "worker":
             self.apply_worker_input(self.config.workerinput["slam"])  # type: ignore[attr-defined]
+        self.open_energy_meter()
         if self.runs_tests:
             self.start_swap()
             self.checker = self._checker()
+
+    def open_energy_meter(self) -> None:
+        """NVML for the candidates a GPU serves; its line is the run's ``gpu_telemetry``."""
+        from .metering import EnergyMeter
+
+        self.energy = EnergyMeter(self.specs.values())
+        self.gpu_line = self.energy.line
 
     def _checker(self) -> Any:
         from .checks import Checker, JudgeModel
@@ -326,10 +338,12 @@ class SlamSession:
             return
         if report.when == "teardown" and not report.failed:
             return
+        from .junit_props import attach as attach_junit_properties
         from .outcomes import build_outcome, one_line_failure
 
         ctx = item.stash.get(CTX, None)
         report.slam = build_outcome(item, report, ctx, item.stash.get(VERDICT, None))  # type: ignore[attr-defined]
+        attach_junit_properties(item, report, report.slam)  # type: ignore[attr-defined]
         line = one_line_failure(ctx, report)
         if line:
             report.longrepr = line
@@ -404,6 +418,7 @@ def build(config: pytest.Config, settings: Settings, armed: bool) -> SlamSession
 def configure(config: pytest.Config) -> SlamSession:
     """Build the session from [tool.slam] and the command line; arm the swap where tests run."""
     from . import options
+    from .metering import validate_tables
     from .settings import check, from_table, read_table
 
     table = read_table(_pyproject(config))
@@ -412,6 +427,7 @@ def configure(config: pytest.Config) -> SlamSession:
     for key, value in cli.items():
         setattr(settings, key, value)
     check(settings)
+    validate_tables(settings.prices, settings.budget)  # a bad table is a usage error, now
     ini_paths = config.getini("slm_paths")
     armed = settings.configured or "models" in cli or bool(ini_paths)
     session = build(config, settings, armed)

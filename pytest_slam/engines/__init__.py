@@ -64,6 +64,10 @@ class Engine(ABC):
     def check_available(self) -> None:
         """Raise EngineError when this machine cannot run the engine at all."""
 
+    def start_timeout(self, timeout_s: float) -> float:
+        """How long a start may take before it is called failed (``engine_timeout_s``)."""
+        return timeout_s
+
     @abstractmethod
     def command(self) -> list[str]:
         """The argv that serves the model on 127.0.0.1:port."""
@@ -104,47 +108,76 @@ class LlamaCppEngine(Engine):
 
 
 class VllmEngine(Engine):
-    """``vllm serve MODEL`` on a GPU machine; options map one to one onto vLLM's own flags."""
+    """``vllm serve MODEL`` on a GPU machine; options map one to one onto vLLM's own flags.
+
+    ``[tool.slam.models.NAME] engine = {dtype = "bfloat16", max_model_len = 4096,
+    gpu_memory_utilization = 0.5, tensor_parallel_size = 1, extra_args = ["--enforce-eager"]}``.
+    ``executable`` names another ``vllm`` than the one beside this Python or on PATH; ``gpu = false``
+    runs a vLLM built for another device without the CUDA check (and without energy metering);
+    ``start_timeout_s`` covers a first start's download, load, compile and CUDA graph capture.
+    """
 
     kind = "vLLM"
+    START_TIMEOUT_S = 600.0
     FLAGS = {
         "dtype": "--dtype",
         "max_model_len": "--max-model-len",
         "gpu_memory_utilization": "--gpu-memory-utilization",
         "tensor_parallel_size": "--tensor-parallel-size",
+        "max_num_seqs": "--max-num-seqs",
         "seed": "--seed",
         "quantization": "--quantization",
+        "revision": "--revision",
+        "download_dir": "--download-dir",
+        "generation_config": "--generation-config",
     }
+    SWITCHES = {"enforce_eager": "--enforce-eager", "trust_remote_code": "--trust-remote-code"}
+    OWN_KEYS = ("executable", "extra_args", "gpu", "start_timeout_s")
 
     def check_available(self) -> None:
-        exe = self.executable()
-        gpu = _has_nvidia_gpu()
-        if exe is None or not gpu:
-            missing = [what for what, ok in (("vLLM", exe), ("a CUDA GPU", gpu)) if not ok]
+        self._check_args()
+        has_vllm = self.executable() is not None
+        has_gpu = not self.spec.engine_args.get("gpu", True) or _has_nvidia_gpu()
+        lacks = {(False, False): "neither vLLM nor a CUDA GPU", (False, True): "no vLLM",
+                 (True, False): "no CUDA GPU"}.get((has_vllm, has_gpu))  # fmt: skip
+        if lacks:
             raise EngineError(
                 f"model {self.spec.name!r} is served by vLLM, which needs vLLM and a CUDA GPU; "
-                f"this machine has no {' and no '.join(missing)}. Run it on a GPU machine with "
+                f"this machine has {lacks}. Run it on a GPU machine with "
                 "`pip install 'pytest-slam[vllm]'`, or point the model at a running server "
                 "with base_url in [tool.slam.models.NAME]."
             )
 
+    def _check_args(self) -> None:
+        known = sorted([*self.FLAGS, *self.SWITCHES, *self.OWN_KEYS])
+        unknown = sorted(set(self.spec.engine_args) - set(known))
+        if unknown:
+            raise EngineError(
+                f"model {self.spec.name!r}: unknown vLLM engine option(s) {', '.join(unknown)}; "
+                f"known: {', '.join(known)} (other `vllm serve` flags go in extra_args)."
+            )
+
     def executable(self) -> str | None:
-        return self.spec.engine_args.get("executable") or shutil.which("vllm")
+        """``executable``, else the ``vllm`` installed beside this Python, else one on PATH."""
+        given = self.spec.engine_args.get("executable")
+        if given:
+            return str(given) if os.access(str(given), os.X_OK) else None
+        beside = Path(sys.executable).with_name("vllm")
+        return str(beside) if os.access(beside, os.X_OK) else shutil.which("vllm")
+
+    def start_timeout(self, timeout_s: float) -> float:
+        return float(
+            self.spec.engine_args.get("start_timeout_s", max(timeout_s, self.START_TIMEOUT_S))
+        )
 
     def command(self) -> list[str]:
         args = self.spec.engine_args
-        argv = [
-            self.executable() or "vllm",
-            "serve",
-            self.spec.model_id,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-        ]
+        argv = [self.executable() or "vllm", "serve", self.spec.model_id]
+        argv += ["--host", "127.0.0.1", "--port", str(self.port)]
         for key, flag in self.FLAGS.items():
             if key in args:
                 argv += [flag, str(args[key])]
+        argv += [flag for key, flag in self.SWITCHES.items() if args.get(key)]
         argv += [str(a) for a in args.get("extra_args", [])]
         return argv
 
@@ -194,7 +227,7 @@ class ManagedServer:
             self.proc = subprocess.Popen(
                 argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
-        self._wait_healthy(timeout_s)
+        self._wait_healthy(self.engine.start_timeout(timeout_s))
         self.started_s = time.perf_counter() - t0
 
     def _wait_healthy(self, timeout_s: float) -> None:

@@ -105,12 +105,13 @@ def cmd_prune(args: argparse.Namespace) -> int:
     report = args.stale_report or stale_report_path(args.root)
     try:
         reference, entries = read_stale_report(report)
-        if reference != args.reference:
-            raise GoldenError(f"{report} lists entries of {reference!r}, not {args.reference!r}")
+        store = GoldenStore(args.root, args.reference)
+        if reference != store.reference:
+            raise GoldenError(f"{report} lists entries of {reference!r}, not {store.reference!r}")
         for module, key in entries:
             print(f"{'would remove' if args.dry_run else 'remove'} {module} {key}")
         if not args.dry_run:
-            removed = GoldenStore(args.root, args.reference).prune(entries)
+            removed = store.prune(entries)
             report.unlink()
             print(f"pruned {removed} stale entries")
     except GoldenError as exc:

@@ -183,3 +183,11 @@ def atomic_write(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def ignore_scratch_folder(folder: Path) -> None:
+    """Give pytest-slam's scratch folder (``.slam``: locks, stale report) a ``.gitignore`` of ``*``,
+    so nothing in it ever shows up in ``git status``."""
+    ignore = Path(folder) / ".gitignore"
+    if Path(folder).name == ".slam" and not ignore.exists():
+        atomic_write(ignore, "# created by pytest-slam: scratch files, never committed\n*\n")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pytest_slam.golden.fileformat import GoldenError, atomic_write
+from pytest_slam.golden.fileformat import GoldenError, atomic_write, ignore_scratch_folder
 
 STALE_SCHEMA = "pytest-slam/golden-stale/1"
 
@@ -23,6 +23,7 @@ def stale_report_path(root: Path) -> Path:
 def write_stale_report(path: Path, reference: str, entries: list[tuple[str, str]]) -> None:
     """Write the report atomically (an empty list still overwrites an older report)."""
     doc = {"schema": STALE_SCHEMA, "reference": reference, "entries": sorted(map(list, entries))}
+    ignore_scratch_folder(Path(path).parent)
     atomic_write(Path(path), json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
 
 

@@ -17,6 +17,7 @@ names are added to the entry's ``tests`` when its file is written anyway.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
@@ -28,12 +29,25 @@ from pytest_slam.golden.fileformat import (
     GoldenFileError,
     atomic_write,
     dump_golden,
+    ignore_scratch_folder,
     read_golden,
 )
 from pytest_slam.golden.keys import canonical_request, request_key
 from pytest_slam.records import GoldenRecord
 
 LOCK_TIMEOUT_S = 120.0
+
+
+def golden_reference(reference: str) -> str:
+    """The name goldens are kept under: an endpoint spec ``http://HOST:PORT/v1#MODEL`` is ``MODEL``.
+
+    The address says where the reference is served (a port that changes from run to run), not
+    which model answered; keeping it in the name would lose every golden answer when it moves.
+    """
+    url, sep, model = reference.partition("#")
+    if sep and model and url.startswith(("http://", "https://")):
+        return model
+    return reference
 
 
 def reference_slug(reference: str) -> str:
@@ -61,13 +75,22 @@ def normalize_module(module: str) -> str:
     return str(PurePosixPath(str(module).replace("\\", "/")))
 
 
+def _declared_reference(path: Path) -> str | None:
+    """The ``reference`` a golden file says it holds, or None when it cannot be read."""
+    try:
+        reference = json.loads(path.read_text(encoding="utf-8")).get("reference")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return reference if isinstance(reference, str) else None
+
+
 class GoldenStore:
     """The reference's answers for every test module, loaded lazily and written in one place."""
 
     def __init__(self, root: Path, reference: str, *, lock_dir: Path | None = None) -> None:
         self.root = Path(root)
-        self.reference = reference
-        self.dir = self.root / reference_slug(reference)
+        self.reference = golden_reference(reference)
+        self.dir = self.root / reference_slug(self.reference)
         self.lock_dir = Path(lock_dir) if lock_dir else self.root.parent / ".slam" / "locks"
         self._files: dict[str, GoldenFile | GoldenError] = {}
         self._pending: dict[str, dict[str, GoldenRecord]] = {}
@@ -82,6 +105,22 @@ class GoldenStore:
             return []
         files = self.dir.rglob("*.json")
         return sorted(p.relative_to(self.dir).with_suffix(".py").as_posix() for p in files)
+
+    def other_references(self, module: str) -> list[tuple[str, Path]]:
+        """Golden files of ``module`` recorded for other references: ``(reference, path)``.
+
+        Asked only after a miss, to say "these answers came from another reference" instead of
+        a plain "not recorded" when someone changed the configured reference.
+        """
+        if not self.root.is_dir():
+            return []
+        rel = module_relpath(module)
+        found = []
+        for folder in sorted(p for p in self.root.iterdir() if p.is_dir() and p != self.dir):
+            path = folder / rel
+            if path.is_file():
+                found.append((_declared_reference(path) or folder.name, path))
+        return found
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -161,9 +200,7 @@ class GoldenStore:
         lock_path = self.lock_dir / self.dir.name / module_relpath(module)
         lock_path = lock_path.with_name(lock_path.name + ".lock")
         lock_path.parent.mkdir(parents=True, exist_ok=True)
-        ignore = self.lock_dir.parent / ".gitignore"
-        if self.lock_dir.parent.name == ".slam" and not ignore.exists():
-            atomic_write(ignore, "# created by pytest-slam: scratch files, never committed\n*\n")
+        ignore_scratch_folder(self.lock_dir.parent)
         return FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S)
 
     def _merged(self, module: str, current: GoldenFile) -> GoldenFile:

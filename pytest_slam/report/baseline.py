@@ -2,7 +2,8 @@
 
 Per model and per test, three rules with tolerances from ``[tool.slam.baseline]``: mean
 equivalence down by more than ``equivalence_drop`` (absolute), E2E p95 up by more than
-``latency_increase_pct`` percent, cost per call up by more than ``cost_increase_pct`` percent;
+``latency_increase_pct`` percent and more than ``latency_increase_ms`` (so a few milliseconds of
+jitter on a fast model never count), cost per call up by more than ``cost_increase_pct`` percent;
 the mirror images are improvements. A test that passed and now fails is a regression too.
 A baseline that cannot be read, or holds other models, gives a note and what can be compared.
 """
@@ -31,6 +32,7 @@ class Tolerances(Record):
 
     equivalence_drop: float = 0.02
     latency_increase_pct: float = 20.0
+    latency_increase_ms: float = 50.0  # and by at least this much: 1 ms -> 2 ms is noise, not +100%
     cost_increase_pct: float = 10.0
 
     @classmethod
@@ -152,6 +154,8 @@ def _check(diff: BaselineDiff, model: str, test: str | None, old: Any, new: Any)
     for metric, worse_by, limit in rules:
         if worse_by is None:
             continue
+        if metric == "e2e_p95_ms" and abs(new.e2e_p95_ms - old.e2e_p95_ms) < tol.latency_increase_ms:
+            continue
         kind = "regressed" if worse_by > limit else "improved" if -worse_by > limit else None
         if kind:
             change = Change(model, metric, getattr(old, metric), getattr(new, metric), kind, test)
@@ -204,6 +208,7 @@ def format_diff(diff: BaselineDiff) -> list[str]:
     lines.extend(f"  + {c.describe()}" for c in diff.improvements)
     lines.append(
         f"tolerances: equivalence drop > {tol.equivalence_drop:g}, E2E p95 up > "
-        f"{tol.latency_increase_pct:g}%, cost up > {tol.cost_increase_pct:g}%"
+        f"{tol.latency_increase_pct:g}% and > {tol.latency_increase_ms:g} ms, "
+        f"cost up > {tol.cost_increase_pct:g}%"
     )
     return lines

@@ -63,6 +63,10 @@ def quality_cost_svg(rows: list[ModelRow]) -> str:
     parts += _grid_y(y_ticks, sy)
     parts.append(_axis_titles(title, "mean equivalence to reference"))
     parts += [_point(p, sx(p.x), sy(p.y), show) for p in points]
+    unpriced = [r.model for r in rows if r.is_reference and r.model in skipped]
+    if unpriced:  # a curated or unpriced reference is still the yardstick: its line at 1
+        parts.append(_reference_line(unpriced[0], sy(1.0)))
+        skipped = [m for m in skipped if m not in unpriced]
     if skipped:
         names = escape(", ".join(skipped))
         parts.append(f'<text x="{LEFT}" y="{H - 6}" class="note">not plotted: {names}</text>')
@@ -147,6 +151,16 @@ def _point(p: Point, x: float, y: float, show) -> str:
         f'<g class="point{" reference" if p.reference else ""}" data-model="{escape(p.label)}" '
         f'data-x="{p.x:.6g}" data-y="{p.y:.4f}"><title>{tip}</title>{mark}'
         f'<text x="{x + dx:.1f}" y="{y + 4:.1f}" text-anchor="{anchor}">{label}</text></g>'
+    )
+
+
+def _reference_line(model: str, y: float) -> str:
+    label = escape(f"{model} (reference, no cost recorded)")
+    return (
+        f'<g class="reference-line" data-model="{escape(model)}">'
+        f'<line x1="{LEFT}" y1="{y:.1f}" x2="{W - RIGHT}" y2="{y:.1f}" stroke="{REF_COLOR}" '
+        f'stroke-width="2" stroke-dasharray="6 4"/><text x="{W - RIGHT - 6}" y="{y + 16:.1f}" '
+        f'text-anchor="end" fill="{REF_COLOR}">{label}</text></g>'
     )
 
 

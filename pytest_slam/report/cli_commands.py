@@ -40,6 +40,12 @@ def add_diff_arguments(parser: argparse.ArgumentParser) -> None:
         help="E2E p95 may rise by this many percent (default 20)",
     )
     parser.add_argument(
+        "--latency-increase-ms",
+        type=float,
+        default=None,
+        help="E2E p95 must also rise by this many ms to count (default 50)",
+    )
+    parser.add_argument(
         "--cost-increase-pct",
         type=float,
         default=None,
@@ -79,5 +85,5 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _tolerance_args(args: argparse.Namespace) -> dict[str, float]:
-    names = ("equivalence_drop", "latency_increase_pct", "cost_increase_pct")
+    names = ("equivalence_drop", "latency_increase_pct", "latency_increase_ms", "cost_increase_pct")
     return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}

@@ -164,3 +164,14 @@ def apply_gate(verdict: Verdict, result: GateResult) -> Verdict:
         row.gate = result.label(row.model)
     verdict.gate = result.as_dict()
     return verdict
+
+
+def check_tables(gate: Mapping[str, Any] | None, baseline: Mapping[str, Any] | None) -> None:
+    """``[tool.slam.gate]`` and ``[tool.slam.baseline]`` checked at configure time, not at the end.
+
+    Raises ``ConfigError`` (a ``ValueError``, which pytest_configure turns into a usage error).
+    """
+    from pytest_slam.report.baseline import Tolerances
+
+    Gate.from_config(gate)
+    Tolerances.from_config(baseline)

@@ -37,6 +37,7 @@ _ROUTES = {
     ("POST", "/v1/chat/completions"): "_chat",
     ("POST", "/v1/embeddings"): "_embed",
     ("GET", "/v1/models"): "_models",
+    ("GET", "/health"): "_health",  # as vLLM and llama.cpp serve it, so it can stand in for one
 }
 
 
@@ -174,7 +175,9 @@ class FakeOpenAI:
     ``ttft_s`` the delay before the first content chunk (the rest is spread over the stream; when
     None, ``latency_s`` is spread evenly over all chunks). ``fail`` makes the first requests fail
     in order: an HTTP status (429 carries Retry-After) or ``"timeout"`` (sleep ``timeout_sleep_s``,
-    then close without answering). Every request, failed or not, is kept in ``requests``.
+    then close without answering). ``report_usage=False`` is a server that reports no token usage
+    and ignores ``stream_options.include_usage``, as llama-cpp-python's does. Every request,
+    failed or not, is kept in ``requests``.
     """
 
     def __init__(
@@ -190,6 +193,7 @@ class FakeOpenAI:
         embeddings_down: bool = False,
         api_key: str | None = None,
         port: int = 0,
+        report_usage: bool = True,
     ) -> None:
         failures = list(fail)
         for item in failures:
@@ -200,6 +204,7 @@ class FakeOpenAI:
         self.answer, self.model, self.latency_s, self.ttft_s = answer, model, latency_s, ttft_s
         self.timeout_sleep_s, self.retry_after_s = timeout_sleep_s, retry_after_s
         self.embeddings_down, self.api_key, self.port = embeddings_down, api_key, port
+        self.report_usage = report_usage
         self.requests: list[FakeRequest] = []
         self._failures = failures
         self._lock = threading.Lock()
@@ -314,13 +319,15 @@ class FakeOpenAI:
         if tools:
             message["tool_calls"] = tools
         choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
-        h.send_json(200, {**head, "object": "chat.completion", "choices": [choice], "usage": usage})
+        shown = usage if self.report_usage else None
+        h.send_json(200, {**head, "object": "chat.completion", "choices": [choice], "usage": shown})
 
     def _stream(
         self, h: _Handler, body: dict, head: dict, reply: tuple, usage: dict, start: float
     ) -> None:
         content, tools, finish = reply
-        with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        asked = bool((body.get("stream_options") or {}).get("include_usage"))
+        with_usage = asked and self.report_usage
         deltas: list[dict[str, Any]] = [{"content": p} for p in split_tokens(content or "")]
         deltas += [{"tool_calls": [{"index": i, **call}]} for i, call in enumerate(tools)]
         total = max(self.latency_s, self.ttft_s or 0.0)
@@ -369,6 +376,9 @@ class FakeOpenAI:
         h.send_json(
             200, {"object": "list", "data": data, "model": body.get("model"), "usage": usage}
         )
+
+    def _health(self, h: _Handler, body: dict[str, Any]) -> None:
+        h.send_json(200, {"status": "ok"})
 
     def _models(self, h: _Handler, body: dict[str, Any]) -> None:
         model = {"id": self.model, "object": "model", "created": 1686588896, "owned_by": "openai"}

@@ -1,0 +1,137 @@
+"""The swap's hot path alone: one chat call through the loopback proxy against the same call made direct.
+
+    python bench/bench_swap_hop.py [--calls 300] [--rounds 9] [--profile]
+
+In one process, as in a test run: the product's openai client, the SwapRouter and SwapProxy that
+the plugin starts, and a running test context that records each call. The server (FakeOpenAI) runs
+in its own process. Each round times ``--calls`` calls direct to the server, then as many through
+the proxy (which streams from the server to time the first token, rebuilds the completion and
+records a Call); the figure is the round-by-round difference. ``--profile`` then runs 1,000 calls
+with cProfile on the proxy's handler thread and prints where that thread's time goes.
+
+Compare two trees of the package by running this twice, once with ``PYTHONPATH=OTHER_TREE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import sys
+import time
+from typing import Any
+
+from _common import Sample, fake_server, footer, header, ratio, table
+from _suite import CANDIDATE_ANSWER
+
+MESSAGES = [
+    {"role": "system", "content": "You triage support tickets. Answer with the category."},
+    {"role": "user", "content": "Ticket 1: I was charged twice for my plan."},
+]
+
+
+def calls(client: Any, n: int, stream: bool) -> tuple[float, float]:
+    """(wall ms, CPU ms of the whole process: client and proxy threads) per call."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(n):
+        reply = client.chat.completions.create(
+            model="gpt-4", messages=MESSAGES, temperature=0, max_tokens=64, stream=stream
+        )
+        if stream:
+            for _chunk in reply:
+                pass
+    return (time.perf_counter() - wall) / n * 1000, (time.process_time() - cpu) / n * 1000
+
+
+class Hop:
+    def __init__(self, url: str) -> None:
+        import openai
+
+        from pytest_slam.models import resolve
+        from pytest_slam.proxy import SwapProxy
+        from pytest_slam.swap import SwapRouter, TestContext, Upstream
+
+        spec = resolve(url + "#small-model")
+        self.router = SwapRouter({spec.name: spec}, Upstream())
+        self.proxy = SwapProxy(self.router).start()
+        self.ctx = TestContext("tests/test_x.py::test_x", "test_x", "tests/test_x.py", spec)
+        self.router.active = self.ctx
+        self.direct = openai.OpenAI(base_url=url, api_key="sk-bench")
+        self.swapped = openai.OpenAI(base_url=self.proxy.base_url, api_key="sk-bench")
+        self.samples: dict[str, Sample] = {}
+
+    def round(self, n: int, stream: bool) -> None:
+        kind = "stream" if stream else "plain"
+        for name, client in (("direct", self.direct), ("swapped", self.swapped)):
+            wall, cpu = calls(client, n, stream)
+            self.samples.setdefault(f"{kind}.{name}.wall", Sample()).add(wall)
+            self.samples.setdefault(f"{kind}.{name}.cpu", Sample()).add(cpu)
+        self.ctx.calls.clear()
+
+    def diff(self, kind: str, unit: str) -> Sample:
+        a, b = self.samples[f"{kind}.swapped.{unit}"], self.samples[f"{kind}.direct.{unit}"]
+        return Sample([x - y for x, y in zip(a.values, b.values, strict=True)])
+
+    def profile(self, n: int) -> pstats.Stats:
+        """cProfile on the handler thread only (the client's thread is the product's cost)."""
+        from pytest_slam import proxy
+
+        prof = cProfile.Profile()
+        original = proxy._Handler.do_POST
+
+        def do_post(handler: Any) -> None:
+            prof.enable()
+            try:
+                original(handler)
+            finally:
+                prof.disable()
+
+        proxy._Handler.do_POST = do_post  # bench-only instrumentation, restored below
+        try:
+            calls(self.swapped, n, stream=False)
+        finally:
+            proxy._Handler.do_POST = original
+        return pstats.Stats(prof)
+
+
+def report(hop: Hop, n: int) -> None:
+    s = hop.samples
+    print(f"### One call, direct vs through the swap ({n} calls a round, median (min-max))\n")
+    rows = []
+    for kind, label in (("plain", "non-streaming caller"), ("stream", "streaming caller")):
+        base = s[f"{kind}.direct.wall"].median
+        for name in ("direct", "swapped"):
+            wall, cpu = s[f"{kind}.{name}.wall"], s[f"{kind}.{name}.cpu"]
+            rows.append([f"{label}, {name}", wall.show(), cpu.show(), ratio(wall.median, base)])
+        rows.append([f"{label}: the swap adds", hop.diff(kind, "wall").show(),
+                     hop.diff(kind, "cpu").show(), "-"])  # fmt: skip
+    table(["call", "wall ms/call", "CPU ms/call (process)", "wall vs direct"], rows)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=300, help="Calls per arm and round")
+    parser.add_argument("--rounds", type=int, default=9, help="Rounds")
+    parser.add_argument("--profile", action="store_true", help="Then profile the proxy thread")
+    args = parser.parse_args(argv)
+    header("The swap's hot path (proxy hop)", "python bench/bench_swap_hop.py " + " ".join(argv))
+    with fake_server(answer=CANDIDATE_ANSWER, model="small-model") as url:
+        hop = Hop(url)
+        for stream in (False, True):
+            calls(hop.direct, 20, stream), calls(hop.swapped, 20, stream)  # warm up
+        for _ in range(args.rounds):
+            hop.round(args.calls, stream=False)
+            hop.round(args.calls, stream=True)
+        report(hop, args.calls)
+        if args.profile:
+            print("\n### cProfile of the proxy's handler thread, 1,000 non-streaming calls\n")
+            print("```")
+            hop.profile(1000).sort_stats("tottime").print_stats(25)
+            print("```")
+        hop.proxy.stop()
+    footer()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

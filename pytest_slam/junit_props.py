@@ -1,0 +1,29 @@
+"""Per-test properties for ``--junitxml``: model, scores, latency, tokens and cost on each testcase.
+
+pytest's junitxml writes a testcase's ``<properties>`` from its *teardown* report, which copies
+``item.user_properties`` (what ``record_property`` fills). So the properties go on the item as soon
+as the Outcome exists, and on the report too when the Outcome is made at teardown. They travel
+back from xdist workers inside the reports, like the Outcome itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+PREFIX = "slam_"
+
+
+def attach(item: pytest.Item, report: pytest.TestReport, outcome: dict[str, Any]) -> None:
+    """Set this test's ``slam_*`` properties, replacing any from an earlier phase of the test."""
+    from .report.junit import junit_properties
+
+    props = junit_properties(outcome)
+    item.user_properties[:] = [*_others(item.user_properties), *props]
+    if report.when == "teardown":
+        report.user_properties = [*_others(report.user_properties), *props]
+
+
+def _others(properties: list[tuple[str, object]]) -> list[tuple[str, object]]:
+    return [p for p in properties if not str(p[0]).startswith(PREFIX)]

@@ -1,0 +1,277 @@
+"""The golden cache of the reference's answers, end to end: record, replay, refresh, samples, fixture.
+
+Real pytest runs (pytester) of a small product suite. The hosted GPT-4 reference is a FakeOpenAI on
+loopback, named by its endpoint spec as a user would (``http://127.0.0.1:PORT/v1#gpt-4``); the
+candidate is a second FakeOpenAI, so an inner run takes about a second. Replays run with the
+reference stopped: nothing can reach it, so a replay that passes read everything from the files.
+The helpers here are shared by the other ``test_plugin_golden_*`` files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_slam.golden.fileformat import read_golden
+from pytest_slam.testing import FakeOpenAI
+
+PRODUCT = """
+from openai import OpenAI
+
+client = OpenAI()  # built at import time, as product code does
+
+def ask(question):
+    r = client.chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": question}], temperature=0)
+    return r.choices[0].message.content
+"""
+QUESTIONS = ("How do I get a refund?", "Reset my password", "Error 500 since 9am")
+SUITE = """
+import pytest, product
+
+pytestmark = pytest.mark.slm
+
+@pytest.mark.parametrize("question", {questions!r})
+def test_answer(question):
+    assert product.ask(question)
+"""
+GOLDEN = Path("fixtures/slam/gpt-4")  # endpoint spec '...#gpt-4': kept under the model's name
+
+
+@pytest.fixture
+def mini() -> Iterator[FakeOpenAI]:
+    """The candidate: a cheaper model that answers in its own words."""
+    answer = lambda req: "mini says: " + req["messages"][-1]["content"]  # noqa: E731
+    with FakeOpenAI(answer, model="gpt-4o-mini-2024-07-18") as fake:
+        yield fake
+
+
+def write_project(pytester: pytest.Pytester, reference: FakeOpenAI, candidate: FakeOpenAI,
+                  extra: str = "", key_env: str | None = None) -> None:  # fmt: skip
+    """pyproject.toml: the reference by its endpoint spec (or, when it needs a key, declared as
+    the model ``gpt-4`` with ``api_key_env``, as for a hosted API), the candidate ``mini`` selected
+    there too, as a team commits it (so a node id printed by a run works as is)."""
+    spec, table = f"{reference.base_url}#gpt-4", ""
+    if key_env:
+        spec = "gpt-4"
+        table = f'[tool.slam.models.gpt-4]\nbase_url = "{reference.base_url}"\napi_key_env = "{key_env}"\n'
+    pytester.makefile(".toml", pyproject=f"""
+[tool.pytest.ini_options]
+pythonpath = ["."]
+
+[tool.slam]
+candidates = ["mini"]
+reference = "{spec}"
+reference_retries = 2
+{extra}
+[tool.slam.models.mini]
+base_url = "{candidate.base_url}"
+model = "gpt-4o-mini"
+{table}""")  # fmt: skip
+
+
+def make_suite(pytester: pytest.Pytester, reference: FakeOpenAI, candidate: FakeOpenAI,
+               questions: tuple[str, ...] = QUESTIONS, extra: str = "") -> pytest.Pytester:  # fmt: skip
+    pytester.makepyfile(product=PRODUCT, test_product=SUITE.format(questions=questions))
+    write_project(pytester, reference, candidate, extra)
+    return pytester
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("-p", "no:cacheprovider", *args)
+
+
+def golden_files(root: Path) -> dict[str, bytes]:
+    """Every file under the golden folder, by relative path (temp files and locks included)."""
+    folder = root / "fixtures" / "slam"
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}  # fmt: skip
+
+
+def entries(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))["entries"]
+
+
+def by_test(report: Path) -> dict[str, tuple[str, list[tuple[str, str]]]]:
+    """Each test's outcome and the golden answers (key, text) it was compared with."""
+    outcomes = json.loads(report.read_text(encoding="utf-8"))["outcomes"]
+    return {
+        o["nodeid"]: (o["outcome"], [(p["key"], p["reference_text"]) for p in o["pairs"]])
+        for o in outcomes
+    }
+
+
+def test_recorded_suite_replays_the_same_with_the_reference_stopped(pytester, fake_gpt4, mini):
+    make_suite(pytester, fake_gpt4, mini)
+    recorded = run(pytester, "--slm-record=new", "--slm-report=recorded.json")
+    recorded.assert_outcomes(passed=3)
+    assert fake_gpt4.hits == 3  # one real reference call per distinct request, none repeated
+    recorded.stdout.fnmatch_lines([f"golden answers written: {GOLDEN}/test_product.json"])
+    files = golden_files(pytester.path)
+    fake_gpt4.stop()
+
+    replayed = run(pytester, "--slm-report=replayed.json")
+    replayed.assert_outcomes(passed=3)
+    before, after = (
+        by_test(pytester.path / "recorded.json"),
+        by_test(pytester.path / "replayed.json"),
+    )
+    assert after == before
+    assert sorted(text for _, pairs in after.values() for _, text in pairs) == sorted(
+        "GPT-4 says: " + q for q in QUESTIONS
+    )
+    assert golden_files(pytester.path) == files  # a replay never writes a golden file
+
+
+def test_replay_misses_fail_with_the_command_that_records_them(pytester, fake_gpt4, mini):
+    make_suite(pytester, fake_gpt4, mini)
+    result = run(pytester)
+    result.assert_outcomes(failed=3)
+    command = "pytest --slm-record=new 'test_product.py::test_answer[mini-How do I get a refund?]'"
+    out = result.stdout.str()
+    assert "no golden answer of reference 'gpt-4' for this request" in out
+    assert f"Record it from the real reference with: {command}" in out
+    assert fake_gpt4.hits == 0 and not (pytester.path / "fixtures").exists()
+
+
+SHARED_SUITE = """
+import pytest, product
+
+pytestmark = pytest.mark.slm
+
+@pytest.mark.parametrize("i", range(50))
+def test_ask(i):
+    assert product.ask("module {m} question %d" % i)
+"""
+
+
+def test_four_workers_record_200_requests_and_a_refresh_gives_the_same_bytes(
+    pytester, fake_gpt4, mini
+):
+    pytester.makepyfile(
+        product=PRODUCT, **{f"test_m{m}": SHARED_SUITE.format(m=m) for m in range(4)}
+    )
+    write_project(pytester, fake_gpt4, mini)
+    snapshots = []
+    for _ in range(2):
+        run(pytester, "-n", "4", "--slm-record=all").assert_outcomes(passed=200)
+        snapshots.append(golden_files(pytester.path))
+    assert fake_gpt4.hits == 400  # each run asked the reference once per request
+    assert sorted(snapshots[0]) == [f"gpt-4/test_m{m}.json" for m in range(4)]  # no temp files
+    for m in range(4):
+        golden = read_golden(pytester.path / GOLDEN / f"test_m{m}.json", "gpt-4")
+        texts = sorted(rec.answers[0].text for rec in golden.entries.values())
+        assert texts == sorted(f"GPT-4 says: module {m} question {i}" for i in range(50))
+    digest = {name: hashlib.sha256(data).hexdigest() for name, data in snapshots[1].items()}
+    assert digest == {name: hashlib.sha256(data).hexdigest() for name, data in snapshots[0].items()}
+
+
+def test_a_refresh_rewrites_only_the_answers_that_changed(pytester, mini):
+    answers = {"How do I get a refund?": "Open Orders, then Refund."}
+    reply = lambda req: answers.get(req["messages"][-1]["content"], "Same as before.")  # noqa: E731
+    with FakeOpenAI(reply, latency_s=0.01) as reference:
+        make_suite(pytester, reference, mini)
+        run(pytester, "--slm-record=new").assert_outcomes(passed=3)
+        path = pytester.path / GOLDEN / "test_product.json"
+        first = entries(path)
+        answers["How do I get a refund?"] = "Refunds moved to Billing."
+        run(pytester, "--slm-refresh-golden").assert_outcomes(passed=3)
+    second = entries(path)
+    changed = [key for key in first if first[key] != second[key]]
+    assert [second[key]["answers"][0]["text"] for key in changed] == ["Refunds moved to Billing."]
+    (answer,) = second[changed[0]]["answers"]
+    assert answer["e2e_ms"] == round(answer["e2e_ms"], 1)  # latency kept to 0.1 ms: no diff noise
+
+
+def test_samples_are_recorded_and_files_are_grouped_by_reference_and_module(pytester, mini):
+    count = iter(range(1000))
+    reply = lambda req: f"sample {next(count)}: " + req["messages"][-1]["content"]  # noqa: E731
+    with FakeOpenAI(reply) as reference:
+        pytester.makepyfile(product=PRODUCT)
+        (pytester.path / "tests").mkdir()
+        (pytester.path / "tests" / "test_triage.py").write_text(
+            SUITE.format(questions=QUESTIONS[:2])
+        )
+        write_project(pytester, reference, mini)
+        result = run(pytester, "--slm-record=new", "--slm-samples=3", "--slm-report=r.json")
+        result.assert_outcomes(passed=2)
+    assert list(golden_files(pytester.path)) == ["gpt-4/tests/test_triage.json"]
+    path = pytester.path / GOLDEN / "tests" / "test_triage.json"
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    assert list(doc) == ["schema", "reference", "entries"] and doc["reference"] == "gpt-4"
+    assert list(doc["entries"]) == sorted(doc["entries"])
+    for entry in doc["entries"].values():
+        question = entry["request"]["messages"][0]["content"]
+        assert entry["request"] == {"messages": [{"content": question, "role": "user"}],
+                                    "model": "gpt-4", "temperature": 0.0}  # fmt: skip
+        assert entry["tests"] == [f"tests/test_triage.py::test_answer[{question}]"]
+        texts = [a["text"] for a in entry["answers"]]
+        assert len(texts) == 3 and len(set(texts)) == 3 and all(question in t for t in texts)
+    first_samples = {e["answers"][0]["text"] for e in doc["entries"].values()}
+    used = {text for _, pairs in by_test(pytester.path / "r.json").values() for _, text in pairs}
+    assert used == first_samples  # the candidate is compared with the first sample
+
+
+FIXTURE_PRODUCT = """
+def summarize(client, text):
+    r = client.chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": text}], temperature=0)
+    return r.choices[0].message.content
+
+async def summarize_async(client, text):
+    r = await client.chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": text}], temperature=0)
+    return r.choices[0].message.content
+"""
+FIXTURE_TESTS = """
+import asyncio
+import openai, pytest, product
+
+def test_same_code_path(slm_model, gpt4_reference):
+    mine = product.summarize(slm_model.client, "Summarize: refund policy")
+    theirs = product.summarize(gpt4_reference.client, "Summarize: refund policy")
+    assert (mine, theirs) == ("mini says: Summarize: refund policy",
+                              "GPT-4 says: Summarize: refund policy")
+    (call,) = slm_model.calls
+    assert gpt4_reference.answer_for(call).answers[0].text == theirs
+    assert gpt4_reference.text_for(call) == theirs
+
+def test_async_clients(slm_model, gpt4_reference):
+    async def both():
+        return (await product.summarize_async(slm_model.async_client, "async q"),
+                await product.summarize_async(gpt4_reference.async_client, "async q"))
+    assert asyncio.run(both()) == ("mini says: async q", "GPT-4 says: async q")
+
+def test_chat_and_streaming(gpt4_reference):
+    call = gpt4_reference.chat("Say hi", system="Be brief")
+    assert (call.text, call.role) == ("GPT-4 says: Say hi", "reference")
+    stream = gpt4_reference.client.chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": "stream q"}], stream=True)
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == \\
+        "GPT-4 says: stream q"
+"""
+MISS_TEST = """
+import openai, pytest
+
+def test_unrecorded(gpt4_reference):
+    with pytest.raises(openai.NotFoundError) as err:
+        gpt4_reference.chat("never recorded")
+    assert "pytest --slm-record=new 'test_miss.py::test_unrecorded[mini]'" in str(err.value)
+"""
+
+
+def test_gpt4_reference_fixture_records_then_replays(pytester, fake_gpt4, mini):
+    pytester.makepyfile(product=FIXTURE_PRODUCT, test_fixture=FIXTURE_TESTS)
+    write_project(pytester, fake_gpt4, mini)
+    run(pytester, "--slm-record=new").assert_outcomes(passed=3)
+    recorded = golden_files(pytester.path)
+    assert len(entries(pytester.path / GOLDEN / "test_fixture.json")) == 4
+    fake_gpt4.stop()
+    pytester.makepyfile(test_miss=MISS_TEST)
+    run(pytester).assert_outcomes(passed=4)
+    assert golden_files(pytester.path) == recorded
