@@ -159,7 +159,9 @@ class Checker:
             rec = self.reference.answer(ctx.module, ctx.test, call.request, ctx.nodeid)
         except (MissingGolden, GoldenError, ReferenceFailed) as exc:
             key = _key(call)
-            verdict.pairs.append(Pair(index, key, str(store.path_for(ctx.module)), None, missing=True))
+            verdict.pairs.append(
+                Pair(index, key, str(store.path_for(ctx.module)), None, missing=True)
+            )
             if not failed:
                 verdict.problems.append(f"call {index + 1}: {exc}")
             return
@@ -209,9 +211,11 @@ class Checker:
 
     def _score_pair(self, plan: ScoringPlan, ctx: TestContext, pair: Pair,
                     rec: GoldenRecord | None) -> Score:  # fmt: skip
+        from .compare.judge import JudgeScorer
+
         call = ctx.calls[pair.call_index]
         reference = pair.reference_text or ""
-        if plan.scorer.name == "judge":
+        if isinstance(plan.scorer, JudgeScorer):
             cache = self._judge_cache(ctx, rec) if rec is not None else None
             score = plan.scorer.score(call.text, reference, question=question_of(call.request),
                                       cache=cache)  # fmt: skip

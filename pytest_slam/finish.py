@@ -26,6 +26,8 @@ def finish(slam: Any, session: pytest.Session, exitstatus: int) -> int:
     if slam.role == "worker":
         slam.config.workeroutput["slam"] = _payload(slam)  # type: ignore[attr-defined]
         return exitstatus
+    for data in slam.worker_payloads:  # what each worker wrote (golden files) or could not
+        slam.summary.extend(line for line in data["summary"] if line not in slam.summary)
     if slam.settings.has_reference:
         _stale(slam)
     if slam.config.option.collectonly:
@@ -77,8 +79,6 @@ def _merged(slam: Any) -> tuple[dict[str, set[str]], set[str], set[str]]:
             continue  # the controller collects nothing; workers say what they covered
         mods = set(data["coverage"])
         covered = mods if covered is None else covered & mods
-    for data in slam.worker_payloads:
-        slam.summary.extend(line for line in data["summary"] if line not in slam.summary)
     return visited, covered or set(), {_base(t) for t in failed}
 
 
@@ -87,7 +87,7 @@ def _base(nodeid: str) -> str:
 
 
 def _stale(slam: Any) -> None:
-    """Report (or prune) the entries no test asked for, and leave the report `slam golden prune` reads.
+    """Report (or prune) the entries no test asked for; leave the report `slam golden prune` reads.
 
     Judged only when every collected test ran to its end: after -x, Ctrl-C or a lost worker an
     unvisited entry may just belong to a test that never ran. Modules narrowed by -k or a node id,
@@ -233,6 +233,9 @@ def _write(slam: Any, verdict: Any, outcomes: list[dict[str, Any]]) -> None:
     from .report.html import write_html
     from .report.jsonreport import write_json
 
+    from .golden.redact import scrub
+
+    outcomes = scrub(outcomes)  # a key quoted in a prompt or an answer never reaches a report
     for path, kind, flag, write in ((slam.settings.report, "JSON", options.REPORT, write_json),
                                     (slam.settings.html, "HTML", options.HTML, write_html)):  # fmt: skip
         if not path:

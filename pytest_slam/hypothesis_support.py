@@ -25,7 +25,9 @@ def adjust(item: Any) -> None:
     fn._hypothesis_internal_use_settings = settings(
         parent=current,
         deadline=None,
-        max_examples=SLOW_EXAMPLES if current.max_examples == default.max_examples else current.max_examples,
+        max_examples=SLOW_EXAMPLES
+        if current.max_examples == default.max_examples
+        else current.max_examples,
         suppress_health_check={HealthCheck.function_scoped_fixture, HealthCheck.too_slow}
         | set(current.suppress_health_check),
     )

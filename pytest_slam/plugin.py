@@ -131,6 +131,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     lines = slam.summary_lines(terminalreporter._tw.fullwidth)
     if lines:
+        terminalreporter.ensure_newline()
         terminalreporter.section("pytest-slam", sep="=")
         for line in lines:
             terminalreporter.write_line(line)

@@ -153,9 +153,10 @@ class ReferenceService:
         if others:
             found = "; ".join(f"{ref!r} in {_shown(where)}" for ref, where in others)
             message += (
-                f". Note: this module has golden answers recorded from another reference ({found}), "
-                f"but this run's reference is {self.store.reference!r}: set [tool.slam] reference "
-                "(or --slm-reference) to the one they came from, or record them anew"
+                ". Note: this module has golden answers recorded from another reference "
+                f"({found}), but this run's reference is {self.store.reference!r}: set "
+                "[tool.slam] reference (or --slm-reference) to the one they came from, or record "
+                "them anew"
             )
         return message
 
@@ -192,8 +193,9 @@ class ReferenceService:
             delay *= 2
         raise ReferenceFailed(
             f"recording from reference {self.spec.name!r} at {target.base_url} failed after "
-            f"{attempt} attempt(s): {error}. Nothing was written for this request; run again "
-            "when the reference answers (or raise [tool.slam] reference_retries / reference_timeout_s)"
+            f"{attempt} attempt(s): {error.rstrip('.')}. Nothing was written for this request; "
+            "run again when the reference answers (or raise [tool.slam] reference_retries / "
+            "reference_timeout_s)"
         )
 
     def _attempt(self, target: Target, request: dict[str, Any]) -> tuple[ChatResult | None, str]:

@@ -44,6 +44,7 @@ class RepeatResult:
     offsets: list[int] = field(default_factory=list)  # index of each run's first call
     failures: list[tuple[int, str]] = field(default_factory=list)  # (run number, first line)
     pass_fraction: float = 1.0
+    merged: Any = None  # the one verdict over all runs, built once
 
     @property
     def passed(self) -> int:
@@ -168,9 +169,9 @@ def merged_verdict(item: pytest.Item) -> Any:
     from .checks import TestVerdict
 
     result = item.stash.get(RESULT, None)
-    if result is None:
-        return None
-    merged = TestVerdict(repeat=result.as_dict())
+    if result is None or result.merged is not None:
+        return None if result is None else result.merged
+    merged = result.merged = TestVerdict(repeat=result.as_dict())
     for offset, verdict in zip(result.offsets, result.verdicts, strict=False):
         for pair in verdict.pairs:
             pair.call_index += offset

@@ -77,6 +77,7 @@ class SlamSession:
     started: str = ""
     gpu_line: str = ""
     terminal_width: int = 100
+    workers_lost: int = 0
 
     @property
     def model_names(self) -> list[str]:
@@ -168,6 +169,8 @@ class SlamSession:
             self.settings.reference_timeout_s,
         )
         self.router.reference = self.reference.chat
+        if self.config.option.slm_models:  # so the printed record command selects the same models
+            self.reference.record_args = f"--slm-models={self.config.option.slm_models}"
 
     def _set_env(self, name: str, value: str) -> None:
         self.saved_env.setdefault(name, os.environ.get(name))
@@ -318,6 +321,8 @@ class SlamSession:
         ctx = item.stash.get(CTX, None)
         try:
             result = yield
+        except (KeyboardInterrupt, SystemExit):
+            raise  # stopping: ask nothing more of any model
         except BaseException:
             if ctx is not None:
                 item.stash[VERDICT] = self.checker.run(item, ctx, failed=True)
@@ -419,6 +424,7 @@ def configure(config: pytest.Config) -> SlamSession:
     """Build the session from [tool.slam] and the command line; arm the swap where tests run."""
     from . import options
     from .metering import validate_tables
+    from .report.gate import check_tables
     from .settings import check, from_table, read_table
 
     table = read_table(_pyproject(config))
@@ -428,6 +434,7 @@ def configure(config: pytest.Config) -> SlamSession:
         setattr(settings, key, value)
     check(settings)
     validate_tables(settings.prices, settings.budget)  # a bad table is a usage error, now
+    check_tables(settings.gate, settings.baseline)
     ini_paths = config.getini("slm_paths")
     armed = settings.configured or "models" in cli or bool(ini_paths)
     session = build(config, settings, armed)

@@ -21,5 +21,7 @@ class XdistHooks:
         payload = getattr(node, "workeroutput", {}).get("slam")
         if payload is not None:
             self.slam.worker_payloads.append(payload)
-        elif error is None and self.slam.armed:
+        elif self.slam.armed:
+            # Its golden visits are lost, so no entry may be called stale in this run.
+            self.slam.workers_lost += 1
             self.slam.summary.append(f"worker {node.gateway.id} sent no pytest-slam data")

@@ -143,7 +143,10 @@ def test_judge_verdicts_are_cached_in_the_golden_file_and_replay_without_the_jud
     # The judge is stopped: the replay must take the verdict from the golden file.
     replayed = pytester.runpytest(models, "--slm-report=second.json")
     replayed.assert_outcomes(passed=1)
-    (first,), (second,) = _scores(_report(pytester, "first.json")), _scores(_report(pytester, "second.json"))
+    (first,), (second,) = (
+        _scores(_report(pytester, "first.json")),
+        _scores(_report(pytester, "second.json")),
+    )
     assert first["value"] == second["value"] == pytest.approx(7 / 9)
     assert second["explanation"].endswith("(cached verdict)")
     assert len(_judge_chats(judge)) == 1
@@ -201,7 +204,9 @@ def test_by_judge_without_a_judge_model_says_how_to_configure_one(
     pytester.makepyfile(test_judged=JUDGE_TEST)
     result = pytester.runpytest(f"--slm-models={candidate.base_url}#cand", "--slm-record=new")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*scorer 'judge': by='judge' needs a judge model: set ?tool.slam? judge*"])
+    result.stdout.fnmatch_lines(
+        ["*scorer 'judge': by='judge' needs a judge model: set ?tool.slam? judge*"]
+    )
 
 
 # -- assert_equivalent ---------------------------------------------------------------------------------

@@ -36,7 +36,9 @@ def _outcome(pytester: pytest.Pytester) -> dict:
 def test_pass_rate_against_pass_fraction(
     pytester: pytest.Pytester, smollm2_endpoint: str, fraction: float, passes: bool
 ) -> None:
-    pytester.makefile(".toml", pyproject=f"[tool.slam]\nreference = 'none'\npass_fraction = {fraction}\n")
+    pytester.makefile(
+        ".toml", pyproject=f"[tool.slam]\nreference = 'none'\npass_fraction = {fraction}\n"
+    )
     pytester.makepyfile(test_flaky=FLAKY)
     result = pytester.runpytest(f"--slm-models={smollm2_endpoint}", "--slm-repeat=4",
                                 "--slm-report=report.json")  # fmt: skip

@@ -1,4 +1,4 @@
-"""The golden cache of the reference's answers, end to end: record, replay, refresh, samples, fixture.
+"""The golden cache of the reference's answers end to end: record, replay, refresh, the fixture.
 
 Real pytest runs (pytester) of a small product suite. The hosted GPT-4 reference is a FakeOpenAI on
 loopback, named by its endpoint spec as a user would (``http://127.0.0.1:PORT/v1#gpt-4``); the
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -51,15 +53,24 @@ def mini() -> Iterator[FakeOpenAI]:
         yield fake
 
 
-def write_project(pytester: pytest.Pytester, reference: FakeOpenAI, candidate: FakeOpenAI,
-                  extra: str = "", key_env: str | None = None) -> None:  # fmt: skip
+def write_project(
+    pytester: pytest.Pytester,
+    reference: FakeOpenAI,
+    candidate: FakeOpenAI,
+    extra: str = "",
+    key_env: str | None = None,
+    retries: int = 2,
+) -> None:
     """pyproject.toml: the reference by its endpoint spec (or, when it needs a key, declared as
     the model ``gpt-4`` with ``api_key_env``, as for a hosted API), the candidate ``mini`` selected
     there too, as a team commits it (so a node id printed by a run works as is)."""
     spec, table = f"{reference.base_url}#gpt-4", ""
     if key_env:
         spec = "gpt-4"
-        table = f'[tool.slam.models.gpt-4]\nbase_url = "{reference.base_url}"\napi_key_env = "{key_env}"\n'
+        table = (
+            f'[tool.slam.models.gpt-4]\nbase_url = "{reference.base_url}"\n'
+            f'api_key_env = "{key_env}"\n'
+        )
     pytester.makefile(".toml", pyproject=f"""
 [tool.pytest.ini_options]
 pythonpath = ["."]
@@ -67,7 +78,7 @@ pythonpath = ["."]
 [tool.slam]
 candidates = ["mini"]
 reference = "{spec}"
-reference_retries = 2
+reference_retries = {retries}
 {extra}
 [tool.slam.models.mini]
 base_url = "{candidate.base_url}"
@@ -75,15 +86,23 @@ model = "gpt-4o-mini"
 {table}""")  # fmt: skip
 
 
-def make_suite(pytester: pytest.Pytester, reference: FakeOpenAI, candidate: FakeOpenAI,
-               questions: tuple[str, ...] = QUESTIONS, extra: str = "") -> pytest.Pytester:  # fmt: skip
-    pytester.makepyfile(product=PRODUCT, test_product=SUITE.format(questions=questions))
-    write_project(pytester, reference, candidate, extra)
+def make_suite(
+    pytester: pytest.Pytester, reference: FakeOpenAI, candidate: FakeOpenAI
+) -> pytest.Pytester:
+    """The product and its three-question suite, ready to record."""
+    pytester.makepyfile(product=PRODUCT, test_product=SUITE.format(questions=QUESTIONS))
+    write_project(pytester, reference, candidate)
     return pytester
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest("-p", "no:cacheprovider", *args)
+
+
+def slam(pytester: pytest.Pytester, *args: str) -> subprocess.CompletedProcess[str]:
+    """The ``slam`` command, run in the project folder as a user runs it."""
+    argv = [sys.executable, "-m", "pytest_slam.cli", *args]
+    return subprocess.run(argv, cwd=pytester.path, capture_output=True, text=True, timeout=120)
 
 
 def golden_files(root: Path) -> dict[str, bytes]:
@@ -158,8 +177,8 @@ def test_four_workers_record_200_requests_and_a_refresh_gives_the_same_bytes(
     )
     write_project(pytester, fake_gpt4, mini)
     snapshots = []
-    for _ in range(2):
-        run(pytester, "-n", "4", "--slm-record=all").assert_outcomes(passed=200)
+    for refresh in ("--slm-record=all", "--slm-refresh-golden"):  # the same mode, two spellings
+        run(pytester, "-n", "4", refresh).assert_outcomes(passed=200)
         snapshots.append(golden_files(pytester.path))
     assert fake_gpt4.hits == 400  # each run asked the reference once per request
     assert sorted(snapshots[0]) == [f"gpt-4/test_m{m}.json" for m in range(4)]  # no temp files
@@ -171,7 +190,7 @@ def test_four_workers_record_200_requests_and_a_refresh_gives_the_same_bytes(
     assert digest == {name: hashlib.sha256(data).hexdigest() for name, data in snapshots[0].items()}
 
 
-def test_a_refresh_rewrites_only_the_answers_that_changed(pytester, mini):
+def test_slam_golden_refresh_rewrites_only_the_answers_that_changed(pytester, mini):
     answers = {"How do I get a refund?": "Open Orders, then Refund."}
     reply = lambda req: answers.get(req["messages"][-1]["content"], "Same as before.")  # noqa: E731
     with FakeOpenAI(reply, latency_s=0.01) as reference:
@@ -180,7 +199,9 @@ def test_a_refresh_rewrites_only_the_answers_that_changed(pytester, mini):
         path = pytester.path / GOLDEN / "test_product.json"
         first = entries(path)
         answers["How do I get a refund?"] = "Refunds moved to Billing."
-        run(pytester, "--slm-refresh-golden").assert_outcomes(passed=3)
+        refreshed = slam(pytester, "golden", "refresh", "-p", "no:cacheprovider")
+        assert refreshed.returncode == 0, refreshed.stdout
+        assert reference.hits == 6  # all three asked again; the two unchanged answers kept as is
     second = entries(path)
     changed = [key for key in first if first[key] != second[key]]
     assert [second[key]["answers"][0]["text"] for key in changed] == ["Refunds moved to Billing."]
@@ -275,3 +296,28 @@ def test_gpt4_reference_fixture_records_then_replays(pytester, fake_gpt4, mini):
     pytester.makepyfile(test_miss=MISS_TEST)
     run(pytester).assert_outcomes(passed=4)
     assert golden_files(pytester.path) == recorded
+
+
+SECRET = "sk-slam-test-SECRET-0123456789abcdef"  # recognisable, and shaped like an OpenAI key
+
+
+def test_no_secret_is_written_to_any_file(pytester, mini, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    reply = lambda req: "GPT-4 says: " + req["messages"][-1]["content"]  # noqa: E731
+    with FakeOpenAI(reply, api_key=SECRET) as reference:  # answers only with the key
+        pytester.makepyfile(product=PRODUCT, test_product=SUITE.format(questions=QUESTIONS))
+        write_project(pytester, reference, mini, key_env="OPENAI_API_KEY")
+        outputs = [
+            "--slm-report=out/report.json",
+            "--slm-html=out/report.html",
+            "--junitxml=out/junit.xml",
+            "--log-file=out/pytest.log",
+            "--log-level=DEBUG",
+        ]
+        run(pytester, "-n", "2", "--slm-record=new", *outputs).assert_outcomes(passed=3)
+        assert {r.headers["authorization"] for r in reference.requests} == {f"Bearer {SECRET}"}
+    written = [p for p in sorted(pytester.path.rglob("*")) if p.is_file()]
+    names = {p.relative_to(pytester.path).as_posix() for p in written}
+    assert {"fixtures/slam/gpt-4/test_product.json", "out/report.json", "out/report.html",
+            "out/junit.xml", "out/pytest.log"} <= names  # fmt: skip
+    assert [p for p in written if SECRET.encode() in p.read_bytes()] == []

@@ -6,11 +6,8 @@ test_plugin_golden.py, whose helpers these tests share.
 from __future__ import annotations
 
 import shlex
-import subprocess
-import sys
 
-import pytest
-from test_plugin_golden import GOLDEN, QUESTIONS, SUITE, entries, make_suite, mini, run
+from test_plugin_golden import GOLDEN, QUESTIONS, SUITE, entries, make_suite, mini, run, slam
 
 from pytest_slam.golden.fileformat import dump_golden, read_golden
 from pytest_slam.golden.keys import request_key
@@ -31,12 +28,6 @@ def key_of(question: str) -> str:
     return request_key(
         {"model": "gpt-4", "messages": [{"role": "user", "content": question}], "temperature": 0}
     )
-
-
-def slam(pytester: pytest.Pytester, *args: str) -> subprocess.CompletedProcess[str]:
-    """The ``slam`` command, run in the project folder as a user runs it."""
-    argv = [sys.executable, "-m", "pytest_slam.cli", *args]
-    return subprocess.run(argv, cwd=pytester.path, capture_output=True, text=True, timeout=120)
 
 
 def test_deleted_entry_fails_exactly_its_test_with_a_command_that_records_it(
@@ -92,7 +83,7 @@ def test_removed_test_is_stale_only_in_full_runs_and_prune_removes_only_it(
     result = run(pytester, "-n", "2")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines([
-        "1 stale golden entry (no test asked for it); remove with --slm-prune or `slam golden prune`:",
+        "1 stale golden entry (no test asked for it); remove with --slm-prune or `slam golden prune`*",
         f"  {PRODUCT_FILE} {gone} (recorded for test_product.py::test_answer?Error 500 since 9am?)",
     ])  # fmt: skip
     assert read_stale_report(report) == ("gpt-4", [("test_product.py", gone)])

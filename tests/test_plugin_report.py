@@ -123,15 +123,20 @@ def load(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def test_regression_against_a_baseline_fails_the_gate(project, candidate) -> None:
+def test_regression_against_a_baseline_fails_the_gate(project, candidate, monkeypatch) -> None:
     record(project, "--slm-report=base.json")
     base = load(project.path / "base.json")
     assert base["models"][0]["equivalence_mean"] == 1.0 and base["gate"]["configured"] is False
     candidate.answers.good = False  # the same suite; the candidate now answers unlike GPT-4
+    monkeypatch.setenv("COLUMNS", "100")
     result = run(project, "--slm-baseline=base.json", "--slm-report=new.json")
     result.assert_outcomes(passed=3)  # the product's own assertions still hold
     assert result.ret == EXIT_GATE_FAILED
     section = slam_section(result)
+    assert max(map(len, section)) <= 100
+    assert section[1].split() == ["model", "gate", "tests", "equiv", "worst", "TTFT", "p50",
+                                  "E2E", "p50", "E2E", "p95", "$/1k", "calls", "vs", "ref", "$",
+                                  "J/out", "tok"]  # fmt: skip
     assert section[section.index("baseline: base.json") + 1] == "regressions: 4"
     assert "  - mini: equivalence_mean 1.00 -> 0.38" in section
     assert "  - mini test_product.py::test_refund: equivalence_mean 1.00 -> 0.38" in section
@@ -193,8 +198,8 @@ def test_xdist_writes_the_same_report_as_a_serial_run(project) -> None:
     two = load(project.path / "report.json")
     assert len(two["outcomes"]) == 3 and two["models"][0]["latency_samples"] == 3
     assert normalised(one) == normalised(two)
-    cases = ET.parse(project.path / "junit.xml").getroot().iter("testcase")
-    assert all(_properties(case)["slam_model"] == "mini" for case in cases)
+    cases = list(ET.parse(project.path / "junit.xml").iter("testcase"))  # sent home by workers
+    assert [_properties(case)["slam_model"] for case in cases] == ["mini"] * 3
 
 
 def _properties(case: ET.Element) -> dict[str, str]:
@@ -262,21 +267,20 @@ def test_unwritable_report_path_is_a_usage_error_before_any_call(project, candid
                                  "there (*); choose a writable path."])  # fmt: skip
     html = run(project, "--slm-record=new", "--slm-html=adir")
     assert html.ret == pytest.ExitCode.USAGE_ERROR
-    html.stderr.fnmatch_lines(["ERROR: pytest-slam: --slm-html=adir is a directory; give a file path."])
+    html.stderr.fnmatch_lines(
+        ["ERROR: pytest-slam: --slm-html=adir is a directory; give a file path."]
+    )
     assert candidate.hits == 0 and not (project.path / "fixtures").exists()
 
 
-@pytest.mark.parametrize("columns", [100, 60])
-def test_terminal_summary_fits_the_terminal(project, candidate, monkeypatch, columns) -> None:
+def test_terminal_summary_degrades_on_a_narrow_terminal(project, candidate, monkeypatch) -> None:
     record(project, "--slm-report=base.json")
     candidate.answers.good = False
-    monkeypatch.setenv("COLUMNS", str(columns))
-    result = run(project, "--slm-baseline=base.json")
-    section = slam_section(result)
-    assert max(map(len, section)) <= columns
-    header = next(line for line in section if line.startswith("model "))
-    assert "equiv" in header and "E2E p95" in header and "vs ref $" in header
-    assert ("TTFT p50" in header) is (columns == 100)  # dropped first when narrow
+    monkeypatch.setenv("COLUMNS", "60")
+    section = slam_section(run(project, "--slm-baseline=base.json"))
+    assert max(map(len, section)) <= 60
+    assert section[1].split() == ["model", "gate", "tests", "equiv", "E2E", "p95", "vs", "ref", "$"]
+    assert section[3].split()[:4] == ["mini", "FAIL", "3/3", "0.38"]
     breach = section.index("gate: FAIL") + 1
-    assert section[breach].startswith("  mini: no_regression: 4 regression(s) vs baseline")
+    assert section[breach].startswith("  mini: no_regression: 4 regression(s) vs")
     assert section[breach + 1].startswith("    ")  # the long breach wraps under its indent

@@ -8,6 +8,7 @@ import statistics
 import pytest
 import test_report_helpers as synth
 
+from pytest_slam.records import Outcome
 from pytest_slam.report.aggregate import aggregate, pair_equivalence, per_test_rows
 
 
@@ -119,3 +120,17 @@ def test_model_without_outcomes_and_unknown_models() -> None:
 def test_pair_equivalence_of_a_missing_or_unscored_pair_is_none() -> None:
     assert pair_equivalence({"missing": True, "scores": [{"scorer": "x", "value": 1.0}]}) is None
     assert pair_equivalence({"missing": False, "scores": []}) is None
+
+
+def test_an_engine_warm_up_is_a_cold_start_not_a_call_or_a_test(verdict) -> None:
+    warm_up = Outcome(nodeid=f"(engine start: {synth.QWEN})", test="(engine start)",
+                      model=synth.QWEN, outcome="engine", duration_s=4.2,
+                      calls=[synth.call(synth.QWEN, "Hi", 900, 2500, 9, 4, 0.5, key="warm",
+                                        cold_start=True)]).as_dict()  # fmt: skip
+    with_engine = aggregate([*synth.outcomes(), warm_up], synth.run_info())
+    before, after = verdict.row(synth.QWEN), with_engine.row(synth.QWEN)
+    assert after.cold_starts == before.cold_starts + 1
+    assert (after.calls, after.prompt_tokens, after.cost_per_call_usd) == (
+        before.calls, before.prompt_tokens, before.cost_per_call_usd,
+    )  # fmt: skip
+    assert [t.test for t in with_engine.tests] == [t.test for t in verdict.tests]

@@ -10,7 +10,7 @@ import test_report_helpers as synth
 from pytest_slam.report.aggregate import aggregate
 from pytest_slam.report.baseline import diff_baseline
 from pytest_slam.report.config import ConfigError
-from pytest_slam.report.gate import Gate, GateFailed, apply_gate, evaluate
+from pytest_slam.report.gate import Gate, GateFailed, apply_gate, check_tables, evaluate
 from pytest_slam.report.jsonreport import write_json
 
 
@@ -114,3 +114,11 @@ def test_config_errors_name_the_keys() -> None:
         Gate.from_config({"min_pass_rate": 95})
     with pytest.raises(ConfigError, match="no_regression = 'yes' must be a bool"):
         Gate.from_config({"no_regression": "yes"})
+
+
+def test_check_tables_covers_gate_and_baseline_sections() -> None:
+    check_tables({"min_pass_rate": 0.5}, {"latency_increase_ms": 100})
+    with pytest.raises(ConfigError, match=r"\[tool\.slam\.gate\] min_pass_rate = 50 must be"):
+        check_tables({"min_pass_rate": 50}, None)
+    with pytest.raises(ConfigError, match=r"\[tool\.slam\.baseline\] has unknown key\(s\) latency"):
+        check_tables(None, {"latency": 100})

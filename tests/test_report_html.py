@@ -10,7 +10,7 @@ from html.parser import HTMLParser
 import pytest
 import test_report_helpers as synth
 
-from pytest_slam.report.aggregate import aggregate
+from pytest_slam.report.aggregate import ModelRow, aggregate
 from pytest_slam.report.diffview import Segment, word_diff
 from pytest_slam.report.gate import Gate, apply_gate, evaluate
 from pytest_slam.report.html import render_html, write_html
@@ -149,3 +149,13 @@ def test_chromium_screenshot_shows_the_page(report_html, tmp_path) -> None:
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert (width, height) == (1280, 2000)
     assert len(data) > 50_000  # a blank page compresses to a few kB
+
+
+def test_an_unpriced_reference_is_a_dashed_line_at_one() -> None:
+    outcomes = synth.qwen_outcomes()
+    verdict = aggregate(outcomes, synth.run_info((synth.QWEN,)))
+    verdict.reference = ModelRow(model="curated", role="reference", calls=4)
+    page = render_html(verdict, outcomes)
+    assert '<g class="reference-line" data-model="curated">' in page
+    assert "curated (reference, no cost recorded)" in page and "not plotted" not in page
+    assert '<g class="point" data-model="qwen2.5-1.5b"' in page

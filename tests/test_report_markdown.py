@@ -5,6 +5,7 @@ from __future__ import annotations
 import test_report_helpers as synth
 
 from pytest_slam.report.aggregate import aggregate
+from pytest_slam.report.baseline import BaselineDiff, Change
 from pytest_slam.report.gate import Gate, apply_gate, evaluate
 from pytest_slam.report.markdown import render_markdown
 
@@ -28,3 +29,17 @@ def test_names_cannot_break_the_table() -> None:
     outcomes = [{**o, "model": name} for o in synth.qwen_outcomes()]
     text = render_markdown(aggregate(outcomes, synth.run_info((name,))))
     assert "| evil\\|model\\<b\\> |" in text
+
+
+def test_baseline_changes_come_before_the_gate() -> None:
+    verdict = aggregate(synth.outcomes(), synth.run_info())
+    diff = BaselineDiff("main.json", notes=["not in the baseline, not compared: gpt-4o-mini"])
+    diff.regressions.append(Change(synth.QWEN, "equivalence_mean", 0.874, 0.5, "regressed"))
+    verdict = apply_gate(verdict, evaluate(Gate(no_regression=True), verdict, diff))
+    lines = render_markdown(verdict, diff).splitlines()
+    start = lines.index("**Baseline main.json: 1 regression(s), 0 improvement(s)**")
+    assert lines[start + 1 : start + 3] == [
+        "- note: not in the baseline, not compared: gpt-4o-mini",
+        "- ❌ qwen2.5-1.5b: equivalence\\_mean 0.87 -\\> 0.50",  # escaped: renders as ->
+    ]
+    assert lines.index("**gate: FAIL**") > start

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import test_report_helpers as synth
 
-from pytest_slam.report.aggregate import aggregate
+from pytest_slam.report.aggregate import ModelRow, aggregate
 from pytest_slam.report.gate import Gate, apply_gate, evaluate
-from pytest_slam.report.terminal import gate_lines, render_table
+from pytest_slam.report.terminal import fit_lines, gate_lines, render_table
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +104,25 @@ def test_no_results_says_so() -> None:
     verdict = aggregate([], synth.run_info(models=()))
     verdict.reference = None
     assert render_table(verdict)[-1] == "no model results"
+
+
+def test_fit_lines_wraps_under_the_indent_and_keeps_paths_whole() -> None:
+    path = "/tmp/pytest-of-someone/pytest-12/test_a_rather_long_test_name0/report.json"
+    lines = fit_lines(["short", f"  mini: no_regression: 4 regression(s) vs {path} (more)"], 40)
+    assert lines == [
+        "short",
+        "  mini: no_regression: 4 regression(s)",
+        "    vs",
+        f"    {path}",
+        "    (more)",
+    ]
+    assert fit_lines(["x" * 50], 40) == ["x" * 50]  # one word longer than the width stays whole
+
+
+def test_a_reference_without_timings_says_so(verdict) -> None:
+    curated = aggregate(synth.qwen_outcomes(), synth.run_info((synth.QWEN,)))
+    curated.reference = ModelRow(model="curated", role="reference", calls=4)
+    assert "reference curated: its golden answers carry no latency or cost" in render_table(curated)
+    assert "reference latency and cost: as recorded with the golden answers" in render_table(
+        verdict
+    )

@@ -77,6 +77,15 @@ def _key_line(text: str, key: str) -> int | None:
 
 
 def _load_json(path: Path, text: str) -> Any:
+    """Parse the text; only a text that is not JSON is searched for merge-conflict markers.
+
+    A line starting with a marker is never valid JSON (a newline inside a JSON string is escaped),
+    so valid files skip the line-by-line scan, which took as long as parsing the file itself.
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        error = exc
     line = _conflict_line(text)
     if line is not None:
         raise GoldenFileError(
@@ -86,15 +95,12 @@ def _load_json(path: Path, text: str) -> Any:
             "resolve the conflict (entries are keyed by request, so keeping both sides' entries "
             f"is safe), or delete the file and {REFRESH_HINT}",
         )
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise GoldenFileError(
-            path,
-            exc.lineno,
-            f"not valid JSON, it looks truncated or hand-edited ({exc.msg}, column {exc.colno})",
-            f"restore it with `git checkout -- {path}`, or {REFRESH_HINT}",
-        ) from None
+    raise GoldenFileError(
+        path,
+        error.lineno,
+        f"not valid JSON, it looks truncated or hand-edited ({error.msg}, column {error.colno})",
+        f"restore it with `git checkout -- {path}`, or {REFRESH_HINT}",
+    )
 
 
 def _check_top(path: Path, data: Any) -> None:

@@ -154,12 +154,17 @@ def _check(diff: BaselineDiff, model: str, test: str | None, old: Any, new: Any)
     for metric, worse_by, limit in rules:
         if worse_by is None:
             continue
-        if metric == "e2e_p95_ms" and abs(new.e2e_p95_ms - old.e2e_p95_ms) < tol.latency_increase_ms:
+        if metric == "e2e_p95_ms" and _jitter(old, new, tol):
             continue
         kind = "regressed" if worse_by > limit else "improved" if -worse_by > limit else None
         if kind:
             change = Change(model, metric, getattr(old, metric), getattr(new, metric), kind, test)
             (diff.regressions if kind == "regressed" else diff.improvements).append(change)
+
+
+def _jitter(old: Any, new: Any, tol: Tolerances) -> bool:
+    """A latency change too small in milliseconds to mean anything, whatever its percentage."""
+    return abs(new.e2e_p95_ms - old.e2e_p95_ms) < tol.latency_increase_ms
 
 
 def _drop(old: float | None, new: float | None) -> float | None:

@@ -56,7 +56,7 @@ def quality_cost_svg(rows: list[ModelRow]) -> str:
     show = fmt.usd if axis == "cost_1k" else fmt.ratio
     lo, hi = _decades([p.x for p in points] or [1.0])
     sx = _log_scale(lo, hi, LEFT, W - RIGHT)
-    y_ticks = _y_ticks(min((p.y for p in points), default=0.5))
+    y_ticks = _y_ticks(min((p.y for p in points), default=0.5) - 0.02)  # no point on the axis
     sy = _lin_scale(y_ticks[0], 1.0, H - BOTTOM, TOP)
     parts = [_open("quality-cost", "Mean equivalence against cost per model")]
     parts += _grid_x([10.0**e for e in range(lo, hi + 1)], sx, show)
@@ -82,8 +82,9 @@ def _y_ticks(lowest: float) -> list[float]:
 
 
 def _decades(values: list[float]) -> tuple[int, int]:
-    lo = math.floor(math.log10(min(values)))
-    hi = math.ceil(math.log10(max(values)))
+    """Whole decades around the values, with a margin so no point sits on the plot's edge."""
+    lo = math.floor(math.log10(min(values)) - 0.1)
+    hi = math.ceil(math.log10(max(values)) + 0.1)
     return (lo, hi if hi > lo else lo + 1)
 
 

@@ -170,8 +170,11 @@ def notes(verdict: Verdict) -> list[str]:
     The gate's lines are apart (``gate_lines``): the plugin prints them after the baseline diff.
     """
     run, out = verdict.run, []
-    if verdict.reference is not None:
+    ref = verdict.reference
+    if ref is not None and (ref.e2e_p95_ms is not None or ref.cost_per_call_usd is not None):
         out.append("reference latency and cost: as recorded with the golden answers")
+    elif ref is not None:
+        out.append(f"reference {ref.model}: its golden answers carry no latency or cost")
     if any(r.tokens_estimated for r in verdict.rows):
         out.append("~ token counts partly estimated (server reported no usage)")
     if run.cost_assumption:

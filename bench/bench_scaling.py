@@ -1,0 +1,89 @@
+"""Throughput with pytest-xdist workers against a serial run, by hand.
+
+    python bench/bench_scaling.py [--cases 400] [--latency-ms 50] [--repeats 3]
+
+400 calls to a server that answers every request after a fixed 50 ms (FakeOpenAI in its own
+process serves requests concurrently, on threads), run by the overhead bench's suite opted in to
+pytest-slam (swap, golden replay, fuzzy, JSON and HTML reports) serially and with ``-n 1/2/4``.
+The same suite with the plugin off (``-p no:slam``) is the baseline at each worker count, so
+the table shows what xdist gives by itself and what the plugin keeps of it. Throughput is calls
+per second of wall time for the whole ``python -m pytest`` process, start-up and reports included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from _common import PYTHON, Sample, clean_env, fake_server, footer, header, ratio, run_timed, table
+from _suite import CANDIDATE_ANSWER, REFERENCE_ANSWER, write_suite
+
+PYTEST = [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+REPORTS = ["--slm-report=report.json", "--slm-html=report.html"]
+WORKERS = (0, 1, 2, 4)  # 0: serial, no xdist workers
+TARGET_AT_4 = 3.0
+
+
+def run(root: Path, env: dict[str, str], workers: int, plugin: bool) -> float:
+    args = [*PYTEST, *(REPORTS if plugin else ["-p", "no:slam"])]
+    args += [f"-n{workers}"] if workers else []
+    return run_timed(args, root, env).wall
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=400, help="Calls (one per test)")
+    parser.add_argument("--latency-ms", type=float, default=50.0, help="Server latency per call")
+    parser.add_argument("--repeats", type=int, default=3, help="Rounds of every arm")
+    args = parser.parse_args(argv)
+    header("Scaling with xdist workers", "python bench/bench_scaling.py " + " ".join(argv))
+    root = Path(tempfile.mkdtemp(prefix="slam-bench-scaling-"))
+    walls: dict[tuple[bool, int], Sample] = {}
+    try:
+        with fake_server(args.latency_ms, CANDIDATE_ANSWER, "small-model") as candidate, \
+                fake_server(answer=REFERENCE_ANSWER) as reference:  # fmt: skip
+            write_suite(root, candidate, reference)
+            slam_env = clean_env(BENCH_CASES=str(args.cases))
+            direct_env = clean_env(BENCH_CASES=str(args.cases), OPENAI_BASE_URL=candidate,
+                                   OPENAI_API_KEY="sk-bench")  # fmt: skip
+            run_timed([*PYTEST, "-n4", "--slm-record=new"], root, slam_env)
+            for index in range(args.repeats):
+                arms = [(p, w) for w in WORKERS for p in (False, True)]
+                shift = index % len(arms)
+                for plugin, workers in arms[shift:] + arms[:shift]:
+                    wall = run(root, slam_env if plugin else direct_env, workers, plugin)
+                    walls.setdefault((plugin, workers), Sample()).add(wall)
+        report(walls, args)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    footer()
+    return 0
+
+
+def report(walls: dict[tuple[bool, int], Sample], args: argparse.Namespace) -> None:
+    n = args.cases
+    print(f"### {n} calls at {args.latency_ms:.0f} ms each; median (min-max) of {args.repeats} "
+          "rounds\n")  # fmt: skip
+    rows = []
+    for plugin in (False, True):
+        serial = walls[(plugin, 0)].median
+        for workers in WORKERS:
+            wall = walls[(plugin, workers)]
+            speedup = serial / wall.median
+            label = "pytest + slam" if plugin else "pytest, plugin off"
+            target = f">= {TARGET_AT_4:.0f}x" if plugin and workers == 4 else "-"
+            met = ("yes" if speedup >= TARGET_AT_4 else "no") if target != "-" else "-"
+            rows.append([label, f"-n {workers}" if workers else "serial", wall.show(),
+                         f"{n / wall.median:.1f}", f"{speedup:.2f}x", target, met])  # fmt: skip
+    table(["suite", "workers", "wall (s)", "calls/s", "vs serial", "target", "met"], rows)
+    print("\nThe plugin against the plugin-off suite at the same worker count (wall ratio): "
+          + ", ".join(f"{'serial' if w == 0 else f'-n {w}'} "
+                      f"{ratio(walls[(True, w)].median, walls[(False, w)].median)}"
+                      for w in WORKERS))  # fmt: skip
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,24 @@
+"""What a report says about its reference and its cost model."""
+
+from __future__ import annotations
+
+from pytest_slam.models import resolve
+from pytest_slam.report.runinfo import cost_assumption, reference_name
+
+
+def test_reference_name_is_the_model_a_reader_knows() -> None:
+    endpoint = "http://127.0.0.1:8000/v1#gpt-4"
+    assert reference_name(endpoint, resolve(endpoint)) == "gpt-4"
+    assert reference_name("openai:gpt-4", resolve("openai:gpt-4")) == "openai:gpt-4"
+    assert reference_name("curated", resolve("curated")) == "curated"
+    assert reference_name("", None) == ""
+
+
+def test_cost_assumption_names_only_the_cost_models_used() -> None:
+    api = cost_assumption([resolve("openai:gpt-4o-mini")], None, {"as_of": "2026-01"})
+    assert api.startswith("API cost = tokens x list prices as of 2026-01 (https://")
+    assert "self-hosted" not in api
+    local = cost_assumption([resolve("smollm2-135m")], resolve("curated"), {})
+    assert local.startswith("self-hosted cost = the engine machine's hourly price x the seconds")
+    both = cost_assumption([resolve("smollm2-135m")], resolve("openai:gpt-4"), {})
+    assert both.startswith("API cost") and "; self-hosted cost" in both
