@@ -230,10 +230,9 @@ def _gate(slam: Any, verdict: Any, diff: Any) -> Any:
 
 def _write(slam: Any, verdict: Any, outcomes: list[dict[str, Any]]) -> None:
     """Both files; a write that fails now (disk full, folder removed) is said, not a traceback."""
+    from .golden.redact import scrub
     from .report.html import write_html
     from .report.jsonreport import write_json
-
-    from .golden.redact import scrub
 
     outcomes = scrub(outcomes)  # a key quoted in a prompt or an answer never reaches a report
     for path, kind, flag, write in ((slam.settings.report, "JSON", options.REPORT, write_json),
