@@ -4,6 +4,7 @@ reference on loopback, and the real recorded data in ../shared/data.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,23 @@ from pathlib import Path
 import pytest
 
 pytest_plugins = ["pytester"]
+
+
+def _load_the_sdk_transport() -> None:
+    """Make the openai SDK import its lazily loaded HTTP modules now.
+
+    pytester removes modules first imported during an in-process inner run; if the SDK's transport
+    were first loaded there, later clients in this process would raise the transport's own errors
+    instead of openai.APIConnectionError.
+    """
+    import openai
+
+    client = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="sk-unused", max_retries=0)
+    with contextlib.suppress(openai.APIConnectionError):
+        client.models.list()
+
+
+_load_the_sdk_transport()
 
 SHARED_DATA = Path(__file__).resolve().parent.parent / "shared" / "data"
 SMOLLM2_ID = "SmolLM2-135M-Instruct"

@@ -74,7 +74,7 @@ def test_one_scorer_per_test_scores_every_pair(
                 slm_model.chat(f"Say {word}", max_tokens=3)
         """)  # fmt: skip
     result = pytester.runpytest(f"--slm-models={smollm2_endpoint}", "--slm-record=new",
-                                "--slm-report=report.json", "-p", "no:randomly")  # fmt: skip
+                                "--slm-report=report.json")  # fmt: skip
     result.assert_outcomes(passed=2)
     by_test = {o["test"].split("::")[-1]: [s["explanation"] for s in _scores([o])]
                for o in _report(pytester)}  # fmt: skip

@@ -209,7 +209,11 @@ class GoldenStore:
         for key, rec in self._pending.get(module, {}).items():
             old = entries.get(key)
             tests = set(rec.tests) | set(old.tests if old else ())
-            entries[key] = dataclasses.replace(rec, tests=sorted(tests))
+            judge = rec.judge
+            if old is not None and old.answers == rec.answers:
+                # Workers judging the same answers each add their verdicts; none may be lost.
+                judge = {**old.judge, **rec.judge}
+            entries[key] = dataclasses.replace(rec, tests=sorted(tests), judge=judge)
         for key, tests in used.items():
             if key in entries and not tests <= set(entries[key].tests):
                 rec = entries[key]

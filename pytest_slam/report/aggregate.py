@@ -150,7 +150,13 @@ class Verdict(Record):
 
 def sort_outcomes(outcomes: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Canonical order: by nodeid, then repeat; the same for any worker interleaving."""
-    return sorted(outcomes, key=lambda o: (o["nodeid"], o.get("repeat") or 0))
+    return sorted(outcomes, key=_order)
+
+
+def _order(outcome: dict[str, Any]) -> tuple[str, int, str]:
+    """Nodeid, then repeat runs, then phase outcome: one test can report a call and a teardown."""
+    repeat = outcome.get("repeat") or {}
+    return (outcome["nodeid"], int(repeat.get("runs", 0)), str(outcome.get("outcome", "")))
 
 
 def aggregate(outcomes: Iterable[dict[str, Any]], run_info: RunInfo) -> Verdict:
