@@ -125,7 +125,9 @@ def rates(url: str, calls: int) -> None:
         engine_rate.add(timings["predicted_per_second"])
         gap.add(call.e2e_ms - timings["prompt_ms"] - timings["predicted_ms"])
     base = engine_rate.median
-    print(f"\n### 2. Output tokens/s, {calls} calls of up to {MAX_TOKENS} tokens (median (min-max))\n")
+    print(
+        f"\n### 2. Output tokens/s, {calls} calls of up to {MAX_TOKENS} tokens (median (min-max))\n"
+    )
     table(["figure", "tokens/s", "vs engine"], [
         ["engine's own: timings.predicted_per_second (decode only)", engine_rate.show("{:.1f}"),
          "1.00x"],
@@ -134,8 +136,10 @@ def rates(url: str, calls: int) -> None:
         ["plugin, as reported: tokens / E2E (prompt and first token included)",
          e2e_rate.show("{:.1f}"), ratio(e2e_rate.median, base)],
     ])  # fmt: skip
-    print(f"\nE2E minus the engine's prompt_ms + predicted_ms (HTTP, queueing, parsing): "
-          f"{gap.show()} ms")
+    print(
+        f"\nE2E minus the engine's prompt_ms + predicted_ms (HTTP, queueing, parsing): "
+        f"{gap.show()} ms"
+    )
 
 
 # -- 3. TTFT / E2E agreement ----------------------------------------------------------------------
@@ -160,7 +164,7 @@ def timed(prompt, max_tokens):
     return {"prompt": prompt, "ttft_ms": (first - start) * 1000, "e2e_ms": (last - start) * 1000}
 '''
 
-TESTS = '''
+TESTS = """
 import json, os
 import pytest
 import product
@@ -173,7 +177,7 @@ def test_call(i):
     t = product.timed(PROMPTS[i % len(PROMPTS)], int(os.environ["BENCH_MAX_TOKENS"]))
     with open(os.environ["BENCH_OUT"], "a") as fh:
         fh.write(json.dumps(dict(t, i=i)) + "\\n")
-'''
+"""
 
 
 def agreement(url: str, calls: int) -> None:
@@ -226,8 +230,10 @@ def agreement_table(seen: list[dict], plugin: dict[int, dict], direct: list[dict
         rows.append([metric, reported.show(), client.show(), gaps.show(),
                      ratio(reported.median, client.median), plain.show(),
                      ratio(reported.median, plain.median)])  # fmt: skip
-    print(f"\n### 3. TTFT and E2E: the plugin's report against client timing ({len(seen)} "
-          "streamed calls, median (min-max))\n")
+    print(
+        f"\n### 3. TTFT and E2E: the plugin's report against client timing ({len(seen)} "
+        "streamed calls, median (min-max))\n"
+    )
     table(["metric", "plugin's report (ms)", "client, same calls, via the swap (ms)",
            "client - report, per call (ms)", "report vs client", "plain client, no plugin (ms)",
            "report vs plain client"], rows)  # fmt: skip
@@ -250,7 +256,9 @@ def demo(repeats: int) -> None:
         model_s.add(sum(c["e2e_ms"] for c in live) / 1000)
         calls.add(len(live))
         shutil.rmtree(out.parent, ignore_errors=True)
-    print(f"\n### 4. README demo: cd examples/support_triage && python -m pytest ({repeats} run(s))\n")
+    print(
+        f"\n### 4. README demo: cd examples/support_triage && python -m pytest ({repeats} run(s))\n"
+    )
     table(["figure", "value", "vs the model's own time"], [
         ["wall time of the whole run (s)", walls.show(), ratio(walls.median, model_s.median)],
         ["model time: sum of E2E over its live calls (s)", model_s.show(), "1.00x"],

@@ -33,8 +33,12 @@ from _common import PYTHON, Sample, footer, header, ratio, table
 MODULE = "tests/test_triage.py"
 REFERENCE = "openai:gpt-4"
 LOAD_TARGET_S = 1.0
-WORDS = ("billing login crash export search timeout refund invoice customer error page user team "
-         "release fix bug feature request report slow fails update mobile web plan charge").split()  # fmt: skip
+VOCABULARY = (
+    "billing login crash export search timeout refund invoice customer error page user team "
+    "release fix bug feature request report slow fails update mobile web plan charge"
+)
+WORDS = VOCABULARY.split()
+SYSTEM = "You triage support tickets. Answer with the category, the priority and the next step."
 
 
 def request(i: int, rng: random.Random) -> dict[str, Any]:
@@ -42,8 +46,7 @@ def request(i: int, rng: random.Random) -> dict[str, Any]:
     return {
         "model": "gpt-4",
         "messages": [
-            {"role": "system", "content": "You triage support tickets. Answer with the category, "
-                                          "the priority and the next step."},  # fmt: skip
+            {"role": "system", "content": SYSTEM},
             {"role": "user", "content": f"Ticket {i}: {ticket}"},
         ],
         "temperature": 0,
@@ -137,8 +140,12 @@ def step_lookup(root: Path, n: int) -> dict[str, float]:
     return {"slam": took / len(bodies), "base": base / len(bodies)}
 
 
-STEPS = {"record": step_record, "load": step_load, "load_base": step_load_base,
-         "lookup": step_lookup}
+STEPS = {
+    "record": step_record,
+    "load": step_load,
+    "load_base": step_load_base,
+    "lookup": step_lookup,
+}
 
 
 def in_process(name: str, root: Path, n: int) -> dict[str, float]:
@@ -173,7 +180,9 @@ def main(argv: list[str]) -> int:
 
 
 def report(results: dict[int, dict[str, dict[str, Sample]]], repeats: int) -> None:
-    print(f"### One module file; median (min-max) of {repeats} runs, each step in a fresh process\n")
+    print(
+        f"### One module file; median (min-max) of {repeats} runs, each step in a fresh process\n"
+    )
     rows = []
     for n, r in results.items():
         rec, look = r["record"], r["lookup"]

@@ -20,6 +20,7 @@ import importlib
 import io
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import PYTHON, clean_env, fake_server, footer, header, table
+from _common import PYTHON, ROOT, clean_env, fake_server, footer, header, table
 from _suite import CANDIDATE_ANSWER, REFERENCE_ANSWER, write_suite
 
 # (module, attribute path, label): the steps timed; a missing one is listed, not fatal.
@@ -145,16 +146,20 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     header("Where a run's time goes", "python bench/profile_run.py " + " ".join(argv))
     root = Path(tempfile.mkdtemp(prefix="slam-bench-profile-"))
-    with fake_server(answer=CANDIDATE_ANSWER, model="small-model") as candidate, \
-            fake_server(answer=REFERENCE_ANSWER) as reference:  # fmt: skip
-        write_suite(root, candidate, reference)
-        subprocess.run([PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--slm-record=new"],
-                       cwd=root, env=clean_env(BENCH_CASES=str(args.cases)), check=True,
-                       capture_output=True)  # fmt: skip
-        if args.pyspy:
-            pyspy(root, args.cases, args.workers)
-        else:
-            report_timers(*run_in_process(root, args.cases), args.cases)
+    try:
+        with fake_server(answer=CANDIDATE_ANSWER, model="small-model") as candidate, \
+                fake_server(answer=REFERENCE_ANSWER) as reference:  # fmt: skip
+            write_suite(root, candidate, reference)
+            record = [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--slm-record=new"]
+            subprocess.run(record, cwd=root, env=clean_env(BENCH_CASES=str(args.cases)),
+                           check=True, capture_output=True)  # fmt: skip
+            if args.pyspy:
+                pyspy(root, args.cases, args.workers)
+            else:
+                report_timers(*run_in_process(root, args.cases), args.cases)
+    finally:
+        os.chdir(ROOT)
+        shutil.rmtree(root, ignore_errors=True)
     footer()
     return 0
 

@@ -15,11 +15,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+from slam_helpers import wait_for
 
 from pytest_slam.engines import EngineError, VllmEngine, start_engine
 from pytest_slam.metrics.energy import GpuMeter
@@ -66,15 +66,6 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
-
-
-def _wait_for(condition, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"gave up waiting {seconds:.0f} s for {what}")
 
 
 def _no_gpu_here() -> None:
@@ -210,7 +201,7 @@ time.sleep(600)
         assert _alive(run["pid"])
         owner.send_signal(signal.SIGKILL)
         owner.wait(30)
-        _wait_for(lambda: not _alive(run["pid"]), 60, "the orphaned vllm to exit")
+        wait_for(lambda: not _alive(run["pid"]), 60, "the orphaned vllm to exit")
     finally:
         if owner.poll() is None:
             owner.kill()

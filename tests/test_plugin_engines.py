@@ -11,10 +11,10 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from slam_helpers import wait_for
 
 TWO_MODELS = """
 [tool.slam]
@@ -113,27 +113,18 @@ def test_sigkill_of_pytest_leaves_no_engine_running(pytester: pytest.Pytester) -
         stderr=subprocess.DEVNULL,
     )
     try:
-        _wait_for(marker.exists, 120, "the inner test to reach the engine")
+        wait_for(marker.exists, 120, "the inner test to reach the engine")
         port = int(json.loads(marker.read_text())["endpoint"].rsplit(":", 1)[1].split("/")[0])
         assert _port_open(port)
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
-        _wait_for(lambda: not _port_open(port), 30, f"the engine on port {port} to stop")
-        _wait_for(
+        wait_for(lambda: not _port_open(port), 30, f"the engine on port {port} to stop")
+        wait_for(
             lambda: not _processes_mentioning(f"--port {port}"), 30, "the engine process to exit"
         )
     finally:
         if proc.poll() is None:
             proc.kill()
-
-
-def _wait_for(condition, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"gave up waiting {seconds:.0f} s for {what}")
 
 
 def test_engine_that_fails_to_start_shows_its_log(pytester: pytest.Pytester) -> None:

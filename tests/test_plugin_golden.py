@@ -18,20 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from slam_helpers import PRODUCT
 
 from pytest_slam.golden.fileformat import read_golden
 from pytest_slam.testing import FakeOpenAI
 
-PRODUCT = """
-from openai import OpenAI
-
-client = OpenAI()  # built at import time, as product code does
-
-def ask(question):
-    r = client.chat.completions.create(
-        model="gpt-4", messages=[{"role": "user", "content": question}], temperature=0)
-    return r.choices[0].message.content
-"""
 QUESTIONS = ("How do I get a refund?", "Reset my password", "Error 500 since 9am")
 SUITE = """
 import pytest, product

@@ -13,20 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from slam_helpers import PRODUCT
 
 from pytest_slam.options import EXIT_GATE_FAILED
 from pytest_slam.testing import FakeOpenAI
 
-PRODUCT = """
-from openai import OpenAI
-
-client = OpenAI()  # built at import time, as product code does
-
-def ask(question):
-    r = client.chat.completions.create(
-        model="gpt-4", messages=[{"role": "user", "content": question}], temperature=0)
-    return r.choices[0].message.content
-"""
 TESTS = """
 import pytest, product
 

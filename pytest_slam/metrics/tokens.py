@@ -29,6 +29,7 @@ import json
 import re
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 HEURISTIC = "heuristic"
@@ -165,11 +166,16 @@ def count_tokens(
             return llamacpp_count(text, base_url, timeout_s), "llamacpp"
         except _SERVER_ERRORS:
             pass
+    return _offline(model_id, lambda count: count(text))
+
+
+def _offline(model_id: str, measure: Callable[[Callable[[str], int]], int]) -> tuple[int, str]:
+    """``measure`` with tiktoken's counter for an OpenAI model, else with the heuristic."""
     encoding, _reason = openai_encoding(model_id)
-    if encoding is not None:
-        method = "tiktoken:" + encoding.name.removesuffix("_offline")
-        return len(encoding.encode(text, disallowed_special=())), method
-    return heuristic_count(text), HEURISTIC
+    if encoding is None:
+        return measure(heuristic_count), HEURISTIC
+    method = "tiktoken:" + encoding.name.removesuffix("_offline")
+    return measure(lambda t: len(encoding.encode(t, disallowed_special=()))), method
 
 
 def message_text(content: Any) -> str:
@@ -205,10 +211,4 @@ def count_prompt_tokens(
             return llamacpp_prompt_count(messages, base_url, timeout_s), "llamacpp"
         except _SERVER_ERRORS:
             pass
-    encoding, _reason = openai_encoding(model_id)
-    if encoding is not None:
-        method = "tiktoken:" + encoding.name.removesuffix("_offline")
-        return framed_prompt_count(
-            messages, lambda t: len(encoding.encode(t, disallowed_special=()))
-        ), method
-    return framed_prompt_count(messages, heuristic_count), HEURISTIC
+    return _offline(model_id, lambda count: framed_prompt_count(messages, count))
