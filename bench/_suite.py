@@ -60,6 +60,35 @@ for i in range(n):
 print(time.perf_counter() - start, time.process_time() - cpu)
 """
 
+CONFTEST = '''
+"""A stopwatch: from the end of collection to the last unconfigure hook, written to $BENCH_CLOCK.
+
+It leaves out interpreter start-up and imports, whose noise on a shared machine would swamp a
+per-case figure; what grows with the cases (tests, the plugin's checks, its reports) is inside.
+"""
+import json
+import os
+import time
+
+import pytest
+
+_START = {}
+
+
+def pytest_collection_finish(session):
+    _START["at"] = (time.perf_counter(), time.process_time())
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    path = os.environ.get("BENCH_CLOCK")
+    if path and "at" in _START:
+        wall, cpu = _START["at"]
+        spent = {"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu}
+        with open(path, "w") as fh:
+            json.dump(spent, fh)
+'''
+
 PYPROJECT = """
 [tool.pytest.ini_options]
 pythonpath = ["."]
@@ -79,6 +108,7 @@ def write_suite(root: Path, candidate_url: str, reference_url: str) -> Path:
     (root / "product.py").write_text(PRODUCT)
     (root / "loop.py").write_text(LOOP)
     (root / "tests" / "test_triage.py").write_text(TESTS)
+    (root / "conftest.py").write_text(CONFTEST)
     text = PYPROJECT.format(candidate=candidate_url, reference=reference_url)
     (root / "pyproject.toml").write_text(text)
     return root

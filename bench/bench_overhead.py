@@ -8,21 +8,25 @@ disabled (``-p no:slam``), (c) the same suite opted in to pytest-slam: the swap 
 (recorded once first, then replayed), the fuzzy scorer, and the JSON and HTML reports. Two more
 plugin arms split (c) up: the swap alone (``--slm-reference=none``), and goldens without the files.
 
-Per case is the slope: (run with N cases - run with 0 cases) / N, each a whole ``python -m pytest``
-process, so start-up cancels and everything that grows with the cases counts, the end-of-run
-reports included. (a) is timed inside its process, around the loop only. Wall time is the figure;
-CPU time (the process's own threads, the swap proxy's included, not the server's) moves much less
-when other work shares the machine, so it is shown beside it.
+Per case is the slope: (run with N cases - run with 0 cases) / N, timed inside each ``python -m
+pytest`` process by a conftest stopwatch from the end of collection to the last unconfigure hook:
+interpreter start and imports (whose noise on a shared machine would swamp a per-case figure) stay
+out, everything that grows with the cases counts, the plugin's end-of-run reports included. (a) is
+timed inside its process, around the loop only. Start-up is whole processes (wall and CPU). Wall
+time is the figure; CPU time (the process's own threads, the swap proxy's included, not the
+server's) moves much less when other work shares the machine, so it is shown beside it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from _common import PYTHON, Sample, clean_env, fake_server, footer, header, ratio, run_timed, table
 from _suite import CANDIDATE_ANSWER, REFERENCE_ANSWER, write_suite
@@ -73,15 +77,23 @@ class Bench:
         self.add("loop.cpu", cpu / self.cases * 1000)
 
     def arm(self, name: str) -> None:
-        """One run with N cases and one with none; the slope is the per-case figure."""
+        """One run with N cases and one with none; the slope of the in-run clock is per case."""
         extra, plugin = ARMS[name]
-        full = run_timed([*PYTEST, *extra], self.root, self.env(self.cases, plugin))
-        empty = run_timed([*PYTEST, *extra], self.root, self.env(0, plugin), ok=(NO_TESTS,))
+        full, full_clock = self.timed([*PYTEST, *extra], self.env(self.cases, plugin), (0,))
+        empty, empty_clock = self.timed([*PYTEST, *extra], self.env(0, plugin), (NO_TESTS,))
         self.add(f"{name}.full", full.wall)
         self.add(f"{name}.empty", empty.wall)
         self.add(f"{name}.empty_cpu", empty.cpu)
-        self.add(f"{name}.wall", (full.wall - empty.wall) / self.cases * 1000)
-        self.add(f"{name}.cpu", (full.cpu - empty.cpu) / self.cases * 1000)
+        for unit in ("wall", "cpu"):
+            per_case = (full_clock[unit] - empty_clock[unit]) / self.cases * 1000
+            self.add(f"{name}.{unit}", per_case)
+
+    def timed(self, args: list[str], env: dict[str, str], ok: tuple[int, ...]) -> tuple[Any, dict]:
+        """The process's timing, and the suite's stopwatch (end of collection to unconfigure)."""
+        clock = self.root / "clock.json"
+        clock.unlink(missing_ok=True)
+        timing = run_timed(args, self.root, dict(env, BENCH_CLOCK=str(clock)), ok)
+        return timing, json.loads(clock.read_text())
 
     def collect(self, plugin: bool) -> None:
         args = [*PYTEST, "--collect-only"] + ([] if plugin else ["-p", "no:slam"])

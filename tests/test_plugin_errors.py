@@ -67,7 +67,7 @@ def test_vllm_without_gpu_says_exactly_that(suite: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         [
             "*model 'vllm:Qwen/Qwen2.5-0.5B-Instruct' is served by vLLM, which needs vLLM and a CUDA GPU; "
-            "this machine has no vLLM and no a CUDA GPU*",
+            "this machine has neither vLLM nor a CUDA GPU*",
         ]
     )
 

@@ -70,7 +70,7 @@ def test_energy_per_call_and_test_or_one_line_saying_why_not(pytester: pytest.Py
     assert reason.startswith("GPU telemetry not available (")
     assert out.count("not available") == 1, out
     (line,) = [line for line in result.stdout.lines if "not available" in line]
-    assert line == f"energy: not measured ({reason})"
+    assert line == f"energy: not measured; {reason}"
     assert all(c["energy_j"] is None for c in calls)
     assert all(o["energy_j"] is None for o in report["outcomes"])
 

@@ -97,7 +97,7 @@ def test_gate_column_and_breach_lines() -> None:
 def test_energy_note_when_nothing_was_measured() -> None:
     verdict = aggregate(synth.mini_outcomes(), synth.run_info(models=(synth.MINI,)))
     lines = render_table(verdict)
-    assert "energy: not measured (GPU telemetry: NVML available for vLLM only)" in lines
+    assert "energy: not measured; GPU telemetry: NVML available for vLLM only" in lines
 
 
 def test_no_results_says_so() -> None:

@@ -180,7 +180,7 @@ def notes(verdict: Verdict) -> list[str]:
     if run.cost_assumption:
         out.append(f"cost: {run.cost_assumption}")
     if all(r.energy_per_call_j is None for r in verdict.models):
-        out.append(f"energy: not measured ({run.gpu_telemetry or 'no GPU telemetry'})")
+        out.append(f"energy: not measured; {run.gpu_telemetry or 'no GPU telemetry'}")
     missing = sum(r.missing_golden for r in verdict.models)
     if missing:
         out.append(f"{missing} call(s) had no golden answer and were not scored")
