@@ -4,9 +4,9 @@ raises TriageError, never anything else. Inputs are generated, so there is no go
 
 import pytest
 from hypothesis import given, settings
+from support_triage import CATEGORIES, URGENCIES, TriageError, triage
 
 from pytest_slam.strategies import ticket_text
-from support_triage import CATEGORIES, URGENCIES, TriageError, triage
 
 pytestmark = pytest.mark.slm(reference=False)
 
