@@ -1,0 +1,56 @@
+"""The --help text is part of the interface: pinned here, option by option."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_slam import options
+
+
+def test_help_lists_every_option_in_one_group(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    result.stdout.fnmatch_lines(
+        [
+            "pytest-slam: model-swap regression testing:",
+            "  --slm-models=A,B,...*Run opted-in tests once per model: names from*",
+            "*--slm-record={none,new,all}*",
+            "*Golden answers: none replays only (default, for CI);*",
+            "  --slm-refresh-golden*Short for --slm-record=all",
+            "  --slm-prune*Remove golden entries that no test asked for in this*",
+            "  --slm-reference=SPEC*",
+            "  --slm-golden-dir=DIR*",
+            "  --slm-samples=N*",
+            "  --slm-repeat=N*",
+            "  --slm-report=PATH.json*",
+            "  --slm-html=PATH.html*",
+            "  --slm-baseline=PATH.json*",
+        ]
+    )
+    result.stdout.fnmatch_lines(["  slm_paths (paths):*Folders whose tests run once per model*"])
+    flags = [
+        value
+        for value in vars(options).values()
+        if isinstance(value, str) and value.startswith("--")
+    ]
+    assert all(f.startswith("--slm-") for f in flags) and len(flags) == 11
+    assert all(f in result.stdout.str() for f in flags)
+
+
+def test_markers_are_registered(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--markers")
+    result.stdout.fnmatch_lines(
+        [
+            "@pytest.mark.slm: run this test once per selected model*",
+            "@pytest.mark.slm_equivalence(by='fuzzy', at_least=None, **options):*",
+            "@pytest.mark.slm_budget(e2e_ms=None, ttft_ms=None, *",
+        ]
+    )
+
+
+def test_bad_option_values_are_usage_errors(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--slm-repeat=0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--slm-repeat*'0' is not a whole number of at least 1*"])
+    result = pytester.runpytest("--slm-record=sometimes")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--slm-record*invalid choice: 'sometimes'*"])
