@@ -121,3 +121,34 @@ def test_calls_outside_opted_in_tests_are_not_swapped(
     result.stdout.fnmatch_lines(
         ["*test_plain PASSED*", "*test_swapped?SmolLM2-135M-Instruct? PASSED*"]
     )
+
+
+def test_calls_are_spread_over_a_models_replicas(product: pytest.Pytester) -> None:
+    from pytest_slam.testing import FakeOpenAI
+
+    with FakeOpenAI(answer="from a") as a, FakeOpenAI(answer="from b") as b:
+        product.makefile(
+            ".toml",
+            pyproject=f"""
+[tool.slam]
+reference = "none"
+candidates = ["fleet"]
+[tool.slam.models.fleet]
+model = "Qwen/Qwen2.5-7B-Instruct"
+base_urls = ["{a.base_url}", "{b.base_url}"]
+""",
+        )
+        product.makepyfile(
+            test_fleet="""
+            import pytest, product
+
+            @pytest.mark.slm
+            @pytest.mark.parametrize("n", range(6))
+            def test_ask(n):
+                assert product.ask(f"question {n}") in ("from a", "from b")
+            """
+        )
+        result = product.runpytest()
+        result.assert_outcomes(passed=6)
+        assert (a.hits, b.hits) == (3, 3)
+        assert {r.json["model"] for r in a.requests + b.requests} == {"Qwen/Qwen2.5-7B-Instruct"}
