@@ -32,7 +32,9 @@ from _common import PYTHON, Sample, clean_env, fake_server, footer, header, rati
 from _suite import CANDIDATE_ANSWER, REFERENCE_ANSWER, write_suite
 
 NO_TESTS = 5  # pytest's exit status when no test was collected
-PYTEST = [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+# Hypothesis's own plugin imports hypothesis (0.65 s) at the end of every run, plugin or not: the
+# same in every arm, but its jitter would swamp a per-case slope, and this suite never uses it.
+PYTEST = [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
 REPORTS = ["--slm-report=report.json", "--slm-html=report.html"]
 # arm: (extra pytest arguments, whether the plugin is on)
 ARMS = {

@@ -8,6 +8,8 @@ pytest-slam (swap, golden replay, fuzzy, JSON and HTML reports) serially and wit
 The same suite with the plugin off (``-p no:slam``) is the baseline at each worker count, so
 the table shows what xdist gives by itself and what the plugin keeps of it. Throughput is calls
 per second of wall time for the whole ``python -m pytest`` process, start-up and reports included.
+Each arm is also run with no tests: that fixed cost (interpreters, imports, workers starting) is
+what 2 cores cannot hide, and the last column is the speed-up once it is taken off both sides.
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ PYTEST = [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
 REPORTS = ["--slm-report=report.json", "--slm-html=report.html"]
 WORKERS = (0, 1, 2, 4)  # 0: serial, no xdist workers
 TARGET_AT_4 = 3.0
+NO_TESTS = 5  # pytest's exit status when no test was collected
 
 
 def run(root: Path, env: dict[str, str], workers: int, plugin: bool) -> float:
     args = [*PYTEST, *(REPORTS if plugin else ["-p", "no:slam"])]
     args += [f"-n{workers}"] if workers else []
-    return run_timed(args, root, env).wall
+    return run_timed(args, root, env, ok=(0, NO_TESTS)).wall
 
 
 def main(argv: list[str]) -> int:
@@ -41,21 +44,24 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     header("Scaling with xdist workers", "python bench/bench_scaling.py " + " ".join(argv))
     root = Path(tempfile.mkdtemp(prefix="slam-bench-scaling-"))
-    walls: dict[tuple[bool, int], Sample] = {}
+    walls: dict[tuple[bool, int, int], Sample] = {}
     try:
         with fake_server(args.latency_ms, CANDIDATE_ANSWER, "small-model") as candidate, \
                 fake_server(answer=REFERENCE_ANSWER) as reference:  # fmt: skip
             write_suite(root, candidate, reference)
-            slam_env = clean_env(BENCH_CASES=str(args.cases))
-            direct_env = clean_env(BENCH_CASES=str(args.cases), OPENAI_BASE_URL=candidate,
-                                   OPENAI_API_KEY="sk-bench")  # fmt: skip
-            run_timed([*PYTEST, "-n4", "--slm-record=new"], root, slam_env)
+            direct = {"OPENAI_BASE_URL": candidate, "OPENAI_API_KEY": "sk-bench"}
+            envs = {
+                (plugin, n): clean_env(BENCH_CASES=str(n), **({} if plugin else direct))
+                for plugin in (False, True)
+                for n in (0, args.cases)
+            }
+            run_timed([*PYTEST, "-n4", "--slm-record=new"], root, envs[(True, args.cases)])
             for index in range(args.repeats):
-                arms = [(p, w) for w in WORKERS for p in (False, True)]
+                arms = [(p, w, n) for w in WORKERS for p in (False, True) for n in (args.cases, 0)]
                 shift = index % len(arms)
-                for plugin, workers in arms[shift:] + arms[:shift]:
-                    wall = run(root, slam_env if plugin else direct_env, workers, plugin)
-                    walls.setdefault((plugin, workers), Sample()).add(wall)
+                for plugin, workers, n in arms[shift:] + arms[:shift]:
+                    wall = run(root, envs[(plugin, n)], workers, plugin)
+                    walls.setdefault((plugin, workers, n), Sample()).add(wall)
         report(walls, args)
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -63,25 +69,29 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def report(walls: dict[tuple[bool, int], Sample], args: argparse.Namespace) -> None:
+def report(walls: dict[tuple[bool, int, int], Sample], args: argparse.Namespace) -> None:
     n = args.cases
     print(f"### {n} calls at {args.latency_ms:.0f} ms each; median (min-max) of {args.repeats} "
           "rounds\n")  # fmt: skip
     rows = []
     for plugin in (False, True):
-        serial = walls[(plugin, 0)].median
+        serial, serial_fixed = walls[(plugin, 0, n)].median, walls[(plugin, 0, 0)].median
         for workers in WORKERS:
-            wall = walls[(plugin, workers)]
+            wall, fixed = walls[(plugin, workers, n)], walls[(plugin, workers, 0)]
             speedup = serial / wall.median
+            busy = wall.median - fixed.median
+            steady = f"{(serial - serial_fixed) / busy:.2f}x" if busy > 0 else "n/a (noise)"
             label = "pytest + slam" if plugin else "pytest, plugin off"
             target = f">= {TARGET_AT_4:.0f}x" if plugin and workers == 4 else "-"
             met = ("yes" if speedup >= TARGET_AT_4 else "no") if target != "-" else "-"
             rows.append([label, f"-n {workers}" if workers else "serial", wall.show(),
-                         f"{n / wall.median:.1f}", f"{speedup:.2f}x", target, met])  # fmt: skip
-    table(["suite", "workers", "wall (s)", "calls/s", "vs serial", "target", "met"], rows)
+                         f"{n / wall.median:.1f}", f"{speedup:.2f}x", target, met, fixed.show(),
+                         steady])  # fmt: skip
+    table(["suite", "workers", "wall (s)", "calls/s", "vs serial", "target", "met",
+           "wall with 0 tests (s)", "vs serial, 0-test wall taken off both"], rows)  # fmt: skip
     print("\nThe plugin against the plugin-off suite at the same worker count (wall ratio): "
           + ", ".join(f"{'serial' if w == 0 else f'-n {w}'} "
-                      f"{ratio(walls[(True, w)].median, walls[(False, w)].median)}"
+                      f"{ratio(walls[(True, w, n)].median, walls[(False, w, n)].median)}"
                       for w in WORKERS))  # fmt: skip
 
 

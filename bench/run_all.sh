@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate every table in bench/README.md, one bench after another (about 25 minutes on 2 cores).
+# Regenerate every table in bench/README.md, one bench after another (about 35 minutes on 2 cores).
 # Each writes bench/results/NAME.md (git-ignored); paste them into bench/README.md.
 # Run it on a machine nobody else is using if you can: every table prints the load average.
 set -euo pipefail
@@ -8,6 +8,7 @@ mkdir -p results
 run() { local name=$1; shift; echo "== $name"; python "$@" | tee "results/$name.md"; }
 run swap_hop bench_swap_hop.py --profile
 run overhead bench_overhead.py
+run overhead_1000 bench_overhead.py --cases 1000 --repeats 3
 run profile_run profile_run.py
 run scaling bench_scaling.py
 run golden bench_golden.py
