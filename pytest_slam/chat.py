@@ -83,7 +83,8 @@ class Accumulator:
     @staticmethod
     def _tool_call(choice: _Choice, tc: dict[str, Any]) -> None:
         slot = choice.tool_calls.setdefault(
-            tc.get("index", 0), {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+            tc.get("index", 0),
+            {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
         )
         if tc.get("id"):
             slot["id"] = tc["id"]
@@ -161,7 +162,9 @@ def _wants_usage(body: dict[str, Any]) -> bool:
     return bool((body.get("stream_options") or {}).get("include_usage"))
 
 
-def _consume(resp: upstream.Response, start: float, relay: Relay | None, usage: bool) -> Accumulator:
+def _consume(
+    resp: upstream.Response, start: float, relay: Relay | None, usage: bool
+) -> Accumulator:
     acc = Accumulator(start)
     for payload in resp.events():
         now = time.perf_counter()

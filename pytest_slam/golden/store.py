@@ -17,6 +17,7 @@ names are added to the entry's ``tests`` when its file is written anyway.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -58,6 +59,7 @@ def reference_slug(reference: str) -> str:
     return slug
 
 
+@functools.lru_cache(maxsize=1024)
 def module_relpath(module: str) -> PurePosixPath:
     """``tests/test_triage.py`` -> ``tests/test_triage.json``; must be relative, without ``..``."""
     rel = PurePosixPath(str(module).replace("\\", "/"))
@@ -69,6 +71,7 @@ def module_relpath(module: str) -> PurePosixPath:
     return rel.with_suffix(".json") if rel.suffix == ".py" else rel.with_name(rel.name + ".json")
 
 
+@functools.lru_cache(maxsize=1024)
 def normalize_module(module: str) -> str:
     """The one spelling of a module used as a dictionary key (posix, relative)."""
     module_relpath(module)
