@@ -7,7 +7,6 @@ log tells a failed gate from failed tests.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 
 from . import __version__, options
 from .golden.fileformat import GoldenError
+from .records import utc_now
 
 
 def finish(slam: Any, session: pytest.Session, exitstatus: int) -> int:
@@ -171,16 +171,12 @@ def run_info(slam: Any) -> Any:
         models=[s.as_dict() for s in slam.specs.values()],
         reference=reference_name(reference, slam.reference_spec if reference else None),
         settings=slam.settings.as_dict(),
-        started=slam.started, finished=_now(),
+        started=slam.started, finished=utc_now(),
         pytest_version=pytest.__version__, plugin_version=__version__,
         cost_assumption=cost_assumption(slam.specs.values(), slam.reference_spec,
                                         slam.settings.prices),
         gpu_telemetry=slam.gpu_line,
     )  # fmt: skip
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def _report(slam: Any, exitstatus: int) -> int:
@@ -197,7 +193,7 @@ def _report(slam: Any, exitstatus: int) -> int:
     result = _gate(slam, verdict, diff)
     _write(slam, verdict, outcomes)
     _step_summary(slam, verdict, diff)
-    width = terminal_width(slam.config, slam.terminal_width)
+    width = terminal_width(slam.config)
     failed = result is not None and not result.passed and exitstatus == pytest.ExitCode.OK
     tail = [*(format_diff(diff) if diff is not None else []), *gate_lines(verdict)]
     if failed:

@@ -71,6 +71,11 @@ def resolve_model_path(value: str) -> Path:
     return Path(value).expanduser()
 
 
+def api_key(spec: ModelSpec) -> str | None:
+    """The key for a model, read from the environment variable it names (never stored)."""
+    return os.environ.get(spec.api_key_env) if spec.api_key_env else None
+
+
 def parse_models_option(text: str) -> list[str]:
     """``a, b,c`` -> ``["a", "b", "c"]``; empty items are a usage error."""
     items = [part.strip() for part in text.split(",")]

@@ -129,7 +129,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     slam = config.stash.get(STASH, None)
     if slam is None or slam.role == "worker":
         return
-    lines = slam.summary_lines(terminalreporter._tw.fullwidth)
+    lines = slam.summary_lines()
     if lines:
         terminalreporter.ensure_newline()
         terminalreporter.section("pytest-slam", sep="=")

@@ -14,6 +14,13 @@ from typing import Any, ClassVar, TypeVar
 T = TypeVar("T", bound="Record")
 
 
+def utc_now() -> str:
+    """The time a run starts or ends, as reports show it: ISO 8601, UTC, to the second."""
+    import datetime as dt
+
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
 class Record:
     """Mixin: ``as_dict`` / ``from_dict`` that ignore unknown keys (newer writers, older readers)."""
 

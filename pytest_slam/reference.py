@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import email.utils
 import http.client
-import os
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from .chat import ChatResult, Relay, Target, forward_chat
 from .golden.fileformat import GoldenError
 from .golden.keys import request_key
 from .golden.store import GoldenStore
+from .models import api_key
 from .records import Call, GoldenAnswer, GoldenRecord, ModelSpec
 
 RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
@@ -179,7 +179,7 @@ class ReferenceService:
                 f"the reference {self.spec.name!r} cannot be asked: its answers are written by hand. "
                 "Add the answer to the golden file, or import it with `slam golden import FILE`."
             )
-        target = Target(self.spec, self.spec.base_urls[0], _key(self.spec), role="reference")
+        target = Target(self.spec, self.spec.base_urls[0], api_key(self.spec), role="reference")
         request = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
         delay, error = self.backoff_s, ""
         for attempt in range(1, self.retries + 2):
@@ -241,10 +241,6 @@ def _shown(path: Path) -> Path:
         return path.relative_to(Path.cwd())
     except ValueError:
         return path
-
-
-def _key(spec: ModelSpec) -> str | None:
-    return os.environ.get(spec.api_key_env) if spec.api_key_env else None
 
 
 def _retry_after(result: ChatResult) -> float:

@@ -18,7 +18,7 @@ import pytest
 from . import models as model_specs
 from .chat import Target, forward_chat
 from .engines import EngineError, ManagedServer, start_engine
-from .records import ModelSpec
+from .records import ModelSpec, utc_now
 from .settings import Settings
 
 PLACEHOLDER_KEY = "sk-slam-placeholder-not-a-real-key"
@@ -76,7 +76,6 @@ class SlamSession:
     summary: list[str] = field(default_factory=list)
     started: str = ""
     gpu_line: str = ""
-    terminal_width: int = 100
     workers_lost: int = 0
 
     @property
@@ -242,7 +241,13 @@ class SlamSession:
                 raise pytest.UsageError(f"pytest-slam: {problem}")
 
     def session_start(self) -> None:
-        if self.armed and self.role != "worker" and not self.config.option.collectonly:
+        """xdist's controller starts the engines before its workers exist, to hand them the URLs."""
+        if self.armed and self.role == "controller" and not self.config.option.collectonly:
+            self.start_engines()
+
+    def ensure_engines(self) -> None:
+        """A serial run starts its engines when the first opted-in test needs one: none otherwise."""
+        if self.role == "serial" and self.log_dir is None:
             self.start_engines()
 
     # -- collection --------------------------------------------------------------------------------
@@ -294,6 +299,7 @@ class SlamSession:
             raise pytest.UsageError(
                 f"pytest-slam: {item.nodeid} uses slm_model outside a model run"
             )
+        self.ensure_engines()
         if name in self.engine_errors:
             pytest.fail(self.engine_errors[name], pytrace=False)
         ctx = TestContext(
@@ -367,7 +373,7 @@ class SlamSession:
 
         return finish(self, session, exitstatus)
 
-    def summary_lines(self, width: int) -> list[str]:
+    def summary_lines(self) -> list[str]:
         return list(self.summary)
 
     def engine_outcomes(self) -> list[dict[str, Any]]:
@@ -441,20 +447,9 @@ def configure(config: pytest.Config) -> SlamSession:
     session.opt_in_paths = [Path(p).resolve() for p in ini_paths] + [
         (Path(config.rootpath) / p).resolve() for p in settings.paths
     ]
-    session.started = _now_iso()
-    session.terminal_width = (
-        config.get_terminal_writer().fullwidth
-        if config.pluginmanager.has_plugin("terminalreporter")
-        else 100
-    )
+    session.started = utc_now()
     session.prepare()
     return session
-
-
-def _now_iso() -> str:
-    import datetime as dt
-
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def _pyproject(config: pytest.Config) -> Path | None:

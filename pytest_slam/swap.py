@@ -8,14 +8,13 @@ upstream the product had configured, unchanged (the plugin changes nothing outsi
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .chat import ChatResult, Relay, Target, forward_chat
-from .models import OPENAI_URL
+from .models import OPENAI_URL, api_key
 from .proxy import RouteError
 from .records import Call, ModelSpec
 
@@ -77,7 +76,7 @@ class SwapRouter:
                 self.original.api_key,
                 role="passthrough",
             )
-        return Target(spec, self._replica(spec), _key(spec))
+        return Target(spec, self._replica(spec), api_key(spec))
 
     def _spec(self, route: str) -> ModelSpec | None:
         if route.startswith("m/"):
@@ -119,10 +118,6 @@ class SwapRouter:
         if ctx is not None and result.call.role == "candidate":
             ctx.add(result.call)
         return result
-
-
-def _key(spec: ModelSpec) -> str | None:
-    return os.environ.get(spec.api_key_env) if spec.api_key_env else None
 
 
 def _passthrough_spec(original: Upstream) -> ModelSpec:

@@ -120,3 +120,35 @@ def test_opting_in_without_enabling_slam_is_a_clear_error(pytester: pytest.Pytes
             "enabled for this run*--slm-models=smollm2-135m*"
         ]
     )
+
+
+def test_a_serial_run_that_selects_no_opted_in_test_starts_no_engine(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makefile(".toml", pyproject=NO_REFERENCE)
+    pytester.makepyfile(
+        test_mixed="""
+        import os, pytest
+
+        def _engines():
+            found = []
+            for pid in os.listdir("/proc"):
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                        cmd = fh.read()
+                except OSError:
+                    continue
+                if b"pytest_slam.engines.supervise" in cmd:
+                    found.append(cmd)
+            return found
+
+        def test_plain():
+            assert _engines() == []
+
+        @pytest.mark.slm
+        def test_swapped(slm_model):
+            assert _engines()
+        """
+    )
+    pytester.runpytest_subprocess("-k", "plain").assert_outcomes(passed=1, deselected=1)
+    pytester.runpytest_subprocess("-p", "no:randomly").assert_outcomes(passed=2)

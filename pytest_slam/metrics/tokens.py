@@ -159,14 +159,28 @@ def count_tokens(
     answers oddly falls through to the next method rather than failing the test; the method
     string tells the caller what was used.
     """
-    if base_url:
-        try:
-            if server == "vllm":
-                return vllm_count(text, base_url, model_id, timeout_s), "vllm"
-            return llamacpp_count(text, base_url, timeout_s), "llamacpp"
-        except _SERVER_ERRORS:
-            pass
-    return _offline(model_id, lambda count: count(text))
+    counted = _on_server(
+        base_url,
+        server,
+        lambda url: vllm_count(text, url, model_id, timeout_s),
+        lambda url: llamacpp_count(text, url, timeout_s),
+    )
+    return counted or _offline(model_id, lambda count: count(text))
+
+
+def _on_server(
+    base_url: str | None,
+    server: str,
+    vllm: Callable[[str], int],
+    llamacpp: Callable[[str], int],
+) -> tuple[int, str] | None:
+    """The tokenizer server's count, or None when there is none or it cannot answer (fall through)."""
+    if not base_url:
+        return None
+    try:
+        return (vllm(base_url), "vllm") if server == "vllm" else (llamacpp(base_url), "llamacpp")
+    except _SERVER_ERRORS:
+        return None
 
 
 def _offline(model_id: str, measure: Callable[[Callable[[str], int]], int]) -> tuple[int, str]:
@@ -204,11 +218,10 @@ def count_prompt_tokens(
     server: str = "llamacpp",
 ) -> tuple[int, str]:
     """Count a chat prompt's tokens: ``(count, method)``, in the order of ``count_tokens``."""
-    if base_url:
-        try:
-            if server == "vllm":
-                return vllm_prompt_count(messages, base_url, model_id, timeout_s), "vllm"
-            return llamacpp_prompt_count(messages, base_url, timeout_s), "llamacpp"
-        except _SERVER_ERRORS:
-            pass
-    return _offline(model_id, lambda count: framed_prompt_count(messages, count))
+    counted = _on_server(
+        base_url,
+        server,
+        lambda url: vllm_prompt_count(messages, url, model_id, timeout_s),
+        lambda url: llamacpp_prompt_count(messages, url, timeout_s),
+    )
+    return counted or _offline(model_id, lambda count: framed_prompt_count(messages, count))
