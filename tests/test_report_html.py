@@ -11,7 +11,7 @@ import pytest
 import test_report_helpers as synth
 
 from pytest_slam.report.aggregate import ModelRow, aggregate
-from pytest_slam.report.diffview import Segment, word_diff
+from pytest_slam.report.diffview import Segment, diff_and_similarity
 from pytest_slam.report.gate import Gate, apply_gate, evaluate
 from pytest_slam.report.html import render_html, write_html
 
@@ -55,7 +55,7 @@ def test_charts_and_tables_are_in_the_page(report_html) -> None:
 
 
 def test_side_by_side_diff_marks_words() -> None:
-    left, right = word_diff("Refund approved in 3 days.", "Refund denied in 3 days!")
+    left, right, _ = diff_and_similarity("Refund approved in 3 days.", "Refund denied in 3 days!")
     assert left == [Segment("same", "Refund "), Segment("del", "approved "),
                     Segment("same", "in 3 days"), Segment("del", ".")]  # fmt: skip
     assert right == [Segment("same", "Refund "), Segment("ins", "denied "),

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pytest_slam.metrics.energy import energy_per_token
 from pytest_slam.metrics.stats import Summary, summarize
 
 LATENCY_METRICS: tuple[str, ...] = ("ttft_ms", "e2e_ms", "tpot_ms", "tokens_per_s")
@@ -49,8 +50,7 @@ def _summaries(calls: Iterable[Mapping[str, Any]], metrics: Iterable[str]) -> di
 def metric_value(call: Mapping[str, Any], metric: str) -> float | None:
     """One metric of one call dict; derives ``energy_j_per_token`` when asked."""
     if metric == "energy_j_per_token":
-        energy, tokens = call.get("energy_j"), call.get("completion_tokens")
-        return energy / tokens if energy is not None and tokens else None
+        return energy_per_token(call.get("energy_j"), call.get("completion_tokens"))
     value = call.get(metric)
     return None if isinstance(value, bool) else value
 

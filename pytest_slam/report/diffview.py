@@ -22,12 +22,6 @@ class Segment:
     text: str
 
 
-def word_diff(reference: str, candidate: str) -> tuple[list[Segment], list[Segment]]:
-    """Segments for the reference side (same/del) and the candidate side (same/ins)."""
-    left, right, _ = diff_and_similarity(reference, candidate)
-    return left, right
-
-
 def diff_and_similarity(reference: str, candidate: str) -> tuple[list, list, float]:
     """The two sides' segments and the share of words in common (difflib ratio, a hint only)."""
     ref_tokens = TOKEN.findall(_cut(reference))
