@@ -77,20 +77,20 @@ class Hop:
         from pytest_slam import proxy
 
         prof = cProfile.Profile()
-        original = proxy._Handler.do_POST
+        original = proxy._Connection._serve  # one request, after its head is parsed
 
-        def do_post(handler: Any) -> None:
+        def serve(handler: Any, request: Any) -> None:
             prof.enable()
             try:
-                original(handler)
+                original(handler, request)
             finally:
                 prof.disable()
 
-        proxy._Handler.do_POST = do_post  # bench-only instrumentation, restored below
+        proxy._Connection._serve = serve  # bench-only instrumentation, restored below
         try:
             calls(self.swapped, n, stream=False)
         finally:
-            proxy._Handler.do_POST = original
+            proxy._Connection._serve = original
         return pstats.Stats(prof)
 
 

@@ -36,7 +36,7 @@ from _suite import CANDIDATE_ANSWER, REFERENCE_ANSWER, write_suite
 # (module, attribute path, label): the steps timed; a missing one is listed, not fatal.
 STEPS = [
     ("pytest_slam.session", "configure", "configure: settings, specs, proxy start"),
-    ("pytest_slam.proxy", "_Handler.do_POST", "proxy: one request, whole (its own thread)"),
+    ("pytest_slam.proxy", "_Connection._serve", "proxy: one request, whole (its own thread)"),
     ("pytest_slam.swap", "SwapRouter.chat", "  of which forward_chat: upstream stream, Call"),
     ("pytest_slam.checks", "Checker.run", "after each test: price, golden pair, score"),
     ("pytest_slam.reference", "ReferenceService.answer", "  of which golden lookup (key, store)"),

@@ -7,6 +7,7 @@ assembled from the chunks, so its code sees no difference.
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
 from collections.abc import Callable
@@ -44,6 +45,38 @@ class _Choice:
     tool_calls: dict[int, dict[str, Any]] = field(default_factory=dict)
     finish_reason: str | None = None
     role: str = "assistant"
+    logprobs: dict[str, list[Any]] | None = None  # {"content": [...], "refusal": [...]}, joined
+
+    def add_logprobs(self, part: dict[str, Any]) -> None:
+        """Append one chunk's token logprobs: a stream sends them piece by piece."""
+        if self.logprobs is None:
+            self.logprobs = {"content": [], "refusal": []}
+        for name in ("content", "refusal"):
+            self.logprobs[name].extend(part.get(name) or ())
+
+    def summary(self, index: int) -> dict[str, Any]:
+        """What a product can read of this choice, as Call/GoldenAnswer keep it (no None values)."""
+        out: dict[str, Any] = {"index": index, "text": "".join(self.text),
+                               "finish_reason": self.finish_reason or "stop"}  # fmt: skip
+        if self.tool_calls:
+            out["tool_calls"] = [self.tool_calls[i] for i in sorted(self.tool_calls)]
+        if self.logprobs is not None:
+            out["logprobs"] = {k: v or None for k, v in self.logprobs.items()}
+        return out
+
+
+def completion_choice(summary: dict[str, Any]) -> dict[str, Any]:
+    """One ChatCompletion choice from a choice summary (see ``_Choice.summary``).
+
+    ``content`` is null when the answer is only tool calls, as the API sends it.
+    """
+    text, tools = summary.get("text") or "", summary.get("tool_calls")
+    message: dict[str, Any] = {"role": "assistant", "content": text if text or not tools else None}
+    if tools:
+        message["tool_calls"] = tools
+    return {"index": summary.get("index", 0), "message": message,
+            "logprobs": summary.get("logprobs"),
+            "finish_reason": summary.get("finish_reason") or "stop"}  # fmt: skip
 
 
 class Accumulator:
@@ -72,6 +105,8 @@ class Accumulator:
             for tc in delta.get("tool_calls") or ():
                 self._tool_call(choice, tc)
                 self._content(now)
+            if raw.get("logprobs"):
+                choice.add_logprobs(raw["logprobs"])
             if raw.get("finish_reason"):
                 choice.finish_reason = raw["finish_reason"]
         self.last = now
@@ -96,16 +131,14 @@ class Accumulator:
         choice = self.choices.get(index)
         return "".join(choice.text) if choice else ""
 
+    def summaries(self) -> list[dict[str, Any]]:
+        """Every choice in index order (one empty choice when the stream carried none)."""
+        return [self.choices.get(i, _Choice()).summary(i) for i in sorted(self.choices) or [0]]
+
     def completion(self) -> dict[str, Any]:
-        """The ChatCompletion a non-streaming caller would have received."""
-        choices = []
-        for index in sorted(self.choices) or [0]:
-            choice = self.choices.get(index, _Choice())
-            message: dict[str, Any] = {"role": "assistant", "content": "".join(choice.text)}
-            if choice.tool_calls:
-                message["tool_calls"] = [choice.tool_calls[i] for i in sorted(choice.tool_calls)]
-            choices.append({"index": index, "message": message, "logprobs": None,
-                            "finish_reason": choice.finish_reason or "stop"})  # fmt: skip
+        """The ChatCompletion a non-streaming caller would have received: every choice, logprobs,
+        finish reasons, the whole usage object and the system fingerprint."""
+        choices = [completion_choice(s) for s in self.summaries()]
         return {
             "id": self.meta.get("id", "chatcmpl-slam"),
             "object": "chat.completion",
@@ -120,12 +153,36 @@ class Accumulator:
         return None if at is None else (at - self.start) * 1000.0
 
 
-def upstream_body(body: dict[str, Any], spec: ModelSpec) -> dict[str, Any]:
-    """The request as the target should see it: its own model name, always streamed, with usage."""
+LIMIT_KEYS = ("max_tokens", "max_completion_tokens")
+
+
+def generation_cap(
+    body: dict[str, Any], spec: ModelSpec, reference_tokens: int | None,
+    factor: float = 2.0, margin: int = 64,
+) -> int | None:  # fmt: skip
+    """The output limit a candidate call gets when the product set none, else None.
+
+    A small model asked without a limit can generate until its context is full (minutes on a CPU);
+    the reference's recorded answer length says how long a fair answer is: ``factor`` x it plus
+    ``margin``, never above the model's ``max_tokens_cap``. A request with its own limit is never
+    changed.
+    """
+    if any(body.get(key) is not None for key in LIMIT_KEYS):
+        return None
+    if reference_tokens is None:
+        return spec.max_tokens_cap
+    return max(1, min(spec.max_tokens_cap, int(reference_tokens * factor + margin)))
+
+
+def upstream_body(body: dict[str, Any], spec: ModelSpec, cap: int | None = None) -> dict[str, Any]:
+    """The request as the target should see it: its own model name, always streamed, with usage;
+    ``cap`` (generation_cap) as its output limit when the caller set none."""
     out = dict(body)
     out["model"] = spec.model_id or body.get("model")
     out["stream"] = True
     out["stream_options"] = {"include_usage": True}
+    if cap is not None:  # hosted OpenAI models (o-series) refuse max_tokens; servers take both
+        out["max_completion_tokens" if spec.provider == "openai" else "max_tokens"] = cap
     if spec.provider == "llamacpp":
         # llama.cpp reuses a cached prompt prefix by default, which can change a temperature-0 answer
         # from one call to the next; a regression test wants the same answer every time.
@@ -133,27 +190,58 @@ def upstream_body(body: dict[str, Any], spec: ModelSpec) -> dict[str, Any]:
     return out
 
 
+class CandidateFault(Exception):
+    """A 200 answer that is not a whole chat completion: truncated, not JSON, not UTF-8, an error."""
+
+
 def forward_chat(
-    target: Target, body: dict[str, Any], relay: Relay | None = None, timeout: float = 600.0
+    target: Target,
+    body: dict[str, Any],
+    relay: Relay | None = None,
+    timeout: float | None = None,
+    cap: int | None = None,
 ) -> ChatResult:
-    """Send one chat request to ``target``; relay chunks to a streaming caller; return what was measured."""
+    """Send one chat request to ``target``; relay chunks to a streaming caller; return what was measured.
+
+    ``timeout`` (seconds without data) defaults to the model's ``timeout_s``, else 600. A server
+    fault is the call's ``error``, one line naming the model, never an exception. ``cap``: the
+    output limit sent for a request that set none (``generation_cap``); ``call.request`` stays the
+    product's own body, so the golden key does not change with it.
+    """
     call = Call(model=target.spec.name, role=target.role, request=body, endpoint=target.base_url,
-                streamed=bool(body.get("stream")), started_at=time.time())  # fmt: skip
+                streamed=bool(body.get("stream")), started_at=time.time(),
+                capped=cap is not None, cap=cap)  # fmt: skip
+    timeout = upstream.timeout_for(target.spec) if timeout is None else timeout
     start = time.perf_counter()
     try:
         resp = upstream.post(target.base_url, "/chat/completions",
-                             upstream_body(body, target.spec), target.api_key, timeout)  # fmt: skip
+                             upstream_body(body, target.spec, cap), target.api_key, timeout)  # fmt: skip
+    except upstream.UpstreamTimeout:
+        call.error = (f"model {target.spec.name!r} at {target.base_url} sent no answer within "
+                      f"{timeout:g} s (its timeout_s)")  # fmt: skip
+        call.error_kind = "timeout"
+        call.e2e_ms = (time.perf_counter() - start) * 1000.0
+        return ChatResult(call, status=504)
     except upstream.UpstreamUnreachable as exc:
         call.error = f"model {target.spec.name!r} at {target.base_url} is unreachable ({exc})"
+        call.error_kind = "unreachable"
         call.e2e_ms = (time.perf_counter() - start) * 1000.0
         return ChatResult(call, status=502)
     if resp.status != 200:
         payload = resp.read()
         call.error = upstream.error_message(resp.status, payload)
+        call.error_kind = "http"
         call.e2e_ms = (time.perf_counter() - start) * 1000.0
         return ChatResult(call, status=resp.status, error_body=payload,
                           retry_after=resp.headers.get("retry-after"))  # fmt: skip
-    acc = _consume(resp, start, relay, _wants_usage(body))
+    try:
+        acc = _consume(resp, start, relay, _wants_usage(body), timeout)
+    except CandidateFault as exc:
+        call.error = f"model {target.spec.name!r} at {target.base_url}: {exc}"
+        call.error_kind = "fault"
+        call.e2e_ms = (time.perf_counter() - start) * 1000.0
+        resp.raw.close()  # the rest of this answer cannot be trusted, nor its connection reused
+        return ChatResult(call, status=502)
     _fill(call, acc)
     return ChatResult(call, completion=acc.completion())
 
@@ -163,11 +251,76 @@ def _wants_usage(body: dict[str, Any]) -> bool:
 
 
 def _consume(
-    resp: upstream.Response, start: float, relay: Relay | None, usage: bool
+    resp: upstream.Response, start: float, relay: Relay | None, usage: bool, timeout: float
 ) -> Accumulator:
+    """Fold the answer into an Accumulator, relaying chunks; CandidateFault when it is not whole."""
     acc = Accumulator(start)
-    for payload in resp.events():
-        now = time.perf_counter()
+    ctype = resp.headers.get("content-type", "")
+    if not ctype.startswith("text/event-stream"):
+        return _whole(resp, acc, relay, usage, ctype)
+    events, count = resp.events(), 0
+    while True:
+        try:
+            payload = next(events, None)
+        except TimeoutError:
+            raise CandidateFault(f"the stream stalled: nothing for {timeout:g} s after "
+                                 f"{count} chunk(s) (its timeout_s)") from None  # fmt: skip
+        except (http.client.HTTPException, OSError) as exc:
+            raise CandidateFault(f"the stream broke off after {count} chunk(s) (truncated: "
+                                 f"{type(exc).__name__})") from None  # fmt: skip
+        if payload is None:
+            break
+        chunk = _chunk(payload)
+        acc.feed(chunk, time.perf_counter())
+        count += 1
+        if relay is not None and (chunk.get("choices") or usage):
+            relay(payload)  # a caller that hung up raises here, and is not the model's fault
+    if not resp.done and not any(c.finish_reason for c in acc.choices.values()):
+        raise CandidateFault(f"the stream ended after {count} chunk(s) with no finish_reason "
+                             "and no [DONE] (truncated)")  # fmt: skip
+    return acc
+
+
+def _chunk(payload: bytes) -> dict[str, Any]:
+    """One SSE payload as a chunk object, or the fault that it is not one."""
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CandidateFault(f"sent bytes that are not UTF-8 in its stream "
+                             f"({payload[max(exc.start - 10, 0):exc.end + 10]!r})") from None  # fmt: skip
+    try:
+        chunk = json.loads(text)
+    except ValueError:
+        raise CandidateFault(f"sent a stream event that is not JSON ({text[:80]!r})") from None
+    if not isinstance(chunk, dict):
+        raise CandidateFault(f"sent a stream event that is not a JSON object ({text[:80]!r})")
+    if chunk.get("error"):
+        err = chunk["error"]
+        message = err.get("message") if isinstance(err, dict) else err
+        raise CandidateFault(f"sent an error in its stream ({str(message)[:200]})")
+    return chunk
+
+
+def _whole(
+    resp: upstream.Response, acc: Accumulator, relay: Relay | None, usage: bool, ctype: str
+) -> Accumulator:
+    """A 200 that is not a stream: a server that ignored ``stream`` answers one completion, taken as
+    a stream that arrived at once; anything else is a fault, never an empty answer."""
+    try:
+        raw = resp.read()
+    except (http.client.HTTPException, OSError) as exc:
+        raise CandidateFault(f"the answer broke off (truncated: {type(exc).__name__})") from None
+    try:
+        completion = json.loads(raw)
+        payloads = stream_events(completion, True) if completion.get("choices") else None
+    except (ValueError, TypeError, KeyError, AttributeError):
+        payloads = None
+    if not payloads:
+        shown = raw[:80].decode("utf-8", "replace")
+        raise CandidateFault(f"answered 200 with {ctype or 'no content type'} that is neither an "
+                             f"SSE stream nor a chat completion ({shown!r})")  # fmt: skip
+    now = time.perf_counter()
+    for payload in payloads:
         chunk = json.loads(payload)
         acc.feed(chunk, now)
         if relay is not None and (chunk.get("choices") or usage):
@@ -181,6 +334,10 @@ def _fill(call: Call, acc: Accumulator) -> None:
     call.finish_reason = first.finish_reason if first else None
     if first and first.tool_calls:
         call.tool_calls = [first.tool_calls[i] for i in sorted(first.tool_calls)]
+    summaries = acc.summaries()
+    call.logprobs = summaries[0].get("logprobs")
+    call.other_choices = summaries[1:] or None
+    call.usage_details = usage_details(acc.usage)
     call.response_model = acc.meta.get("model")
     call.system_fingerprint = acc.meta.get("system_fingerprint")
     call.ttft_ms = acc.ms(acc.first)
@@ -190,17 +347,30 @@ def _fill(call: Call, acc: Accumulator) -> None:
         call.completion_tokens = acc.usage.get("completion_tokens")
 
 
+USAGE_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def usage_details(usage: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The usage keys beyond the three counts (``prompt_tokens_details``...), or None."""
+    extra = {k: v for k, v in (usage or {}).items() if k not in USAGE_COUNTS and v is not None}
+    return extra or None
+
+
 def stream_events(completion: dict[str, Any], include_usage: bool) -> list[bytes]:
-    """SSE payloads that replay a stored completion to a caller that asked to stream."""
+    """SSE payloads that replay a stored completion to a caller that asked to stream: every
+    choice with its logprobs and finish reason, and the usage chunk when it was asked for."""
     base = {k: completion.get(k) for k in ("id", "created", "model", "system_fingerprint")}
     base["object"] = "chat.completion.chunk"
     out = []
     for choice in completion["choices"]:
         msg, idx = choice["message"], choice["index"]
-        delta: dict[str, Any] = {"role": "assistant", "content": msg.get("content") or ""}
+        delta: dict[str, Any] = {"role": "assistant", "content": msg.get("content")}
         if msg.get("tool_calls"):
             delta["tool_calls"] = [dict(tc, index=i) for i, tc in enumerate(msg["tool_calls"])]
-        out.append({**base, "choices": [{"index": idx, "delta": delta, "finish_reason": None}]})
+        elif delta["content"] is None:
+            delta["content"] = ""
+        out.append({**base, "choices": [{"index": idx, "delta": delta, "finish_reason": None,
+                                         "logprobs": choice.get("logprobs")}]})  # fmt: skip
         out.append({**base, "choices": [{"index": idx, "delta": {},
                                          "finish_reason": choice["finish_reason"]}]})  # fmt: skip
     if include_usage and completion.get("usage"):

@@ -13,6 +13,7 @@ run summary says how to cache it.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +55,7 @@ class ScoringPlan:
     at_least: float | None
     scorer: Any = None  # compare.Scorer
     error: str | None = None
+    tools: Any = None  # compare.toolcalls.ToolCallScorer, for answers with tool calls
 
 
 @dataclass
@@ -65,6 +67,7 @@ class JudgeModel:
 
     spec: ModelSpec
     timeout_s: float = 120.0
+    calls: list[Call] = field(default_factory=list)  # made since the last test: Checker takes them
 
     def complete(self, messages: list[dict[str, str]]) -> str:
         from .chat import Target, forward_chat
@@ -78,6 +81,7 @@ class JudgeModel:
         body = {"model": spec.model_id, "messages": messages, "temperature": 0,
                 "max_tokens": JUDGE_MAX_TOKENS}  # fmt: skip
         call = forward_chat(target, body, timeout=self.timeout_s).call
+        self.calls.append(call)
         if not call.ok:
             raise ScorerUnavailable(f"judge {spec.name!r} failed: {call.error}; {_JUDGE_FIX}")
         return call.text
@@ -149,6 +153,7 @@ class Checker:
                     self._pair(ctx, index, call, verdict, failed)
         self._score(item, ctx, verdict)
         self._budget(item, ctx, verdict)
+        self._keep_judge_calls(ctx)
         return verdict
 
     def _pair(self, ctx: TestContext, index: int, call: Call, verdict: TestVerdict,
@@ -178,7 +183,7 @@ class Checker:
             call_index=index, key=rec.key, golden_file=path, reference_text=ans.text,
             reference_model=model, reference_prompt_tokens=ans.prompt_tokens,
             reference_completion_tokens=ans.completion_tokens, reference_e2e_ms=ans.e2e_ms,
-            reference_ttft_ms=ans.ttft_ms,
+            reference_ttft_ms=ans.ttft_ms, reference_tool_calls=ans.tool_calls,
             reference_cost_usd=api_call_cost(
                 model or "", ans.prompt_tokens, ans.completion_tokens, self.prices
             ),
@@ -188,6 +193,7 @@ class Checker:
 
     def _score(self, item: pytest.Item, ctx: TestContext, verdict: TestVerdict) -> None:
         from .compare.base import ScorerError
+        from .compare.judge import JudgeUnjudged
 
         todo = [p for p in verdict.pairs if p.reference_text is not None]
         if not todo:
@@ -197,32 +203,69 @@ class Checker:
             verdict.problems.append(f"scorer {plan.by!r}: {plan.error}")
             return
         for pair in todo:
+            rec = verdict.records.get(pair.call_index)
             try:
-                score = self._score_pair(plan, ctx, pair, verdict.records.get(pair.call_index))
+                scores = self._score_pair(plan, ctx, pair, rec)
+            except JudgeUnjudged as exc:  # unreadable twice: no verdict, never a 0
+                self._note_unjudged(ctx, pair, exc)
+                continue
             except ScorerError as exc:  # the scorer's backend is down: the same for every pair
                 verdict.problems.append(f"call {pair.call_index + 1}: scorer {plan.by!r}: {exc}")
                 return
-            pair.scores.append(score.as_dict())
-            if score.passed is False:
-                verdict.problems.append(
-                    f"call {pair.call_index + 1}: equivalence {score.value:.2f} < "
-                    f"{plan.at_least:.2f} ({score.scorer}): {score.explanation}"
-                )
+            sides = _choices(ctx.calls[pair.call_index], pair, rec)
+            for index, score in enumerate(scores):
+                pair.scores.append(score.as_dict())
+                if score.passed is False:
+                    verdict.problems.append(_failed(pair, score, plan, sides, index))
 
     def _score_pair(self, plan: ScoringPlan, ctx: TestContext, pair: Pair,
-                    rec: GoldenRecord | None) -> Score:  # fmt: skip
+                    rec: GoldenRecord | None) -> list[Score]:  # fmt: skip
+        """One score per choice: the candidate's choice i against the reference's choice i.
+
+        A request with ``n`` > 1 gets ``n`` scores on its pair (the pair's equivalence is their
+        mean, and each one below ``at_least`` fails the test); otherwise one score.
+        """
+        call = ctx.calls[pair.call_index]
+        cands, refs = _choices(call, pair, rec)
+        scores = []
+        for index, (cand, ref) in enumerate(itertools.zip_longest(cands, refs)):
+            if cand is None or ref is None:
+                only = "reference" if cand is None else "candidate"
+                score = Score(plan.by, 0.0, f"only the {only} has this choice")
+            else:
+                score = self._score_choice(plan, ctx, call, rec, cand, ref)
+            if max(len(cands), len(refs)) > 1:
+                score.explanation = f"choice {index}: {score.explanation}"
+            score.threshold = plan.at_least
+            scores.append(score)
+        return scores
+
+    def _score_choice(self, plan: ScoringPlan, ctx: TestContext, call: Call,
+                      rec: GoldenRecord | None, cand: Choice, ref: Choice) -> Score:  # fmt: skip
+        """Text with the test's scorer; tool calls, when either side made one, with the tool-call
+        scorer. When both sides also wrote text, both count: the lower of the two values (an
+        answer is as good as its worse part), with both explanations."""
+        (c_text, c_tools), (r_text, r_tools) = cand, ref
+        tools_only = plan.scorer is plan.tools
+        if not (c_tools or r_tools or tools_only):
+            return self._score_text(plan, ctx, call, rec, c_text, r_text)
+        tools = plan.tools.score_calls(c_tools or [], r_tools or [])
+        if tools_only or not (c_text.strip() and r_text.strip()):
+            return tools
+        text = self._score_text(plan, ctx, call, rec, c_text, r_text)
+        return Score(f"{tools.scorer}+{text.scorer}", min(tools.value, text.value),
+                     f"tool calls {tools.value:.2f}: {tools.explanation}; "
+                     f"text {text.value:.2f}: {text.explanation}")  # fmt: skip
+
+    def _score_text(self, plan: ScoringPlan, ctx: TestContext, call: Call,
+                    rec: GoldenRecord | None, candidate: str, reference: str) -> Score:  # fmt: skip
         from .compare.judge import JudgeScorer
 
-        call = ctx.calls[pair.call_index]
-        reference = pair.reference_text or ""
         if isinstance(plan.scorer, JudgeScorer):
             cache = self._judge_cache(ctx, rec) if rec is not None else None
-            score = plan.scorer.score(call.text, reference, question=question_of(call.request),
-                                      cache=cache)  # fmt: skip
-        else:
-            score = plan.scorer.score(call.text, reference)
-        score.threshold = plan.at_least
-        return score
+            return plan.scorer.score(candidate, reference, question=question_of(call.request),
+                                     cache=cache)  # fmt: skip
+        return plan.scorer.score(candidate, reference)
 
     def _judge_cache(self, ctx: TestContext, rec: GoldenRecord) -> GoldenJudgeCache | None:
         if self.reference is None:
@@ -234,6 +277,25 @@ class Checker:
         return GoldenJudgeCache(self.reference.store, ctx.module, rec, ctx.test,
                                 self.record_mode != "none", self.judge_memory,
                                 self._note_unsaved)  # fmt: skip
+
+    def _keep_judge_calls(self, ctx: TestContext) -> None:
+        """The judge's answered calls go on the test's outcome (role "judge"), priced like any
+        call, after the budgets: they are the judge's latency and cost, not the candidate's. A call
+        that never reached the judge is already a problem of the test, with its fix."""
+        if self.judge is None or not self.judge.calls:
+            return
+        answered = [c for c in self.judge.calls if c.ok or (c.error or "").startswith("unjudged")]
+        for call in answered:
+            measure(self.judge.spec, call, self.prices)
+        ctx.calls.extend(answered)
+        self.judge.calls.clear()
+
+    def _note_unjudged(self, ctx: TestContext, pair: Pair, exc: Exception) -> None:
+        """Mark the judge's last call as giving no verdict, and name the pair in the summary."""
+        if self.judge is not None and self.judge.calls:
+            self.judge.calls[-1].error = f"unjudged: {exc}"
+        self.summary.append(f"unjudged (left out of the means, not scored 0): {ctx.nodeid} "
+                            f"call {pair.call_index + 1}: {exc}")  # fmt: skip
 
     def _note_unsaved(self, module: str) -> None:
         line = (f"judge verdicts for {module} were asked but not cached (replay mode, "
@@ -251,6 +313,7 @@ class Checker:
     def _build_plan(self, item: pytest.Item) -> ScoringPlan:
         from .compare.base import ScorerError
         from .compare.registry import get_scorer
+        from .compare.toolcalls import ToolCallScorer
 
         by, at_least, options = self.scoring_for(item)
         plan = ScoringPlan(getattr(by, "name", str(by)), at_least)
@@ -263,6 +326,8 @@ class Checker:
                 plan.scorer = get_scorer(by, **options)
             except (ScorerError, ValueError, TypeError) as exc:
                 plan.error = str(exc)
+            else:  # answers with tool calls: a json scorer lends its options (ignore, tolerance)
+                plan.tools = ToolCallScorer.like(plan.scorer)
         return plan
 
     def scoring_for(self, item: pytest.Item) -> tuple[Any, float | None, dict[str, Any]]:
@@ -320,3 +385,31 @@ def _key(call: Call) -> str:
     from .golden.keys import request_key
 
     return request_key(call.request)
+
+
+Choice = tuple[str, "list[dict[str, Any]] | None"]  # (text, tool calls) of one choice
+
+
+def _choices(call: Call, pair: Pair, rec: GoldenRecord | None) -> tuple[list[Choice], list[Choice]]:
+    """Both sides' choices in index order: the candidate's, and the reference's golden answer's."""
+    ans = rec.answers[0] if rec is not None and rec.answers else None
+    cands = [(call.text, call.tool_calls)]
+    cands += [(c.get("text") or "", c.get("tool_calls")) for c in call.other_choices or ()]
+    refs = [(pair.reference_text or "", pair.reference_tool_calls)]
+    refs += [(c.get("text") or "", c.get("tool_calls")) for c in (ans and ans.other_choices) or ()]
+    return cands, refs
+
+
+def _failed(pair: Pair, score: Score, plan: ScoringPlan,
+            sides: tuple[list[Choice], list[Choice]], index: int) -> str:  # fmt: skip
+    """The problem line of a score below ``at_least``; tool calls follow, side by side."""
+    from .report.diffview import tool_calls_side_by_side
+
+    line = (f"call {pair.call_index + 1}: equivalence {score.value:.2f} < {plan.at_least:.2f} "
+            f"({score.scorer}): {score.explanation}")  # fmt: skip
+    cands, refs = sides
+    cand = cands[index][1] if index < len(cands) else None
+    ref = refs[index][1] if index < len(refs) else None
+    if not (cand or ref):
+        return line
+    return "\n    ".join([line, *tool_calls_side_by_side(ref, cand)])

@@ -2,9 +2,12 @@
 
     slam golden refresh [PYTEST ARGS]   re-record every golden answer the tests ask for
     slam golden import FILE --module tests/test_x.py
-    slam golden stats | slam golden prune
+    slam golden stats | slam golden prune | slam golden restore [TRASH]
     slam report RUN.json [-o RUN.html]  render the HTML report from a saved JSON report
     slam report diff OLD.json NEW.json  what regressed and improved; exit 1 on regression
+    slam calibrate [--report RUN.json | --labels FILE.jsonl] [--dry-run]   threshold from verdicts
+    slam review [--stats] [--model M] [--test T]   blind human review page, or its figures
+    slam config schema | reference | check   the [tool.slam] table's JSON Schema, docs, validation
 
 Golden commands take their defaults (folder, reference) from ``[tool.slam]`` in ./pyproject.toml.
 """
@@ -22,7 +25,7 @@ from .settings import Settings, SettingsError, from_table, read_table
 
 def project_settings(cwd: Path) -> Settings:
     try:
-        return from_table(read_table(cwd / "pyproject.toml"))
+        return from_table(read_table(cwd / "pyproject.toml"), root=cwd)
     except SettingsError as exc:
         raise SystemExit(f"slam: {exc}") from None
 
@@ -58,11 +61,38 @@ def report_parser(sub: argparse._SubParsersAction) -> None:
     rsub.choices["diff"].set_defaults(func=cmd_diff)
 
 
+def config_parser(sub: argparse._SubParsersAction) -> None:
+    from .config_docs import add_commands
+
+    add_commands(sub.add_parser("config", help="The [tool.slam] table: schema, reference, check"))
+
+
+def calibrate_parser(sub: argparse._SubParsersAction, settings: Settings) -> None:
+    from .compare.calibrate import add_arguments, cmd_calibrate
+
+    parser = sub.add_parser("calibrate", help="Choose the equivalence threshold from labelled pairs")
+    add_arguments(parser).set_defaults(
+        func=cmd_calibrate, root=Path(settings.golden_dir), reference=settings.reference
+    )
+
+
+def review_parser(sub: argparse._SubParsersAction, settings: Settings) -> None:
+    from .review.commands import add_arguments, cmd_review
+
+    parser = sub.add_parser("review", help="Blind human review of candidate against reference")
+    add_arguments(parser, settings.report).set_defaults(
+        func=cmd_review, root=Path(settings.golden_dir), reference=settings.reference
+    )
+
+
 def build_parser(settings: Settings) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="slam", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     golden_parser(sub, settings)
     report_parser(sub)
+    config_parser(sub)
+    calibrate_parser(sub, settings)
+    review_parser(sub, settings)
     return parser
 
 

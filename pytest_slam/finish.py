@@ -62,6 +62,7 @@ def _payload(slam: Any) -> dict[str, Any]:
         "visited": {m: sorted(keys) for m, keys in visited.items()},
         "failed_tests": sorted(slam.failed_tests),
         "coverage": sorted(slam.coverage - slam.partial),
+        "deselected": slam.deselected_count,  # a worker's -k/-m: the whole run is partial
         "summary": list(slam.summary),
     }
 
@@ -89,31 +90,45 @@ def _base(nodeid: str) -> str:
 def _stale(slam: Any) -> None:
     """Report (or prune) the entries no test asked for; leave the report `slam golden prune` reads.
 
-    Judged only when every collected test ran to its end: after -x, Ctrl-C or a lost worker an
-    unvisited entry may just belong to a test that never ran. Modules narrowed by -k or a node id,
-    and modules with a failed or skipped test, are not judged either (see ``_merged``).
+    Judged only after a complete run (``SlamSession.partial_reason``): after Ctrl-C, a crash, -x,
+    -k, node ids, a collection error, an engine that did not start or a lost worker, an unvisited
+    entry may just belong to a test that never ran. A partial run says why in the report, so prune
+    refuses it. Modules with a failed or skipped test are not judged either (see ``_merged``).
     """
     visited, covered, failed = _merged(slam)
     if slam.config.option.collectonly:
         return
-    why_not = _unjudged(slam)
-    if why_not:
-        slam.summary.append(f"stale golden entries not checked: {why_not}")
-        return
     store = _store(slam)
+    why_not = _unjudged(slam)
     covered -= {t.split("::", 1)[0] for t in failed}
     try:
-        stale = store.stale(visited, covered, failed)
-        lines = _stale_lines(slam, store, stale)
-        if stale and slam.config.option.slm_prune:
-            removed = store.prune(stale)
-            lines = [f"pruned {removed} stale golden entr{'y' if removed == 1 else 'ies'}"]
+        if why_not:
+            lines = [f"stale golden entries not checked: {why_not}"]
+            if slam.config.option.slm_prune:
+                lines = [f"--slm-prune removed nothing: this run was partial ({why_not})"]
             stale = []
-        _write_stale_report(store, stale)
+        else:
+            stale = store.stale(visited, covered, failed)
+            lines = _stale_lines(slam, store, stale)
+            if stale and slam.config.option.slm_prune:
+                lines = _prune(slam, store, stale)
+                stale = []
+        _write_stale_report(store, stale, why_not)
     except (GoldenError, OSError) as exc:
         slam.summary.append(f"stale golden entries not checked: {exc}")
         return
     slam.summary.extend(lines)
+
+
+def _prune(slam: Any, store: Any, stale: list[tuple[str, str]]) -> list[str]:
+    """``--slm-prune``: remove the stale entries, each kept in a trash file first; say how to undo."""
+    from .golden.trash import Trash
+
+    listed = _stale_lines(slam, store, stale)[1:]
+    trash = Trash(store.root, store.reference)
+    removed = store.prune(stale, trash.add)
+    undo = f"; undo with `slam golden restore {_shown(slam, trash.path)}`" if trash.path else ""
+    return [f"pruned {removed} stale golden entr{'y' if removed == 1 else 'ies'}{undo}:", *listed]
 
 
 def _store(slam: Any) -> Any:
@@ -128,14 +143,10 @@ def _store(slam: Any) -> Any:
 def _unjudged(slam: Any) -> str | None:
     """Why this run cannot tell a stale entry from one whose test never ran (None: it can)."""
     session = slam.config.pluginmanager.get_plugin("session")
-    stopped = session is not None and (session.shouldfail or session.shouldstop)
-    if stopped:
-        return f"the run stopped early ({stopped})"
-    if session is not None and session.exitstatus == pytest.ExitCode.INTERRUPTED:
-        return "the run was interrupted"
-    if getattr(slam, "workers_lost", 0):
-        return "an xdist worker was lost, so the entries its tests asked for are unknown"
-    return None
+    if session is None:
+        return "pytest's session is unknown"
+    deselected = sum(data.get("deselected", 0) for data in slam.worker_payloads)
+    return slam.partial_reason(session, deselected)
 
 
 def _stale_lines(slam: Any, store: Any, stale: list[tuple[str, str]]) -> list[str]:
@@ -153,13 +164,16 @@ def _stale_lines(slam: Any, store: Any, stale: list[tuple[str, str]]) -> list[st
     return lines
 
 
-def _write_stale_report(store: Any, stale: list[tuple[str, str]]) -> None:
-    """The last judged run's findings, for `slam golden prune`; an empty list clears an old one."""
+def _write_stale_report(store: Any, stale: list[tuple[str, str]], partial: str | None) -> None:
+    """This run's findings for `slam golden prune`, or why it was partial (prune then refuses).
+
+    Written where there are goldens or an old report: an old report is always replaced.
+    """
     from .golden.stale import stale_report_path, write_stale_report
 
     path = stale_report_path(store.root)
-    if stale or path.exists():
-        write_stale_report(path, store.reference, stale)
+    if stale or path.exists() or store.dir.is_dir():
+        write_stale_report(path, store.reference, stale, partial)
 
 
 def run_info(slam: Any) -> Any:
@@ -190,17 +204,30 @@ def _report(slam: Any, exitstatus: int) -> int:
         return exitstatus
     verdict = aggregate(outcomes, run_info(slam))
     diff = _baseline(slam, verdict)
-    result = _gate(slam, verdict, diff)
+    result = _gate(slam, verdict, diff, exitstatus)
     _write(slam, verdict, outcomes)
     _step_summary(slam, verdict, diff)
     width = terminal_width(slam.config)
     failed = result is not None and not result.passed and exitstatus == pytest.ExitCode.OK
     tail = [*(format_diff(diff) if diff is not None else []), *gate_lines(verdict)]
     if failed:
-        tail.append(f"exit status {options.EXIT_GATE_FAILED}: the tests passed, the gate did not")
+        why = "is incomplete" if result.incomplete else "did not pass"
+        tail.append(f"exit status {options.EXIT_GATE_FAILED}: the tests passed, the gate {why}")
+    slam.summary.extend(fit_lines(_human_review(slam, verdict), width))
     slam.summary[:0] = render_table(verdict, width)
     slam.summary.extend(fit_lines(tail, width))
     return options.EXIT_GATE_FAILED if failed else exitstatus
+
+
+def _human_review(slam: Any, verdict: Any) -> list[str]:
+    """The committed blind-review verdicts for this run's candidates, in one line (or none)."""
+    if not slam.settings.has_reference:
+        return []
+    from .review.summary import human_review_lines
+
+    root = Path(slam.config.rootpath) / slam.settings.golden_dir
+    models = [row.model for row in verdict.models]
+    return human_review_lines(root, slam.settings.reference, models)
 
 
 def _baseline(slam: Any, verdict: Any) -> Any:
@@ -212,14 +239,20 @@ def _baseline(slam: Any, verdict: Any) -> Any:
     return diff_baseline(verdict, path, Tolerances.from_config(slam.settings.baseline))
 
 
-def _gate(slam: Any, verdict: Any, diff: Any) -> Any:
-    from .report.gate import Gate, apply_gate, evaluate
+def _gate(slam: Any, verdict: Any, diff: Any, exitstatus: int) -> Any:
+    """The gate's result, or None when no rule applied; a partial run is never passed."""
+    from .report.gate import Gate, apply_gate, evaluate, incomplete_reason
 
     breaches = slam.session_budget_breaches(verdict)
     gate = Gate.from_config(slam.settings.gate)
     if diff is not None and "no_regression" not in slam.settings.gate:
         gate.no_regression = True  # a baseline given on the command line is meant to be enforced
-    result = evaluate(gate, verdict, diff, breaches)
+    session = slam.config.pluginmanager.get_plugin("session")
+    stopped = session is not None and (session.shouldfail or session.shouldstop)
+    # A not-swapped test ran (it has no evidence, which fails the gate on its own): not incomplete.
+    tests_run = sum(row.tests_run + row.tests_not_swapped for row in verdict.models)
+    why = incomplete_reason(exitstatus, stopped, tests_run, getattr(slam, "workers_lost", 0))
+    result = evaluate(gate, verdict, diff, breaches, incomplete=why)
     apply_gate(verdict, result)
     return result if result.configured else None
 

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .config_keys import unknown_keys_line
 from .records import ModelSpec
 
 PROVIDERS = ("llamacpp", "vllm", "ollama", "openai", "endpoint", "curated")
@@ -31,6 +32,9 @@ _TABLE_KEYS = {
     "input_per_mtok",
     "output_per_mtok",
     "hourly_usd",
+    "timeout_s",
+    "responses",
+    "max_tokens_cap",
 }
 
 
@@ -156,25 +160,44 @@ def _endpoint(text: str) -> ModelSpec:
     )
 
 
-def from_table(name: str, data: dict[str, Any]) -> ModelSpec:
-    """A ``[tool.slam.models.NAME]`` table -> ModelSpec; unknown keys are an error, not ignored."""
+def check_table(name: str, data: dict[str, Any]) -> None:
+    """The rules of a ``[tool.slam.models.NAME]`` table that its types alone do not say.
+
+    Safe on values of any type (config.py runs it before the type checks, for its messages).
+    """
     unknown = set(data) - _TABLE_KEYS
     if unknown:
-        raise ModelSpecError(
-            f"[tool.slam.models.{name}] has unknown keys {sorted(unknown)}; "
-            f"known keys: {', '.join(sorted(_TABLE_KEYS))}."
-        )
+        raise ModelSpecError(unknown_keys_line(f"tool.slam.models.{name}", unknown, _TABLE_KEYS))
     provider = data.get("provider", "endpoint")
     if provider not in PROVIDERS:
         raise ModelSpecError(
             f"[tool.slam.models.{name}] provider={provider!r}; use one of {', '.join(PROVIDERS)}."
         )
+    if provider in ("endpoint", "ollama") and not (data.get("base_urls") or data.get("base_url")):
+        raise ModelSpecError(f"[tool.slam.models.{name}] needs base_url (or base_urls).")
+    if provider == "vllm" and isinstance(data.get("engine"), dict):
+        _check_vllm_args(name, data["engine"])
+
+
+def _check_vllm_args(name: str, engine: dict[str, Any]) -> None:
+    """A misspelt vLLM option is said before anything starts, with the nearest known one."""
+    from .engines import VllmEngine
+
+    known = [*VllmEngine.FLAGS, *VllmEngine.SWITCHES, *VllmEngine.OWN_KEYS]
+    unknown = set(engine) - set(known)
+    if unknown:
+        line = unknown_keys_line(f"tool.slam.models.{name}.engine", unknown, known)
+        raise ModelSpecError(f"{line} Other `vllm serve` flags go in extra_args.")
+
+
+def from_table(name: str, data: dict[str, Any]) -> ModelSpec:
+    """A ``[tool.slam.models.NAME]`` table -> ModelSpec; unknown keys are an error, not ignored."""
+    check_table(name, data)
+    provider = data.get("provider", "endpoint")
     urls = data.get("base_urls") or data.get("base_url") or []
     urls = [urls] if isinstance(urls, str) else list(urls)
     if provider == "openai" and not urls:
         urls = [OPENAI_URL]
-    if provider in ("endpoint", "ollama") and not urls:
-        raise ModelSpecError(f"[tool.slam.models.{name}] needs base_url (or base_urls).")
     return ModelSpec(
         name=name,
         provider=provider,
@@ -186,6 +209,9 @@ def from_table(name: str, data: dict[str, Any]) -> ModelSpec:
         output_usd_per_mtok=data.get("output_per_mtok"),
         hourly_usd=data.get("hourly_usd"),
         source="pyproject",
+        timeout_s=data.get("timeout_s"),
+        responses=bool(data.get("responses", False)),
+        max_tokens_cap=int(data.get("max_tokens_cap", ModelSpec.max_tokens_cap)),
     )
 
 

@@ -24,6 +24,7 @@ REPEAT = "--slm-repeat"
 REPORT = "--slm-report"
 HTML = "--slm-html"
 BASELINE = "--slm-baseline"
+BLOCK_NETWORK = "--slm-block-network"
 EXIT_GATE_FAILED = 6
 
 
@@ -94,7 +95,7 @@ def add_options(add: Any) -> None:
         dest="slm_golden_dir",
         default=None,
         metavar="DIR",
-        help="Folder of golden files (default fixtures/slam)",
+        help="Folder of golden files (default __slam__; fixtures/slam while it exists)",
     )
     add(
         SAMPLES,
@@ -134,13 +135,20 @@ def add_options(add: Any) -> None:
         metavar="PATH.json",
         help="Compare with an earlier JSON report; regressions fail the gate",
     )
+    add(
+        BLOCK_NETWORK,
+        dest="slm_block_network",
+        action="store_true",
+        default=False,
+        help="Make any connection off this machine during an opted-in test fail, naming the host",
+    )
 
 
 def overrides(option: Any) -> dict[str, Any]:
-    """Settings given on the command line, as [tool.slam] keys."""
+    """Settings given on the command line, as [tool.slam] keys (validated with the table)."""
     out: dict[str, Any] = {}
     if getattr(option, "slm_models", None):
-        out["models"] = [m.strip() for m in option.slm_models.split(",")]
+        out["candidates"] = [m.strip() for m in option.slm_models.split(",")]
     if getattr(option, "slm_refresh", False):
         out["record"] = "all"
     elif getattr(option, "slm_record", None):

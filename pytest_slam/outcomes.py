@@ -2,6 +2,16 @@
 
 The Outcome rides on the test report as plain data, because reports are what xdist carries from the
 workers to the controller (stash data does not travel).
+
+A candidate never passes on calls it did not answer: a test whose assertions passed but that made no
+call the candidate answered gets the outcome ``not_swapped`` (missing evidence, its own outcome).
+The pytest outcome of the test stays what its assertions decided; the slam outcome, the reports and
+the gate say "not swapped". ``@pytest.mark.slm(calls=0)`` marks a test that makes no model call on
+purpose.
+
+One final outcome per test per model: a rerun attempt (pytest-rerunfailures' ``rerun`` reports) is
+dropped, a later attempt replaces an earlier one, and a teardown error replaces the passing call it
+followed instead of counting the test twice.
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ import pytest
 from .metering import outcome_energy
 from .optin import base_test_id
 from .records import Outcome
+from .report.aggregate import CAUSES, FIXES, NOT_SWAPPED, OUTCOME_SEVERITY
 
 
 def _model(item: pytest.Item) -> str:
@@ -22,6 +33,8 @@ def _model(item: pytest.Item) -> str:
 def build_outcome(
     item: pytest.Item, report: pytest.TestReport, ctx: Any, verdict: Any
 ) -> dict[str, Any]:
+    from .egress import seen_by
+
     model = _model(item)
     outcome = Outcome(
         nodeid=item.nodeid,
@@ -29,6 +42,7 @@ def build_outcome(
         model=model,
         outcome=_status(report),
         duration_s=report.duration,
+        egress=seen_by(item.nodeid),
     )
     if ctx is not None:
         outcome.calls = [c.as_dict() for c in ctx.calls]
@@ -39,6 +53,9 @@ def build_outcome(
         outcome.repeat = getattr(verdict, "repeat", None)
         if verdict.problems:
             outcome.message = "\n".join(verdict.problems)
+    if outcome.outcome == "passed" and not _answered(ctx) and not declares_no_calls(item):
+        outcome.outcome = NOT_SWAPPED
+        outcome.message = not_swapped_message(item.nodeid, model, ctx, outcome.egress)
     return outcome.as_dict()
 
 
@@ -48,11 +65,69 @@ def _status(report: pytest.TestReport) -> str:
     return report.outcome
 
 
+def _answered(ctx: Any) -> bool:
+    """Whether the candidate answered at least one of the test's calls."""
+    return ctx is not None and any(c.ok and c.role == "candidate" for c in ctx.calls)
+
+
+def declares_no_calls(item: pytest.Item) -> bool:
+    """``@pytest.mark.slm(calls=0)``: the test makes no model call on purpose."""
+    mark = item.get_closest_marker("slm")
+    return mark is not None and mark.kwargs.get("calls", None) == 0
+
+
+def not_swapped_message(nodeid: str, model: str, ctx: Any, egress: list[str]) -> str:
+    """One line: what happened, the likely causes and the fix."""
+    tried = len(ctx.calls) if ctx is not None else 0
+    what = (
+        f"its {tried} call(s) to {model} all failed" if tried
+        else f"no call reached {model}"
+    )  # fmt: skip
+    left = f"; it connected off the machine to {', '.join(dict.fromkeys(egress))}" if egress else ""
+    return (
+        f"pytest-slam: {nodeid} passed but is not swapped: {what}{left}, so it is no evidence "
+        f"for {model}; {CAUSES}; {FIXES}"
+    )
+
+
+def keep_final(outcomes: list[dict[str, Any]], payload: dict[str, Any], report: Any) -> None:
+    """Add one test phase's Outcome to ``outcomes``, keeping one final Outcome per nodeid."""
+    if report.outcome == "rerun":
+        return  # pytest-rerunfailures runs it again; the last attempt decides
+    for index in range(len(outcomes) - 1, -1, -1):
+        earlier = outcomes[index]
+        if earlier["nodeid"] != payload["nodeid"]:
+            continue
+        if report.when != "teardown" or _worse(payload, earlier):
+            outcomes[index] = payload
+        return
+    outcomes.append(payload)
+
+
+def _worse(new: dict[str, Any], old: dict[str, Any]) -> bool:
+    worst = len(OUTCOME_SEVERITY)
+    return OUTCOME_SEVERITY.get(new.get("outcome"), worst) > OUTCOME_SEVERITY.get(
+        old.get("outcome"), worst
+    )
+
+
+_FIXES = {
+    "unreachable": "Start the server or fix the model's base_url.",
+    "timeout": "Raise the model's timeout_s, or check that the server is not stuck.",
+    "fault": "The server broke the OpenAI protocol: check its version and log.",
+}
+
+
 def one_line_failure(ctx: Any, report: pytest.TestReport) -> str | None:
-    """An unreachable model fails its tests with one readable line, not a traceback wall."""
+    """A candidate that could not answer fails its tests with one readable line, not a traceback.
+
+    Only server-side failures (``Call.error_kind``) are shortened: an HTTP error status is the
+    product's to handle, so the test's own traceback says what the product did with it.
+    """
     if ctx is None or not report.failed:
         return None
     for call in ctx.calls:
-        if call.error and "unreachable" in call.error:
-            return f"pytest-slam: {call.error}. Start the server or fix the model's base_url."
+        fix = _FIXES.get(call.error_kind or "")
+        if fix:
+            return f"pytest-slam: {call.error}. {fix}"
     return None

@@ -16,7 +16,9 @@ from .settings import SettingsError
 
 STASH = pytest.StashKey["Any"]()
 MARKERS = (
-    "slm: run this test once per selected model, with its OpenAI calls swapped to that model",
+    "slm: run this test once per selected model, with its OpenAI calls swapped to that model; "
+    "slm(calls=0): it makes no model call on purpose; slm(swap=False): keep it on the original "
+    "endpoint, run once; slm(reference=False): no golden answer to pair with",
     "slm_equivalence(by='fuzzy', at_least=None, **options): how this test's answers are compared "
     "with the reference's",
     "slm_budget(e2e_ms=None, ttft_ms=None, tpot_ms=None, cost_usd=None, completion_tokens=None): "
@@ -135,6 +137,17 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.section("pytest-slam", sep="=")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_recording_configure(config: pytest.Config, vcr: Any) -> None:
+    """pytest-recording opens a cassette: calls to this process's swap proxy stay out of it."""
+    slam = config.stash.get(STASH, None)
+    proxy = getattr(slam, "proxy", None)
+    if proxy is not None:
+        from .cassettes import keep_out
+
+        keep_out(vcr, f"{proxy.origin}/{proxy.secret}/")
 
 
 @pytest.fixture

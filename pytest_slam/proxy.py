@@ -4,24 +4,64 @@ The plugin points ``OPENAI_BASE_URL`` here before test modules are imported, so 
 time, with an explicit key, or lazily by ``openai.chat.completions`` all arrive here. Each request is
 handed to a Router, which decides the target from the running test (or a path prefix) and records it.
 
-Paths: ``/v1/...`` goes wherever the Router says the current test goes; ``/slam/m/NAME/v1/...`` goes to
-model NAME; ``/slam/ref/v1/...`` is answered by the golden store. It never logs headers or keys.
+Only the run may use it. Every URL carries this proxy's secret as its first path segment
+(``http://127.0.0.1:PORT/SECRET/v1``): the SDK reads it from ``OPENAI_BASE_URL``, which the run's
+subprocesses inherit. A request without it, or from a socket another user owns (peer.py), gets 401
+before anything is read, forwarded or recorded.
+
+Paths after the secret: ``/v1/...`` goes wherever the Router says the current test goes;
+``/slam/m/NAME/v1/...`` goes to model NAME; ``/slam/ref/v1/...`` is answered by the golden store.
+While swapping, ``/chat/completions`` is recorded; ``/responses`` is translated to one chat call
+(responses.py) unless the model serves it itself (``responses = true``); ``/embeddings`` never goes
+to the candidate (embeddings.py); anything else is relayed with the candidate's key and model name.
+
+HTTP is parsed by h11 (framing, Content-Length, chunked bodies, header syntax); this module adds the
+limits (head and body size, idle time) and the performance habits: head and body in one write,
+TCP_NODELAY, keep-alive, and SSE relayed chunk by chunk. It never logs headers or keys.
 """
 
 from __future__ import annotations
 
 import functools
+import hmac
+import http.client
 import json
+import os
+import secrets
 import socket
+import socketserver
+import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http import HTTPStatus
 from typing import Any, Protocol
+
+import h11
 
 from . import upstream
 from .chat import ChatResult, Relay, Target
+from .peer import owner_uid
 
 CHAT_PATH = "/chat/completions"
+RESPONSES_PATH = "/responses"
+EMBEDDINGS_PATH = "/embeddings"
+REDIRECTED = "x-slam-redirected-from"  # set by redirect.py on a request it sent here
 POLL_S = 0.05
+BLOCK = 65536
+HEAD_LIMIT = 64 * 1024  # request line and headers, bytes
+BODY_LIMIT = 32 * 1024 * 1024  # a chat request with images stays far below; a 50 MB upload does not
+IDLE_S = 120.0  # longer than any client's keep-alive expiry (httpx: 5 s), so it never races a reuse
+METHODS = ("GET", "POST", "DELETE")
+# Not passed on, either way: hop-by-hop headers (RFC 9110 7.6.1), and the framing this hop sets.
+HOP_BY_HOP = frozenset(
+    {"connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization",
+     "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length", "expect"}
+)  # fmt: skip
+SSE_HEADERS = [("Content-Type", "text/event-stream"), ("Transfer-Encoding", "chunked")]
+REFUSED = (
+    "pytest-slam: this swap proxy serves only the pytest run that started it; the request has no "
+    "valid run secret in its URL or comes from another user's process. Use the OPENAI_BASE_URL "
+    "the run sets."
+)
 
 
 class Router(Protocol):
@@ -30,6 +70,12 @@ class Router(Protocol):
     def target(self, route: str) -> Target: ...
 
     def swapping(self, route: str) -> bool: ...
+
+    def serves_responses(self, route: str) -> bool: ...
+
+    def embeddings(
+        self, route: str, body: dict[str, Any], headers: list[tuple[str, str]]
+    ) -> tuple[int, bytes]: ...
 
 
 class RouteError(Exception):
@@ -47,125 +93,329 @@ def split_route(path: str) -> tuple[str, str]:
     if path.startswith("/slam/"):
         head, sep, rest = path[len("/slam/") :].partition("/v1/")
         if not sep:
-            raise RouteError(404, f"pytest-slam: no route for {path}")
+            raise RouteError(404, "pytest-slam: no such route under /slam/")
         route, path = head, "/v1/" + rest
     if not path.startswith("/v1/"):
-        raise RouteError(404, f"pytest-slam: the swap proxy serves /v1/..., not {path}")
+        raise RouteError(404, "pytest-slam: the swap proxy serves /v1/... only")
     return route, path[len("/v1") :]
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+def forwarded_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The caller's headers as a proxy passes them on: all but hop-by-hop ones (RFC 9110 7.6.1),
+    including any the Connection header names; Host and Content-Length are set for the next hop."""
+    named = {
+        token.strip().lower()
+        for name, value in headers
+        if name == "connection"
+        for token in value.split(",")
+    }
+    return [(n, v) for n, v in headers if n not in HOP_BY_HOP and n not in named]
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(body or b"{}")
+    except ValueError as exc:
+        raise RouteError(400, f"pytest-slam: request body is not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise RouteError(400, "pytest-slam: request body must be a JSON object")
+    return data
+
+
+class _Refuse(Exception):
+    """Answer with this error now and close: the rest of the request is not read."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class _Connection(socketserver.BaseRequestHandler):
+    """One client connection: requests in turn over keep-alive, parsed by h11."""
+
     server: SwapProxy
+    request: socket.socket
 
     def setup(self) -> None:
-        super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = self.request
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.settimeout(self.server.idle_s)
+        self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=HEAD_LIMIT)
+        self.trusted = self.server.trusts(self.client_address)
+        self.got_bytes = False  # of the request under way: an idle timeout before any says nothing
 
-    def log_message(self, format: str, *args: Any) -> None:  # never log requests or headers
-        pass
-
-    def do_POST(self) -> None:
+    def handle(self) -> None:
         try:
-            route, path = split_route(self.path)
-            body = self._body()
-            if path == CHAT_PATH and self.server.router.swapping(route):
-                self._chat(route, body)
+            while self._one():
+                self.conn.start_next_cycle()
+                self.got_bytes = False
+        except (OSError, http.client.HTTPException):  # a side hung up or broke off: close
+            pass
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _next(self) -> Any:
+        while True:
+            event = self.conn.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            if self.conn.they_are_waiting_for_100_continue:
+                self._write(self.conn.send(h11.InformationalResponse(status_code=100, headers=[])))
+            try:
+                data = self.sock.recv(BLOCK)
+            except TimeoutError:
+                if self.got_bytes:
+                    raise _Refuse(
+                        408, "pytest-slam: the request was not finished in time"
+                    ) from None
+                return h11.ConnectionClosed()
+            self.got_bytes = True
+            self.conn.receive_data(data)
+
+    def _one(self) -> bool:
+        """Serve one request; whether the connection can carry another."""
+        try:
+            event = self._next()
+            if isinstance(event, h11.ConnectionClosed):
+                return False
+            self._serve(event)
+        except h11.RemoteProtocolError as exc:
+            self._refuse(exc.error_status_hint, f"pytest-slam: malformed HTTP request ({exc})")
+            self._drain()
+            return False
+        except _Refuse as exc:
+            self._refuse(exc.status, str(exc))
+            self._drain()
+            return False
+        return self.conn.our_state is h11.DONE and self.conn.their_state is h11.DONE
+
+    def _drain(self) -> None:
+        """After a refusal: stop sending, and read (briefly, boundedly) what the client still sends,
+        so that closing with unread data does not reset the connection before it reads the answer."""
+        self.sock.shutdown(socket.SHUT_WR)
+        self.sock.settimeout(1.0)
+        for _ in range(64):
+            if not self.sock.recv(BLOCK):
+                return
+
+    def _body(self, request: h11.Request) -> bytes:
+        names = {name for name, _ in request.headers}
+        if b"content-length" in names and b"transfer-encoding" in names:
+            raise _Refuse(
+                400, "pytest-slam: a request with both Content-Length and Transfer-Encoding"
+            )
+        declared = next((v for n, v in request.headers if n == b"content-length"), b"0")
+        if int(declared) > self.server.body_limit:
+            raise _Refuse(413, f"pytest-slam: request body over {self.server.body_limit} bytes")
+        parts, size = [], 0
+        while isinstance(event := self._next(), h11.Data):
+            size += len(event.data)
+            if size > self.server.body_limit:
+                raise _Refuse(413, f"pytest-slam: request body over {self.server.body_limit} bytes")
+            parts.append(event.data)
+        if not isinstance(event, h11.EndOfMessage):
+            raise _Refuse(400, "pytest-slam: the request body ended early")
+        return b"".join(parts)
+
+    # -- serving ----------------------------------------------------------------------------
+
+    def _serve(self, request: h11.Request) -> None:
+        if sum(len(n) + len(v) + 4 for n, v in request.headers) > HEAD_LIMIT:
+            raise _Refuse(431, f"pytest-slam: request headers over {HEAD_LIMIT} bytes")
+        target = request.target.decode("latin-1")
+        if not self.trusted or not self.server.authorized(target):
+            raise _Refuse(401, REFUSED)
+        method = request.method.decode("latin-1")
+        if method not in METHODS:
+            raise _Refuse(405, f"pytest-slam: the swap proxy does not serve {method} requests")
+        rest = target[len(self.server.secret) + 1 :]
+        body = self._body(request)
+        headers = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in request.headers]
+        try:
+            route, path = split_route(rest)
+            query = rest.partition("?")[2]
+            router = self.server.router
+            swapped = method == "POST" and router.swapping(route)
+            if swapped and path == CHAT_PATH:
+                self._chat(route, _json_object(body))
+            elif swapped and path == RESPONSES_PATH and not router.serves_responses(route):
+                self._responses(route, _json_object(body))
+            elif swapped and path == EMBEDDINGS_PATH:
+                status, payload = router.embeddings(route, _json_object(body), headers)
+                extra = [("x-should-retry", "false")] if status >= 400 else []
+                self._send(status, payload, extra)
             else:
-                self._raw(route, path, body)
+                self._raw(method, route, path + ("?" + query if query else ""), headers, body)
         except RouteError as exc:
             self._error(exc.status, str(exc))
-
-    def do_GET(self) -> None:
-        try:
-            route, path = split_route(self.path)
-            target = self.server.router.target(route)
-            status, payload = upstream.get(target.base_url, path, target.api_key)
-        except RouteError as exc:
-            return self._error(exc.status, str(exc))
-        except upstream.UpstreamUnreachable as exc:
-            return self._error(502, f"pytest-slam: {target.base_url} is unreachable ({exc})")
-        self._send(status, payload)
-
-    def _body(self) -> dict[str, Any]:
-        length = int(self.headers.get("Content-Length") or 0)
-        try:
-            body = json.loads(self.rfile.read(length) or b"{}")
-        except ValueError as exc:
-            raise RouteError(400, f"pytest-slam: request body is not JSON ({exc})") from exc
-        if not isinstance(body, dict):
-            raise RouteError(400, "pytest-slam: request body must be a JSON object")
-        return body
 
     def _chat(self, route: str, body: dict[str, Any]) -> None:
         stream = _Stream(self) if body.get("stream") else None
         result = self.server.router.chat(route, body, stream.send if stream else None)
         if stream is not None and stream.started:
+            if result.call.error is not None:  # broke off mid-stream: say why in the stream
+                stream.fail(f"pytest-slam: {result.call.error}")
             stream.finish()
         elif result.call.error is not None and result.error_body is None:
             self._error(result.status, f"pytest-slam: {result.call.error}")
         elif result.error_body is not None:
-            self._send(result.status, result.error_body)
+            extra = [("Retry-After", result.retry_after)] if result.retry_after else []
+            self._send(result.status, result.error_body, extra)
         elif stream is not None:  # served without upstream chunks (a golden replay)
             stream.replay(result)
         else:
             self._send(200, json.dumps(result.completion).encode())
 
-    def _raw(self, route: str, path: str, body: dict[str, Any]) -> None:
+    def _responses(self, route: str, body: dict[str, Any]) -> None:
+        """A Responses API call to a Chat Completions candidate: translated (responses.py) and sent
+        through the router's chat, so it is recorded, paired, scored and timed like a chat call."""
+        from . import responses
+
+        stream = _Stream(self) if body.get("stream") else None
+        chat = functools.partial(self.server.router.chat, route)
+        reply = responses.serve(body, chat, stream.send if stream else None)
+        if reply is not None:  # these errors are final (a retry asks the same): say so
+            extra = [("x-should-retry", "false")] if reply.status >= 400 else []
+            self._send(reply.status, reply.payload, extra)
+        elif stream is not None:
+            stream.end()
+
+    def _raw(
+        self, method: str, route: str, path: str, headers: list[tuple[str, str]], body: bytes
+    ) -> None:
+        """Anything not swapped: relayed as is. Passthrough carries the caller's own headers (its key,
+        organization, project, custom headers); a candidate gets the caller's body with its own key
+        and its own model name (a natively served Responses call, ``responses = true``)."""
         target = self.server.router.target(route)
+        if target.role == "passthrough":
+            origin = next((v for n, v in headers if n == REDIRECTED), None)
+            if origin is not None:  # its key belongs to that host, not to the original endpoint
+                raise RouteError(409, f"pytest-slam: a call to {origin} was redirected here "
+                                      "outside an opted-in test; it is not forwarded")  # fmt: skip
+            sent = forwarded_headers(headers)
+        else:
+            keep = ("content-type", "accept", "accept-encoding")
+            sent = [(n, v) for n, v in headers if n in keep]
+            if target.api_key:
+                sent.append(("Authorization", f"Bearer {target.api_key}"))
+            if method == "POST":
+                body = _as_candidate(body, target, path)
         try:
-            resp = upstream.post(target.base_url, path, body, target.api_key)
+            resp = upstream.forward(target.base_url, method, path, sent, body,
+                                    upstream.timeout_for(target.spec))  # fmt: skip
         except upstream.UpstreamUnreachable as exc:
-            return self._error(502, f"pytest-slam: {target.base_url} is unreachable ({exc})")
-        ctype = resp.headers.get("content-type", "application/json")
-        if resp.status == 200 and ctype.startswith("text/event-stream"):
-            stream = _Stream(self)
-            for payload in resp.events():
-                stream.send(payload)
-            return stream.finish()
-        self._send(resp.status, resp.read(), {"Content-Type": ctype})
+            raise RouteError(
+                502, f"pytest-slam: {target.base_url} is unreachable ({exc})"
+            ) from None
+        relayed = [(n, v) for n, v in resp.raw.getheaders() if n.lower() not in HOP_BY_HOP]
+        if resp.raw.length is not None:  # sized: one write
+            self._send(resp.status, resp.read(), relayed, content_type=None)
+            return
+        headers = [*relayed, ("Transfer-Encoding", "chunked")]
+        head = h11.Response(status_code=resp.status, headers=headers, reason=_reason(resp.status))
+        out = self.conn.send(head)
+        while block := resp.raw.read1(BLOCK):
+            self._write(out + self.conn.send(h11.Data(data=block)))
+            out = b""
+        self._write(out + self.conn.send(h11.EndOfMessage()))
 
-    def _send(self, status: int, payload: bytes, extra: dict[str, str] | None = None) -> None:
-        headers = {"Content-Type": "application/json", **(extra or {})}
-        headers["Content-Length"] = str(len(payload))
-        self.wfile.write(self.head(status, headers) + payload)
+    # -- writing ----------------------------------------------------------------------------
 
-    def head(self, status: int, headers: dict[str, str]) -> bytes:
-        """The status line and headers, sent in one write with the body (or the first chunk).
+    def _write(self, data: bytes) -> None:
+        if data:
+            self.sock.sendall(data)
+
+    def _send(
+        self,
+        status: int,
+        payload: bytes,
+        extra: list[tuple[str, str]] | None = None,
+        content_type: str | None = "application/json",
+    ) -> None:
+        """Status line, headers and body in one write.
 
         The caller is often a thread of this same process: headers written on their own wake it to
         parse them, and the two threads then trade the GIL once more before the body goes out.
         """
-        reason = self.responses.get(status, ("",))[0]
-        lines = [f"{self.protocol_version} {status} {reason}"]
-        lines += [f"{name}: {value}" for name, value in headers.items()]
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        headers = [("Content-Type", content_type)] if content_type else []
+        headers += [*(extra or []), ("Content-Length", str(len(payload)))]
+        if self.conn.their_state is not h11.DONE:
+            headers.append(("Connection", "close"))
+        out = self.conn.send(
+            h11.Response(status_code=status, headers=headers, reason=_reason(status))
+        )
+        self._write(
+            out + self.conn.send(h11.Data(data=payload)) + self.conn.send(h11.EndOfMessage())
+        )
 
     def _error(self, status: int, message: str) -> None:
         payload = json.dumps({"error": {"message": message, "type": "pytest_slam", "code": status}})
         # The SDK would retry 5xx with backoff; these errors are final, so say so.
-        self._send(status, payload.encode(), {"x-should-retry": "false"})
+        self._send(status, payload.encode(), [("x-should-retry", "false")])
+
+    def _refuse(self, status: int, message: str) -> None:
+        """An error before the request was read whole: said, then the connection is closed."""
+        if self.conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+            return  # already answering: closing is all that is left
+        try:
+            self._error(status, message)
+        except h11.LocalProtocolError:  # no request line parsed yet (a timeout mid-head): by hand
+            payload = json.dumps({"error": {"message": message, "code": status}}).encode()
+            head = b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+            self._write(head % (status, _reason(status), len(payload)) + b"Connection: close\r\n\r\n"
+                        + payload)  # fmt: skip
+
+
+def _as_candidate(body: bytes, target: Target, path: str) -> bytes:
+    """A JSON body with the candidate's model name; a native Responses call without an output
+    limit gets the model's ``max_tokens_cap`` (an unbounded small model runs for minutes)."""
+    try:
+        data = json.loads(body) if body else None
+    except ValueError:  # a multipart upload: sent as it is
+        return body
+    if not isinstance(data, dict) or "model" not in data:
+        return body
+    data["model"] = target.spec.model_id or data["model"]
+    if path.split("?", 1)[0] == RESPONSES_PATH and data.get("max_output_tokens") is None:
+        data["max_output_tokens"] = target.spec.max_tokens_cap
+    return json.dumps(data).encode()
+
+
+def _reason(status: int) -> bytes:
+    try:
+        return HTTPStatus(status).phrase.encode()
+    except ValueError:
+        return b""
 
 
 class _Stream:
     """Server-sent events to a streaming caller; headers go out with the first chunk."""
 
-    HEADERS = {"Content-Type": "text/event-stream", "Transfer-Encoding": "chunked"}
-
-    def __init__(self, handler: _Handler) -> None:
+    def __init__(self, handler: _Connection) -> None:
         self.handler = handler
+        self.conn = handler.conn
         self.started = False
 
-    def send(self, payload: bytes, end: bytes = b"") -> None:
-        data = b"data: " + payload + b"\n\n"
-        out = b"%x\r\n%s\r\n%s" % (len(data), data, end)
+    def send(self, payload: bytes) -> None:
+        out = b""
         if not self.started:
             self.started = True
-            out = self.handler.head(200, self.HEADERS) + out
-        self.handler.wfile.write(out)
+            out = self.conn.send(h11.Response(status_code=200, headers=SSE_HEADERS, reason=b"OK"))
+        self.handler._write(out + self.conn.send(h11.Data(data=b"data: " + payload + b"\n\n")))
+
+    def fail(self, message: str) -> None:
+        """An error event, which the SDK raises as openai.APIError with this message."""
+        self.send(json.dumps({"error": {"message": message, "type": "pytest_slam"}}).encode())
 
     def finish(self) -> None:
-        self.send(b"[DONE]", end=b"0\r\n\r\n")
+        out = self.conn.send(h11.Data(data=b"data: [DONE]\n\n")) + self.conn.send(
+            h11.EndOfMessage()
+        )
+        self.handler._write(out)
+
+    def end(self) -> None:
+        """The end of a stream that has no ``[DONE]`` (Responses API events end on their own)."""
+        self.handler._write(self.conn.send(h11.EndOfMessage()))
 
     def replay(self, result: ChatResult) -> None:
         from .chat import stream_events
@@ -177,23 +427,58 @@ class _Stream:
         self.finish()
 
 
-class SwapProxy(ThreadingHTTPServer):
-    """The proxy server; ``start()`` serves from a daemon thread until ``stop()``."""
+class SwapProxy(socketserver.ThreadingTCPServer):
+    """The proxy server; ``start()`` serves from a daemon thread until ``stop()``.
+
+    ``secret`` (a fresh random one by default) is the first path segment of every URL it serves.
+    """
 
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128
 
-    def __init__(self, router: Router, port: int = 0) -> None:
-        super().__init__(("127.0.0.1", port), _Handler)
+    def __init__(
+        self,
+        router: Router,
+        port: int = 0,
+        *,
+        secret: str | None = None,
+        idle_s: float = IDLE_S,
+        body_limit: int = BODY_LIMIT,
+    ) -> None:
+        super().__init__(("127.0.0.1", port), _Connection)
         self.router = router
+        self.secret = secret or secrets.token_urlsafe(24)
+        self.idle_s, self.body_limit = idle_s, body_limit
+        self.uid = os.getuid() if hasattr(os, "getuid") else None
         self._thread: threading.Thread | None = None
 
     @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+        return f"{self.origin}/{self.secret}/v1"
 
     def url_for(self, route: str) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/slam/{route}/v1"
+        return f"{self.origin}/{self.secret}/slam/{route}/v1"
+
+    def authorized(self, target: str) -> bool:
+        """Whether a request target starts with ``/SECRET/``, compared in constant time."""
+        head = target[1 : len(self.secret) + 2].encode("latin-1")
+        return hmac.compare_digest(head, f"{self.secret}/".encode())
+
+    def trusts(self, peer: tuple[str, int]) -> bool:
+        """A connection from a socket another user owns is refused; an unknown owner is not."""
+        uid = owner_uid(peer, self.server_address)
+        return uid is None or self.uid is None or uid == self.uid
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A fault in serving one connection: one line on stderr, never a thread's traceback."""
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, OSError):
+            print(f"pytest-slam: the swap proxy dropped a connection ({exc!r})", file=sys.stderr)
 
     def start(self) -> SwapProxy:
         # stop() waits for the serve loop's next poll: the default half second is paid by every run.

@@ -51,10 +51,16 @@ class ModelSpec(Record):
     output_usd_per_mtok: float | None = None
     hourly_usd: float | None = None
     source: str = "builtin"
+    timeout_s: float | None = None  # candidate request timeout, seconds; None: the default
+    responses: bool = False  # serves /v1/responses itself: Responses calls are sent as they are
+    max_tokens_cap: int = 1024  # hard ceiling of the generation cap (chat.generation_cap)
 
     @property
     def needs_engine(self) -> bool:
         return self.provider in ("llamacpp", "vllm") and not self.base_urls
+
+
+ERROR_KINDS = ("unreachable", "timeout", "http", "fault")
 
 
 @dataclass
@@ -73,6 +79,10 @@ class Call(Record):
     response_model: str | None = None
     system_fingerprint: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
+    logprobs: dict[str, Any] | None = None  # choice 0's, when the request asked for them
+    # n > 1: choices 1.. as {index, text, finish_reason, tool_calls?, logprobs?}
+    other_choices: list[dict[str, Any]] | None = None
+    usage_details: dict[str, Any] | None = None  # usage keys beyond the three token counts
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     tokens_estimated: bool = False
@@ -84,9 +94,20 @@ class Call(Record):
     cold_start: bool = False
     replayed: bool = False
     error: str | None = None
+    # What kind of failure ``error`` is (``ERROR_KINDS``), so callers never match on its text.
+    error_kind: str | None = None
     cost_usd: float | None = None
     energy_j: float | None = None
     key: str | None = None
+    # The request set no output limit, so the swap layer sent ``cap`` tokens as its limit
+    # (chat.generation_cap); with finish_reason "length" the cap cut the answer (``cut_by_cap``).
+    capped: bool = False
+    cap: int | None = None
+
+    @property
+    def cut_by_cap(self) -> bool:
+        """The answer ended at the limit pytest-slam set, not at one the product asked for."""
+        return self.capped and self.finish_reason == "length"
 
     @property
     def ok(self) -> bool:
@@ -114,6 +135,7 @@ class Call(Record):
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["tpot_ms"] = self.tpot_ms
         data["tokens_per_s"] = self.tokens_per_s
+        data["cut_by_cap"] = self.cut_by_cap
         return data
 
 
@@ -131,6 +153,9 @@ class GoldenAnswer(Record):
     ttft_ms: float | None = None
     e2e_ms: float | None = None
     system_fingerprint: str | None = None
+    logprobs: dict[str, Any] | None = None  # as Call: absent unless the request asked for them
+    other_choices: list[dict[str, Any]] | None = None  # n > 1: choices 1.., in index order
+    usage_details: dict[str, Any] | None = None  # e.g. prompt_tokens_details, as the API sent it
 
 
 @dataclass
@@ -192,6 +217,7 @@ class Pair(Record):
     reference_e2e_ms: float | None = None
     reference_ttft_ms: float | None = None
     reference_cost_usd: float | None = None
+    reference_tool_calls: list[dict[str, Any]] | None = None
     missing: bool = False
     scores: list[dict[str, Any]] = field(default_factory=list)
 
@@ -205,7 +231,7 @@ class Outcome(Record):
     nodeid: str
     test: str  # nodeid without the model parameter: the same test across models
     model: str
-    outcome: str = "passed"  # passed | failed | skipped | error
+    outcome: str = "passed"  # passed | failed | skipped | error | not_swapped (outcomes.py)
     duration_s: float = 0.0
     calls: list[dict[str, Any]] = field(default_factory=list)
     pairs: list[dict[str, Any]] = field(default_factory=list)
@@ -213,3 +239,4 @@ class Outcome(Record):
     repeat: dict[str, Any] | None = None  # --slm-repeat: {"runs": N, "passed": k, "rate": k/N}
     energy_j: float | None = None
     message: str | None = None
+    egress: list[str] = field(default_factory=list)  # host:port sent off the machine (egress.py)

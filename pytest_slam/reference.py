@@ -2,7 +2,9 @@
 
 Replay is the default and what CI runs: a request with no golden answer fails the test with the exact
 command that records it. Recording asks the real reference (a hosted API, or any model spec) with
-retries and backoff; nothing reaches the golden file until the store flushes it whole.
+retries and backoff. Every recorded answer is a paid call, so it is in its golden file (under the
+file's lock, replaced atomically) before the call that paid for it returns: a run killed later
+keeps it. A failed recording writes nothing.
 Latency is never served from the cache: a replayed answer carries the latency measured when it was
 recorded, and it is shown as such.
 Re-recording (``--slm-record=all``) keeps an old answer as it is, ``recorded_at`` and latency
@@ -47,21 +49,36 @@ def _now_iso() -> str:
 
 
 def completion_from(rec: GoldenRecord, sample: int = 0) -> dict[str, Any]:
-    """The ChatCompletion the reference returned, rebuilt from its golden answer."""
+    """The ChatCompletion the reference returned, rebuilt from its golden answer: every choice
+    (``n``), logprobs, finish reasons, the usage object with its details, the system fingerprint.
+
+    Tool calls keep their recorded ids (one without an id gets ``call_N``): the product sends them
+    back in its next request, whose golden key replaces ids by their order anyway (golden.keys).
+    """
+    from .chat import completion_choice
+
     ans = rec.answers[sample]
-    message: dict[str, Any] = {"role": "assistant", "content": ans.text}
-    if ans.tool_calls:
-        message["tool_calls"] = ans.tool_calls
+    first = {"index": 0, "text": ans.text, "finish_reason": ans.finish_reason,
+             "tool_calls": _with_ids(ans.tool_calls), "logprobs": ans.logprobs}  # fmt: skip
+    others = [{**c, "tool_calls": _with_ids(c.get("tool_calls"))} for c in ans.other_choices or ()]
     usage = None
     if ans.prompt_tokens is not None and ans.completion_tokens is not None:
         usage = {"prompt_tokens": ans.prompt_tokens, "completion_tokens": ans.completion_tokens,
-                 "total_tokens": ans.prompt_tokens + ans.completion_tokens}  # fmt: skip
+                 "total_tokens": ans.prompt_tokens + ans.completion_tokens,
+                 **(ans.usage_details or {})}  # fmt: skip
     return {
         "id": f"chatcmpl-golden-{rec.key}", "object": "chat.completion", "created": 0,
         "model": ans.model or "", "system_fingerprint": ans.system_fingerprint, "usage": usage,
-        "choices": [{"index": 0, "message": message, "logprobs": None,
-                     "finish_reason": ans.finish_reason or "stop"}],
+        "choices": [completion_choice(c) for c in [first, *others]],
     }  # fmt: skip
+
+
+def _with_ids(tool_calls: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """Recorded tool calls, each with an id and a type (hand-written goldens may lack them)."""
+    if not tool_calls:
+        return None
+    return [{"type": "function", **tc, "id": tc.get("id") or f"call_{i}"}
+            for i, tc in enumerate(tool_calls)]  # fmt: skip
 
 
 def _ms(value: float | None) -> float | None:
@@ -75,7 +92,8 @@ def answer_from(call: Call) -> GoldenAnswer:
         finish_reason=call.finish_reason, tool_calls=call.tool_calls,
         prompt_tokens=call.prompt_tokens, completion_tokens=call.completion_tokens,
         ttft_ms=_ms(call.ttft_ms), e2e_ms=_ms(call.e2e_ms),
-        system_fingerprint=call.system_fingerprint,
+        system_fingerprint=call.system_fingerprint, logprobs=call.logprobs,
+        other_choices=call.other_choices, usage_details=call.usage_details,
     )  # fmt: skip
 
 
@@ -112,6 +130,9 @@ class ReferenceService:
     rerecorded: set[tuple[str, str]] = field(default_factory=set)
     record_args: str = ""
 
+    def __post_init__(self) -> None:
+        self.store.write_through = True  # a paid answer (or judge verdict) is never only in memory
+
     def answer(self, module: str, test: str, body: dict[str, Any], selector: str) -> GoldenRecord:
         """The golden record for ``body`` as asked by ``test``; records it if the mode says so.
 
@@ -127,6 +148,17 @@ class ReferenceService:
         rec = self.record(module, test, key, body, rec)
         self.rerecorded.add((module, key))
         return rec
+
+    def completion_tokens(self, module: str, body: dict[str, Any]) -> int | None:
+        """The completion length of the recorded answer to ``body`` (for the generation cap), or
+        None: not recorded, no count, or an unreadable file (the pairing step says that one)."""
+        try:
+            rec = self.store.lookup(module, request_key(body))
+        except (GoldenError, ValueError):
+            return None
+        tokens = [a.completion_tokens for a in rec.answers] if rec is not None else []
+        known = [t for t in tokens if isinstance(t, int)]
+        return max(known) if known else None
 
     def _wants_record(self, module: str, key: str, rec: GoldenRecord) -> bool:
         """``all`` re-records each entry once per run; ``new`` fills in missing answers/samples."""
@@ -164,7 +196,7 @@ class ReferenceService:
         self, module: str, test: str, key: str, body: dict[str, Any],
         old: GoldenRecord | None = None,
     ) -> GoldenRecord:  # fmt: skip
-        """Ask the real reference (every sample first; a failure writes nothing), then buffer it."""
+        """Ask the real reference (every sample first; a failure writes nothing), then save it."""
         answers = kept_answers(old, [answer_from(self.ask(body)) for _ in range(self.samples)])
         unchanged = old is not None and answers == old.answers
         rec = GoldenRecord(key=key, request=body, answers=answers, tests=[test],

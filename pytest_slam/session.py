@@ -77,6 +77,11 @@ class SlamSession:
     started: str = ""
     gpu_line: str = ""
     workers_lost: int = 0
+    finished: set[str] = field(default_factory=set)  # tests whose teardown was reported
+    deselected_count: int = 0
+    collect_errors: int = 0
+    embeddings_spec: ModelSpec | None = None  # [tool.slam] embeddings
+    redirected: set[str] = field(default_factory=set)  # hosts whose calls redirect.py swapped
 
     @property
     def model_names(self) -> list[str]:
@@ -98,15 +103,25 @@ class SlamSession:
         return [spec for spec in wanted if spec.needs_engine]
 
     def start_engines(self) -> None:
-        self.log_dir = Path(tempfile.mkdtemp(prefix="slam-engines-"))
+        """Start every local engine, one slot per xdist worker; logs go under pytest's basetemp,
+        so its retention removes them (``-p no:tmpdir``: the system temp dir)."""
+        factory = getattr(self.config, "_tmp_path_factory", None)
+        self.log_dir = (
+            factory.mktemp("slam-engines")
+            if factory is not None
+            else Path(tempfile.mkdtemp(prefix="slam-engines-"))
+        )
+        workers = len(getattr(self.config.option, "tx", None) or []) or 1  # xdist's -n, resolved
+        slots = workers if self.role == "controller" else 1
         for spec in self.engine_specs():
             try:
-                server = start_engine(spec, self.log_dir, self.settings.engine_timeout_s)
+                server = start_engine(spec, self.log_dir, self.settings.engine_timeout_s, slots)
             except (EngineError, model_specs.ModelSpecError) as exc:
                 self.engine_errors[spec.name] = str(exc)
                 self.engine_starts.append(EngineStart(spec.name, None, error=str(exc)))
                 continue
             self.engines.append(server)
+            self.summary.append(server.start_line())
             self.engine_starts.append(EngineStart(spec.name, server.started_s, self._warm(spec)))
 
     def _warm(self, spec: ModelSpec) -> dict[str, Any]:
@@ -140,18 +155,24 @@ class SlamSession:
     # -- the swap (every process that runs tests) -----------------------------------------------
 
     def start_swap(self) -> None:
+        from .embeddings import EmbeddingsService
         from .proxy import SwapProxy
         from .swap import SwapRouter, Upstream
 
         self.router = SwapRouter(self.specs, Upstream.from_env(dict(os.environ)))
         self.router.engine_errors = self.engine_errors
         self.router.meter = self.energy
+        self.router.cap_factor = self.settings.cap_factor
+        self.router.cap_margin = self.settings.cap_margin
         self.proxy = SwapProxy(self.router).start()
         self._set_env("OPENAI_BASE_URL", self.proxy.base_url)
         if not os.environ.get("OPENAI_API_KEY"):
             self._set_env("OPENAI_API_KEY", PLACEHOLDER_KEY)
         if self.settings.has_reference and self.reference_spec is not None:
             self._start_reference()
+        self.router.embedder = EmbeddingsService(
+            self.router.original.base_url, self.embeddings_spec, self.reference
+        )
 
     def _start_reference(self) -> None:
         from .golden.store import GoldenStore
@@ -168,6 +189,10 @@ class SlamSession:
             self.settings.reference_timeout_s,
         )
         self.router.reference = self.reference.chat
+        reference = self.reference
+        self.router.reference_tokens = lambda ctx, body: reference.completion_tokens(
+            ctx.module, body
+        )
         if self.config.option.slm_models:  # so the printed record command selects the same models
             self.reference.record_args = f"--slm-models={self.config.option.slm_models}"
 
@@ -241,9 +266,22 @@ class SlamSession:
                 raise pytest.UsageError(f"pytest-slam: {problem}")
 
     def session_start(self) -> None:
-        """xdist's controller starts the engines before its workers exist, to hand them the URLs."""
+        """xdist's controller starts the engines before its workers exist, to hand them the URLs.
+
+        First, the stale report says "a run is under way": a run killed from here on (even before
+        ``pytest_sessionfinish``) leaves nothing that ``slam golden prune`` would act on.
+        """
+        if self.armed and self.role != "worker" and not self.config.option.collectonly:
+            self.mark_run_started()
         if self.armed and self.role == "controller" and not self.config.option.collectonly:
             self.start_engines()
+
+    def mark_run_started(self) -> None:
+        from .golden.stale import mark_run_started
+
+        if self.settings.has_reference:
+            root = Path(self.config.rootpath) / self.settings.golden_dir
+            mark_run_started(root, self.settings.reference)
 
     def ensure_engines(self) -> None:
         """A serial run starts its engines when the first opted-in test needs one: none otherwise."""
@@ -282,6 +320,40 @@ class SlamSession:
         from .optin import module_of
 
         self.partial.update(module_of(i.nodeid) for i in items)
+        self.deselected_count += len(items)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:  # xdist's controller hears of its workers' failed collections too
+            self.collect_errors += 1
+
+    def partial_reason(self, session: pytest.Session, deselected: int = 0) -> str | None:
+        """Why this run did not run every collected test to its end (None: it did).
+
+        A partial run cannot tell an entry no test asks for from one whose test never ran, so it
+        may call nothing stale. ``deselected``: what xdist workers deselected (they report it).
+        """
+        status = session.exitstatus
+        stopped = session.shouldfail or session.shouldstop
+        dsession = self.config.pluginmanager.get_plugin("dsession")
+        stopped = stopped or getattr(dsession, "shouldstop", False)
+        lost = self.workers_lost
+        engines = sorted(self.engine_errors)
+        deselected += self.deselected_count
+        node_ids = [a for a in self.config.args if "::" in a]
+        missing = session.testscollected - len(self.finished)
+        reasons = (
+            (status == pytest.ExitCode.INTERRUPTED, "the run was interrupted"),
+            (status == pytest.ExitCode.INTERNAL_ERROR, "pytest stopped on an internal error"),
+            (status == pytest.ExitCode.USAGE_ERROR, "pytest stopped on a usage error"),
+            (bool(stopped), f"the run stopped early ({stopped})"),
+            (self.collect_errors > 0, f"{self.collect_errors} collection error(s)"),
+            (lost > 0, f"{lost} xdist worker(s) lost, with the entries their tests asked for"),
+            (bool(engines), f"the engine of {', '.join(engines)} did not start"),
+            (deselected > 0, f"{deselected} test(s) deselected (-k, -m, --deselect, --lf)"),
+            (bool(node_ids), f"narrowed to node ids ({', '.join(node_ids)})"),
+            (missing > 0, f"{missing} of {session.testscollected} collected tests did not finish"),
+        )
+        return next((why for cond, why in reasons if cond), None)
 
     def is_swapped(self, item: pytest.Item) -> bool:
         callspec = getattr(item, "callspec", None)
@@ -291,14 +363,20 @@ class SlamSession:
 
     def enter_test(self, item: pytest.Item, name: str | None) -> Any:
         """Fixture body: make this test's calls go to model ``name`` and record them."""
+        from .egress import watch_test
         from .fixtures import SlamModel
-        from .optin import base_test_id, module_of
+        from .optin import base_test_id, mark_problem, module_of
         from .swap import TestContext
 
         if name is None or self.router is None:
             raise pytest.UsageError(
                 f"pytest-slam: {item.nodeid} uses slm_model outside a model run"
             )
+        problem = mark_problem(item)
+        if problem:
+            pytest.fail(problem, pytrace=False)
+        block = bool(getattr(self.config.option, "slm_block_network", False))
+        watch_test(self.router, item.nodeid, block)  # what leaves the machine: egress.py
         self.ensure_engines()
         if name in self.engine_errors:
             pytest.fail(self.engine_errors[name], pytrace=False)
@@ -307,10 +385,28 @@ class SlamSession:
         )
         item.stash[CTX] = ctx
         self.router.active = ctx
+        rule = self._redirect()
         try:
             yield SlamModel(self.specs[name], self.proxy.url_for(f"m/{name}"), ctx)
         finally:
             self.router.active = None
+            from . import redirect
+
+            redirect.uninstall(rule)
+
+    def _redirect(self) -> Any:
+        """For this test only: clients that ignore OPENAI_BASE_URL (``AzureOpenAI``, an explicit
+        ``base_url`` on a listed host) reach the proxy too (redirect.py). Only during opted-in
+        tests, so the plugin changes nothing elsewhere and a caller's key never travels on."""
+        from . import redirect
+
+        hosts = [*redirect.DEFAULT_HOSTS, *self.settings.redirect_hosts]
+        proxy = self.proxy
+        return redirect.install(
+            lambda: proxy.base_url,
+            hosts,
+            lambda r: self.redirected.add(r.original_url.split("/")[2]),
+        )
 
     def reference_client(self, item: pytest.Item) -> Any:
         from .fixtures import ReferenceClient
@@ -360,17 +456,32 @@ class SlamSession:
             report.longrepr = line
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        from .outcomes import keep_final
+
         payload = getattr(report, "slam", None)
         if payload is not None and self.role != "worker":
-            self.outcomes.append(payload)
+            keep_final(self.outcomes, payload, report)  # one final outcome per test per model
         if report.failed or report.skipped:
             self.failed_tests.add(report.nodeid)
+        if report.when == "teardown":
+            self.finished.add(report.nodeid)
 
     # -- the end ---------------------------------------------------------------------------------------
 
     def session_finish(self, session: pytest.Session, exitstatus: int) -> int:
         from .finish import finish
 
+        for host in sorted(self.redirected):  # one line per host: xdist's workers agree on it
+            self.summary.append(
+                f"calls to {host} were swapped too (redirected at the HTTP transport; "
+                "[tool.slam] redirect_hosts lists more hosts)"
+            )
+        if self.role != "worker":
+            self.summary.extend(cap_lines(self.outcomes))
+            if self.settings.golden_dir_legacy:
+                from .settings import MOVE_GOLDENS
+
+                self.summary.append(MOVE_GOLDENS)
         return finish(self, session, exitstatus)
 
     def summary_lines(self) -> list[str]:
@@ -414,6 +525,19 @@ class SlamSession:
         return breaches
 
 
+def cap_lines(outcomes: list[dict[str, Any]]) -> list[str]:
+    """The summary's word on answers the generation cap cut (chat.generation_cap), if any."""
+    cut = [o["nodeid"] for o in outcomes if any(c.get("cut_by_cap") for c in o.get("calls", ()))]
+    if not cut:
+        return []
+    shown = ", ".join(cut[:3]) + (f" and {len(cut) - 3} more" if len(cut) > 3 else "")
+    return [
+        f"generation cap: the answers of {len(cut)} test(s) were cut at the output limit "
+        f"pytest-slam set for calls without max_tokens ({shown}); set max_tokens in the request, "
+        "or raise [tool.slam] cap_factor / cap_margin or the model's max_tokens_cap"
+    ]
+
+
 def build(config: pytest.Config, settings: Settings, armed: bool) -> SlamSession:
     """Resolve every model spec up front, so a typo fails at the door as a usage error."""
     names = settings.models or [model_specs.DEFAULT_MODEL]
@@ -423,26 +547,27 @@ def build(config: pytest.Config, settings: Settings, armed: bool) -> SlamSession
         session.reference_spec = model_specs.resolve(settings.reference, settings.model_table)
     if settings.judge:
         session.judge_spec = model_specs.resolve(settings.judge, settings.model_table)
+    if settings.embeddings:
+        spec = model_specs.resolve(settings.embeddings, settings.model_table)
+        if spec.needs_engine:
+            raise model_specs.ModelSpecError(
+                f"[tool.slam] embeddings = {settings.embeddings!r} is a model pytest-slam would "
+                "have to start; name a running endpoint (http://HOST:PORT/v1#MODEL) or openai:MODEL."
+            )
+        session.embeddings_spec = spec
     return session
 
 
 def configure(config: pytest.Config) -> SlamSession:
     """Build the session from [tool.slam] and the command line; arm the swap where tests run."""
     from . import options
-    from .metering import validate_tables
-    from .report.gate import check_tables
-    from .settings import check, from_table, read_table
+    from .settings import from_table, read_table
 
-    table = read_table(_pyproject(config))
-    settings = from_table(table)
     cli = options.overrides(config.option)
-    for key, value in cli.items():
-        setattr(settings, key, value)
-    check(settings)
-    validate_tables(settings.prices, settings.budget)  # a bad table is a usage error, now
-    check_tables(settings.gate, settings.baseline)
+    # every key checked, here, once; the project root decides the golden folder's old default
+    settings = from_table(read_table(_pyproject(config)), cli, root=Path(config.rootpath))
     ini_paths = config.getini("slm_paths")
-    armed = settings.configured or "models" in cli or bool(ini_paths)
+    armed = settings.configured or "candidates" in cli or bool(ini_paths)
     session = build(config, settings, armed)
     session.opt_in_paths = [Path(p).resolve() for p in ini_paths] + [
         (Path(config.rootpath) / p).resolve() for p in settings.paths

@@ -1,6 +1,8 @@
 """Run settings: ``[tool.slam]`` in the project's pyproject.toml, overridden by ``--slm-*`` options.
 
-Kept as one plain dataclass so xdist can ship it to workers and reports can print it.
+Kept as one plain dataclass so xdist can ship it to workers and reports can print it. Its values
+come from the one model of the table (config.SlamTable), which checks every key before a run
+starts; the defaults here are that model's (tests/test_config.py keeps them equal).
 """
 
 from __future__ import annotations
@@ -11,28 +13,10 @@ from pathlib import Path
 from typing import Any
 
 RECORD_MODES = ("none", "new", "all")
-_KEYS = {
-    "models",
-    "candidates",
-    "reference",
-    "golden_dir",
-    "record",
-    "samples",
-    "paths",
-    "equivalence",
-    "judge",
-    "repeat",
-    "pass_fraction",
-    "prices",
-    "budget",
-    "gate",
-    "baseline",
-    "report",
-    "html",
-    "engine_timeout_s",
-    "reference_retries",
-    "reference_timeout_s",
-}
+# A dot or underscore name: setuptools' flat-layout discovery never takes it for a package, so a
+# product with ``app/`` beside it still builds (``fixtures/slam`` made it see two top-level packages).
+DEFAULT_GOLDEN_DIR = "__slam__"
+LEGACY_GOLDEN_DIR = "fixtures/slam"  # the default before __slam__; still used while it exists
 
 
 class SettingsError(ValueError):
@@ -44,7 +28,7 @@ class Settings:
     models: list[str] = field(default_factory=list)
     model_table: dict[str, dict[str, Any]] = field(default_factory=dict)
     reference: str = "openai:gpt-4"
-    golden_dir: str = "fixtures/slam"
+    golden_dir: str = DEFAULT_GOLDEN_DIR
     record: str = "none"
     samples: int = 1
     paths: list[str] = field(default_factory=list)
@@ -61,7 +45,12 @@ class Settings:
     engine_timeout_s: float = 120.0
     reference_retries: int = 4
     reference_timeout_s: float = 120.0
+    cap_factor: float = 2.0
+    cap_margin: int = 64
+    embeddings: str | None = None
+    redirect_hosts: list[str] = field(default_factory=list)
     configured: bool = False  # a [tool.slam] table exists
+    golden_dir_legacy: bool = False  # golden_dir not set; the old default fixtures/slam exists
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,35 +68,46 @@ def read_table(pyproject: Path | None) -> dict[str, Any] | None:
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(f"{pyproject}: not valid TOML ({exc}).") from exc
-    return data.get("tool", {}).get("slam")
+    tool = data.get("tool")
+    return tool.get("slam") if isinstance(tool, dict) else None
 
 
-def from_table(table: dict[str, Any] | None) -> Settings:
-    """Validate ``[tool.slam]`` into Settings; unknown keys are an error so typos never pass."""
-    if table is None:
-        return Settings()
-    table = dict(table)
-    model_table = table.pop("models", {}) if isinstance(table.get("models"), dict) else {}
-    unknown = set(table) - _KEYS
-    if unknown:
-        raise SettingsError(
-            f"[tool.slam] has unknown keys {sorted(unknown)}; known keys: {', '.join(sorted(_KEYS))}."
-        )
-    # `candidates` names the models to run; `models` may too when no [tool.slam.models.NAME] table
-    # exists (TOML cannot hold both a list and tables under one key).
-    models = table.pop("candidates", None) or table.pop("models", [])
-    table.pop("models", None)
-    if isinstance(models, str):
-        models = [m.strip() for m in models.split(",") if m.strip()]
-    settings = Settings(models=list(models), model_table=model_table, configured=True, **table)
-    check(settings)
+def from_table(
+    table: dict[str, Any] | None,
+    overrides: dict[str, Any] | None = None,
+    root: Path | None = None,
+) -> Settings:
+    """Validate ``[tool.slam]`` merged with command-line overrides; SettingsError says what is wrong.
+
+    Without a table or overrides there is nothing to check, and pydantic is not imported. With the
+    project's ``root``, a project that still keeps its goldens in the old default folder keeps
+    using it (see ``legacy_golden_dir``).
+    """
+    if table is None and not overrides:
+        settings = Settings()
+    else:
+        from .config import load
+
+        settings = load(table, overrides)
+    if root is not None and "golden_dir" not in {**(table or {}), **(overrides or {})}:
+        settings = legacy_golden_dir(settings, Path(root))
     return settings
 
 
-def check(settings: Settings) -> None:
-    if settings.record not in RECORD_MODES:
-        raise SettingsError(f"record={settings.record!r}; use one of {', '.join(RECORD_MODES)}.")
-    if settings.samples < 1 or settings.repeat < 1:
-        raise SettingsError("samples and repeat must be at least 1.")
-    if not 0.0 <= settings.pass_fraction <= 1.0:
-        raise SettingsError(f"pass_fraction={settings.pass_fraction}; use a number in [0, 1].")
+def legacy_golden_dir(settings: Settings, root: Path) -> Settings:
+    """Keep ``fixtures/slam`` for a project whose goldens are there and that set no golden_dir.
+
+    Moving committed goldens is the team's call (one ``git mv``), never something a test run does;
+    the run summary says how once (``MOVE_GOLDENS``).
+    """
+    if (root / LEGACY_GOLDEN_DIR).is_dir() and not (root / DEFAULT_GOLDEN_DIR).exists():
+        settings.golden_dir = LEGACY_GOLDEN_DIR
+        settings.golden_dir_legacy = True
+    return settings
+
+
+MOVE_GOLDENS = (
+    f"pytest-slam: golden files read from the old default {LEGACY_GOLDEN_DIR}/, which makes "
+    f"`pip install .` of a flat-layout project fail; move them with `git mv {LEGACY_GOLDEN_DIR} "
+    f'{DEFAULT_GOLDEN_DIR}`, or keep them with [tool.slam] golden_dir = "{LEGACY_GOLDEN_DIR}"'
+)

@@ -2,7 +2,8 @@
 
 One router per test process. The running test sets ``active``; calls arriving at the proxy while a test
 is active go to that test's candidate and are recorded on it. Calls outside an opted-in test go to the
-upstream the product had configured, unchanged (the plugin changes nothing outside opted-in tests).
+upstream the product had configured, unchanged (the plugin changes nothing outside opted-in tests): with
+the caller's own headers, so the environment's key goes only where the caller itself sent it.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .chat import ChatResult, Relay, Target, forward_chat
+from .chat import ChatResult, Relay, Target, forward_chat, generation_cap
 from .models import OPENAI_URL, api_key
 from .proxy import RouteError
 from .records import Call, ModelSpec
 
 ReferenceChat = Callable[["TestContext | None", dict[str, Any], "Relay | None"], ChatResult]
+# The reference's recorded completion tokens for a request (its golden answer), or None.
+ReferenceTokens = Callable[["TestContext", dict[str, Any]], "int | None"]
 
 
 @dataclass
@@ -42,14 +45,16 @@ class TestContext:
 
 @dataclass
 class Upstream:
-    """What the product had configured before the plugin pointed OPENAI_BASE_URL at the proxy."""
+    """Where the product's calls went before the plugin pointed OPENAI_BASE_URL at the proxy.
+
+    No key: a passthrough call carries the caller's own Authorization, never one the plugin adds.
+    """
 
     base_url: str = OPENAI_URL
-    api_key: str | None = None
 
     @classmethod
     def from_env(cls, env: dict[str, str]) -> Upstream:
-        return cls(env.get("OPENAI_BASE_URL") or OPENAI_URL, env.get("OPENAI_API_KEY"))
+        return cls(env.get("OPENAI_BASE_URL") or OPENAI_URL)
 
 
 class SwapRouter:
@@ -62,6 +67,9 @@ class SwapRouter:
         self.reference: ReferenceChat | None = None
         self.engine_errors: dict[str, str] = {}
         self.meter: Any = None  # metering.EnergyMeter, set by the session
+        self.reference_tokens: ReferenceTokens | None = None  # for the generation cap
+        self.cap_factor, self.cap_margin = 2.0, 64  # [tool.slam] cap_factor, cap_margin
+        self.embedder: Any = None  # embeddings.EmbeddingsService, set by the session
         self._turns: dict[str, itertools.cycle[str]] = {}
         self._lock = threading.Lock()
 
@@ -71,10 +79,7 @@ class SwapRouter:
         spec = self._spec(route)
         if spec is None:
             return Target(
-                _passthrough_spec(self.original),
-                self.original.base_url,
-                self.original.api_key,
-                role="passthrough",
+                _passthrough_spec(self.original), self.original.base_url, None, role="passthrough"
             )
         return Target(spec, self._replica(spec), api_key(spec))
 
@@ -104,6 +109,12 @@ class SwapRouter:
         """Whether a chat call on this route is swapped (and recorded) or passed through untouched."""
         return bool(route) or self.active is not None
 
+    def serves_responses(self, route: str) -> bool:
+        """Whether this route's model serves ``/v1/responses`` itself (``responses = true``):
+        then a Responses call goes to it as is, else it is translated to a chat call."""
+        spec = None if route == "ref" else self._spec(route)
+        return spec is not None and spec.responses
+
     def chat(self, route: str, body: dict[str, Any], relay: Relay | None) -> ChatResult:
         ctx = self.active
         if route == "ref":
@@ -111,13 +122,35 @@ class SwapRouter:
                 raise RouteError(404, "pytest-slam: no reference model is configured")
             return self.reference(ctx, body, relay)
         target = self.target(route)
+        cap = self.cap(ctx, target, body)
         if self.meter is None:
-            result = forward_chat(target, body, relay)
+            result = forward_chat(target, body, relay, cap=cap)
         else:  # GPU energy of calls to GPU-served models (metering.EnergyMeter)
-            result = self.meter.metered(target.spec, lambda: forward_chat(target, body, relay))
+            result = self.meter.metered(
+                target.spec, lambda: forward_chat(target, body, relay, cap=cap)
+            )
         if ctx is not None and result.call.role == "candidate":
             ctx.add(result.call)
         return result
+
+    def cap(self, ctx: TestContext | None, target: Target, body: dict[str, Any]) -> int | None:
+        """The output limit a candidate call gets when the product set none (chat.generation_cap):
+        from the reference's golden answer to this request when there is one."""
+        if target.role != "candidate":
+            return None
+        tokens = None
+        if ctx is not None and self.reference_tokens is not None:
+            tokens = self.reference_tokens(ctx, body)
+        return generation_cap(body, target.spec, tokens, self.cap_factor, self.cap_margin)
+
+    def embeddings(
+        self, route: str, body: dict[str, Any], headers: list[tuple[str, str]]
+    ) -> tuple[int, bytes]:
+        """An embeddings call while swapping: never to the chat candidate (embeddings.py)."""
+        if route == "ref" or self.embedder is None:
+            raise RouteError(404, "pytest-slam: this route does not serve embeddings")
+        self._spec(route)  # an unknown route is refused as for any other call
+        return self.embedder.serve(self.active, body, headers)
 
 
 def _passthrough_spec(original: Upstream) -> ModelSpec:

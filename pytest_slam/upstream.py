@@ -3,6 +3,14 @@
 The swap layer always streams from upstream so that it can time the first token even when the product
 did not stream. The stdlib client is used on purpose: it adds microseconds per call, keeps one connection
 per thread and upstream, and has no opinion about retries (the callers decide).
+
+``post`` sends a JSON request with the plugin's own headers (a model's key); ``forward`` sends exactly
+the headers it is given, which is how the proxy relays a caller's request without adding a key.
+
+The connection classes are the ones ``http.client`` had when this module was imported: vcrpy (and
+pytest-recording) replaces ``http.client.HTTPConnection`` while a product's cassette is active, and
+the plugin's own hops (proxy to candidate, reference, judge) must never be recorded into, or replayed
+from, the product's cassettes. ``urlopen`` gives urllib callers the same guarantee.
 """
 
 from __future__ import annotations
@@ -11,16 +19,50 @@ import http.client
 import json
 import socket
 import threading
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from .records import ModelSpec
+
 _local = threading.local()
 BLOCK = 65536
+DEFAULT_TIMEOUT_S = 600.0
+
+
+def _unpatched(cls: type[http.client.HTTPConnection]) -> type[http.client.HTTPConnection]:
+    """The real class, also when this module is first imported inside a vcrpy cassette (its stubs
+    keep the class they stand in for as ``_baseclass``)."""
+    real = getattr(cls, "_baseclass", cls) if cls.__module__.startswith("vcr.") else cls
+    return real if issubclass(real, http.client.HTTPConnection) else cls
+
+
+HTTPConnection = _unpatched(http.client.HTTPConnection)
+HTTPSConnection = _unpatched(http.client.HTTPSConnection)
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(HTTPConnection, req)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(HTTPSConnection, req, context=self._context)
+
+
+def urlopen(request: urllib.request.Request | str, timeout: float) -> http.client.HTTPResponse:
+    """``urllib.request.urlopen`` on the unpatched connection classes (see the module's note)."""
+    return urllib.request.build_opener(_HTTPHandler, _HTTPSHandler).open(request, timeout=timeout)
 
 
 class UpstreamUnreachable(ConnectionError):
     """No TCP connection or no HTTP answer from the server."""
+
+
+class UpstreamTimeout(UpstreamUnreachable):
+    """The server took the request but sent no answer within the timeout."""
 
 
 @dataclass
@@ -28,6 +70,7 @@ class Response:
     status: int
     headers: dict[str, str]
     raw: http.client.HTTPResponse
+    done: bool = False  # events() saw ``[DONE]``: the stream ended as the API ends it
 
     def read(self) -> bytes:
         return self.raw.read()
@@ -44,6 +87,7 @@ class Response:
             for line in lines:
                 payload = _data(line)
                 if payload == b"[DONE]":
+                    self.done = True
                     # Read the end of the chunked body: a response left open makes the next request
                     # on this kept-alive connection fail after it was sent, and the retry sends it twice.
                     self.raw.read()
@@ -51,7 +95,8 @@ class Response:
                 if payload is not None:
                     yield payload
         payload = _data(rest)  # a last line with no newline before the body ended
-        if payload is not None and payload != b"[DONE]":
+        self.done = payload == b"[DONE]"
+        if payload is not None and not self.done:
             yield payload
 
 
@@ -74,7 +119,7 @@ def _connection(scheme: str, host: str, port: int, timeout: float) -> http.clien
     key = (scheme, host, port)
     conn = pool.get(key)
     if conn is None:
-        cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+        cls = HTTPSConnection if scheme == "https" else HTTPConnection  # never vcrpy's stubs
         conn = pool[key] = cls(host, port, timeout=timeout)
     conn.timeout = timeout
     return conn
@@ -86,43 +131,59 @@ def _drop(scheme: str, host: str, port: int) -> None:
         conn.close()
 
 
+def timeout_for(spec: ModelSpec) -> float:
+    """A model's request timeout: its ``timeout_s`` when set, else the default."""
+    return spec.timeout_s if spec.timeout_s else DEFAULT_TIMEOUT_S
+
+
 def post(
-    base_url: str, path: str, body: dict, api_key: str | None, timeout: float = 600.0
+    base_url: str, path: str, body: dict, api_key: str | None, timeout: float = DEFAULT_TIMEOUT_S
 ) -> Response:
     """POST JSON to ``base_url + path`` on this thread's kept-alive connection (one retry on a stale one)."""
-    scheme, host, port, prefix = split_url(base_url)
-    data = json.dumps(body).encode()
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    headers = [("Content-Type", "application/json"), ("Accept-Encoding", "identity"),
+               ("Accept", "application/json, text/event-stream")]  # fmt: skip
     if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
+        headers.append(("Authorization", f"Bearer {api_key}"))
+    return forward(base_url, "POST", path, headers, json.dumps(body).encode(), timeout)
+
+
+def forward(
+    base_url: str,
+    method: str,
+    path: str,
+    headers: list[tuple[str, str]],
+    body: bytes,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> Response:
+    """Send ``method base_url+path`` with exactly ``headers`` (plus Host and Content-Length).
+
+    One retry when a kept-alive connection turns out closed before any answer came back.
+    """
+    scheme, host, port, prefix = split_url(base_url)
+    default_port = 443 if scheme == "https" else 80
     for attempt in (0, 1):
         conn = _connection(scheme, host, port, timeout)
         try:
-            conn.request("POST", prefix + path, body=data, headers=headers)
+            conn.putrequest(method, prefix + path, skip_host=True, skip_accept_encoding=True)
+            conn.putheader("Host", host if port == default_port else f"{host}:{port}")
+            for name, value in headers:
+                conn.putheader(name, value)
+            if body or method in ("POST", "PUT", "PATCH"):
+                conn.putheader("Content-Length", str(len(body)))
+            conn.endheaders(body or None)  # headers and body in one send
             raw = conn.getresponse()
         except (ConnectionRefusedError, socket.gaierror) as exc:
             _drop(scheme, host, port)
             raise UpstreamUnreachable(f"{type(exc).__name__}: {exc}") from exc
         except (http.client.HTTPException, OSError) as exc:
             _drop(scheme, host, port)
-            if attempt == 0 and not isinstance(exc, TimeoutError):
+            if isinstance(exc, TimeoutError):
+                raise UpstreamTimeout(f"no answer within {timeout:g} s") from exc
+            if attempt == 0:
                 continue  # a kept-alive connection the server had closed
             raise UpstreamUnreachable(f"{type(exc).__name__}: {exc}") from exc
         return Response(raw.status, {k.lower(): v for k, v in raw.getheaders()}, raw)
     raise AssertionError("unreachable")
-
-
-def get(base_url: str, path: str, api_key: str | None, timeout: float = 30.0) -> tuple[int, bytes]:
-    scheme, host, port, prefix = split_url(base_url)
-    conn = _connection(scheme, host, port, timeout)
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    try:
-        conn.request("GET", prefix + path, headers=headers)
-        raw = conn.getresponse()
-        return raw.status, raw.read()
-    except (http.client.HTTPException, OSError) as exc:
-        _drop(scheme, host, port)
-        raise UpstreamUnreachable(f"{type(exc).__name__}: {exc}") from exc
 
 
 def error_message(status: int, body: bytes) -> str:

@@ -2,8 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from pytest_slam.models import resolve
+from pytest_slam.proxy import SwapProxy
+from pytest_slam.swap import SwapRouter, Upstream
+
+# Headless Chromium, for the tests that render pages in a real browser (None: those tests skip).
+CHROMIUM = next(
+    (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None
+)
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="headless Chromium not installed (apt-get install -y chromium)"
+)
 
 # Product code as teams write it: a client built at import time, asking for a hosted model by name.
 PRODUCT = """
@@ -16,6 +32,51 @@ def ask(question):
         model="gpt-4", messages=[{"role": "user", "content": question}], temperature=0)
     return r.choices[0].message.content
 """
+
+
+def write_pyproject(
+    pytester: pytest.Pytester,
+    base_url: str,
+    *,
+    name: str = "mini",
+    model: str | None = "gpt-4o-mini",
+    reference: str = "none",
+    extra: str = "",
+) -> None:
+    """pyproject.toml of a project with one candidate, ``name``, served at ``base_url`` (a
+    FakeOpenAI's); its ``model`` key is left out when ``model`` is None. ``extra`` TOML goes right
+    after, in the candidate's table unless it opens another (``"max_tokens_cap = 3\n"``)."""
+    model_line = f'model = "{model}"\n' if model is not None else ""
+    pytester.makefile(".toml", pyproject=f"""
+[tool.pytest.ini_options]
+pythonpath = ["."]
+
+[tool.slam]
+candidates = ["{name}"]
+reference = "{reference}"
+
+[tool.slam.models.{name}]
+base_url = "{base_url}"
+{model_line}""" + extra)  # fmt: skip
+
+
+@contextlib.contextmanager
+def swap_proxy(upstream_url: str, **options: object) -> Iterator[SwapProxy]:
+    """A running SwapProxy whose one candidate, ``cand``, and whose upstream are ``upstream_url``;
+    ``options`` go to SwapProxy (``idle_s``, ``body_limit``)."""
+    spec = resolve(upstream_url + "#cand")
+    server = SwapProxy(SwapRouter({spec.name: spec}, Upstream(upstream_url)), **options).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def said(result: pytest.RunResult) -> str:
+    """pytest-slam's summary, from its separator to the end, as one line (long lines wrap to the
+    terminal width)."""
+    text = result.stdout.str()
+    return " ".join(text[text.index("= pytest-slam =") :].split())
 
 
 def wait_for(condition: Callable[[], object], seconds: float, what: str) -> None:

@@ -16,13 +16,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from pytest_slam.compare import get_scorer
+from pytest_slam.compare.validity import auc, spearman
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "alpaca_eval_gpt4_vs_slm"
 RECORDS = DATA / "records.jsonl"
@@ -60,39 +61,6 @@ def load_pairs(every: int = 1) -> list[Pair]:
             if answer is not None and pref is not None:
                 pairs.append(Pair(model, answer, record["gpt4_turbo_output"], pref - 1.0))
     return pairs
-
-
-def ranks(values: Sequence[float]) -> list[float]:
-    """1-based ranks, ties sharing their mean rank."""
-    order = sorted(range(len(values)), key=values.__getitem__)
-    out = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            out[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    return out
-
-
-def spearman(a: Sequence[float], b: Sequence[float]) -> float:
-    """Spearman's rho; NaN when either side is constant."""
-    ra, rb = ranks(a), ranks(b)
-    ma, mb = statistics.fmean(ra), statistics.fmean(rb)
-    num = sum((x - ma) * (y - mb) for x, y in zip(ra, rb, strict=True))
-    den = (sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb)) ** 0.5
-    return num / den if den else float("nan")
-
-
-def auc(scores: Sequence[float], labels: Sequence[bool]) -> float:
-    """ROC AUC by the rank-sum (Mann-Whitney) formula, ties counted half."""
-    r = ranks(scores)
-    pos = sum(labels)
-    neg = len(labels) - pos
-    rank_sum = sum(ri for ri, label in zip(r, labels, strict=True) if label)
-    return (rank_sum - pos * (pos + 1) / 2) / (pos * neg)
 
 
 @dataclass

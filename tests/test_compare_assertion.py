@@ -26,7 +26,7 @@ def no_writer() -> Iterator[None]:
 
 def test_passing_returns_the_score_with_threshold() -> None:
     score = assert_equivalent(REF.upper(), REF)
-    assert (score.scorer, score.value, score.threshold, score.passed) == ("fuzzy", 1.0, 0.8, True)
+    assert (score.scorer, score.value, score.threshold, score.passed) == ("fuzzy", 1.0, 0.7, True)
 
 
 def test_accepts_call_golden_answer_and_golden_record() -> None:

@@ -17,6 +17,7 @@ from pytest_slam.compare.base import ScorerUnavailable
 from pytest_slam.compare.judge import (
     TEMPLATE_VERSION,
     JudgeScorer,
+    JudgeUnjudged,
     MemoryJudgeCache,
     judge_key,
 )
@@ -79,16 +80,36 @@ def test_grade_mode(judge_server: Callable[..., FakeOpenAI], reply: str, value: 
     assert f"[Assistant's answer]\n{CANDIDATE}" in prompt
 
 
-def test_nonsense_is_a_verdict_and_is_not_cached(judge_server: Callable[..., FakeOpenAI]) -> None:
+def test_nonsense_twice_is_unjudged_never_zero(judge_server: Callable[..., FakeOpenAI]) -> None:
     server = judge_server("Bananas are yellow.")
     cache = MemoryJudgeCache()
     scorer = JudgeScorer(complete=client_complete(server.base_url), cache=cache)
-    score = scorer.score(CANDIDATE, REFERENCE)
-    assert score.value == 0.0
-    assert score.explanation.startswith("judge answered nonsense: 'Bananas are yellow.'")
+    with pytest.raises(JudgeUnjudged, match="gave no readable verdict after a retry: judge "
+                       r"answered nonsense: 'Bananas are yellow\.'") as info:  # fmt: skip
+        scorer.score(CANDIDATE, REFERENCE)
+    assert info.value.answer == "Bananas are yellow."
+    retry = server.requests[1].json["messages"]
+    assert retry[-2] == {"role": "assistant", "content": "Bananas are yellow."}
+    assert retry[-1]["content"].startswith("Your answer had no readable rating")
     assert cache.data == {}
-    scorer.score(CANDIDATE, REFERENCE)
-    assert server.hits == 2  # asked again: a nonsense verdict is never replayed
+    with pytest.raises(JudgeUnjudged):
+        scorer.score(CANDIDATE, REFERENCE)
+    assert server.hits == 4  # asked again: an unjudged pair is never replayed
+
+
+def test_a_readable_retry_gives_the_verdict(judge_server: Callable[..., FakeOpenAI]) -> None:
+    def answer(req: dict[str, Any]) -> str:
+        reminded = req["messages"][-1]["content"].startswith("Your answer had no")
+        return "Rating: [[4]]" if reminded else "It is quite good, I think."
+
+    server = judge_server(answer)
+    cache = MemoryJudgeCache()
+    score = JudgeScorer(complete=client_complete(server.base_url), cache=cache).score(
+        CANDIDATE, REFERENCE
+    )
+    assert score.value == pytest.approx(3 / 9) and server.hits == 2
+    (verdict,) = cache.data.values()
+    assert verdict["answers"] == ["It is quite good, I think.", "Rating: [[4]]"]
 
 
 def test_pairwise_asks_both_orders(judge_server: Callable[..., FakeOpenAI]) -> None:
@@ -127,13 +148,18 @@ def test_pairwise_values(
     assert scorer.score(CANDIDATE, REFERENCE).value == value
 
 
-def test_pairwise_nonsense_in_one_order(judge_server: Callable[..., FakeOpenAI]) -> None:
-    server = judge_server(lambda req: "[[A]]" if slot_a(req) == CANDIDATE else "no comment")
-    score = JudgeScorer(complete=client_complete(server.base_url), mode="pairwise").score(
-        CANDIDATE, REFERENCE
-    )
-    assert score.value == 0.0
-    assert score.explanation.startswith("judge answered nonsense: 'no comment'")
+def test_pairwise_nonsense_in_one_order_is_unjudged(
+    judge_server: Callable[..., FakeOpenAI],
+) -> None:
+    def answer(req: dict[str, Any]) -> str:
+        prompt = req["messages"][1]["content"]  # the pairwise prompt, also on the retry
+        return "[[A]]" if slot_a({"messages": [{"content": prompt}]}) == CANDIDATE else "no comment"
+
+    server = judge_server(answer)
+    scorer = JudgeScorer(complete=client_complete(server.base_url), mode="pairwise")
+    with pytest.raises(JudgeUnjudged, match="judge answered nonsense: 'no comment'"):
+        scorer.score(CANDIDATE, REFERENCE)
+    assert server.hits == 3  # one order read at once, the other asked twice
 
 
 def test_cached_verdict_replays_with_the_judge_stopped(

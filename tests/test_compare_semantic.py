@@ -105,3 +105,47 @@ def test_local_minilm_real_values() -> None:
     assert para.explanation.endswith("(all-MiniLM-L6-v2, local)")
     batch = scorer.score_many([("The cat sat on the mat.", "A cat was sitting on the mat.")])
     assert batch[0].value == pytest.approx(para.value, abs=1e-5)
+
+
+def _long_answer(words: int = 2000) -> str:
+    """A 2,000-word answer of distinct sentences (varied words, as real answers have)."""
+    topics = ["harbor", "orchard", "glacier", "violin", "bridge", "market", "desert", "engine"]
+    sentences, n = [], 0
+    while n < words:
+        i = len(sentences)
+        s = (f"Section {i} explains how the {topics[i % 8]} and the {topics[(i * 3 + 1) % 8]} "
+             f"changed the town in year {1800 + i}, according to the archive.")  # fmt: skip
+        sentences.append(s)
+        n += len(s.split())
+    return " ".join(sentences)
+
+
+def _changed_ending(text: str) -> str:
+    """The same answer with its last ~150 words replaced by an unrelated conclusion."""
+    words = text.split()
+    ending = ("In conclusion, quarterly revenue fell because the pricing committee raised fees and "
+              "customers moved to cheaper subscriptions online. ") * 8  # fmt: skip
+    return " ".join(words[:-150]) + " " + ending
+
+
+def test_endpoint_covers_a_long_answer_in_chunks_batched() -> None:
+    ref = _long_answer()
+    with FakeOpenAI() as server:
+        scorer = SemanticScorer(backend="endpoint", base_url=server.base_url, model="emb-1")
+        same, changed = scorer.score_many([(ref, ref), (_changed_ending(ref), ref)])
+        (request,) = [r for r in server.requests if r.path.endswith("/embeddings")]
+    assert same.value == pytest.approx(1.0)
+    assert changed.value < same.value - 0.02  # the last 150 of 2,000 words moved the score
+    assert "chunks of 150 words" in changed.explanation
+    assert max(len(piece.split()) for piece in request.json["input"]) <= 150  # one batch of chunks
+
+
+@needs_local
+def test_local_minilm_sees_a_change_at_the_end_of_a_2000_word_answer() -> None:
+    ref = _long_answer()
+    changed = _changed_ending(ref)
+    whole = SemanticScorer(chunk_words=0)  # MiniLM alone reads only the first 256 word pieces
+    chunked = SemanticScorer()
+    assert whole.score(changed, ref).value == pytest.approx(1.0, abs=1e-4)
+    assert chunked.score(changed, ref).value < 0.99
+    assert chunked.score(ref, ref).value == pytest.approx(1.0, abs=1e-4)

@@ -58,7 +58,7 @@ def test_errors_are_one_line_on_stderr_with_exit_1(tmp_path, capsys):
     root = tmp_path / "golden"
     assert cmd_prune(parse("prune", "--root", str(root))) == 1
     err = capsys.readouterr().err
-    assert "no stale report" in err and "run the whole suite with pytest first" in err
+    assert "no stale report" in err and "run the whole suite with pytest to its end first" in err
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{oops\n")
     assert cmd_import(parse("import", str(bad), "--module", MODULE, "--root", str(root))) == 1

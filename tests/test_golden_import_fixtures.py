@@ -43,7 +43,7 @@ def test_a_logged_streamed_request_is_found_by_the_same_request_unstreamed(tmp_p
     slam("golden", "import", str(FIXTURES / "openai_log.jsonl"), "--module", MODULE, cwd=tmp_path)
     logged = [json.loads(line) for line in (FIXTURES / "openai_log.jsonl").read_text().splitlines()]
     request = {k: v for k, v in logged[1]["request"].items() if not k.startswith("stream")}
-    store = GoldenStore(tmp_path / "fixtures" / "slam", "openai:gpt-4")
+    store = GoldenStore(tmp_path / "__slam__", "openai:gpt-4")
     record = store.lookup(MODULE, request_key(request))
     assert record is not None and record.answers[0].text == "technical"
     assert (record.answers[0].prompt_tokens, record.answers[0].model) == (20, "gpt-4-0613")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pytest_slam.golden.keys import request_key
-from pytest_slam.golden.redact import REDACTED, scrub
+from pytest_slam.golden.redact import REDACTED, scrub, scrub_text
 from pytest_slam.golden.store import GoldenStore
 from pytest_slam.records import GoldenAnswer, GoldenRecord
 
@@ -23,7 +25,7 @@ def test_key_shapes_and_secret_env_values_are_redacted(monkeypatch):
     }
     assert scrub(data) == {
         "a": REDACTED,
-        "b": [REDACTED, REDACTED],
+        "b": [f"Bearer {REDACTED}", REDACTED],
         "c": {"nested": f"use key {REDACTED} and {REDACTED} here"},
         "api_key": REDACTED,
         "n": 3,
@@ -55,3 +57,44 @@ def test_a_written_golden_file_holds_no_secret(tmp_path, monkeypatch):
     text = path.read_text()
     assert OPENAI_KEY not in text and "s3cr3t-value" not in text and "Authorization" not in text
     assert "Your key [redacted] is set." in text and '"content": "config: [redacted]"' in text
+
+
+SECRETS = [  # (text, what remains): every OpenAI key shape, short ones included, and bearer tokens
+    ("sk-abc123", REDACTED),
+    ("key: sk-abc123.", f"key: {REDACTED}."),
+    ("sk-proj-Ab3dEf6hIj9kLmN0pQrStUvWx", REDACTED),
+    ("sk-proj-abcdefghijkl", REDACTED),  # a project key with no digit in sight
+    ("sk-svcacct-Xy1_zz0", REDACTED),
+    ("sk-admin-abcdefghij", REDACTED),
+    ("(sk-Ab1)", f"({REDACTED})"),
+    ("Bearer xxx", f"Bearer {REDACTED}"),
+    ('{"h": "Bearer xxx"}', f'{{"h": "Bearer {REDACTED}"}}'),
+    ("Bearer eyJhbGciOi.eyJzdWIi.sig and more", f"Bearer {REDACTED} and more"),
+    ("bearer abc123def", f"bearer {REDACTED}"),
+    ("Authorization: Bearer xxx", f"Authorization: {REDACTED}"),
+    ("authorization=Basic dXNlcjpwYXNz; next", f"authorization={REDACTED}; next"),
+    ('"Authorization": "token-1"', f'"Authorization": "{REDACTED}"'),
+    ("Proxy-Authorization: abc", f"Proxy-Authorization: {REDACTED}"),
+]
+ORDINARY = [
+    "a risk-free rate",
+    "see task-42 and task-",
+    "ask-me-123 anything",
+    "desk-1 is free",
+    "sk-learn estimators",
+    "sk-12",
+    "the Bearer of bad news",
+    "Bearer bonds are paper",
+    "bearer shares and bearer of",
+    "authorization",
+]
+
+
+@pytest.mark.parametrize(("text", "kept"), SECRETS, ids=[t for t, _ in SECRETS])
+def test_every_key_shape_and_bearer_token_is_redacted(text, kept):
+    assert scrub_text(text, []) == kept
+
+
+@pytest.mark.parametrize("text", ORDINARY)
+def test_ordinary_words_are_not_secrets(text):
+    assert scrub_text(text, []) == text

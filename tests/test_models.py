@@ -92,6 +92,20 @@ def test_table_with_unknown_key_or_provider_is_rejected() -> None:
         from_table("m", {"provider": "endpoint"})
 
 
+def test_a_misspelt_table_key_names_the_nearest_known_one() -> None:
+    with pytest.raises(ModelSpecError, match="did you mean 'base_url'\\? known keys: api_key_env"):
+        from_table("m", {"basurl": "http://x/v1"})
+    with pytest.raises(
+        ModelSpecError, match=r"\[tool\.slam\.models\.q\.engine\] .* 'max_model_len'"
+    ):
+        from_table("q", {"provider": "vllm", "engine": {"max_model_length": 2048}})
+
+
+def test_table_timeout_reaches_the_spec() -> None:
+    spec = from_table("m", {"base_url": "http://x/v1", "timeout_s": 30})
+    assert (spec.timeout_s, resolve(DEFAULT_MODEL).timeout_s) == (30, None)
+
+
 def test_models_option_parsing() -> None:
     assert parse_models_option(" a, b ,c") == ["a", "b", "c"]
     with pytest.raises(ModelSpecError, match="empty entry"):

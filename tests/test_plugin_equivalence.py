@@ -9,6 +9,7 @@ what is under test is the judge's path, so the candidate's answer must not vary 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,7 +118,7 @@ def _judge_project(pytester: pytest.Pytester, reference: FakeOpenAI, judge_url: 
 
 
 def _golden(pytester: pytest.Pytester) -> Path:
-    (path,) = (pytester.path / "fixtures" / "slam").rglob("test_judged.json")
+    (path,) = (pytester.path / "__slam__").rglob("test_judged.json")
     return path
 
 
@@ -178,19 +179,32 @@ def test_replay_mode_asks_a_missing_verdict_and_says_it_is_not_cached(
     ])  # fmt: skip
 
 
-def test_a_judge_answering_nonsense_gives_a_verdict_not_a_crash(
+def test_a_judge_answering_nonsense_is_unjudged_not_zero_and_its_cost_is_reported(
     pytester: pytest.Pytester, fake_gpt4: FakeOpenAI, candidate: FakeOpenAI
 ) -> None:
-    with FakeOpenAI(answer="I like turtles.", model="gpt-4-judge") as judge:
+    with FakeOpenAI(answer="I like turtles.", model="gpt-4") as judge:
         _judge_project(pytester, fake_gpt4, judge.base_url)
-        result = pytester.runpytest(f"--slm-models={candidate.base_url}#cand", "--slm-record=new")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*call 1: equivalence 0.00 < 0.50 (judge): judge answered nonsense: 'I like turtles.'; "
-        "expected a grade 1-10 like ??7??",
-        "*pytest-slam*",
-    ])  # fmt: skip
+        toml = pytester.path / "pyproject.toml"  # a judge the price table knows: gpt-4
+        toml.write_text(toml.read_text().replace("#gpt-4-judge'", "#gpt-4'"))
+        result = pytester.runpytest(f"--slm-models={candidate.base_url}#cand", "--slm-record=new",
+                                    "--slm-report=report.json")  # fmt: skip
+        assert judge.hits == 2  # asked, then asked again with a reminder of the form
+    result.assert_outcomes(passed=1)  # no verdict is not a failing verdict of 0
+    text = " ".join(result.stdout.str().split())
+    assert ("unjudged (left out of the means, not scored 0): test_judged.py::test_capital[cand"
+            in text)  # fmt: skip
+    assert "judge answered nonsense: 'I like turtles.'" in text
+    assert re.search(r"judge for \S+: 2 call\(s\), \$0\.\d+, \d+\+\d+ tokens, E2E p50 \d+ ms; "
+                     r"1 pair\(s\) unjudged", text)  # fmt: skip
+    report = json.loads((pytester.path / "report.json").read_text())
+    (row,) = report["models"]
+    assert row["unjudged"] == 1 and row["judge_calls"] == 2 and row["judge_cost_usd"] > 0
+    assert row["equivalence_mean"] is None  # nothing was scored: not a 0
+    assert row["calls"] == 1  # the judge's calls are not the candidate's
+    (outcome,) = report["outcomes"]
+    judged = [c for c in outcome["calls"] if c["role"] == "judge"]
+    assert judged[-1]["error"].startswith("unjudged: judge ")
+    assert "gave no readable verdict after a retry" in judged[-1]["error"]
     entries = json.loads(_golden(pytester).read_text())["entries"]
     assert next(iter(entries.values())).get("judge", {}) == {}  # nonsense is never cached
 
@@ -238,7 +252,7 @@ def test_failing_assert_equivalent_shows_the_diff_and_writes_the_obtained_answer
         "E*obtained answer written to *test_capital.obtained*test_capital?SmolLM2-135M-Instruct?-fuzzy.txt",
     ])  # fmt: skip
     (outcome,) = _report(pytester)
-    (obtained,) = (pytester.path / "fixtures" / "slam").rglob("*.obtained/*.txt")
+    (obtained,) = (pytester.path / "__slam__").rglob("*.obtained/*.txt")
     assert obtained.read_text() == outcome["calls"][0]["text"]
     assert obtained.parent.parent == _golden_dir_of(pytester, "test_capital.json")
     assert (obtained.parent / ".gitignore").read_text().splitlines()[-1] == "*"
@@ -247,7 +261,7 @@ def test_failing_assert_equivalent_shows_the_diff_and_writes_the_obtained_answer
 
 
 def _golden_dir_of(pytester: pytest.Pytester, name: str) -> Path:
-    (golden,) = (pytester.path / "fixtures" / "slam").rglob(name)
+    (golden,) = (pytester.path / "__slam__").rglob(name)
     return golden.parent
 
 

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.slm
 def test_answer(question):
     assert product.ask(question)
 """
-GOLDEN = Path("fixtures/slam/gpt-4")  # endpoint spec '...#gpt-4': kept under the model's name
+GOLDEN = Path("__slam__/gpt-4")  # endpoint spec '...#gpt-4': kept under the model's name
 
 
 @pytest.fixture
@@ -98,7 +98,7 @@ def slam(pytester: pytest.Pytester, *args: str) -> subprocess.CompletedProcess[s
 
 def golden_files(root: Path) -> dict[str, bytes]:
     """Every file under the golden folder, by relative path (temp files and locks included)."""
-    folder = root / "fixtures" / "slam"
+    folder = root / "__slam__"
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
             if p.is_file()}  # fmt: skip
 
@@ -146,7 +146,7 @@ def test_replay_misses_fail_with_the_command_that_records_them(pytester, fake_gp
     out = result.stdout.str()
     assert "no golden answer of reference 'gpt-4' for this request" in out
     assert f"Record it from the real reference with: {command}" in out
-    assert fake_gpt4.hits == 0 and not (pytester.path / "fixtures").exists()
+    assert fake_gpt4.hits == 0 and not (pytester.path / "__slam__").exists()
 
 
 SHARED_SUITE = """
@@ -309,6 +309,6 @@ def test_no_secret_is_written_to_any_file(pytester, mini, monkeypatch):
         assert {r.headers["authorization"] for r in reference.requests} == {f"Bearer {SECRET}"}
     written = [p for p in sorted(pytester.path.rglob("*")) if p.is_file()]
     names = {p.relative_to(pytester.path).as_posix() for p in written}
-    assert {"fixtures/slam/gpt-4/test_product.json", "out/report.json", "out/report.html",
+    assert {"__slam__/gpt-4/test_product.json", "out/report.json", "out/report.html",
             "out/junit.xml", "out/pytest.log"} <= names  # fmt: skip
     assert [p for p in written if SECRET.encode() in p.read_bytes()] == []

@@ -82,7 +82,7 @@ def test_goldens_of_another_reference_are_named_as_such(pytester, fake_gpt4, min
     write_modules(pytester, {"test_a": ("question a1",), "test_b": ("question b",)})
     write_project(pytester, fake_gpt4, mini)
     run(pytester, "--slm-record=new").assert_outcomes(passed=2)
-    turbo = pytester.path / "fixtures" / "slam" / "gpt-4-turbo"
+    turbo = pytester.path / "__slam__" / "gpt-4-turbo"
     turbo.mkdir()
     shutil.copy(pytester.path / GOLDEN / "test_b.json", turbo / "test_b.json")  # copied by hand
     toml = (pytester.path / "pyproject.toml").read_text(encoding="utf-8")
@@ -98,7 +98,7 @@ def test_goldens_of_another_reference_are_named_as_such(pytester, fake_gpt4, min
         in out
     )
     assert (
-        "fixtures/slam/gpt-4-turbo/test_b.json: recorded for reference 'gpt-4', but this run's "
+        "__slam__/gpt-4-turbo/test_b.json: recorded for reference 'gpt-4', but this run's "
         "reference is 'gpt-4-turbo'" in out
     )
 
@@ -108,9 +108,10 @@ def test_failing_reference_is_retried_then_fails_the_test_writing_nothing_for_it
     # a timeout, then an answer: recorded. The third is answered at once.
     failures = [500, 500, 500, 500, 429, 503, "timeout"]
     with FakeOpenAI(lambda r: "GPT-4 says: " + r["messages"][-1]["content"], fail=failures,
-                    timeout_sleep_s=2.0) as reference:  # fmt: skip
+                    timeout_sleep_s=8.0) as reference:  # fmt: skip
         pytester.makepyfile(product=PRODUCT, test_product=SUITE.format(questions=QUESTIONS))
-        write_project(pytester, reference, mini, "reference_timeout_s = 0.5", retries=3)
+        # Roomy: under load a slow but normal answer must not count as the injected timeout.
+        write_project(pytester, reference, mini, "reference_timeout_s = 4", retries=3)
         result = run(pytester, "--slm-record=new")
         assert reference.hits == 4 + 4 + 1
     result.assert_outcomes(passed=2, failed=1)

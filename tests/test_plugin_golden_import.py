@@ -56,7 +56,7 @@ model = "gpt-4o-mini"
 
     imported = slam(pytester, "golden", "import", str(log), "--module", MODULE)
     assert imported.returncode == 0, imported.stderr
-    golden = Path("fixtures/slam/openai-gpt-4/tests/test_alpaca.json")
+    golden = Path("__slam__/openai-gpt-4/tests/test_alpaca.json")
     assert imported.stdout.startswith("imported 3, skipped 0 duplicates, 0 failed calls -> ")
     assert imported.stdout.rstrip().endswith(str(golden))
     again = slam(pytester, "golden", "import", str(log), "--module", MODULE)

@@ -69,7 +69,7 @@ def test_removed_test_is_stale_only_in_full_runs_and_prune_removes_only_it(
     other = (pytester.path / GOLDEN / "test_other.json").read_bytes()
     pytester.makepyfile(test_product=SUITE.format(questions=QUESTIONS[:2]))  # one test removed
     gone = key_of(QUESTIONS[2])
-    report = pytester.path / "fixtures" / ".slam" / "golden-stale.json"
+    report = pytester.path / ".slam" / "golden-stale.json"
 
     narrowed = [
         ("-n", "2", "-k", "refund"),
@@ -78,7 +78,11 @@ def test_removed_test_is_stale_only_in_full_runs_and_prune_removes_only_it(
     for args in narrowed:
         result = run(pytester, *args)
         result.assert_outcomes(passed=1)
-        assert "stale golden" not in result.stdout.str() and not report.exists()
+        result.stdout.fnmatch_lines(["stale golden entries not checked: *"])
+        refused = slam(pytester, "golden", "prune")
+        assert refused.returncode == 1 and "refusing to prune: the last run was partial" in (
+            refused.stderr
+        )
 
     result = run(pytester, "-n", "2")
     result.assert_outcomes(passed=3)
@@ -90,17 +94,18 @@ def test_removed_test_is_stale_only_in_full_runs_and_prune_removes_only_it(
     assert (report.parent / ".gitignore").read_text().endswith("*\n")
 
     dry = slam(pytester, "golden", "prune", "--dry-run")
-    assert (dry.returncode, dry.stdout) == (0, f"would remove test_product.py {gone}\n")
+    was = "(recorded for test_product.py::test_answer[Error 500 since 9am])"
+    assert (dry.returncode, dry.stdout) == (0, f"would remove test_product.py {gone} {was}\n")
     done = slam(pytester, "golden", "prune")
-    assert done.returncode == 0 and "pruned 1 stale entries" in done.stdout, done.stderr
+    assert done.returncode == 0 and "pruned 1 stale entries; undo with" in done.stdout, done.stderr
     assert set(entries(pytester.path / PRODUCT_FILE)) == {key_of(q) for q in QUESTIONS[:2]}
     assert (pytester.path / GOLDEN / "test_other.json").read_bytes() == other
 
     pytester.makepyfile(test_product=SUITE.format(questions=QUESTIONS[:1]))  # another removed
     result = run(pytester, "--slm-prune")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["pruned 1 stale golden entry"])
+    result.stdout.fnmatch_lines(["pruned 1 stale golden entry; undo with `slam golden restore *`:"])
     assert set(entries(pytester.path / PRODUCT_FILE)) == {key_of(QUESTIONS[0])}
     assert (pytester.path / GOLDEN / "test_other.json").read_bytes() == other
-    assert not report.exists()  # `slam golden prune` used it up; nothing new is left to prune
+    assert read_stale_report(report) == ("gpt-4", [])  # what was stale is gone, nothing is left
     assert "stale golden" not in run(pytester).stdout.str()

@@ -24,6 +24,7 @@ def test_help_lists_every_option_in_one_group(pytester: pytest.Pytester) -> None
             "  --slm-report=PATH.json*",
             "  --slm-html=PATH.html*",
             "  --slm-baseline=PATH.json*",
+            "  --slm-block-network*Make any connection off this machine during an*",
         ]
     )
     result.stdout.fnmatch_lines(["  slm_paths (paths):*Folders whose tests run once per model*"])
@@ -32,7 +33,7 @@ def test_help_lists_every_option_in_one_group(pytester: pytest.Pytester) -> None
         for value in vars(options).values()
         if isinstance(value, str) and value.startswith("--")
     ]
-    assert all(f.startswith("--slm-") for f in flags) and len(flags) == 11
+    assert all(f.startswith("--slm-") for f in flags) and len(flags) == 12
     assert all(f in result.stdout.str() for f in flags)
 
 

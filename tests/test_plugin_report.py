@@ -132,7 +132,7 @@ def test_regression_against_a_baseline_fails_the_gate(project, candidate, monkey
     assert "  - mini: equivalence_mean 1.00 -> 0.38" in section
     assert "  - mini test_product.py::test_refund: equivalence_mean 1.00 -> 0.38" in section
     assert "gate: FAIL" in section
-    assert section[-1] == "exit status 6: the tests passed, the gate did not"
+    assert section[-1] == "exit status 6: the tests passed, the gate did not pass"
     new = load(project.path / "new.json")
     assert new["gate"]["passed"] is False and new["models"][0]["gate"] == "FAIL"
     (breach,) = new["gate"]["models"][0]["breaches"]
@@ -261,7 +261,7 @@ def test_unwritable_report_path_is_a_usage_error_before_any_call(project, candid
     html.stderr.fnmatch_lines(
         ["ERROR: pytest-slam: --slm-html=adir is a directory; give a file path."]
     )
-    assert candidate.hits == 0 and not (project.path / "fixtures").exists()
+    assert candidate.hits == 0 and not (project.path / "__slam__").exists()
 
 
 def test_terminal_summary_degrades_on_a_narrow_terminal(project, candidate, monkeypatch) -> None:

@@ -8,7 +8,6 @@ is short; the other tests ask for JSON and long replies, which a 135M model writ
 from __future__ import annotations
 
 import json
-import shutil
 import struct
 import subprocess
 import sys
@@ -17,13 +16,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from slam_helpers import CHROMIUM, needs_chromium
 
 from pytest_slam.report.charts import COLORS, REF_COLOR
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "support_triage"
-CHROMIUM = next(
-    (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None
-)
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +56,7 @@ def test_the_example_writes_table_json_and_html(example_run) -> None:
     assert '<g class="reference-line" data-model="curated">' in page
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs headless Chromium (apt-get install chromium)")
+@needs_chromium
 def test_chromium_screenshot_shows_the_quality_cost_chart(example_run) -> None:
     _, out = example_run
     shot = out / "run.png"

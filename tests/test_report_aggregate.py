@@ -8,8 +8,9 @@ import statistics
 import pytest
 import test_report_helpers as synth
 
-from pytest_slam.records import Outcome
-from pytest_slam.report.aggregate import aggregate, pair_equivalence, per_test_rows
+from pytest_slam.records import Outcome, Score
+from pytest_slam.report.aggregate import Verdict, aggregate, pair_equivalence, per_test_rows
+from pytest_slam.report.terminal import render_table
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +135,60 @@ def test_an_engine_warm_up_is_a_cold_start_not_a_call_or_a_test(verdict) -> None
         before.calls, before.prompt_tokens, before.cost_per_call_usd,
     )  # fmt: skip
     assert [t.test for t in with_engine.tests] == [t.test for t in verdict.tests]
+
+
+def test_a_test_listed_twice_counts_once_with_its_worst_outcome() -> None:
+    """A report that lists a test's passing call and its teardown error counts the test once."""
+    first = synth.qwen_outcomes()[0]
+    twice = [*synth.qwen_outcomes(), {**first, "outcome": "error", "message": "teardown"}]
+    once = aggregate(synth.qwen_outcomes(), synth.run_info((synth.QWEN,))).row(synth.QWEN)
+    row = aggregate(twice, synth.run_info((synth.QWEN,))).row(synth.QWEN)
+    assert row.tests_run == once.tests_run and row.tests_errored == 1
+    assert row.tests_passed == once.tests_passed - 1
+
+
+def test_not_swapped_is_its_own_count_outside_the_pass_rate() -> None:
+    outcomes = synth.qwen_outcomes()
+    outcomes[0] = {**outcomes[0], "outcome": "not_swapped", "calls": [], "pairs": []}
+    verdict = aggregate(outcomes, synth.run_info((synth.QWEN,)))
+    row = verdict.row(synth.QWEN)
+    assert (row.tests_not_swapped, row.tests_passed, row.pass_rate) == (1, len(outcomes) - 1, 1.0)
+    assert [t.outcome for t in verdict.tests].count("not_swapped") == 1
+
+
+LONG_ANSWER = " ".join(f"word{i}" for i in range(150))  # an open-ended answer of 150 words
+
+
+def _similarity_run(change: str = "") -> Verdict:
+    """qwen's run with long reference answers scored by fuzzy alone, no threshold; ``change``
+    adds one kind of calibration (or makes the answers short)."""
+    outcomes = synth.qwen_outcomes()
+    for pair in (p for o in outcomes for p in o["pairs"]):
+        pair["reference_text"] = "Short answer." if change == "short" else LONG_ANSWER
+        pair["scores"] = [Score("fuzzy", 0.6, threshold=0.7 if change == "at_least" else None)
+                          .as_dict()]  # fmt: skip
+        if change == "judge":
+            pair["scores"].append(Score("judge", 0.8).as_dict())
+    info = synth.run_info((synth.QWEN,))
+    info.settings["samples"] = 3 if change == "samples" else 1
+    return aggregate(outcomes, info)
+
+
+def test_similarity_alone_on_long_answers_is_called_a_weak_verdict_once() -> None:
+    verdict = _similarity_run()
+    (note,) = verdict.notes
+    assert note.startswith(
+        "weak verdict: fuzzy similarity alone decides 5 long open-ended answer(s) (median "
+        "reference answer 150 words) with no calibration; on such answers it agrees poorly with "
+        "graded quality"
+    )
+    for how in ("--slm-samples=3", "[tool.slam] judge", "`slam calibrate`", "`slam review`"):
+        assert how in note
+    assert Verdict.from_dict(verdict.as_dict()).notes == [note]  # kept in the JSON report
+    said = " ".join(" ".join(render_table(verdict, width=100)).split())
+    assert said.count("weak verdict:") == 1 and note in said
+
+
+@pytest.mark.parametrize("change", ["at_least", "judge", "samples", "short"])
+def test_no_weak_verdict_note_when_calibrated_or_short(change: str) -> None:
+    assert _similarity_run(change).notes == []

@@ -132,3 +132,18 @@ def test_tolerances_from_config() -> None:
         Tolerances.from_config({"latency_pct": 5})
     with pytest.raises(ConfigError, match="cost_increase_pct = '10%' must be a float"):
         Tolerances.from_config({"cost_increase_pct": "10%"})
+
+
+def test_passed_then_not_swapped_is_a_regression_and_back_an_improvement(baseline_path) -> None:
+    """A test whose calls stopped reaching the candidate no longer says anything for it."""
+    outcomes = copy.deepcopy(synth.outcomes())
+    triage = outcomes[4]  # qwen test_triage, passed in the baseline
+    triage.update(outcome="not_swapped", calls=[], pairs=[], message="not swapped")
+    path = write_json(baseline_path.with_name("unswapped.json"),
+                      aggregate(outcomes, synth.run_info()), outcomes)  # fmt: skip
+    diff = diff_baseline(aggregate(outcomes, synth.run_info()), baseline_path)
+    (flip,) = _found(diff.regressions, synth.QWEN, "outcome", triage["test"])
+    assert flip.describe() == f"{synth.QWEN} {triage['test']}: outcome passed -> not_swapped"
+    back = diff_baseline(aggregate(synth.outcomes(), synth.run_info()), path)
+    (fixed,) = _found(back.improvements, synth.QWEN, "outcome", triage["test"])
+    assert (fixed.old, fixed.new) == ("not_swapped", "passed")

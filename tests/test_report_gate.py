@@ -107,8 +107,9 @@ def test_config_errors_name_the_keys() -> None:
     with pytest.raises(ConfigError) as info:
         Gate.from_config({"max_latency": 3})
     assert str(info.value) == (
-        "[tool.slam.gate] has unknown key(s) max_latency; known keys: max_cost_ratio, "
-        "max_p95_e2e_ms, min_mean_equivalence, min_pass_rate, no_regression"
+        "[tool.slam.gate] has unknown key(s) max_latency; known keys: allow_not_swapped, "
+        "max_cost_ratio, max_p95_e2e_ms, min_equivalence_lower, min_mean_equivalence, "
+        "min_pass_rate, min_pass_rate_lower, no_regression"
     )
     with pytest.raises(ConfigError, match=r"min_pass_rate = 95 must be a fraction in 0\.\.1"):
         Gate.from_config({"min_pass_rate": 95})
@@ -122,3 +123,25 @@ def test_check_tables_covers_gate_and_baseline_sections() -> None:
         check_tables({"min_pass_rate": 50}, None)
     with pytest.raises(ConfigError, match=r"\[tool\.slam\.baseline\] has unknown key\(s\) latency"):
         check_tables(None, {"latency": 100})
+
+
+def _unswapped_verdict():
+    outcomes = copy.deepcopy(synth.qwen_outcomes())
+    outcomes[0].update(outcome="not_swapped", calls=[], pairs=[])
+    return aggregate(outcomes, synth.run_info((synth.QWEN,)))
+
+
+def test_not_swapped_fails_the_gate_by_default_even_without_rules() -> None:
+    result = evaluate(Gate(), _unswapped_verdict())
+    assert not result.passed and result.configured
+    (breach,) = result.models[0].breaches
+    assert (breach.rule, breach.measured, breach.limit) == ("not_swapped", 1, 0)
+    assert "allow_not_swapped = true" in breach.message
+
+
+def test_allow_not_swapped_turns_the_rule_off() -> None:
+    gate = Gate.from_config({"allow_not_swapped": True})
+    result = evaluate(gate, _unswapped_verdict())
+    assert result.passed and not result.configured
+    with pytest.raises(ConfigError, match="allow_not_swapped"):
+        Gate.from_config({"allow_not_swapped": "yes"})

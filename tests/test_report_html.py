@@ -3,32 +3,39 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from html.parser import HTMLParser
 
 import pytest
 import test_report_helpers as synth
+from slam_helpers import CHROMIUM, needs_chromium
 
+from pytest_slam.records import Call
 from pytest_slam.report.aggregate import ModelRow, aggregate
 from pytest_slam.report.diffview import Segment, diff_and_similarity
 from pytest_slam.report.gate import Gate, apply_gate, evaluate
 from pytest_slam.report.html import render_html, write_html
+from pytest_slam.report.terminal import render_table
+from pytest_slam.review.verdicts import dump_lines, make_verdict
 
-CHROMIUM = next(
-    (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None
-)
-needs_chromium = pytest.mark.skipif(
-    CHROMIUM is None, reason="headless Chromium not installed (apt-get install -y chromium)"
-)
+REVIEWS = {synth.QWEN: ("win", "tie", "tie"), synth.SMOL: ("loss", "both_bad"), "gone": ("win",)}
 
 
 @pytest.fixture(scope="module")
 def report_html(tmp_path_factory):
+    """The synthetic run, its golden file with `slam review` verdicts beside it (one of a model
+    this run did not select)."""
+    folder = tmp_path_factory.mktemp("html")
     outcomes = synth.outcomes()
+    for pair in (p for o in outcomes for p in o["pairs"]):
+        pair["golden_file"] = str(folder / "support.json")
+    verdicts = [make_verdict(key=f"k{i}", model=model, answer_hash="a", reference_hash="r",
+                             verdict=v, reviewer="ana")
+                for model, seen in REVIEWS.items() for i, v in enumerate(seen)]  # fmt: skip
+    (folder / "support.review.jsonl").write_text(dump_lines(verdicts), encoding="utf-8")
     verdict = aggregate(outcomes, synth.run_info())
     verdict = apply_gate(verdict, evaluate(Gate(min_mean_equivalence=0.8), verdict))
-    return write_html(tmp_path_factory.mktemp("html") / "report.html", verdict, outcomes)
+    return write_html(folder / "report.html", verdict, outcomes)
 
 
 def test_self_contained_no_network(report_html) -> None:
@@ -52,6 +59,67 @@ def test_charts_and_tables_are_in_the_page(report_html) -> None:
     assert page.count('<g class="box e2e"') == 4 and page.count('<g class="box ttft"') == 4
     assert page.count('<tr data-index="') == 12
     assert '<td class="FAIL">FAIL</td>' in page and '<td class="PASS">PASS</td>' in page
+
+
+def test_model_table_shows_95_intervals_and_each_pair_of_candidates_once(report_html) -> None:
+    page = report_html.read_text()
+    assert re.search(r'<td class="equivalence">0\.87 \[0\.8\d, 0\.9\d\]</td>', page)  # qwen
+    assert re.search(r'<td class="pass-rate">0\.25 \[0\.00, 0\.\d\d\]</td>', page)  # smollm2: 1/4
+    assert '<td class="pass-rate">-</td>' in page  # the reference is the yardstick
+    listed = re.findall(r"<li>(.*?)</li>", page.split('<ul id="comparisons">')[1].split("</ul>")[0])
+    assert len(listed) == 6  # 3 candidate pairs x (equivalence, pass rate), each once
+    assert listed[0].startswith("qwen2.5-1.5b better than smollm2-135m on equivalence (+0.218 [")
+    assert "qwen2.5-1.5b and gpt-4o-mini: cannot tell apart on pass rate" in listed[-1]
+    assert "paired:" not in page and "equivalence 95% interval" not in page  # not twice
+
+
+def test_human_review_verdicts_per_model_with_wilson_intervals(report_html) -> None:
+    page = report_html.read_text()
+    table = page.split('<table id="review">')[1].split("</table>")[0]
+    rows = re.findall(r'<tr data-model="([^"]+)">(.*?)</tr>', table)
+    assert [m for m, _ in rows] == [synth.QWEN, synth.SMOL]  # "gone" is not in this run
+    cells = dict((m, re.findall(r"<td>(.*?)</td>", r)) for m, r in rows)
+    # win, tie, loss, both bad, not worse; 1 of 3 is 33% [6%-79%] (Wilson)
+    assert cells[synth.QWEN] == [synth.QWEN, "3", "33% [6%-79%]", "67% [21%-94%]", "0% [0%-56%]",
+                                 "0% [0%-56%]", "100% [44%-100%]"]  # fmt: skip
+    assert cells[synth.SMOL][-1] == "0% [0%-66%]"
+    assert "(1 reviewer(s))" in page
+
+
+def test_no_review_file_means_no_review_section() -> None:
+    outcomes = synth.qwen_outcomes()
+    page = render_html(aggregate(outcomes, synth.run_info((synth.QWEN,))), outcomes)
+    assert "Human review" not in page and '<table id="review">' not in page
+
+
+def test_tool_calls_of_both_sides_are_side_by_side() -> None:
+    outcomes = synth.qwen_outcomes()[:1]
+    weather = {"id": "c1", "type": "function",
+               "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}  # fmt: skip
+    delete = {"id": "c2", "type": "function",
+              "function": {"name": "delete_account", "arguments": '{"user": 7}'}}  # fmt: skip
+    outcomes[0]["calls"][0]["tool_calls"] = [delete]
+    outcomes[0]["pairs"][0]["reference_tool_calls"] = [weather]
+    page = render_html(aggregate(outcomes, synth.run_info((synth.QWEN,))), outcomes)
+    # one "-> name({arguments})" line per call under the text; the word diff covers them too
+    assert ('<pre class="ref">Priority: high. Route to billing.\n-&gt; <del>get_weather</del>'
+            '({&#34;<del>city</del>&#34;: <del>&#34;Paris&#34;</del>})</pre>') in page  # fmt: skip
+    assert ('<pre class="cand">Priority: high. Route to billing.\n-&gt; <ins>delete_account</ins>'
+            '({&#34;<ins>user</ins>&#34;: <ins>7</ins>})</pre>') in page  # fmt: skip
+
+
+def test_a_judge_that_ran_is_one_cost_line_in_the_page_and_the_table() -> None:
+    outcomes = synth.qwen_outcomes() + synth.mini_outcomes()
+    for o in outcomes[:2] + outcomes[4:5]:
+        o["calls"].append(Call(model="gpt-4o", role="judge", request={}, text="Rating: [[8]]",
+                               prompt_tokens=500, completion_tokens=6, e2e_ms=400.0,
+                               cost_usd=0.0026).as_dict())  # fmt: skip
+    verdict = aggregate(outcomes, synth.run_info((synth.QWEN, synth.MINI)))
+    line = (f"judge for {synth.QWEN}, {synth.MINI}: 3 call(s), $0.0078, 1500+18 tokens, "
+            "E2E p50 400 ms; not counted in the candidate figures")  # fmt: skip
+    assert render_html(verdict, outcomes).count(f"<li>{line}</li>") == 1
+    table = " ".join(" ".join(render_table(verdict, width=200)).split())
+    assert table.count("judge for ") == 1 and line in table
 
 
 def test_side_by_side_diff_marks_words() -> None:
@@ -129,6 +197,7 @@ def test_chromium_runs_the_sort_script_from_the_url_hash(report_html, tmp_path) 
     assert dom.open_details == len(synth.outcomes()) - 2  # every outcome with pairs
     assert dom.tags.get("script") == 1 and "img" not in dom.tags  # answers stayed text
     assert dom.tags.get("svg") == 2
+    assert {"models", "tests", "review"} <= set(dom.tables)  # the review table survives the DOM
 
 
 @needs_chromium
@@ -159,3 +228,13 @@ def test_an_unpriced_reference_is_a_dashed_line_at_one() -> None:
     assert '<g class="reference-line" data-model="curated">' in page
     assert "curated (reference, no cost recorded)" in page and "not plotted" not in page
     assert '<g class="point" data-model="qwen2.5-1.5b"' in page
+
+
+def test_a_not_swapped_test_is_shown_as_such() -> None:
+    outcomes = synth.qwen_outcomes()
+    outcomes[0] = {**outcomes[0], "outcome": "not_swapped", "calls": [], "pairs": [],
+                   "message": "pytest-slam: passed but is not swapped"}  # fmt: skip
+    page = render_html(aggregate(outcomes, synth.run_info((synth.QWEN,))), outcomes)
+    assert '<td class="not_swapped" data-sort="not_swapped">not swapped</td>' in page
+    assert '<small class="not_swapped">1 not swapped</small>' in page
+    assert "not swapped: 1 test(s) passed with no call the candidate answered" in page

@@ -42,7 +42,7 @@ def test_document_layout(written) -> None:
     path, _, _ = written
     data = json.loads(path.read_text())
     assert list(data) == ["schema", "generated_at", "run", "models", "reference", "tests", "gate",
-                          "outcomes"]  # fmt: skip
+                          "notes", "outcomes"]  # fmt: skip
     assert data["reference"]["role"] == "reference"
     assert data["models"][1]["distributions"]["e2e_ms"]["p95"] == pytest.approx(640.0)
     with_calls = next(o for o in data["outcomes"] if o["calls"])

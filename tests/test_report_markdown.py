@@ -43,3 +43,10 @@ def test_baseline_changes_come_before_the_gate() -> None:
         "- ❌ qwen2.5-1.5b: equivalence\\_mean 0.87 -\\> 0.50",  # escaped: renders as ->
     ]
     assert lines.index("**gate: FAIL**") > start
+
+
+def test_not_swapped_tests_are_counted_in_the_tests_cell() -> None:
+    outcomes = synth.qwen_outcomes()
+    outcomes[0] = {**outcomes[0], "outcome": "not_swapped", "calls": [], "pairs": []}
+    text = render_markdown(aggregate(outcomes, synth.run_info((synth.QWEN,))))
+    assert "| 3/3 (1 not swapped) |" in text

@@ -126,3 +126,24 @@ def test_a_reference_without_timings_says_so(verdict) -> None:
     assert "reference latency and cost: as recorded with the golden answers" in render_table(
         verdict
     )
+
+
+def test_not_swapped_column_and_note_appear_only_when_a_test_was_not_swapped(verdict) -> None:
+    assert "not swapped" not in render_table(verdict)[1]
+    outcomes = synth.qwen_outcomes()
+    outcomes[0] = {**outcomes[0], "outcome": "not_swapped", "calls": [], "pairs": []}
+    unswapped = aggregate(outcomes, synth.run_info((synth.QWEN,)))
+    lines = render_table(unswapped)
+    assert lines[1].split()[:5] == ["model", "gate", "tests", "not", "swapped"]
+    assert _row(lines, synth.QWEN).split()[2:4] == ["3/3", "1"]
+    note = " ".join(" ".join(lines).split())
+    assert f"not swapped: 1 test(s) passed with no call the candidate answered, so they count for " \
+           f"no model: {outcomes[0]['test']} ({synth.QWEN})" in note  # fmt: skip
+
+
+def test_egress_note_names_each_destination_and_test() -> None:
+    outcomes = synth.mini_outcomes()
+    outcomes[0] = {**outcomes[0], "egress": ["api.openai.com:443", "api.openai.com:443"]}
+    lines = render_table(aggregate(outcomes, synth.run_info((synth.MINI,))), width=400)
+    assert (f"2 connection(s) left the machine during opted-in tests: api.openai.com:443 from "
+            f"{outcomes[0]['test']} ({synth.MINI}) (2x)") in " ".join(lines)  # fmt: skip

@@ -11,7 +11,7 @@ from pytest_slam.compare.assertion import (
     set_obtained_writer,
 )
 from pytest_slam.compare.base import MissingExtra, Scorer, ScorerError, ScorerUnavailable
-from pytest_slam.compare.judge import JudgeCache, MemoryJudgeCache
+from pytest_slam.compare.judge import JudgeCache, JudgeUnjudged, MemoryJudgeCache
 from pytest_slam.compare.judge_parse import JudgeUnparseable
 from pytest_slam.compare.registry import SCORERS, get_scorer
 
@@ -19,6 +19,7 @@ __all__ = [
     "SCORERS",
     "EquivalenceError",
     "JudgeCache",
+    "JudgeUnjudged",
     "JudgeUnparseable",
     "MemoryJudgeCache",
     "MissingExtra",

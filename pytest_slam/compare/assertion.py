@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pytest_slam.compare.base import Scorer
+from pytest_slam.compare.defaults import DEFAULT_AT_LEAST, DEFAULT_SCORER
 from pytest_slam.compare.diff import side_by_side
 from pytest_slam.compare.registry import get_scorer
 from pytest_slam.records import Call, GoldenAnswer, GoldenRecord, Score
@@ -73,7 +74,7 @@ def evaluate(
     cand_text, cand_json = as_text(candidate, "candidate")
     ref_text, ref_json = as_text(reference, "reference")
     if by is None:
-        by = "json" if cand_json or ref_json else "fuzzy"
+        by = "json" if cand_json or ref_json else DEFAULT_SCORER
     scorer = get_scorer(by, **options)
     if isinstance(candidate, Call) and candidate.error:
         score = Score(scorer.name, 0.0, f"candidate call failed: {candidate.error}")
@@ -87,10 +88,12 @@ def assert_equivalent(
     candidate: Answer,
     reference: Answer,
     by: str | Scorer | None = None,
-    at_least: float = 0.8,
+    at_least: float = DEFAULT_AT_LEAST,
     **options: Any,
 ) -> Score:
     """Return the Score when it reaches ``at_least``; raise EquivalenceError otherwise.
+
+    The default, 0.7 with fuzzy, is the project's one default verdict (``compare/defaults.py``).
 
     ``by`` is a scorer name ("fuzzy" by default; "json" for dict/list answers) or a Scorer;
     ``options`` configure a named scorer (``ignore=["$.id"]``, ``choices=[...]``).

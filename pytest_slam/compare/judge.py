@@ -52,7 +52,21 @@ a tie.
 [Assistant B's answer]
 {b}"""
 NO_QUESTION = "(not given: judge the answers on their own)"
+# Sent once after an unreadable verdict, with the judge's own answer before it.
+REMINDER = {
+    "grade": 'Your answer had no readable rating. Reply with the rating only, as "Rating: [[7]]".',
+    "pairwise": 'Your answer had no readable verdict. Reply with the verdict only: "[[A]]", '
+    '"[[B]]" or "[[C]]" for a tie.',
+}
 POINTS = {"win": 1.0, "tie": 0.5, "loss": 0.0}
+
+
+class JudgeUnjudged(ScorerError):
+    """The judge gave no readable verdict, twice: the pair is unjudged, never scored 0."""
+
+    def __init__(self, model: str, cause: JudgeUnparseable) -> None:
+        self.answer = cause.answer
+        super().__init__(f"judge {model} gave no readable verdict after a retry: {cause}")
 
 
 class JudgeCache(Protocol):
@@ -97,7 +111,8 @@ class JudgeScorer(Scorer):
     (grade - 1) / 9. ``mode="pairwise"``: the judge compares candidate and reference twice, in
     both orders, to cancel position bias; each verdict scores 1 (candidate better), 0.5 (tie) or
     0 (worse) and the value is their mean, so 0.5 means "as good as the reference". A judge answer
-    with no readable verdict scores 0 with "judge answered nonsense: ..." and is not cached.
+    with no readable verdict is asked again once, with a reminder of the form; a second unreadable
+    answer raises :class:`JudgeUnjudged`: the pair has no verdict (never a 0) and nothing is cached.
     Answers longer than ``max_answer_chars`` are cut in the prompt (never in the cache key).
     """
 
@@ -143,13 +158,17 @@ class JudgeScorer(Scorer):
         try:
             verdict = self._judge(candidate, reference, question)
         except JudgeUnparseable as err:
-            return self.verdict(0.0, str(err))
+            raise JudgeUnjudged(self.model, err) from None
         if cache is not None:
             cache.put(key, verdict)
         return self.verdict(verdict["value"], verdict["explanation"])
 
-    def _ask(self, prompt: str) -> str:
+    def _ask(self, prompt: str, earlier: str | None = None) -> str:
+        """One judge call; with ``earlier`` (its unreadable answer), the reminder follows it."""
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
+        if earlier is not None:
+            messages += [{"role": "assistant", "content": earlier},
+                         {"role": "user", "content": REMINDER[self.mode]}]  # fmt: skip
         try:
             answer = self.complete(messages)
         except ScorerError:
@@ -164,24 +183,33 @@ class JudgeScorer(Scorer):
         """Ask the judge (once, or twice for pairwise) and build the verdict to cache."""
         fill = {"question": question or NO_QUESTION}
         cand, ref = clip(candidate, self.max_answer_chars), clip(reference, self.max_answer_chars)
-        head = {"judge": self.model, "mode": self.mode, "template": TEMPLATE_VERSION}
+        # the candidate text makes a cached verdict a labelled pair for ``slam calibrate``
+        head = {"judge": self.model, "mode": self.mode, "template": TEMPLATE_VERSION,
+                "candidate": candidate}  # fmt: skip
         if self.mode == "grade":
             return head | self._grade(GRADE_PROMPT.format(reference=ref, candidate=cand, **fill))
         first = PAIR_PROMPT.format(a=cand, b=ref, **fill)
         return head | self._pairwise(first, PAIR_PROMPT.format(a=ref, b=cand, **fill))
 
-    def _grade(self, prompt: str) -> dict[str, Any]:
+    def _ask_parsed(self, prompt: str, parse: Callable[[str], Any]) -> tuple[list[str], Any]:
+        """The judge's answers and the verdict read from them: asked again once if unreadable."""
         answer = self._ask(prompt)
-        grade = parse_grade(answer)
-        why = f"judge {self.model} graded {grade:g}/10: {preview(answer, 160)}"
-        return {"value": (grade - 1) / 9, "grade": grade, "explanation": why, "answers": [answer]}
+        try:
+            return [answer], parse(answer)
+        except JudgeUnparseable:
+            again = self._ask(prompt, earlier=answer)
+            return [answer, again], parse(again)  # a second JudgeUnparseable propagates
+
+    def _grade(self, prompt: str) -> dict[str, Any]:
+        answers, grade = self._ask_parsed(prompt, parse_grade)
+        why = f"judge {self.model} graded {grade:g}/10: {preview(answers[-1], 160)}"
+        return {"value": (grade - 1) / 9, "grade": grade, "explanation": why, "answers": answers}
 
     def _pairwise(self, candidate_first: str, candidate_second: str) -> dict[str, Any]:
-        answers = [self._ask(candidate_first), self._ask(candidate_second)]
-        outcomes = [
-            _outcome(parse_preference(answers[0]), "A"),
-            _outcome(parse_preference(answers[1]), "B"),
-        ]
+        first, pref_a = self._ask_parsed(candidate_first, parse_preference)
+        second, pref_b = self._ask_parsed(candidate_second, parse_preference)
+        answers = first + second
+        outcomes = [_outcome(pref_a, "A"), _outcome(pref_b, "B")]
         return {
             "value": sum(POINTS[o] for o in outcomes) / 2,
             "outcomes": outcomes,

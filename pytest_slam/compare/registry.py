@@ -17,6 +17,7 @@ SCORERS: dict[str, str] = {
     "normalized": "pytest_slam.compare.text:NormalizedScorer",
     "json": "pytest_slam.compare.structured:JsonScorer",
     "json_schema": "pytest_slam.compare.structured:JsonSchemaScorer",
+    "tool_calls": "pytest_slam.compare.toolcalls:ToolCallScorer",
     "label": "pytest_slam.compare.text:LabelScorer",
     "fuzzy": "pytest_slam.compare.text:FuzzyScorer",
     "semantic": "pytest_slam.compare.semantic:SemanticScorer",

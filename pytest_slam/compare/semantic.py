@@ -6,8 +6,11 @@ scorer is built. ``endpoint`` asks any OpenAI-compatible ``/v1/embeddings`` serv
 llama.cpp server, or a hosted API) through the openai client.
 
 The value is ``max(0, cosine)``: MiniLM cosines between real answers are rarely negative, and a
-negative one means "unrelated" as much as zero does. MiniLM reads at most 256 word pieces of
-each answer, so two long answers that share their opening read as close.
+negative one means "unrelated" as much as zero does. MiniLM reads at most 256 word pieces, so a long
+answer is cut into chunks of ``chunk_words`` words (150 by default, well under that limit) and the
+whole of both answers is compared chunk by chunk (see :func:`chunked_similarity`); without it two
+long answers that share their opening would read as close whatever followed. All chunks of all
+pairs go to the embedder in one batch.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ BACKENDS = ("local", "endpoint")
 LOCAL_MODEL = "all-MiniLM-L6-v2"
 TORCH_FIRST = "install CPU torch first with `pip install torch==2.13.0`"
 ENDPOINT_BATCH = 256
+CHUNK_WORDS = 150  # about 200 MiniLM word pieces: each chunk is read whole
 # (module, PyPI package): checked before importing, so a missing extra fails fast and whole.
 LOCAL_PACKAGES = (
     ("torch", "torch"),
@@ -61,6 +65,29 @@ def _load(path: str | None, device: str | None) -> Any:
     return SentenceTransformer(path, device=device)
 
 
+def chunks(text: str, words: int) -> list[str]:
+    """``text`` in pieces of at most ``words`` words (the whole text when ``words`` is 0)."""
+    split = text.split()
+    if words <= 0 or len(split) <= words:
+        return [text]
+    return [" ".join(split[i : i + words]) for i in range(0, len(split), words)]
+
+
+def chunked_similarity(cand: list[list[float]], ref: list[list[float]]) -> float:
+    """Chunk-level BERTScore-style F1: each chunk's best match on the other side, averaged.
+
+    Recall asks whether every part of the reference is said somewhere in the candidate; precision
+    the converse. With one chunk each it is the plain cosine.
+    """
+    if len(cand) == 1 and len(ref) == 1:
+        return cosine(cand[0], ref[0])
+    recall = sum(max(cosine(r, c) for c in cand) for r in ref) / len(ref)
+    precision = sum(max(cosine(c, r) for r in ref) for c in cand) / len(cand)
+    if recall <= 0 or precision <= 0:
+        return min(recall, precision)
+    return 2 * recall * precision / (recall + precision)
+
+
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     """Cosine similarity; 0 when either vector is zero."""
     dot = sum(x * y for x, y in zip(a, b, strict=True))
@@ -74,7 +101,8 @@ class SemanticScorer(Scorer):
     ``backend="local"``: ``model`` may name a sentence-transformers directory (default: the
     bundled all-MiniLM-L6-v2); ``device`` is passed on ("cpu", "cuda"). ``backend="endpoint"``:
     ``base_url`` (ending in ``/v1``) and ``model`` are required; ``api_key`` defaults to
-    ``$OPENAI_API_KEY`` or a placeholder that local servers accept.
+    ``$OPENAI_API_KEY`` or a placeholder that local servers accept. ``chunk_words``: answers
+    longer than this many words are compared chunk by chunk (0: embed each answer whole).
     """
 
     name = "semantic"
@@ -88,7 +116,9 @@ class SemanticScorer(Scorer):
         api_key: str | None = None,
         device: str | None = None,
         timeout_s: float = 30.0,
+        chunk_words: int = CHUNK_WORDS,
     ) -> None:
+        self.chunk_words = chunk_words
         if backend not in BACKENDS:
             raise ValueError(f"semantic scorer: backend must be one of {BACKENDS}, not {backend!r}")
         self.backend, self.model, self.base_url = backend, model, base_url
@@ -148,16 +178,24 @@ class SemanticScorer(Scorer):
         return self.score_many([(candidate, reference)])[0]
 
     def score_many(self, pairs: Iterable[tuple[str, str]]) -> list[Score]:
-        """Score pairs with one batched embedding pass over the distinct non-empty texts."""
+        """Score pairs with one batched embedding pass over the distinct chunks of all answers."""
         pairs = list(pairs)
         empties = [empty_verdict(self, c, r) for c, r in pairs]
         live = [pair for pair, empty in zip(pairs, empties, strict=True) if empty is None]
-        texts = sorted({text for pair in live for text in pair})
+        pieces = {text: chunks(text, self.chunk_words) for pair in live for text in pair}
+        texts = sorted({piece for parts in pieces.values() for piece in parts})
         vectors = dict(zip(texts, self.embed(texts), strict=True)) if texts else {}
+
+        def of(text: str) -> list[list[float]]:
+            return [vectors[piece] for piece in pieces[text]]
+
         return [
-            empty or self._verdict(cosine(vectors[c], vectors[r]))
+            empty or self._verdict(chunked_similarity(of(c), of(r)), len(pieces[c]), len(pieces[r]))
             for (c, r), empty in zip(pairs, empties, strict=True)
         ]
 
-    def _verdict(self, cos: float) -> Score:
-        return self.verdict(max(0.0, cos), f"cosine {cos:.3f} ({self.label})")
+    def _verdict(self, cos: float, cand_chunks: int = 1, ref_chunks: int = 1) -> Score:
+        if cand_chunks == ref_chunks == 1:
+            return self.verdict(max(0.0, cos), f"cosine {cos:.3f} ({self.label})")
+        how = f"chunk F1 {cos:.3f} over {cand_chunks} and {ref_chunks} chunks"
+        return self.verdict(max(0.0, cos), f"{how} of {self.chunk_words} words ({self.label})")

@@ -7,6 +7,7 @@ handed the URLs and never start one, so ``-n N`` still means one engine per mode
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import socket
@@ -48,9 +49,10 @@ class Engine(ABC):
 
     kind: str = ""
 
-    def __init__(self, spec: ModelSpec, port: int) -> None:
+    def __init__(self, spec: ModelSpec, port: int, slots: int = 1) -> None:
         self.spec = spec
         self.port = port
+        self.slots = max(1, slots)  # requests the run may send at once (its xdist workers)
 
     @property
     def base_url(self) -> str:
@@ -72,8 +74,42 @@ class Engine(ABC):
     def command(self) -> list[str]:
         """The argv that serves the model on 127.0.0.1:port."""
 
+    def describe(self) -> str:
+        """How it serves, for the run's start line."""
+        return self.kind
+
+
+# llama.cpp splits its context between slots, so each slot gets the configured ``ctx`` and the KV
+# cache grows with the slot count. Its size per token is estimated from the GGUF file (about
+# file_size / KV_TOKENS_PER_FILE: SmolLM2-135M Q4_1 is 98 MB and 23 KB/token; a 7B Q4 model is
+# over-estimated, which errs on the safe side); the slots may take at most MEMORY_SHARE of the
+# memory available at start.
+KV_TOKENS_PER_FILE = 4096
+MEMORY_SHARE = 0.5
+
+
+def available_memory_bytes() -> int | None:
+    """``MemAvailable`` from /proc/meminfo; None where there is no such file."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def slots_that_fit(wanted: int, ctx: int, model_bytes: int, available: int | None) -> int:
+    """As many slots as wanted, fewer when their KV cache would not fit in memory (at least 1)."""
+    if available is None or model_bytes <= 0:
+        return max(1, wanted)
+    per_slot = ctx * max(1, model_bytes // KV_TOKENS_PER_FILE)
+    return max(1, min(wanted, int(available * MEMORY_SHARE) // per_slot))
+
 
 class LlamaCppEngine(Engine):
+    """llama.cpp (xllamacpp) in a process of its own, with one slot per xdist worker by default."""
+
     kind = "llama.cpp"
 
     def check_available(self) -> None:
@@ -86,6 +122,27 @@ class LlamaCppEngine(Engine):
         path = resolve_model_path(str(self.spec.engine_args.get("model_path", "")))
         if not path.is_file():
             raise EngineError(f"model {self.spec.name!r}: no GGUF file at {path}.")
+
+    @property
+    def ctx(self) -> int:
+        """Context tokens per slot."""
+        return int(self.spec.engine_args.get("ctx", 4096))
+
+    @functools.cached_property
+    def parallel(self) -> int:
+        """``parallel`` when the model sets it; else one slot per worker, memory permitting.
+
+        Decided once, so the start line says what the engine was given."""
+        given = self.spec.engine_args.get("parallel")
+        if given is not None:
+            return int(given)
+        path = resolve_model_path(str(self.spec.engine_args.get("model_path", "")))
+        size = path.stat().st_size if path.is_file() else 0
+        return slots_that_fit(self.slots, self.ctx, size, available_memory_bytes())
+
+    def describe(self) -> str:
+        slots = self.parallel
+        return f"{self.kind}, {slots} slot{'s' if slots != 1 else ''} of {self.ctx} tokens"
 
     def command(self) -> list[str]:
         args = self.spec.engine_args
@@ -101,9 +158,9 @@ class LlamaCppEngine(Engine):
             "--threads",
             str(args.get("threads", 2)),
             "--ctx",
-            str(args.get("ctx", 4096)),
+            str(self.ctx),
             "--parallel",
-            str(args.get("parallel", 1)),
+            str(self.parallel),
         ]
 
 
@@ -227,8 +284,20 @@ class ManagedServer:
             self.proc = subprocess.Popen(
                 argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
-        self._wait_healthy(self.engine.start_timeout(timeout_s))
+        try:
+            self._wait_healthy(self.engine.start_timeout(timeout_s))
+        except BaseException:  # Ctrl-C while it loads: nobody else holds it to stop it
+            self.stop()
+            raise
         self.started_s = time.perf_counter() - t0
+
+    def start_line(self) -> str:
+        """One summary line: which engine serves the model, how, where, and how long it took."""
+        took = f", up in {self.started_s:.1f} s" if self.started_s is not None else ""
+        return (
+            f"engine {self.engine.spec.name}: {self.engine.describe()}, "
+            f"on {self.engine.base_url}{took}"
+        )
 
     def _wait_healthy(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -248,13 +317,15 @@ class ManagedServer:
         )
 
     def stop(self) -> None:
+        """Ask the supervisor to stop the engine; kill it when that takes too long or the user
+        presses Ctrl-C again (the engine dies with the supervisor: its parent-death signal)."""
         proc, self.proc = self.proc, None
         if proc is None or proc.poll() is not None:
             return
         proc.terminate()
         try:
             proc.wait(15)
-        except subprocess.TimeoutExpired:
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
             proc.kill()
             proc.wait()
 
@@ -267,13 +338,19 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def start_engine(spec: ModelSpec, log_dir: Path | None, timeout_s: float) -> ManagedServer:
-    """Start the engine a local model needs and return it running; ``spec.base_urls`` is set."""
+def start_engine(
+    spec: ModelSpec, log_dir: Path | None, timeout_s: float, slots: int = 1
+) -> ManagedServer:
+    """Start the engine a local model needs and return it running; ``spec.base_urls`` is set.
+
+    ``slots``: how many requests the run may send at once (its xdist workers); ``log_dir``: the
+    plugin passes a folder under pytest's basetemp, so pytest's retention removes old logs.
+    """
     engine_cls = ENGINES.get(spec.provider)
     if engine_cls is None:
         raise EngineError(f"model {spec.name!r} ({spec.provider}) has no managed engine.")
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="slam-engines-"))
-    server = ManagedServer(engine_cls(spec, free_port()), log_dir)
+    server = ManagedServer(engine_cls(spec, free_port(), slots), log_dir)
     server.start(timeout_s)
     spec.base_urls = [server.engine.base_url]
     return server

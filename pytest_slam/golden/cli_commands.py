@@ -1,4 +1,7 @@
-"""The ``slam golden import | stats | prune`` commands, for the ``slam`` CLI to mount.
+"""The ``slam golden import | stats | prune | restore`` commands, for the ``slam`` CLI to mount.
+
+``prune`` acts only on the report of the last run, and only when that run was complete; it lists each
+entry it removes and keeps them in a trash file first, so ``restore`` can put them back.
 
 Each ``cmd_*`` takes the ``argparse.Namespace`` its ``add_*_arguments`` defines, prints to stdout,
 and returns the exit status (0 done, 1 a golden error, already printed to stderr). Mounting::
@@ -18,10 +21,14 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_slam.golden.fileformat import GoldenError
 
-DEFAULT_ROOT = Path("fixtures/slam")
+if TYPE_CHECKING:
+    from pytest_slam.golden.store import GoldenStore
+
+DEFAULT_ROOT = Path("__slam__")  # settings.DEFAULT_GOLDEN_DIR; `slam` passes the resolved one
 DEFAULT_REFERENCE = "openai:gpt-4"
 
 
@@ -66,6 +73,17 @@ def add_prune_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     return parser
 
 
+def add_restore_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    add_store_arguments(parser)
+    parser.add_argument(
+        "trash",
+        type=Path,
+        nargs="?",
+        help="Trash file a prune wrote (default: the latest, in <root>/../.slam/trash)",
+    )
+    return parser
+
+
 def _fail(exc: Exception) -> int:
     print(f"slam golden: {exc}", file=sys.stderr)
     return 1
@@ -98,9 +116,11 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    """Remove the entries the last full run reported stale, then delete the used report."""
+    """Remove the entries the last complete run reported stale, keeping them in a trash file first;
+    refuse (exit 1, one line) when the last run was partial."""
     from pytest_slam.golden.stale import read_stale_report, stale_report_path
     from pytest_slam.golden.store import GoldenStore
+    from pytest_slam.golden.trash import Trash
 
     report = args.stale_report or stale_report_path(args.root)
     try:
@@ -108,14 +128,58 @@ def cmd_prune(args: argparse.Namespace) -> int:
         store = GoldenStore(args.root, args.reference)
         if reference != store.reference:
             raise GoldenError(f"{report} lists entries of {reference!r}, not {store.reference!r}")
+        if not entries:
+            print("nothing to prune: the last complete run found no stale entries")
+            return 0
         for module, key in entries:
-            print(f"{'would remove' if args.dry_run else 'remove'} {module} {key}")
+            verb = "would remove" if args.dry_run else "remove"
+            print(f"{verb} {module} {key}{_recorded_for(store, module, key)}")
         if not args.dry_run:
-            removed = store.prune(entries)
+            trash = Trash(store.root, store.reference)
+            removed = store.prune(entries, trash.add)
             report.unlink()
-            print(f"pruned {removed} stale entries")
-    except GoldenError as exc:
+            undo = f"; undo with: slam golden restore {_shown(trash.path)}" if trash.path else ""
+            print(f"pruned {removed} stale entries{undo}")
+    except (GoldenError, OSError) as exc:
         return _fail(exc)
+    return 0
+
+
+def _recorded_for(store: GoldenStore, module: str, key: str) -> str:
+    try:
+        rec = store.lookup(module, key)
+    except GoldenError:
+        return ""
+    if rec is None:
+        return " (already gone)"
+    return f" (recorded for {', '.join(rec.tests)})" if rec.tests else ""
+
+
+def _shown(path: Path | None) -> str:
+    """A path as the user would type it: relative to the working folder when inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    """Put back the entries a prune removed (the latest prune unless a trash file is named)."""
+    from pytest_slam.golden.store import GoldenStore
+    from pytest_slam.golden.trash import latest_trash, restore
+
+    try:
+        store = GoldenStore(args.root, args.reference)
+        path = args.trash or latest_trash(args.root)
+        restored, kept = restore(store, path)
+        for module, key in restored:
+            print(f"restore {module} {key}")
+        for module, key in kept:
+            print(f"keep {module} {key} (the file has this entry again; left as it is)")
+        path.unlink()
+    except (GoldenError, OSError) as exc:
+        return _fail(exc)
+    print(f"restored {len(restored)} entries from {_shown(path)}")
     return 0
 
 
@@ -123,4 +187,5 @@ COMMANDS: tuple[tuple[str, Callable[..., argparse.ArgumentParser], Callable[...,
     ("import", add_import_arguments, cmd_import),
     ("stats", add_stats_arguments, cmd_stats),
     ("prune", add_prune_arguments, cmd_prune),
+    ("restore", add_restore_arguments, cmd_restore),
 )

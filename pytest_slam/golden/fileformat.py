@@ -188,17 +188,71 @@ def _entry(rec: GoldenRecord) -> dict[str, Any]:
     return data
 
 
-def dump_golden(golden: GoldenFile) -> str:
-    """The file's text: schema and reference first, then entries sorted, scrubbed of secrets."""
-    entries = _sorted({key: _entry(rec) for key, rec in golden.entries.items()})
-    doc = {"schema": SCHEMA, "reference": golden.reference, "entries": entries}
-    return json.dumps(scrub(doc), indent=2, ensure_ascii=False) + "\n"
+def entry_as_dict(rec: GoldenRecord) -> dict[str, Any]:
+    """One entry exactly as a golden file stores it (for the prune trash)."""
+    return _sorted(_entry(rec))
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write a temp file in the same folder, then ``os.replace``: readers never see half a file."""
+def entry_from_dict(where: Path, key: str, entry: Any) -> GoldenRecord:
+    """The record an ``entry_as_dict`` entry holds; a bad one raises ``GoldenFileError``."""
+    return _record(where, "", key, entry)
+
+
+EntryCache = dict[str, tuple[GoldenRecord, str]]  # key -> (the record, its text in the file)
+
+
+def entry_text(rec: GoldenRecord) -> str:
+    """One entry's JSON as it sits in the file: keys sorted, scrubbed, indented for its place."""
+    text = json.dumps(scrub(_sorted(_entry(rec))), indent=2, ensure_ascii=False)
+    return text.replace("\n", "\n    ")  # a newline inside a JSON string is escaped: never hit
+
+
+def dump_golden(golden: GoldenFile, cache: EntryCache | None = None) -> str:
+    """The file's text: schema and reference first, then entries sorted, scrubbed of secrets.
+
+    The same bytes as ``json.dumps(scrub(doc), indent=2, ensure_ascii=False)`` of the sorted
+    document, built entry by entry so that a writer recording one answer at a time can keep the
+    text of the entries it wrote before (``cache``, checked by record identity) and pay for one.
+    """
+    parts = []
+    for key in sorted(golden.entries):
+        rec = golden.entries[key]
+        hit = cache.get(key) if cache is not None else None
+        text = hit[1] if hit is not None and hit[0] is rec else entry_text(rec)
+        if cache is not None:
+            cache[key] = (rec, text)
+        parts.append(f"    {json.dumps(key, ensure_ascii=False)}: {text}")
+    if cache is not None and len(cache) > len(golden.entries):
+        for key in set(cache) - set(golden.entries):
+            del cache[key]
+    entries = "{\n" + ",\n".join(parts) + "\n  }" if parts else "{}"
+    reference = json.dumps(scrub(golden.reference), ensure_ascii=False)
+    return f'{{\n  "schema": {json.dumps(SCHEMA)},\n  "reference": {reference},\n  "entries": {entries}\n}}\n'
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where Linux allows (threads may be creating files)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write(path: str | os.PathLike[str], text: str) -> Path:
+    """Write a temp file in the same folder, then ``os.replace``: readers never see half a file.
+
+    The package's one writer of files people keep (goldens, reports, the stale list). The file gets
+    the mode it had, or the one ``open()`` would give it (0o666 less the umask): ``mkstemp`` makes
+    0600, which a CI artifact or a shared checkout cannot read. Returns the path written.
+    """
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~current_umask()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
@@ -210,6 +264,7 @@ def atomic_write(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return path
 
 
 def ignore_scratch_folder(folder: Path) -> None:

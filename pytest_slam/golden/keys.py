@@ -17,6 +17,10 @@ Normalised, representation only (each one sends the same thing to the model):
 - sampling parameters are floats, so ``temperature=0`` and ``0.0`` agree;
 - ``stop="x"`` is ``["x"]``;
 - message content made of one text part is that text as a string.
+- tool-call ids (``tool_calls[].id`` in assistant messages, ``tool_call_id`` in tool messages) are
+  replaced by their order of first appearance (``call_0``, ``call_1``...): the API makes up a new
+  random id for every answer, so without this a tool loop's second request would never replay.
+  Requests without them keep the bytes they always had.
 Never normalised: the text itself (whitespace and Unicode form change the tokens), message and
 tool order, ``max_tokens`` versus ``max_completion_tokens`` (not equivalent for reasoning models),
 ``system`` versus ``developer`` roles.
@@ -91,6 +95,25 @@ def _message(msg: Any) -> Any:
     return out
 
 
+def _tool_call_ids(messages: list[Any]) -> list[Any]:
+    """Tool-call ids replaced by ``call_N``, N their order of first appearance in the request."""
+    ids: dict[str, str] = {}
+
+    def renamed(value: Any) -> Any:
+        return ids.setdefault(value, f"call_{len(ids)}") if isinstance(value, str) else value
+
+    out = []
+    for msg in messages:
+        if isinstance(msg, dict) and isinstance(msg.get("tool_calls"), list):
+            calls = [dict(tc, id=renamed(tc["id"])) if isinstance(tc, dict) and "id" in tc else tc
+                     for tc in msg["tool_calls"]]  # fmt: skip
+            msg = {**msg, "tool_calls": calls}
+        if isinstance(msg, dict) and "tool_call_id" in msg:
+            msg = {**msg, "tool_call_id": renamed(msg["tool_call_id"])}
+        out.append(msg)
+    return out
+
+
 def _is_default(name: str, value: Any, body: dict[str, Any]) -> bool:
     if name == "tool_choice":
         return value == ("auto" if body.get("tools") else "none")
@@ -115,7 +138,7 @@ def canonical_request(body: dict[str, Any]) -> dict[str, Any]:
     if isinstance(out.get("stop"), str):
         out["stop"] = [out["stop"]]
     if isinstance(out.get("messages"), list):
-        out["messages"] = [_message(m) for m in out["messages"]]
+        out["messages"] = _tool_call_ids([_message(m) for m in out["messages"]])
     return {k: v for k, v in out.items() if not _is_default(k, v, out)}
 
 

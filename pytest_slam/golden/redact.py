@@ -1,10 +1,15 @@
-"""Keep credentials out of committed golden files.
+"""Keep credentials out of committed golden files and written reports.
 
 ``canonical_request`` never holds headers, but a key can still arrive inside a body (a prompt that
 quotes a config file, a vendor field such as ``api_key``). ``scrub`` runs on everything written.
-What counts as a secret (a heuristic; it errs towards redacting):
-- ``sk-`` followed by 20 or more key characters that include a digit (OpenAI-style keys);
-- ``Bearer`` followed by a token of 16 or more characters that includes a digit;
+What counts as a secret (a heuristic; it errs towards redacting, but leaves prose alone):
+- an OpenAI-style key: ``sk-`` at the start of a word followed by 3 or more key characters that
+  include a digit (``sk-abc123``, ``sk-proj-...``, ``sk-svcacct-...``, ``sk-admin-...``); ``sk-proj-``,
+  ``sk-svcacct-`` and ``sk-admin-`` followed by 8 or more characters even without one. ``risk-free``
+  and ``task-42`` are words, not keys (no word start before ``sk-``); ``sk-learn`` has no digit;
+- a bearer token: ``Bearer`` and a token with a digit, a symbol (``._~+/=-``) or mixed case, or any
+  word that ends the text, line or quoted value (``"Bearer xxx"``); ``the Bearer of bad news`` stays;
+- the credentials after ``Authorization:`` / ``Proxy-Authorization:`` (``=`` too, any case);
 - the value of any environment variable named ``*_API_KEY``, ``*_TOKEN`` or ``*_SECRET`` (6 or more
   characters, so a placeholder like ``x`` in CI does not blank every ``x``);
 - any value under a mapping key such as ``api_key`` or ``authorization``.
@@ -22,10 +27,18 @@ REDACTED = "[redacted]"
 SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET")
 SECRET_FIELD_NAMES = frozenset({"api_key", "api-key", "x-api-key", "authorization", "apikey"})
 MIN_ENV_SECRET_LENGTH = 6
-_PATTERNS = (
-    re.compile(r"\bsk-[A-Za-z0-9_\-]{20,}"),
-    re.compile(r"\bBearer\s+[A-Za-z0-9._~+/\-]{16,}=*"),
+_KEY_CHARS = r"[A-Za-z0-9_\-]"
+_OPENAI_KEYS = (
+    re.compile(rf"\bsk-(?:proj|svcacct|admin)-{_KEY_CHARS}{{8,}}"),
+    re.compile(rf"\bsk-{_KEY_CHARS}*[0-9]{_KEY_CHARS}*"),
 )
+_AUTH_HEADER = re.compile(
+    r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
+    r"((?:(?:bearer|basic|token|digest|bot)\s+)?[^\s\"',;]+)"
+)
+_BEARER = re.compile(r"\b([Bb]earer|BEARER)(\s+)([A-Za-z0-9._~+/\-]+=*)")
+_VALUE_END = re.compile(r"\s*(?:$|[\"'`,;)\]}>\r\n])")
+_MIN_OPENAI_KEY_TAIL = 3  # ``sk-`` and at least this many characters
 
 
 def _env_secrets() -> list[str]:
@@ -37,9 +50,26 @@ def _env_secrets() -> list[str]:
     return sorted(values, key=len, reverse=True)  # longest first: a key containing another
 
 
-def _redact_match(match: re.Match[str]) -> str:
-    text = match.group(0)
-    return REDACTED if any(c.isdigit() for c in text) else text
+def _openai_key(match: re.Match[str]) -> str:
+    return REDACTED if len(match.group(0)) >= 3 + _MIN_OPENAI_KEY_TAIL else match.group(0)
+
+
+def _is_token(token: str, ends_value: bool) -> bool:
+    """A bearer credential, not the next word of a sentence (``Bearer of``, ``Bearer bonds are``)."""
+    if len(token) < 3:
+        return False
+    if not token.isalpha():
+        return True  # a digit or a token symbol
+    one_word = token.islower() or token.isupper() or token[1:].islower()
+    return ends_value or not one_word
+
+
+def _bearer(match: re.Match[str]) -> str:
+    token = match.group(3)
+    ends = _VALUE_END.match(match.string, match.end()) is not None
+    return (
+        f"{match.group(1)}{match.group(2)}{REDACTED}" if _is_token(token, ends) else match.group(0)
+    )
 
 
 def scrub_text(text: str, env_secrets: list[str] | None = None) -> str:
@@ -47,8 +77,14 @@ def scrub_text(text: str, env_secrets: list[str] | None = None) -> str:
     for secret in _env_secrets() if env_secrets is None else env_secrets:
         if secret in text:
             text = text.replace(secret, REDACTED)
-    for pattern in _PATTERNS:
-        text = pattern.sub(_redact_match, text)
+    if "sk-" in text:
+        for pattern in _OPENAI_KEYS:
+            text = pattern.sub(_openai_key, text)
+    lowered = text.lower()
+    if "authorization" in lowered:
+        text = _AUTH_HEADER.sub(lambda m: m.group(1) + REDACTED, text)
+    if "bearer" in lowered:
+        text = _BEARER.sub(_bearer, text)
     return text
 
 

@@ -3,6 +3,11 @@
 Only a run knows which entries no test visited, so the plugin writes this report at the end of a
 run (controller only) and ``slam golden prune`` applies it later, after a person has seen it.
 It lives in ``<store root>/../.slam/golden-stale.json``, next to the locks, and is never committed.
+
+Only a complete run may call an entry stale. A run marks the report "under way" when it starts and
+replaces it at its end: with the entries a complete run found, or with why the run was partial.
+So after an interrupt, a crash, ``-x``, ``-k`` or a kill (which never reaches the end), the report
+names the reason and ``read_stale_report`` refuses it: prune cannot act on an older run's findings.
 """
 
 from __future__ import annotations
@@ -13,6 +18,11 @@ from pathlib import Path
 from pytest_slam.golden.fileformat import GoldenError, atomic_write, ignore_scratch_folder
 
 STALE_SCHEMA = "pytest-slam/golden-stale/1"
+UNDER_WAY = "a run started at {started} and has not finished (killed, or still running)"
+FULL_RUN_FIX = (
+    "run the whole suite with pytest to its end first (no -k, -x or node ids, no Ctrl-C); "
+    "a complete run writes it"
+)
 
 
 def stale_report_path(root: Path) -> Path:
@@ -20,22 +30,53 @@ def stale_report_path(root: Path) -> Path:
     return Path(root).parent / ".slam" / "golden-stale.json"
 
 
-def write_stale_report(path: Path, reference: str, entries: list[tuple[str, str]]) -> None:
-    """Write the report atomically (an empty list still overwrites an older report)."""
-    doc = {"schema": STALE_SCHEMA, "reference": reference, "entries": sorted(map(list, entries))}
+def write_stale_report(
+    path: Path, reference: str, entries: list[tuple[str, str]], partial: str | None = None
+) -> None:
+    """Write the report atomically (an empty list still overwrites an older report).
+
+    ``partial``: why the run was not complete; the report then lists nothing and prune refuses it.
+    """
+    doc: dict[str, object] = {"schema": STALE_SCHEMA, "reference": reference}
+    doc["entries"] = [] if partial else sorted(map(list, entries))
+    if partial:
+        doc["partial"] = partial
     ignore_scratch_folder(Path(path).parent)
     atomic_write(Path(path), json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
 
 
+def mark_run_started(root: Path, reference: str) -> None:
+    """Say "a run is under way" in the report, where there are goldens or an old report.
+
+    Written before anything else a run does, so a run killed at any later moment leaves a report
+    that prune refuses. Nothing is written for a project with no golden answers yet.
+    """
+    from pytest_slam.golden.store import GoldenStore
+    from pytest_slam.records import utc_now
+
+    path = stale_report_path(root)
+    store = GoldenStore(root, reference)
+    if path.exists() or store.dir.is_dir():
+        write_stale_report(path, store.reference, [], UNDER_WAY.format(started=utc_now()))
+
+
 def read_stale_report(path: Path) -> tuple[str, list[tuple[str, str]]]:
-    """The reference and the ``(module, key)`` entries a run found stale."""
-    fix = "run the whole suite with pytest first; a full run writes it"
+    """The reference and the ``(module, key)`` entries a complete run found stale.
+
+    Raises ``GoldenError`` (one line: what and the fix) when there is no report, or when the last
+    run was partial.
+    """
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise GoldenError(f"{path}: no stale report. Fix: {fix}") from None
+        raise GoldenError(f"{path}: no stale report. Fix: {FULL_RUN_FIX}") from None
     except ValueError as exc:
-        raise GoldenError(f"{path}: unreadable stale report ({exc}). Fix: {fix}") from None
+        raise GoldenError(f"{path}: unreadable stale report ({exc}). Fix: {FULL_RUN_FIX}") from None
     if not isinstance(doc, dict) or doc.get("schema") != STALE_SCHEMA:
-        raise GoldenError(f"{path}: not a pytest-slam stale report. Fix: {fix}")
+        raise GoldenError(f"{path}: not a pytest-slam stale report. Fix: {FULL_RUN_FIX}")
+    if doc.get("partial"):
+        raise GoldenError(
+            f"refusing to prune: the last run was partial ({doc['partial']}), so it judged no "
+            f"entry stale ({path}). Fix: {FULL_RUN_FIX}"
+        )
     return doc["reference"], [(str(m), str(k)) for m, k in doc["entries"]]

@@ -21,8 +21,21 @@ from pytest_slam.metrics.cost import cost_ratio, per_1000
 from pytest_slam.metrics.latency import bucket_of, model_latency
 from pytest_slam.records import Record
 
-OUTCOME_SEVERITY = {"skipped": 0, "passed": 1, "failed": 2, "error": 3}
+NOT_SWAPPED = "not_swapped"  # passed, but the candidate answered none of its calls (outcomes.py)
+OUTCOME_SEVERITY = {"skipped": 0, "passed": 1, NOT_SWAPPED: 2, "failed": 3, "error": 4}
+CAUSES = (
+    "likely causes: a client whose explicit base_url the swap does not redirect (list its host in "
+    "[tool.slam] redirect_hosts), a mocked or monkeypatched client, or an API the swap does not "
+    "carry"
+)
+FIXES = (
+    "fix: let the product's call reach OPENAI_BASE_URL; mark a test that makes no model call "
+    "@pytest.mark.slm(calls=0), or keep it on the original endpoint with "
+    "@pytest.mark.slm(swap=False)"
+)
 ENGINE = "engine"  # the outcome of an engine's warm-up call: a cold start, not a product test
+SIMILARITY = ("fuzzy", "semantic")  # scorers that are a weak verdict on long open-ended answers
+LONG_ANSWER_WORDS = 100  # median reference answer length above which they are (issue 12)
 
 
 @dataclass
@@ -54,6 +67,7 @@ class ModelRow(Record):
     tests_failed: int = 0
     tests_errored: int = 0
     tests_skipped: int = 0
+    tests_not_swapped: int = 0  # no evidence either way: not in pass_rate; the gate fails on it
     pass_rate: float | None = None
     calls: int = 0
     calls_errored: int = 0
@@ -64,6 +78,19 @@ class ModelRow(Record):
     equivalence_mean: float | None = None
     equivalence_worst: float | None = None
     equivalence_by_scorer: dict[str, float] = field(default_factory=dict)
+    # bootstrap 95% intervals over requests (equivalence) and tests (pass rate): uncertainty.py
+    equivalence_mean_low: float | None = None
+    equivalence_mean_high: float | None = None
+    pass_rate_low: float | None = None
+    pass_rate_high: float | None = None
+    comparisons: list[dict[str, Any]] = field(default_factory=list)  # vs each other candidate
+    # the LLM judge's own calls for this model's pairs (role "judge"): not the candidate's figures
+    judge_calls: int = 0
+    judge_prompt_tokens: int = 0
+    judge_completion_tokens: int = 0
+    judge_cost_usd: float | None = None  # total over the run
+    judge_e2e_p50_ms: float | None = None
+    unjudged: int = 0  # pairs the judge gave no readable verdict for, after a retry
     ttft_p50_ms: float | None = None
     e2e_p50_ms: float | None = None
     e2e_p95_ms: float | None = None
@@ -107,6 +134,7 @@ class PerTestRow(Record):
     ttft_p50_ms: float | None = None
     cost_usd: float | None = None  # mean per call
     message: str | None = None
+    egress: list[str] = field(default_factory=list)  # host:port its runs sent off the machine
 
 
 @dataclass
@@ -118,6 +146,7 @@ class Verdict(Record):
     reference: ModelRow | None = None
     tests: list[PerTestRow] = field(default_factory=list)
     gate: dict[str, Any] | None = None  # GateResult.as_dict() once a gate was applied
+    notes: list[str] = field(default_factory=list)  # run-wide warnings (weak_verdict_notes)
 
     @property
     def rows(self) -> list[ModelRow]:
@@ -134,6 +163,7 @@ class Verdict(Record):
             "reference": self.reference.as_dict() if self.reference else None,
             "tests": [t.as_dict() for t in self.tests],
             "gate": self.gate,
+            "notes": list(self.notes),
         }
 
     @classmethod
@@ -145,6 +175,7 @@ class Verdict(Record):
             reference=ModelRow.from_dict(ref) if ref else None,
             tests=[PerTestRow.from_dict(t) for t in data.get("tests") or []],
             gate=data.get("gate"),
+            notes=list(data.get("notes") or []),
         )
 
 
@@ -161,14 +192,68 @@ def _order(outcome: dict[str, Any]) -> tuple[str, int, str]:
 
 def aggregate(outcomes: Iterable[dict[str, Any]], run_info: RunInfo) -> Verdict:
     """Build the verdict from ``Outcome.as_dict()`` records, in any order."""
-    ordered = sort_outcomes(outcomes)
+    ordered = final_outcomes(sort_outcomes(outcomes))
     reference = reference_row(ordered, run_info.reference)
     ref_cost = reference.cost_per_call_usd if reference else None
     rows = [
         model_row(name, [o for o in ordered if o["model"] == name], ref_cost)
         for name in _model_order(ordered, run_info)
     ]
-    return Verdict(run=run_info, models=rows, reference=reference, tests=per_test_rows(ordered))
+    _fill_comparisons(rows, ordered)
+    return Verdict(run=run_info, models=rows, reference=reference, tests=per_test_rows(ordered),
+                   notes=weak_verdict_notes(ordered, run_info))  # fmt: skip
+
+
+def weak_verdict_notes(outcomes: list[dict[str, Any]], run_info: RunInfo) -> list[str]:
+    """One warning when similarity alone decides long open-ended answers with no calibration.
+
+    On such answers fuzzy and semantic scores agree poorly with graded quality (kappa 0.03-0.19
+    against a judge, bench/README.md), so the mean equivalence is a weak verdict; the note says
+    how to make it stronger. Reference samples (``samples`` > 1), a judge score or an
+    ``at_least`` threshold on the pair (as ``slam calibrate`` writes) count as calibration.
+    """
+    from statistics import median
+
+    if int(run_info.settings.get("samples") or 1) > 1:
+        return []
+    decided = [p for o in outcomes for p in o.get("pairs") or [] if _similarity_decides(p)]
+    if not decided:
+        return []
+    words = median(len(p["reference_text"].split()) for p in decided)
+    if words <= LONG_ANSWER_WORDS:
+        return []
+    scorers = " and ".join(sorted({s["scorer"] for p in decided for s in p["scores"]}))
+    return [
+        f"weak verdict: {scorers} similarity alone decides {len(decided)} long open-ended "
+        f"answer(s) (median reference answer {words:.0f} words) with no calibration; on such "
+        "answers it agrees poorly with graded quality (bench/README.md). Strengthen it: record "
+        'reference samples (--slm-samples=3), add a judge ([tool.slam] judge, by = "judge"), '
+        "choose a threshold from labelled pairs (`slam calibrate`), or review answers by hand "
+        "(`slam review`)"
+    ]
+
+
+def _similarity_decides(pair: dict[str, Any]) -> bool:
+    """A scored pair whose every score is fuzzy or semantic similarity with no threshold."""
+    scores = pair.get("scores") or []
+    if pair.get("missing") or pair.get("reference_text") is None or not scores:
+        return False
+    return all(s.get("scorer") in SIMILARITY and s.get("threshold") is None for s in scores)
+
+
+def final_outcomes(ordered: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One outcome per nodeid, the worst: a report that lists a test's call and its teardown
+    error counts the test once (the session already keeps only a rerun test's last attempt)."""
+    out: dict[str, dict[str, Any]] = {}
+    for outcome in ordered:
+        kept = out.get(outcome["nodeid"])
+        if kept is None or _severity(outcome) > _severity(kept):
+            out[outcome["nodeid"]] = outcome
+    return [o for o in ordered if out[o["nodeid"]] is o]
+
+
+def _severity(outcome: dict[str, Any]) -> int:
+    return OUTCOME_SEVERITY.get(outcome.get("outcome", "passed"), len(OUTCOME_SEVERITY))
 
 
 def _model_order(outcomes: list[dict[str, Any]], run_info: RunInfo) -> list[str]:
@@ -190,6 +275,8 @@ def model_row(model: str, outcomes: list[dict[str, Any]], ref_cost: float | None
     _count_calls(row, calls)
     row.cold_starts = sum(1 for o in outcomes for c in candidate_calls(o) if c.get("cold_start"))
     _fill_equivalence(row, [p for o in tests for p in o.get("pairs") or []])
+    _fill_intervals(row, tests)
+    _fill_judge(row, [c for o in tests for c in o.get("calls") or [] if c.get("role") == "judge"])
     _fill_latency(row, calls)
     _fill_tokens(row, calls)
     _fill_cost(row, calls, _paired_costs(tests))
@@ -212,6 +299,7 @@ def _count_tests(row: ModelRow, outcomes: list[dict[str, Any]]) -> None:
     row.tests_failed = kinds.count("failed")
     row.tests_errored = kinds.count("error")
     row.tests_skipped = kinds.count("skipped")
+    row.tests_not_swapped = kinds.count(NOT_SWAPPED)
     row.pass_rate = row.tests_passed / row.tests_run if row.tests_run else None
 
 
@@ -240,6 +328,59 @@ def _fill_equivalence(row: ModelRow, pairs: list[dict[str, Any]]) -> None:
         for score in [] if pair.get("missing") else pair.get("scores") or []:
             by_scorer.setdefault(score["scorer"], []).append(score["value"])
     row.equivalence_by_scorer = {k: sum(v) / len(v) for k, v in sorted(by_scorer.items())}
+
+
+def request_equivalence(outcomes: list[dict[str, Any]]) -> dict[str, float]:
+    """Equivalence per request (golden key), averaged over its pairs: the bootstrap's unit."""
+    from pytest_slam.compare.uncertainty import per_unit
+
+    pairs = [p for o in outcomes for p in o.get("pairs") or []]
+    return per_unit((p.get("key"), pair_equivalence(p)) for p in pairs)
+
+
+def passes_by_test(outcomes: list[dict[str, Any]]) -> dict[str, float]:
+    """1.0 or 0.0 per test that ran (skips left out), averaged over its runs."""
+    from pytest_slam.compare.uncertainty import per_unit
+
+    ran = [o for o in outcomes if o.get("outcome", "passed") in ("passed", "failed", "error")]
+    return per_unit((o.get("test"), float(o.get("outcome", "passed") == "passed")) for o in ran)
+
+
+def _fill_intervals(row: ModelRow, outcomes: list[dict[str, Any]]) -> None:
+    from pytest_slam.compare.uncertainty import mean_interval
+
+    equiv = mean_interval(request_equivalence(outcomes))
+    passes = mean_interval(passes_by_test(outcomes))
+    if equiv is not None:
+        row.equivalence_mean_low, row.equivalence_mean_high = equiv.low, equiv.high
+    if passes is not None:
+        row.pass_rate_low, row.pass_rate_high = passes.low, passes.high
+
+
+def _fill_judge(row: ModelRow, calls: list[dict[str, Any]]) -> None:
+    """The judge's calls: how many, tokens, total cost, median latency, and unjudged pairs."""
+    from pytest_slam.metrics.stats import summarize
+
+    row.judge_calls = len(calls)
+    row.judge_prompt_tokens = sum(c.get("prompt_tokens") or 0 for c in calls)
+    row.judge_completion_tokens = sum(c.get("completion_tokens") or 0 for c in calls)
+    costs = [c["cost_usd"] for c in calls if c.get("cost_usd") is not None]
+    row.judge_cost_usd = sum(costs) if costs else None
+    row.judge_e2e_p50_ms = summarize(c.get("e2e_ms") for c in calls).p50
+    row.unjudged = sum(1 for c in calls if str(c.get("error") or "").startswith("unjudged"))
+
+
+def _fill_comparisons(rows: list[ModelRow], outcomes: list[dict[str, Any]]) -> None:
+    """Each candidate against every other, paired on the requests and tests both ran."""
+    from pytest_slam.compare.uncertainty import compare_all, mirrored
+
+    tests = [o for o in outcomes if o.get("outcome") != ENGINE]
+    by_model = {r.model: [o for o in tests if o["model"] == r.model] for r in rows}
+    found = compare_all({m: request_equivalence(v) for m, v in by_model.items()}, "equivalence")
+    found += compare_all({m: passes_by_test(v) for m, v in by_model.items()}, "pass rate")
+    for row in rows:  # each pair is bootstrapped once and shown from both sides
+        row.comparisons = [c.as_dict() for c in found if c.a == row.model]
+        row.comparisons += [mirrored(c).as_dict() for c in found if c.b == row.model]
 
 
 def _fill_latency(row: ModelRow, calls: list[dict[str, Any]]) -> None:
@@ -332,7 +473,7 @@ def per_test_rows(outcomes: list[dict[str, Any]]) -> list[PerTestRow]:
 
 
 def _test_row(test: str, model: str, runs: list[dict[str, Any]]) -> PerTestRow:
-    worst = max(runs, key=lambda o: OUTCOME_SEVERITY.get(o.get("outcome", "passed"), 3))
+    worst = max(runs, key=_severity)
     tmp = ModelRow(model=model)
     calls = [c for o in runs for c in candidate_calls(o)]
     _fill_equivalence(tmp, [p for o in runs for p in o.get("pairs") or []])
@@ -351,6 +492,7 @@ def _test_row(test: str, model: str, runs: list[dict[str, Any]]) -> PerTestRow:
         ttft_p50_ms=tmp.ttft_p50_ms,
         cost_usd=tmp.cost_per_call_usd,
         message=worst.get("message"),
+        egress=[e for o in runs for e in o.get("egress") or []],
     )
 
 

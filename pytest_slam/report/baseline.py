@@ -4,7 +4,8 @@ Per model and per test, three rules with tolerances from ``[tool.slam.baseline]`
 equivalence down by more than ``equivalence_drop`` (absolute), E2E p95 up by more than
 ``latency_increase_pct`` percent and more than ``latency_increase_ms`` (so a few milliseconds of
 jitter on a fast model never count), cost per call up by more than ``cost_increase_pct`` percent;
-the mirror images are improvements. A test that passed and now fails is a regression too.
+the mirror images are improvements. A test that passed and now fails, errors or is not swapped
+(no call reached the candidate) is a regression too.
 A baseline that cannot be read, or holds other models, gives a note and what can be compared.
 """
 
@@ -19,7 +20,7 @@ from typing import Any
 
 from pytest_slam.records import Record
 from pytest_slam.report import fmt
-from pytest_slam.report.aggregate import ENGINE, PerTestRow, RunInfo, Verdict
+from pytest_slam.report.aggregate import ENGINE, NOT_SWAPPED, PerTestRow, RunInfo, Verdict
 from pytest_slam.report.config import check_section
 from pytest_slam.report.jsonreport import Report, ReportError, load_report
 
@@ -182,7 +183,9 @@ def _rise_pct(old: float | None, new: float | None) -> float | None:
 
 
 def _check_outcome(diff: BaselineDiff, old: PerTestRow, new: PerTestRow) -> None:
-    bad = ("failed", "error")
+    """Passed, then failed, errored or not swapped is a regression: a test that stopped reaching
+    the candidate lost the evidence it gave, even though its assertions still pass."""
+    bad = ("failed", "error", NOT_SWAPPED)
     if old.outcome == "passed" and new.outcome in bad:
         diff.regressions.append(
             Change(new.model, "outcome", old.outcome, new.outcome, "regressed", new.test)

@@ -1,14 +1,22 @@
-"""Word-level differences between the reference's and the candidate's answers, for the HTML.
+"""Word-level differences between the reference's and the candidate's answers, for the HTML, and
+the two sides' tool calls next to each other, for the HTML and the terminal.
 
 Computed with difflib on word and whitespace tokens, so spacing and line breaks survive. The
 segments are plain text; the template escapes them and wraps changes in ``<del>``/``<ins>``.
+Tool calls are shown one per line as ``name({arguments})`` (``answer_text`` appends them to the
+answer's text so the word diff covers them too); ``tool_calls_side_by_side`` lines up calls of the
+same function in two columns for a failure message.
 """
 
 from __future__ import annotations
 
 import difflib
+import itertools
+import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 # a word or a punctuation mark with the whitespace after it: no lone, very common space tokens,
 # which make difflib's matching quadratic on long answers
@@ -64,3 +72,60 @@ def _cut(text: str) -> str:
     if len(text) <= MAX_CHARS:
         return text
     return text[:MAX_CHARS] + f" [... {len(text) - MAX_CHARS} more characters not shown]"
+
+
+def tool_call_line(call: dict[str, Any]) -> str:
+    """``get_weather({"city": "Paris"})``: the function and its arguments, compact and sorted."""
+    fn = call.get("function") or call.get("custom") or call
+    args = fn.get("arguments", fn.get("input", ""))
+    try:
+        value = json.loads(args) if isinstance(args, str) else args
+        args = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    except ValueError:
+        pass  # not JSON: shown as the model wrote it
+    return f"{fn.get('name') or '?'}({' '.join(str(args).split())})"
+
+
+def answer_text(text: str, tool_calls: Sequence[dict[str, Any]] | None) -> str:
+    """An answer as read side by side: its text, then one ``-> call`` line per tool call."""
+    lines = [f"-> {tool_call_line(c)}" for c in tool_calls or ()]
+    return "\n".join([text, *lines] if text else lines)
+
+
+def tool_calls_side_by_side(
+    reference: Sequence[dict[str, Any]] | None,
+    candidate: Sequence[dict[str, Any]] | None,
+    width: int = 50,
+) -> list[str]:
+    """Two columns, reference | candidate, with calls of the same function on one row."""
+    rows = _aligned(list(reference or ()), list(candidate or ()))
+    cells = [(_cell(r, width), _cell(c, width)) for r, c in rows]
+    left = max([len("reference"), *(len(a) for a, _ in cells)])
+    lines = [f"{'reference':<{left}} | candidate"]
+    lines += [f"{a:<{left}} {'|' if a == b else '≠'} {b}".rstrip() for a, b in cells]
+    return lines
+
+
+def _aligned(ref: list[dict[str, Any]], cand: list[dict[str, Any]]) -> list[tuple[Any, Any]]:
+    """Same-name calls on one row (in the reference's order), then the rest side by side."""
+    rows: list[tuple[Any, Any]] = []
+    ref_left, cand_left = [], list(cand)
+    for call in ref:
+        match = next((c for c in cand_left if _name(c) == _name(call)), None)
+        if match is None:
+            ref_left.append(call)
+        else:
+            cand_left.remove(match)
+            rows.append((call, match))
+    return rows + list(itertools.zip_longest(ref_left, cand_left))
+
+
+def _name(call: dict[str, Any]) -> str:
+    return tool_call_line(call).split("(", 1)[0]
+
+
+def _cell(call: dict[str, Any] | None, width: int) -> str:
+    if call is None:
+        return "(no call)"
+    line = tool_call_line(call)
+    return line if len(line) <= width else line[: width - 3] + "..."

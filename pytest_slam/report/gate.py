@@ -3,6 +3,13 @@
 The gate passes when every candidate keeps every configured rule and the session kept its
 budgets. A rule whose metric was not measured is a breach ("not measured"), never a silent pass.
 The reference row is never gated.
+
+One rule is on without a ``[tool.slam.gate]`` table: a test that passed with no call the candidate
+answered (outcome ``not_swapped``) is a breach, because the verdict must not rest on calls that did
+not happen; ``allow_not_swapped = true`` turns it off.
+
+A run that did not run to its end (Ctrl-C, ``-x``/``--maxfail``, a lost worker) or ran no test at
+all is ``incomplete``: never passed, whatever its partial numbers say (``incomplete_reason``).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from pytest_slam.report.baseline import BaselineDiff
 from pytest_slam.report.config import ConfigError, check_section
 
 SECTION = "tool.slam.gate"
+INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED (this module does not import pytest)
 
 # rule -> (ModelRow field, "min" | "max", formatter)
 RULES: dict[str, tuple[str, str, Any]] = {
@@ -25,6 +33,9 @@ RULES: dict[str, tuple[str, str, Any]] = {
     "min_mean_equivalence": ("equivalence_mean", "min", lambda v: f"{v:.3f}"),
     "max_p95_e2e_ms": ("e2e_p95_ms", "max", fmt.ms),
     "max_cost_ratio": ("cost_ratio", "max", fmt.ratio),
+    # decide on the lower bound of the bootstrap 95% interval (compare/uncertainty.py)
+    "min_equivalence_lower": ("equivalence_mean_low", "min", lambda v: f"{v:.3f}"),
+    "min_pass_rate_lower": ("pass_rate_low", "min", lambda v: f"{v:.1%}"),
 }
 
 
@@ -44,14 +55,18 @@ class Gate(Record):
     min_mean_equivalence: float | None = None
     max_p95_e2e_ms: float | None = None
     max_cost_ratio: float | None = None
+    min_equivalence_lower: float | None = None
+    min_pass_rate_lower: float | None = None
     no_regression: bool = False
+    allow_not_swapped: bool = False
 
     @classmethod
     def from_config(cls, data: Mapping[str, Any] | None) -> Gate:
         """From ``[tool.slam.gate]``; unknown keys and bad values raise ``ConfigError``."""
-        known = {name: float for name in RULES} | {"no_regression": bool}
+        known = {name: float for name in RULES} | {"no_regression": bool, "allow_not_swapped": bool}
         gate = cls(**check_section(SECTION, data or {}, known))
-        for name in ("min_pass_rate", "min_mean_equivalence"):
+        for name in ("min_pass_rate", "min_mean_equivalence", "min_equivalence_lower",
+                     "min_pass_rate_lower"):  # fmt: skip
             value = getattr(gate, name)
             if value is not None and not 0 <= value <= 1:
                 raise ConfigError(
@@ -92,17 +107,21 @@ class GateResult(Record):
     models: list[ModelGate] = field(default_factory=list)
     session_breaches: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    status: str = ""  # "passed" | "failed" | "incomplete"
+    incomplete: str | None = None  # why the run cannot be judged, when it cannot
 
     def label(self, model: str) -> str:
         """PASS / FAIL for a gated model, ``-`` when no gate is configured or not gated."""
         entry = next((m for m in self.models if m.model == model), None)
+        if entry is not None and self.incomplete:
+            return "INCOMPLETE"
         if entry is None or not self.configured:
             return "-"
         return "PASS" if entry.passed else "FAIL"
 
     def lines(self) -> list[str]:
-        head = "passed" if self.passed else "FAILED"
-        out = [f"pytest-slam gate {head}"]
+        head = {"passed": "passed", "incomplete": "incomplete"}.get(self.status, "FAILED")
+        out = [f"pytest-slam gate {head}" + (f" ({self.incomplete})" if self.incomplete else "")]
         for entry in self.models:
             out.extend(f"  {entry.model}: {b.message}" for b in entry.breaches)
         out.extend(f"  session budget: {b}" for b in self.session_breaches)
@@ -115,8 +134,12 @@ def evaluate(
     verdict: Verdict,
     diff: BaselineDiff | None = None,
     session_budget_breaches: list[str] | None = None,
+    incomplete: str | None = None,
 ) -> GateResult:
-    """Check every candidate row against ``gate``; the result says what broke and by how much."""
+    """Check every candidate row against ``gate``; the result says what broke and by how much.
+
+    ``incomplete`` (from ``incomplete_reason``): the run cannot be judged, so it does not pass.
+    """
     entries = [_check_model(gate, row, diff) for row in verdict.models]
     session = list(session_budget_breaches or [])
     notes = []
@@ -125,7 +148,30 @@ def evaluate(
     if diff is not None:
         notes.extend(diff.notes)
     passed = all(e.passed for e in entries) and not session
-    return GateResult(passed, gate.configured or bool(session), entries, session, notes)
+    unswapped = any(b.rule == NOT_SWAPPED_RULE for e in entries for b in e.breaches)
+    configured = gate.configured or bool(session) or unswapped
+    status = "incomplete" if incomplete else "passed" if passed else "failed"
+    passed = passed and not incomplete
+    return GateResult(passed, configured, entries, session, notes, status, incomplete)
+
+
+def incomplete_reason(
+    exitstatus: int, stopped: str | bool | None, tests_run: int, workers_lost: int = 0
+) -> str | None:
+    """Why this run's gate cannot pass whatever its numbers (None: it ran to its end)."""
+    if exitstatus == INTERRUPTED:
+        return "the run was interrupted"
+    if stopped:
+        return (
+            f"the run stopped early: {stopped}"
+            if isinstance(stopped, str)
+            else "the run stopped early"
+        )
+    if workers_lost:
+        return f"{workers_lost} xdist worker(s) lost"
+    if tests_run == 0:
+        return "no test ran"
+    return None
 
 
 def _check_model(gate: Gate, row: ModelRow, diff: BaselineDiff | None) -> ModelGate:
@@ -140,7 +186,22 @@ def _check_model(gate: Gate, row: ModelRow, diff: BaselineDiff | None) -> ModelG
         what = "; ".join(c.describe() for c in changes[:3]) + ("; ..." if len(changes) > 3 else "")
         message = f"no_regression: {len(changes)} regression(s) vs baseline ({what})"
         breaches.append(Breach(row.model, "no_regression", len(changes), 0, message))
+    if row.tests_not_swapped and not gate.allow_not_swapped:
+        breaches.append(_not_swapped(row))
     return ModelGate(row.model, not breaches, breaches)
+
+
+NOT_SWAPPED_RULE = "not_swapped"
+
+
+def _not_swapped(row: ModelRow) -> Breach:
+    """Tests that passed with no call the candidate answered: no evidence, so no pass."""
+    message = (
+        f"{NOT_SWAPPED_RULE}: {row.tests_not_swapped} test(s) passed without a call {row.model} "
+        f"answered, so they say nothing about it (see the not-swapped note above); accept them "
+        f"with [{SECTION}] allow_not_swapped = true"
+    )
+    return Breach(row.model, NOT_SWAPPED_RULE, row.tests_not_swapped, 0, message)
 
 
 def _check_rule(row: ModelRow, rule: str, attr: str, kind: str, show: Any, limit: float):

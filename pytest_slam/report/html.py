@@ -1,9 +1,10 @@
 """The HTML report: one self-contained file (inline CSS, JS and SVG; nothing from the network).
 
 It shows the quality-versus-cost chart that decides a swap, latency distributions per model,
-a sortable per-test table, and per test the candidate's and the reference's answers side by
-side with word-level differences. Everything from the run is escaped by Jinja2's autoescape;
-the SVG charts escape their own labels (charts.py).
+the per-model figures with their 95% intervals and which candidates can be told apart, the human
+review verdicts when there are any, a sortable per-test table, and per test the candidate's and the
+reference's answers (text and tool calls) side by side with word-level differences. Everything
+from the run is escaped by Jinja2's autoescape; the SVG charts escape their own labels (charts.py).
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from pytest_slam.report.aggregate import (
     pair_equivalence,
     sort_outcomes,
 )
-from pytest_slam.report.diffview import diff_and_similarity
+from pytest_slam.report.diffview import answer_text, diff_and_similarity
 from pytest_slam.report.jsonreport import SCHEMA_ID, atomic_write_text
-from pytest_slam.report.terminal import gate_lines, notes
+from pytest_slam.report.terminal import comparisons, gate_lines, notes
 
 TEMPLATE = "report.html.j2"
 MAX_PAIRS = 400  # answer pairs shown side by side; the JSON report keeps them all
@@ -56,7 +57,12 @@ def render_html(verdict: Verdict, outcomes: list[dict[str, Any]]) -> str:
         "verdict": verdict,
         "run": verdict.run,
         "fmt": fmt,
-        "notes": notes(verdict) + gate_lines(verdict),
+        "notes": notes(verdict, intervals=False) + gate_lines(verdict),
+        "interval": interval,
+        "comparisons": [
+            c["text"] for m in ("equivalence", "pass rate") for c in comparisons(verdict, m)
+        ],
+        "review": human_review(verdict, ordered),
         "quality_chart": Markup(charts.quality_cost_svg(verdict.rows)),
         "latency_chart": Markup(charts.latency_svg(latency_series(verdict, ordered))),
         "tests": [row_cells(t) for t in verdict.tests],
@@ -64,6 +70,52 @@ def render_html(verdict: Verdict, outcomes: list[dict[str, Any]]) -> str:
         "hidden_pairs": hidden,
     }
     return env.get_template(TEMPLATE).render(**context)
+
+
+def interval(value: float | None, low: float | None, high: float | None) -> str:
+    """``0.71 [0.64, 0.78]``: a figure with its 95% interval (the figure alone without one)."""
+    if value is None or low is None or high is None:
+        return fmt.score(value)
+    return f"{value:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def human_review(verdict: Verdict, outcomes: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Win/tie/loss against the reference per candidate, with Wilson 95% intervals, from the
+    ``slam review`` verdicts kept beside the run's golden files; None when there are none (or the
+    golden files are no longer where the run read them)."""
+    from pytest_slam.review.stats import LABELS, by_model
+    from pytest_slam.review.verdicts import (
+        VERDICTS,
+        HumanVerdict,
+        ReviewError,
+        read_verdicts,
+        sidecar_path,
+    )
+
+    golden = {
+        p["golden_file"] for o in outcomes for p in o.get("pairs") or [] if p.get("golden_file")
+    }
+    found: list[HumanVerdict] = []
+    problems: list[str] = []
+    for name in sorted(golden):
+        try:
+            found += read_verdicts(sidecar_path(Path(name)))
+        except (ReviewError, OSError) as exc:
+            problems.append(f"human review not read: {exc}")
+    models = [r.model for r in verdict.models]
+    rows = [r for r in by_model(found) if r.model in models]
+    if not rows and not problems:
+        return None
+    return {
+        "labels": [*LABELS.values(), "not worse"],
+        "rows": [
+            {"model": r.model, "n": r.n,
+             "shares": [*(r.share(r.counts[v]) for v in VERDICTS), r.share(r.not_worse)]}
+            for r in rows
+        ],
+        "reviewers": len({v.reviewer for v in found if v.model in models}),
+        "problems": problems,
+    }  # fmt: skip
 
 
 def latency_series(verdict: Verdict, outcomes: list[dict[str, Any]]) -> list[tuple[str, dict]]:
@@ -102,7 +154,7 @@ def row_cells(row: PerTestRow) -> dict[str, Any]:
         "anchor": _anchor(row.test, row.model),
         "test": (row.test, row.test),
         "model": (row.model, row.model),
-        "outcome": (row.outcome, row.outcome),
+        "outcome": (row.outcome.replace("_", " "), row.outcome),  # "not swapped", class not_swapped
         "equivalence": (fmt.score(row.equivalence_mean), _key(row.equivalence_mean)),
         "worst": (fmt.score(row.equivalence_worst), _key(row.equivalence_worst)),
         "ttft": (fmt.ms(row.ttft_p50_ms), _key(row.ttft_p50_ms)),
@@ -152,8 +204,10 @@ def _pair_view(outcome: dict[str, Any], pair: dict[str, Any]) -> dict[str, Any]:
     calls = outcome.get("calls") or []
     index = pair.get("call_index", -1)
     call = calls[index] if 0 <= index < len(calls) else {}
-    candidate = call.get("text") or ""
+    candidate = answer_text(call.get("text") or "", call.get("tool_calls"))
     reference = pair.get("reference_text")
+    if reference is not None:  # a golden answer that only called tools has the text ""
+        reference = answer_text(reference, pair.get("reference_tool_calls"))
     view = {
         "key": pair.get("key", ""),
         "reference_model": pair.get("reference_model") or "reference",

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pytest_slam.golden.fileformat import atomic_write
 from pytest_slam.report.aggregate import Verdict, sort_outcomes
 
 SCHEMA_NAME = "pytest-slam/report"
@@ -36,22 +36,9 @@ class Report:
     path: str | None = None
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` through a temp file in the same folder and ``os.replace``.
-
-    A reader (CI uploading the artifact, a concurrent ``slam report``) never sees half a file.
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+# The package's one atomic writer (temp file, fsync, os.replace, the umask's mode), under the name
+# the report modules use: a reader (CI uploading the artifact, ``slam report``) never sees half a file.
+atomic_write_text = atomic_write
 
 
 def report_dict(verdict: Verdict, outcomes: list[dict[str, Any]]) -> dict[str, Any]:

@@ -2,18 +2,31 @@
 
 The plugin adds them with ``item.user_properties`` (what ``record_property`` fills); names carry
 the ``slam_`` prefix and the unit, values are plain numbers or strings.
+
+``slam_outcome`` is the slam outcome, which can differ from the testcase's own: a test whose
+assertions passed with no call the candidate answered stays a passing testcase (the product's
+assertions decided that) but says ``slam_outcome = not_swapped`` with the reason in
+``slam_not_swapped``; the run's gate fails on it (report/gate.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pytest_slam.report.aggregate import candidate_calls, latency_calls, pair_equivalence
+from pytest_slam.report.aggregate import (
+    NOT_SWAPPED,
+    candidate_calls,
+    latency_calls,
+    pair_equivalence,
+)
 
 
 def junit_properties(outcome: dict[str, Any]) -> list[tuple[str, Any]]:
     """``[(name, value), ...]`` for one ``Outcome.as_dict()``; unmeasured values are left out."""
     props: list[tuple[str, Any]] = [("slam_model", outcome["model"])]
+    props.append(("slam_outcome", outcome.get("outcome", "passed")))
+    if outcome.get("outcome") == NOT_SWAPPED:
+        props.append(("slam_not_swapped", outcome.get("message") or ""))
     calls = candidate_calls(outcome)
     props.append(("slam_calls", len(calls)))
     props.extend(_scores(outcome.get("pairs") or []))
@@ -22,6 +35,7 @@ def junit_properties(outcome: dict[str, Any]) -> list[tuple[str, Any]]:
     if outcome.get("energy_j") is not None:
         props.append(("slam_energy_j", round(outcome["energy_j"], 3)))
     props.extend(("slam_budget_breach", b) for b in outcome.get("budget_breaches") or [])
+    props.extend(("slam_egress", where) for where in dict.fromkeys(outcome.get("egress") or []))
     return props
 
 

@@ -65,7 +65,8 @@ def _cells(row: ModelRow) -> list[str]:
     return [
         name,
         gate,
-        fmt.tests(row),
+        fmt.tests(row)
+        + (f" ({row.tests_not_swapped} not swapped)" if row.tests_not_swapped else ""),
         equiv,
         fmt.score(row.equivalence_worst),
         fmt.ms(row.ttft_p50_ms),

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_slam.report import fmt
-from pytest_slam.report.aggregate import ModelRow, Verdict
+from pytest_slam.report.aggregate import CAUSES, FIXES, NOT_SWAPPED, ModelRow, Verdict
 
 GAP = "  "
 MIN_NAME = 12
 MAX_NAME = 28
+SHOWN_TESTS = 5  # tests named in a note; the JSON and HTML reports list them all
 ESSENTIAL = 2  # columns of priority <= ESSENTIAL must fit, or the layout turns vertical
 
 
@@ -31,12 +32,18 @@ class Column:
     priority: int  # 0 = always kept; higher = dropped earlier
     get: Callable[[ModelRow], str]
     left: bool = False
+    optional: bool = False  # shown only when some model has a value to show
+
+
+def _unswapped(row: ModelRow) -> str:
+    return fmt.NA if row.is_reference or not row.tests_not_swapped else str(row.tests_not_swapped)
 
 
 COLUMNS: tuple[Column, ...] = (
     Column("model", "model", "model", 0, lambda r: _name(r), left=True),
     Column("gate", "gate", "gate", 0, lambda r: r.gate),
     Column("tests", "tests", "tests passed", 2, fmt.tests),
+    Column("not_swapped", "not swapped", "tests not swapped", 0, _unswapped, optional=True),
     Column("pass_rate", "pass", "pass rate", 7, lambda r: fmt.pct(r.pass_rate)),
     Column("equivalence", "equiv", "mean equivalence", 1, lambda r: _equiv(r)),
     Column("worst", "worst", "worst equivalence", 4, lambda r: fmt.score(r.equivalence_worst)),
@@ -88,13 +95,21 @@ def render_table(verdict: Verdict, width: int = 100) -> list[str]:
     if not rows:
         return [title, "no model results"]
     cells = {c.key: [c.get(r) for r in rows] for c in COLUMNS}
+    cells = {k: v for k, v in cells.items() if not _hidden(k, v)}
     layout = _fit(cells, width)
     body = _table(layout, cells, len(rows)) if layout else _vertical(rows, cells, width)
     return [title, *body, *(line for n in notes(verdict) for line in _wrap(n, width))]
 
 
+def _hidden(key: str, values: list[str]) -> bool:
+    """An optional column with nothing to say (every value ``-``) is left out."""
+    column = next(c for c in COLUMNS if c.key == key)
+    return column.optional and all(v == fmt.NA for v in values)
+
+
 def _widths(cells: dict[str, list[str]]) -> dict[str, int]:
-    out = {c.key: max(len(c.header), *(len(v) for v in cells[c.key])) for c in COLUMNS}
+    out = {c.key: max(len(c.header), *(len(v) for v in cells[c.key])) for c in COLUMNS
+           if c.key in cells}  # fmt: skip
     out["model"] = min(out["model"], MAX_NAME)
     return out
 
@@ -102,7 +117,7 @@ def _widths(cells: dict[str, list[str]]) -> dict[str, int]:
 def _fit(cells: dict[str, list[str]], width: int) -> dict[str, int] | None:
     """Column key -> width for the widest set that fits, or None to go vertical."""
     widths = _widths(cells)
-    kept = list(COLUMNS)
+    kept = [c for c in COLUMNS if c.key in cells]
     while _total(kept, widths) > width:
         droppable = [c for c in kept if c.priority > ESSENTIAL]
         if not droppable:
@@ -142,7 +157,8 @@ def _clip(text: str, width: int) -> str:
 
 def _wrap(text: str, width: int) -> list[str]:
     """A footnote over several lines rather than cut: it says what the numbers mean."""
-    lines = textwrap.wrap(text, width=max(width, 20), subsequent_indent="  ")
+    lines = textwrap.wrap(text, width=max(width, 20), subsequent_indent="  ",
+                          break_on_hyphens=False)  # fmt: skip
     return [_clip(line, width) for line in lines] or [""]
 
 
@@ -159,15 +175,17 @@ def _vertical(rows: list[ModelRow], cells: dict[str, list[str]], width: int) -> 
     lines: list[str] = []
     for i, _row in enumerate(rows):
         lines.append(_clip(f"{cells['model'][i]}  [{cells['gate'][i]}]", width))
-        for column in COLUMNS[2:]:
+        for column in (c for c in COLUMNS[2:] if c.key in cells):
             lines.append(_clip(f"  {column.label}: {cells[column.key][i]}", width))
     return lines
 
 
-def notes(verdict: Verdict) -> list[str]:
+def notes(verdict: Verdict, intervals: bool = True) -> list[str]:
     """Footnotes that keep the numbers honest: what was recorded, estimated or assumed.
 
     The gate's lines are apart (``gate_lines``): the plugin prints them after the baseline diff.
+    ``intervals=False`` leaves out the interval and paired-comparison lines, for the HTML report,
+    which shows them in its table and its own list.
     """
     run, out = verdict.run, []
     ref = verdict.reference
@@ -184,12 +202,66 @@ def notes(verdict: Verdict) -> list[str]:
     missing = sum(r.missing_golden for r in verdict.models)
     if missing:
         out.append(f"{missing} call(s) had no golden answer and were not scored")
-    return out
+    out.extend(accounting_notes(verdict))
+    out.extend(judge_notes(verdict))
+    out.extend(verdict.notes)
+    return out + (uncertainty_notes(verdict) if intervals else [])
+
+
+def judge_notes(verdict: Verdict) -> list[str]:
+    """The LLM judge's own calls over the whole run, in one line (none when no judge ran): its
+    latency, tokens and cost are the run's, never a candidate's, so they are stated apart."""
+    rows = [r for r in verdict.models if r.judge_calls]
+    if not rows:
+        return []
+    costs = [r.judge_cost_usd for r in rows if r.judge_cost_usd is not None]
+    cost = fmt.usd(sum(costs)) if costs else "cost unknown"
+    if costs and len(costs) < len(rows):
+        cost += " (partly unpriced)"
+    p50 = sorted({r.judge_e2e_p50_ms for r in rows if r.judge_e2e_p50_ms is not None})
+    latency = " to ".join(map(fmt.ms, p50[:: max(len(p50) - 1, 1)])) or fmt.NA  # a range per model
+    text = (f"judge for {', '.join(r.model for r in rows)}: "
+            f"{sum(r.judge_calls for r in rows)} call(s), {cost}, "
+            f"{sum(r.judge_prompt_tokens for r in rows)}+"
+            f"{sum(r.judge_completion_tokens for r in rows)} tokens, E2E p50 {latency}")  # fmt: skip
+    unjudged = sum(r.unjudged for r in rows)
+    if unjudged:
+        text += f"; {unjudged} pair(s) unjudged (no readable verdict after a retry; not scored 0)"
+    return [text + "; not counted in the candidate figures"]
+
+
+def uncertainty_notes(verdict: Verdict) -> list[str]:
+    """The intervals behind ``equiv`` and ``pass``, and which candidates can be told apart."""
+    spans = [
+        f"{r.model} {r.equivalence_mean_low:.2f}-{r.equivalence_mean_high:.2f}"
+        for r in verdict.models
+        if r.equivalence_mean_low is not None and r.equivalence_mean_high is not None
+    ]
+    out = [f"equivalence 95% interval (over requests): {'; '.join(spans)}"] if spans else []
+    return out + [f"paired: {c['text']}" for c in comparisons(verdict, "equivalence")]
+
+
+def comparisons(verdict: Verdict, metric: str) -> list[dict[str, Any]]:
+    """Each pair of candidates compared on ``metric`` once (the earlier in run order as ``a``)."""
+    order = [r.model for r in verdict.models]
+    return [
+        c
+        for row in verdict.models
+        for c in row.comparisons
+        if c.get("metric") == metric
+        and c.get("b") in order
+        and order.index(c["b"]) > order.index(row.model)
+    ]
 
 
 def gate_lines(verdict: Verdict) -> list[str]:
-    """The gate's outcome in one line per breach (empty when no gate was applied)."""
+    """The gate's outcome in one line per breach (empty when no gate was applied).
+
+    A run that did not run to its end says so even without gate rules: it never reads as passed.
+    """
     gate = verdict.gate
+    if gate and gate.get("incomplete"):
+        return [f"gate: INCOMPLETE ({gate['incomplete']})"]
     if not gate or not gate.get("configured", True):
         return []
     lines = [f"gate: {'PASS' if gate.get('passed') else 'FAIL'}"]
@@ -220,3 +292,19 @@ def terminal_width(config: Any, default: int = 100) -> int:
     """The width pytest's terminal writer uses (``COLUMNS`` or the tty); ``default`` without one."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     return reporter._tw.fullwidth if reporter is not None else default
+
+
+def accounting_notes(verdict: Verdict) -> list[str]:
+    """Tests that are no evidence (not swapped), and connections that left the machine."""
+    from pytest_slam.egress import summary_line
+
+    out = []
+    unswapped = [f"{t.test} ({t.model})" for t in verdict.tests if t.outcome == NOT_SWAPPED]
+    if unswapped:
+        shown = ", ".join(unswapped[:SHOWN_TESTS]) + (
+            f" and {len(unswapped) - SHOWN_TESTS} more" if len(unswapped) > SHOWN_TESTS else ""
+        )
+        out.append(f"not swapped: {len(unswapped)} test(s) passed with no call the candidate "
+                   f"answered, so they count for no model: {shown}; {CAUSES}; {FIXES}")  # fmt: skip
+    line = summary_line([(f"{t.test} ({t.model})", t.egress) for t in verdict.tests if t.egress])
+    return out + ([line] if line else [])

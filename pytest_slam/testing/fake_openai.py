@@ -31,7 +31,8 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-Answer = str | Callable[[dict[str, Any]], "str | dict[str, Any]"]
+Reply = str | dict[str, Any]
+Answer = str | Callable[[dict[str, Any]], "Reply | list[Reply]"]
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _ROUTES = {
     ("POST", "/v1/chat/completions"): "_chat",
@@ -111,11 +112,41 @@ def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": function}
 
 
-def _usage(body: dict[str, Any], content: str | None, tools: list[dict]) -> dict[str, int]:
-    prompt = _prompt_tokens(body["messages"])
-    calls = " ".join(t["function"]["name"] + " " + t["function"]["arguments"] for t in tools)
-    out = count_tokens(f"{content or ''} {calls}")
+@dataclass
+class _Reply:
+    """One choice of an answer: its text (None with tool calls only), tool calls, finish reason."""
+
+    content: str | None
+    tools: list[dict[str, Any]]
+    finish: str
+
+
+def _usage(body: dict[str, Any], replies: list[_Reply]) -> dict[str, int]:
+    """Prompt tokens once; completion tokens summed over every choice, as the API counts them."""
+    prompt, out = _prompt_tokens(body["messages"]), 0
+    for reply in replies:
+        calls = " ".join(
+            t["function"]["name"] + " " + t["function"]["arguments"] for t in reply.tools
+        )
+        out += count_tokens(f"{reply.content or ''} {calls}")
     return {"prompt_tokens": prompt, "completion_tokens": out, "total_tokens": prompt + out}
+
+
+def _top_logprobs(body: dict[str, Any]) -> int | None:
+    """How many alternatives each token lists; None when the request did not ask for logprobs."""
+    return int(body.get("top_logprobs") or 0) if body.get("logprobs") else None
+
+
+def _logprobs(pieces: list[str], top: int) -> list[dict[str, Any]]:
+    """Deterministic token logprobs: the token first, then ``top - 1`` less likely alternatives."""
+    out = []
+    for piece in pieces:
+        logprob = -round(0.01 * (1 + len(piece.strip()) % 7), 2)
+        entry = {"token": piece, "logprob": logprob, "bytes": list(piece.encode())}
+        alts = [{"token": f"{piece}~{k}", "logprob": logprob - k,
+                 "bytes": list(f"{piece}~{k}".encode())} for k in range(1, top)]  # fmt: skip
+        out.append({**entry, "top_logprobs": [entry, *alts][:top]})
+    return out
 
 
 class _Server(ThreadingHTTPServer):
@@ -171,13 +202,16 @@ class FakeOpenAI:
     """OpenAI-compatible server: chat completions (plain and SSE), embeddings and models.
 
     ``answer`` is the reply text, or a callable taking the request JSON and returning the text or
-    ``{"content": ..., "tool_calls": [...]}``. ``latency_s`` is the whole delay of a reply;
-    ``ttft_s`` the delay before the first content chunk (the rest is spread over the stream; when
-    None, ``latency_s`` is spread evenly over all chunks). ``fail`` makes the first requests fail
-    in order: an HTTP status (429 carries Retry-After) or ``"timeout"`` (sleep ``timeout_sleep_s``,
-    then close without answering). ``report_usage=False`` is a server that reports no token usage
-    and ignores ``stream_options.include_usage``, as llama-cpp-python's does. Every request,
-    failed or not, is kept in ``requests``.
+    ``{"content": ..., "tool_calls": [...]}``, or a list of those, one per choice (``n``; a single
+    answer is repeated ``n`` times). ``logprobs=true`` in a request gets deterministic token
+    logprobs (``top_logprobs`` alternatives each), streamed piece by piece. ``latency_s`` is the
+    whole delay of a reply; ``ttft_s`` the delay before the first content chunk (the rest is
+    spread over the stream; when None, ``latency_s`` is spread evenly over all chunks). ``fail``
+    makes the first requests fail in order: an HTTP status (429 carries Retry-After) or
+    ``"timeout"`` (sleep ``timeout_sleep_s``, then close without answering).
+    ``report_usage=False`` is a server that reports no token usage and ignores
+    ``stream_options.include_usage``, as llama-cpp-python's does. Every request, failed or not,
+    is kept in ``requests``.
     """
 
     def __init__(
@@ -287,17 +321,25 @@ class FakeOpenAI:
         while (left := deadline - time.monotonic()) > 0 and not self._stopping.is_set():
             self._stopping.wait(left)
 
-    def _reply(self, body: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]], str]:
-        """The answer for one request, truncated to max_tokens: (content, tool_calls, finish)."""
+    def _reply(self, body: dict[str, Any]) -> list[_Reply]:
+        """The answer for one request, one per choice (``n``), each truncated to max_tokens."""
         out = self.answer(body) if callable(self.answer) else self.answer
+        n = body.get("n") or 1
+        answers = out if isinstance(out, list) else [out] * n
+        if len(answers) != n:
+            raise ValueError(f"answer returned {len(answers)} choice(s) for n={n}")
+        return [self._one(body, item) for item in answers]
+
+    @staticmethod
+    def _one(body: dict[str, Any], out: Any) -> _Reply:
         if not isinstance(out, str | dict):
             raise TypeError(f"answer returned {out!r}: return a str or a dict with 'content'")
         out = {"content": out} if isinstance(out, str) else out
         content, tools = out.get("content"), [_tool_call(c) for c in out.get("tool_calls") or ()]
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
         if content and limit and count_tokens(content) > limit:
-            return "".join(split_tokens(content)[:limit]).rstrip(), [], "length"
-        return content, tools, "tool_calls" if tools else "stop"
+            return _Reply("".join(split_tokens(content)[:limit]).rstrip(), [], "length")
+        return _Reply(content, tools, "tool_calls" if tools else "stop")
 
     def _chat(self, h: _Handler, body: dict[str, Any]) -> None:
         start = time.monotonic()
@@ -305,31 +347,42 @@ class FakeOpenAI:
             if name not in body:
                 return h.send_api_error(400, f"Missing required parameter: '{name}'.")
         try:
-            content, tools, finish = self._reply(body)
-            usage = _usage(body, content, tools)
+            replies = self._reply(body)
+            usage = _usage(body, replies)
         except Exception as exc:  # a broken answer callable: tell the test, keep serving
             return h.send_api_error(500, f"FakeOpenAI could not answer: {exc!r}")
         chat_id = f"chatcmpl-{uuid.uuid4().hex[:29]}"
         head = {"id": chat_id, "created": int(time.time()), "model": self.model}
         head["system_fingerprint"] = "fp_fake"
+        top = _top_logprobs(body)
         if body.get("stream"):
-            return self._stream(h, body, head, (content, tools, finish), usage, start)
+            return self._stream(h, body, head, replies, usage, start)
         self._sleep_until(start + max(self.latency_s, self.ttft_s or 0.0))
-        message = {"role": "assistant", "content": content, "refusal": None}
-        if tools:
-            message["tool_calls"] = tools
-        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
+        choices = []
+        for index, reply in enumerate(replies):
+            message = {"role": "assistant", "content": reply.content, "refusal": None}
+            if reply.tools:
+                message["tool_calls"] = reply.tools
+            pieces = split_tokens(reply.content or "")
+            logprobs = None if top is None else {"content": _logprobs(pieces, top), "refusal": None}
+            choices.append({"index": index, "message": message, "logprobs": logprobs,
+                            "finish_reason": reply.finish})  # fmt: skip
         shown = usage if self.report_usage else None
-        h.send_json(200, {**head, "object": "chat.completion", "choices": [choice], "usage": shown})
+        h.send_json(200, {**head, "object": "chat.completion", "choices": choices, "usage": shown})
 
     def _stream(
-        self, h: _Handler, body: dict, head: dict, reply: tuple, usage: dict, start: float
+        self, h: _Handler, body: dict, head: dict, replies: list[_Reply], usage: dict, start: float
     ) -> None:
-        content, tools, finish = reply
         asked = bool((body.get("stream_options") or {}).get("include_usage"))
         with_usage = asked and self.report_usage
-        deltas: list[dict[str, Any]] = [{"content": p} for p in split_tokens(content or "")]
-        deltas += [{"tool_calls": [{"index": i, **call}]} for i, call in enumerate(tools)]
+        top = _top_logprobs(body)
+        deltas: list[tuple[int, dict[str, Any], Any]] = []  # (choice, delta, logprobs)
+        for index, reply in enumerate(replies):
+            for piece in split_tokens(reply.content or ""):
+                lp = None if top is None else {"content": _logprobs([piece], top), "refusal": None}
+                deltas.append((index, {"content": piece}, lp))
+            deltas += [(index, {"tool_calls": [{"index": i, **call}]}, None)
+                       for i, call in enumerate(reply.tools)]  # fmt: skip
         total = max(self.latency_s, self.ttft_s or 0.0)
         first = self.ttft_s if self.ttft_s is not None else total / max(len(deltas), 1)
         h.send_response(200)
@@ -337,8 +390,10 @@ class FakeOpenAI:
         h.send_header("Transfer-Encoding", "chunked")
         h.end_headers()
 
-        def send(delta: dict | None, finish_reason: str | None = None, **extra: Any) -> None:
-            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        def send(delta: dict | None, finish_reason: str | None = None, index: int = 0,
+                 logprobs: Any = None, **extra: Any) -> None:  # fmt: skip
+            choice = {"index": index, "delta": delta, "logprobs": logprobs,
+                      "finish_reason": finish_reason}  # fmt: skip
             choices = [] if delta is None else [choice]
             chunk = {**head, "object": "chat.completion.chunk", "choices": choices}
             chunk |= {"usage": None, **extra} if with_usage else {}
@@ -346,12 +401,15 @@ class FakeOpenAI:
             h.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
 
         self._sleep_until(start + first)
-        send({"role": "assistant", "content": "" if content is not None else None, "refusal": None})
-        for i, delta in enumerate(deltas):
+        for index, reply in enumerate(replies):
+            empty = "" if reply.content is not None else None
+            send({"role": "assistant", "content": empty, "refusal": None}, index=index)
+        for i, (index, delta, logprobs) in enumerate(deltas):
             self._sleep_until(start + first + (total - first) * i / max(len(deltas) - 1, 1))
-            send(delta)
+            send(delta, index=index, logprobs=logprobs)
         self._sleep_until(start + total)
-        send({}, finish)
+        for index, reply in enumerate(replies):
+            send({}, reply.finish, index=index)
         if with_usage:
             send(None, usage=usage)
         h.wfile.write(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")

@@ -1,0 +1,406 @@
+"""The one model of ``[tool.slam]``: every key's type, default and rule, checked before anything starts.
+
+One pydantic declaration gives the checks, the defaults, the JSON Schema editors read
+(``slam config schema``, ``slam.schema.json``) and the README's reference table, so they cannot
+drift apart. Sections that had their own rules keep their messages: the model runs those checks
+(``models.check_table``, ``metering.validate_tables``, ``report.gate.check_tables``) on any value
+of the right shape. A run gets its plain-data ``Settings`` from ``SlamTable.to_settings``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
+
+from .config_keys import did_you_mean
+from .models import PROVIDERS, check_table
+from .settings import DEFAULT_GOLDEN_DIR, RECORD_MODES, Settings, SettingsError
+
+_STRICT = ConfigDict(extra="forbid", strict=True)
+
+
+def _alternatives(*others: dict[str, Any]) -> Any:
+    """A field's schema that also admits other TOML shapes (a string for a list, say)."""
+
+    def extra(schema: dict[str, Any]) -> None:
+        first = {k: schema.pop(k) for k in list(schema) if k not in ("title", "description")}
+        schema["anyOf"] = [first, *others]
+
+    return extra
+
+
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+_COMMA_LIST = {"type": "string", "description": "comma-separated names"}
+
+
+def _scorers() -> list[str]:
+    from .compare.registry import SCORERS
+
+    return list(SCORERS)
+
+
+class ModelTable(BaseModel):
+    """``[tool.slam.models.NAME]``: a named model, run by the name ``NAME``."""
+
+    model_config = _STRICT
+    provider: Literal[PROVIDERS] = Field("endpoint", description="where the model is served")  # type: ignore[valid-type]
+    model: str | None = Field(None, description="model id sent upstream (default: NAME)")
+    base_url: str | None = Field(None, description="OpenAI-compatible endpoint, .../v1")
+    base_urls: list[str] | None = Field(None, description="replicas of one deployment, in turn")
+    api_key_env: str | None = Field(None, description="environment variable holding the key")
+    engine: dict[str, Any] = Field(default_factory=dict, description="engine arguments")
+    input_per_mtok: float | None = Field(None, ge=0, description="USD per 1M input tokens")
+    output_per_mtok: float | None = Field(None, ge=0, description="USD per 1M output tokens")
+    hourly_usd: float | None = Field(None, ge=0, description="self-hosted machine, USD per hour")
+    timeout_s: float | None = Field(None, gt=0, description="candidate request timeout, seconds")
+    responses: bool = Field(
+        False, description="serves /v1/responses itself: Responses calls go as they are"
+    )
+    max_tokens_cap: int = Field(
+        1024, ge=1, description="most output tokens a call without its own limit gets"
+    )
+
+
+class EquivalenceTable(BaseModel):
+    """``[tool.slam] equivalence``: the default scorer, its threshold and its options."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    by: str = Field(
+        "fuzzy", description="scorer name", json_schema_extra={"enum": sorted(_scorers())}
+    )
+    at_least: float | None = Field(None, ge=0, le=1, description="fail below this score")
+
+    @field_validator("by")
+    @classmethod
+    def _known_scorer(cls, by: str) -> str:
+        if by.strip().lower() not in _scorers():
+            hint = did_you_mean([by.strip().lower()], _scorers())
+            raise ValueError(
+                f"[tool.slam.equivalence] by = {by!r} is not a scorer; {hint}"
+                f"known scorers: {', '.join(_scorers())}."
+            )
+        return by
+
+    @model_validator(mode="after")
+    def _known_options(self) -> EquivalenceTable:
+        from .compare.registry import scorer_class, scorer_options
+
+        try:
+            scorer = scorer_class(self.by)
+        except (ImportError, AttributeError):  # a project's own scorer: its test says what failed
+            return self
+        known = set(scorer_options(scorer)) - {"complete"}
+        unknown = sorted(set(self.model_extra or {}) - known)
+        if unknown:
+            raise ValueError(
+                f"[tool.slam.equivalence] scorer {self.by!r} has no option {', '.join(unknown)}; "
+                f"{did_you_mean(unknown, known)}it takes: {', '.join(sorted(known)) or 'none'}."
+            )
+        return self
+
+
+class PriceEntry(BaseModel):
+    """One model's list prices, USD per one million tokens."""
+
+    model_config = _STRICT
+    input_per_mtok: float | None = Field(None, ge=0)
+    output_per_mtok: float | None = Field(None, ge=0)
+
+
+class PriceTable(BaseModel):
+    """``[tool.slam.prices]``: overrides of the dated price table, one sub-table per model id."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    __pydantic_extra__: dict[str, PriceEntry] = Field(init=False)  # type: ignore[assignment]
+    as_of: str | None = Field(None, description="date of the prices")
+    source: str | None = Field(None, description="where the prices come from")
+
+    @field_validator("as_of", mode="before")
+    @classmethod
+    def _date_text(cls, value: Any) -> Any:
+        return value.isoformat() if isinstance(value, datetime.date) else value
+
+
+# Gate rules and baseline tolerances are declared by their readers (report.gate.Gate, RULES and
+# report.baseline.Tolerances); their tables are built from them, so a new rule is a key here too.
+_DESCRIBED = {
+    "no_regression": "fail on a regression from --slm-baseline",
+    "allow_not_swapped": "a test that passed with no swapped call is not a breach",
+    "equivalence_drop": "drop in mean equivalence",
+    "latency_increase_pct": "p95 E2E increase, percent",
+    "latency_increase_ms": "and at least this many ms",
+    "cost_increase_pct": "cost per call increase, percent",
+}
+
+
+def _gate_table() -> type[BaseModel]:
+    from .report.gate import RULES, Gate
+
+    fields: dict[str, Any] = {}
+    for spec in dataclasses.fields(Gate):
+        if spec.name in RULES:
+            column, side, _ = RULES[spec.name]
+            bounds = {"ge": 0, "le": 1} if side == "min" else {"ge": 0}
+            text = f"{'at least' if side == 'min' else 'at most'} this {column}, per candidate"
+            fields[spec.name] = (float | None, Field(None, description=text, **bounds))
+        else:
+            fields[spec.name] = (bool, Field(spec.default, description=_DESCRIBED.get(spec.name)))
+    doc = "``[tool.slam.gate]``: rules every candidate must keep, or the run fails (exit 6)."
+    return create_model("GateTable", __config__=_STRICT, __doc__=doc, **fields)
+
+
+def _baseline_table() -> type[BaseModel]:
+    from .report.baseline import Tolerances
+
+    fields = {
+        spec.name: (float, Field(spec.default, ge=0, description=_DESCRIBED.get(spec.name)))
+        for spec in dataclasses.fields(Tolerances)
+    }
+    doc = "``[tool.slam.baseline]``: how far a metric may move from the baseline to count."
+    return create_model("BaselineTable", __config__=_STRICT, __doc__=doc, **fields)
+
+
+GateTable = _gate_table()
+BaselineTable = _baseline_table()
+
+
+def _budget_pattern() -> str:
+    from .metrics.stats import METRICS, Summary
+
+    return f"^({'|'.join(Summary.FIELDS)})_({'|'.join(METRICS)})$"
+
+
+def _budget_hint(table: Mapping[str, Any]) -> str:
+    """``; did you mean 'p95_e2e_ms'?`` for a misspelt budget key, else nothing."""
+    import re
+
+    from .metrics.stats import METRICS, Summary
+
+    known = [f"{stat}_{metric}" for stat in Summary.FIELDS for metric in METRICS]
+    unknown = [key for key in table if not re.match(_budget_pattern(), key)]
+    hint = did_you_mean(unknown, known).strip()
+    return f"; {hint}" if hint else ""
+
+
+class SlamTable(BaseModel):
+    """``[tool.slam]`` in pyproject.toml, merged with the ``--slm-*`` options."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, title="tool.slam")
+    candidates: list[str] = Field(
+        default_factory=list,
+        description="models to run (default: smollm2-135m)",
+        json_schema_extra=_alternatives(_COMMA_LIST),
+    )
+    models: dict[str, ModelTable] = Field(
+        default_factory=dict,
+        description="`[tool.slam.models.NAME]` tables (or the candidates, when there are none)",
+        json_schema_extra=_alternatives(_STRINGS, _COMMA_LIST),
+    )
+    reference: str = Field("openai:gpt-4", description='reference model spec; `"none"`: no pairing')
+    golden_dir: str = Field(
+        DEFAULT_GOLDEN_DIR,
+        description="where golden files live (the old default `fixtures/slam` is used while it "
+        "exists and this is not set)",
+    )
+    record: Literal[RECORD_MODES] = Field("none", description="golden answers: none, new, all")  # type: ignore[valid-type]
+    samples: int = Field(1, ge=1, description="reference answers recorded per request")
+    paths: list[str] = Field(default_factory=list, description="folders whose tests opt in")
+    equivalence: EquivalenceTable = Field(
+        default_factory=EquivalenceTable, description="default scorer and threshold"
+    )
+    judge: str | None = Field(None, description="model spec of the LLM judge")
+    repeat: int = Field(1, ge=1, description="runs of each test per model")
+    pass_fraction: float = Field(1.0, ge=0, le=1, description="share of runs that must pass")
+    prices: PriceTable = Field(default_factory=PriceTable, description="price table overrides")
+    budget: dict[str, float] = Field(
+        default_factory=dict,
+        description="per-model limits, `<stat>_<metric> = limit` (`p95_e2e_ms = 2000`)",
+        json_schema_extra={"propertyNames": {"pattern": _budget_pattern()}},
+    )
+    gate: GateTable = Field(default_factory=GateTable, description="gate rules")
+    baseline: BaselineTable = Field(default_factory=BaselineTable, description="tolerances")
+    report: str | None = Field(None, description="JSON report path")
+    html: str | None = Field(None, description="HTML report path")
+    engine_timeout_s: float = Field(120.0, gt=0, description="engine start timeout, seconds")
+    reference_retries: int = Field(4, ge=0, description="retries of a failed reference call")
+    reference_timeout_s: float = Field(120.0, gt=0, description="reference call timeout, seconds")
+    cap_factor: float = Field(
+        2.0, gt=0, description="a call without an output limit gets this x the reference's tokens"
+    )
+    cap_margin: int = Field(64, ge=0, description="plus this many tokens (at most max_tokens_cap)")
+    embeddings: str | None = Field(
+        None, description="model spec that answers embeddings (default: the original endpoint)"
+    )
+    redirect_hosts: list[str] = Field(
+        default_factory=list,
+        description="more hosts whose OpenAI calls are swapped (gateways; `*` patterns)",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _candidates_from_models(cls, data: Any) -> Any:
+        """``models`` names the candidates when no [tool.slam.models.NAME] table exists (TOML
+        cannot hold both a list and tables under one key); ``candidates`` wins when both do."""
+        if isinstance(data, Mapping) and isinstance(data.get("models"), list | str):
+            data = dict(data)
+            listed = data.pop("models")
+            data["candidates"] = data.get("candidates") or listed
+        return data
+
+    @field_validator("candidates", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _model_rules(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            for name, table in value.items():
+                if isinstance(table, Mapping):
+                    check_table(name, dict(table))
+        return value
+
+    @field_validator("prices", "budget", mode="before")
+    @classmethod
+    def _metering_rules(cls, value: Any, info: Any) -> Any:
+        from .metering import validate_tables
+
+        if not isinstance(value, Mapping):
+            return value
+        table = dict(value)
+        if info.field_name == "prices":
+            validate_tables(table, None)
+            return value
+        try:
+            validate_tables(None, table)
+        except ValueError as exc:
+            raise ValueError(f"{exc}{_budget_hint(table)}") from None
+        return value
+
+    @field_validator("gate", "baseline", mode="before")
+    @classmethod
+    def _report_rules(cls, value: Any, info: Any) -> Any:
+        from .report.gate import check_tables
+
+        known = (GateTable if info.field_name == "gate" else BaselineTable).model_fields
+        if not isinstance(value, Mapping) or set(value) <= set(known):  # unknown: one wording
+            check_tables(*((value, None) if info.field_name == "gate" else (None, value)))
+        return value
+
+    def to_settings(self, configured: bool = True) -> Settings:
+        """The plain-data Settings the run reads (xdist ships plain data)."""
+        tables = ("equivalence", "prices", "gate", "baseline")
+        plain = self.model_dump(exclude={"candidates", "models", *tables})
+        plain.update({name: getattr(self, name).model_dump(exclude_unset=True) for name in tables})
+        model_table = {n: t.model_dump(exclude_unset=True) for n, t in self.models.items()}
+        return Settings(
+            models=list(self.candidates), model_table=model_table, configured=configured, **plain
+        )
+
+
+def load(table: Mapping[str, Any] | None, overrides: Mapping[str, Any] | None = None) -> Settings:
+    """``[tool.slam]`` merged with the command line's overrides, validated: SettingsError."""
+    if table is not None and not isinstance(table, Mapping):
+        raise SettingsError(f"[tool.slam] = {table!r} must be a table of settings.")
+    merged = {**(table or {}), **(overrides or {})}
+    try:
+        model = SlamTable.model_validate(merged)
+    except ValidationError as exc:
+        raise SettingsError("\n".join(error_lines(exc))) from None
+    return model.to_settings(configured=table is not None)
+
+
+# -- one line per problem ------------------------------------------------------------------------
+
+_EXPECTED = {
+    "int_type": "a whole number",
+    "int_from_float": "a whole number",
+    "float_type": "a number",
+    "string_type": "a string",
+    "bool_type": "true or false",
+    "list_type": "a list",
+    "dict_type": "a table",
+    "model_type": "a table",
+    "model_attributes_type": "a table",
+}
+
+
+def error_lines(exc: ValidationError) -> list[str]:
+    """Each error as one line naming the key, the value and what it must be."""
+    unknown: dict[tuple[Any, ...], list[str]] = {}
+    lines = []
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        if error["type"] == "extra_forbidden":
+            unknown.setdefault(loc[:-1], []).append(str(loc[-1]))
+        elif error["type"] == "value_error":
+            lines.append(str(error["ctx"]["error"]))
+        else:
+            lines.append(_type_line(loc, error))
+    found = [_unknown_line(where, keys) for where, keys in unknown.items()]
+    return list(dict.fromkeys(found + lines))
+
+
+def _split(loc: tuple[Any, ...]) -> tuple[str, str]:
+    """``('models', 'qwen', 'base_urls', 1)`` -> ``('tool.slam.models.qwen', 'base_urls[1]')``."""
+    last = max((i for i, part in enumerate(loc) if isinstance(part, str)), default=0)
+    section = ".".join(["tool.slam", *map(str, loc[:last])])
+    key = str(loc[last]) + "".join(f"[{i}]" for i in loc[last + 1 :])
+    return section, key
+
+
+_EXAMPLES = {
+    "candidates": 'a list of model names, e.g. candidates = ["smollm2-135m", "qwen"]',
+    "paths": 'a list of folders, e.g. paths = ["tests/llm"]',
+    "models": "a table of [tool.slam.models.NAME] tables, or a list of model names",
+    "equivalence": 'a table, e.g. equivalence = { by = "fuzzy", at_least = 0.7 }',
+    "prices": "a table, e.g. prices = { gpt-4 = { input_per_mtok = 30, output_per_mtok = 60 } }",
+    "budget": "a table, e.g. budget = { p95_e2e_ms = 2000 }",
+}
+
+
+def _type_line(loc: tuple[Any, ...], error: Any) -> str:
+    section, key = _split(loc)
+    expected = _EXPECTED.get(error["type"]) or error["msg"].replace("Input should be ", "")
+    if section == "tool.slam" and expected in ("a list", "a table"):
+        expected = _EXAMPLES.get(key, expected)
+    value = error["input"]
+    shown = str(value).lower() if isinstance(value, bool) else repr(value)  # as TOML writes it
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return f"[{section}] {key} = {shown} must be {expected}."
+
+
+def _unknown_line(where: tuple[Any, ...], keys: list[str]) -> str:
+    from .config_keys import unknown_keys_line
+
+    section = ".".join(["tool.slam", *map(str, where)])
+    return unknown_keys_line(section, keys, _known_keys(where))
+
+
+def _known_keys(where: tuple[Any, ...]) -> list[str]:
+    """The fields of the section at ``where``: walk the model, skipping table names."""
+    model: type[BaseModel] = SlamTable
+    parts = list(where)
+    while parts:
+        field = model.model_fields[parts.pop(0)]
+        if field.annotation is ModelTable or field.annotation == dict[str, ModelTable]:
+            parts = parts[1:]  # the model's NAME
+            model = ModelTable
+        else:
+            model = field.annotation  # type: ignore[assignment]
+    return list(model.model_fields)

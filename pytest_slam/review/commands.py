@@ -1,0 +1,138 @@
+"""``slam review``: serve the blind review page for the last run, or print its figures (``--stats``).
+
+slam review [--report PATH] [--model NAME] [--test PART] [--order informative]
+            [--reviewer NAME] [--no-browser] [--port N]
+slam review --stats [--report PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ORDERS = ("report", "informative")
+DEFAULT_REPORT = "slam-report.json"
+
+
+def add_arguments(parser: argparse.ArgumentParser, report: str | None) -> argparse.ArgumentParser:
+    parser.add_argument("--report", default=report or DEFAULT_REPORT,
+                        help=f"JSON report of the run to review (default: [tool.slam] report, "
+                             f"else {DEFAULT_REPORT})")  # fmt: skip
+    parser.add_argument("--model", help="Review this candidate model only")
+    parser.add_argument("--test", help="Review the tests whose node id contains this only")
+    parser.add_argument("--order", choices=ORDERS, default="report",
+                        help="informative: pairs where the judge and a scorer disagree first")  # fmt: skip
+    parser.add_argument("--reviewer", help="Your name in the verdicts (default: git user.name)")
+    parser.add_argument("--no-browser", action="store_true", help="Print the URL only")
+    parser.add_argument("--port", type=int, default=0, help="Port on 127.0.0.1 (default: any)")
+    parser.add_argument("--stats", action="store_true",
+                        help="Print win/tie/loss per model and the agreement with scorers")  # fmt: skip
+    parser.add_argument("--export-labels", metavar="FILE.jsonl",
+                        help="Write the verdicts as labels for `slam calibrate --labels`")  # fmt: skip
+    return parser
+
+
+def reviewer_name(given: str | None) -> str:
+    """--reviewer, else git's user.name, else the login name."""
+    if given and given.strip():
+        return given.strip()
+    try:
+        done = subprocess.run(["git", "config", "user.name"], capture_output=True, text=True,
+                              timeout=10, check=False)  # fmt: skip
+        if done.returncode == 0 and done.stdout.strip():
+            return done.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return os.environ.get("USER") or getpass.getuser() or "anonymous"
+
+
+def load(args: argparse.Namespace) -> tuple[Any, list[Any], int]:
+    """The golden store and the pairs of the report; SystemExit with one line when there are none."""
+    from pytest_slam.golden.store import GoldenStore
+    from pytest_slam.report.jsonreport import ReportError, load_report
+    from pytest_slam.review.pairs import collect
+
+    try:
+        report = load_report(args.report)
+    except ReportError as exc:
+        raise SystemExit(f"slam review: {exc}") from None
+    reference = report.verdict.run.settings.get("reference") or args.reference
+    store = GoldenStore(Path(args.root), reference)
+    pairs, missing = collect(report.outcomes, store)
+    if not pairs:
+        why = f"{missing} answer(s) have no golden answer" if missing else "it holds no pair"
+        raise SystemExit(
+            f"slam review: nothing to review in {args.report} ({why}); record the reference and "
+            f"write the report with `pytest --slm-record=new --slm-report={args.report}`"
+        )
+    return store, pairs, missing
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    from pytest_slam.review.pairs import ordered, select
+    from pytest_slam.review.verdicts import ReviewError
+
+    store, pairs, _ = load(args)
+    try:
+        if args.stats or args.export_labels:
+            return _stats(store, pairs, args.export_labels)
+        todo = ordered(select(pairs, args.model, args.test), args.order)
+        if not todo:
+            raise SystemExit(f"slam review: no pair matches --model {args.model} --test "
+                             f"{args.test}; drop the filter or check the names in the report")  # fmt: skip
+        return _serve(store, todo, reviewer_name(args.reviewer), args)
+    except ReviewError as exc:
+        raise SystemExit(f"slam review: {exc}") from None
+
+
+def _stats(store: Any, pairs: list[Any], export: str | None) -> int:
+    from pytest_slam.review.stats import labels, stats_lines
+    from pytest_slam.review.verdicts import all_verdicts, dump_lines
+
+    verdicts = [v for vs in all_verdicts(store).values() for v in vs]
+    if not verdicts:
+        print(f"slam review: no verdicts under {store.dir} yet; review with `slam review`")
+        return 1
+    if export:
+        from pytest_slam.golden.fileformat import atomic_write
+
+        rows = labels(pairs, verdicts)
+        atomic_write(export, dump_lines(rows))
+        print(f"slam review: {len(rows)} label(s) written to {export}; "
+              f"use them with `slam calibrate --labels {export}`")  # fmt: skip
+        return 0
+    print("\n".join(stats_lines(pairs, verdicts)))
+    return 0
+
+
+def _serve(store: Any, todo: list[Any], reviewer: str, args: argparse.Namespace) -> int:
+    from pytest_slam.review.server import ReviewSession, serve, url
+
+    session = ReviewSession(store, todo, reviewer)
+    try:
+        server = serve(session, args.port)
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise SystemExit(f"slam review: cannot listen on 127.0.0.1:{args.port} ({why}); "
+                         "leave out --port to take a free one") from None  # fmt: skip
+    left = len(todo) - len(session.done)
+    print(f"slam review: {left} of {len(todo)} pair(s) to review as {reviewer!r}; open "
+          f"{url(server)}  (Ctrl-C to stop)", flush=True)  # fmt: skip
+    if not args.no_browser:
+        import webbrowser
+
+        webbrowser.open(url(server))
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    print(f"slam review: {session.saved} verdict(s) saved beside the goldens in {store.dir}",
+          file=sys.stderr)  # fmt: skip
+    return 0

@@ -1,0 +1,166 @@
+"""What to review: each candidate answer in the JSON report beside the golden reference answer.
+
+A review pair is one (request, candidate model, candidate answer): repeats and tests that sent the
+same request with the same answer are one pair. The reference answer is read from the golden file
+(the store's public API): verdicts are kept beside it, so a pair without one is not reviewed.
+Which answer is shown as "A" is decided by a hash of the pair, so it is random across pairs yet the
+same every time the page opens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_slam.golden.fileformat import GoldenError
+from pytest_slam.golden.store import GoldenStore
+
+
+@dataclass
+class ReviewPair:
+    """One candidate answer to review against the reference's answer to the same request."""
+
+    module: str
+    key: str
+    model: str
+    messages: list[dict[str, str]]  # role and text, as sent (system message first)
+    reference: str
+    candidate: str
+    tests: list[str] = field(default_factory=list)
+    scores: list[dict[str, Any]] = field(default_factory=list)  # as in the report's pair
+
+    @property
+    def answer_hash(self) -> str:
+        return text_hash(self.candidate)
+
+    @property
+    def reference_hash(self) -> str:
+        return text_hash(self.reference)
+
+    @property
+    def id(self) -> str:
+        """Opaque to the page: it names the pair without naming the model."""
+        return text_hash(f"{self.module}\0{self.key}\0{self.model}\0{self.answer_hash}")
+
+    @property
+    def candidate_is_a(self) -> bool:
+        """Seeded by the pair itself: stable across sessions, unpredictable across pairs."""
+        return int(text_hash(f"order\0{self.key}\0{self.model}\0{self.answer_hash}"), 16) % 2 == 0
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """A message as text: its content (parts joined; anything else as JSON), then its tool calls."""
+    content = message.get("content")
+    if content is None or isinstance(content, str):
+        text = content or ""
+    elif isinstance(content, list) and all(isinstance(p, dict) and "text" in p for p in content):
+        text = "\n".join(str(p["text"]) for p in content)
+    else:
+        text = "```json\n" + json.dumps(content, indent=2, ensure_ascii=False) + "\n```"
+    return answer_text(text, message.get("tool_calls"))
+
+
+def answer_text(text: str | None, tool_calls: Any) -> str:
+    """An answer as reviewed: its text, and its tool calls as a JSON code block."""
+    parts = [text or ""]
+    if tool_calls:
+        parts.append("```json\n" + json.dumps(tool_calls, indent=2, ensure_ascii=False) + "\n```")
+    return "\n\n".join(p for p in parts if p)
+
+
+def collect(outcomes: list[dict[str, Any]], store: GoldenStore) -> tuple[list[ReviewPair], int]:
+    """The pairs to review, in report order, and how many candidate answers had no golden answer."""
+    pairs: dict[str, ReviewPair] = {}
+    missing = 0
+    for outcome in outcomes:
+        for pair in outcome.get("pairs") or []:
+            made = _pair(outcome, pair, store)
+            if made is None:
+                missing += 1
+            elif made.id in pairs:
+                pairs[made.id].tests = sorted({*pairs[made.id].tests, *made.tests})
+            else:
+                pairs[made.id] = made
+    return list(pairs.values()), missing
+
+
+def _pair(outcome: dict[str, Any], pair: dict[str, Any], store: GoldenStore) -> ReviewPair | None:
+    calls = outcome.get("calls") or []
+    index = pair.get("call_index", -1)
+    if pair.get("missing") or not 0 <= index < len(calls):
+        return None
+    call = calls[index]
+    test = outcome.get("test") or outcome.get("nodeid", "")
+    module = test.split("::", 1)[0]
+    reference = _reference(store, module, pair)
+    if reference is None:
+        return None
+    messages = (call.get("request") or {}).get("messages") or []
+    return ReviewPair(
+        module=module, key=pair["key"], model=outcome.get("model", call.get("model", "")),
+        messages=[{"role": str(m.get("role", "")), "text": message_text(m)}
+                  for m in messages if isinstance(m, dict)],
+        reference=reference, candidate=answer_text(call.get("text"), call.get("tool_calls")),
+        tests=[test], scores=list(pair.get("scores") or []),
+    )  # fmt: skip
+
+
+def _reference(store: GoldenStore, module: str, pair: dict[str, Any]) -> str | None:
+    """The golden answer as committed now (None when it is gone or its file is broken)."""
+    try:
+        rec = store.lookup(module, pair["key"])
+    except (GoldenError, ValueError):
+        return None
+    if rec is None or not rec.answers:
+        return None
+    return answer_text(rec.answers[0].text, rec.answers[0].tool_calls)
+
+
+# -- choosing and ordering --------------------------------------------------------------------
+
+
+def select(pairs: list[ReviewPair], model: str | None, test: str | None) -> list[ReviewPair]:
+    """One model (exact name) and/or one test (a part of its node id), or all."""
+    return [
+        p for p in pairs
+        if (model is None or p.model == model) and (test is None or any(test in t for t in p.tests))
+    ]  # fmt: skip
+
+
+def scorer_passes(pair: ReviewPair) -> dict[str, bool]:
+    """Each scorer's pass/fail on the pair: its own threshold; the judge's 0.5 without one."""
+    out = {}
+    for score in pair.scores:
+        name, passed = str(score.get("scorer")), score.get("passed")
+        if passed is None and name == "judge":
+            passed = float(score.get("value", 0.0)) >= 0.5  # "as good as the reference"
+        if passed is not None:
+            out[name] = bool(passed)
+    return out
+
+
+def informativeness(pair: ReviewPair) -> tuple[int, float]:
+    """Sort key, most informative first: the judge disagrees with a scorer, then scorers disagree
+    among themselves, then the pair closest to a threshold."""
+    passes = scorer_passes(pair)
+    judge = passes.pop("judge", None)
+    if judge is not None and any(p != judge for p in passes.values()):
+        rank = 0
+    elif len(set(passes.values())) > 1:
+        rank = 1
+    else:
+        rank = 2
+    margins = [abs(float(s.get("value", 0)) - float(s["threshold"]))
+               for s in pair.scores if s.get("threshold") is not None]  # fmt: skip
+    return rank, min(margins, default=1.0)
+
+
+def ordered(pairs: list[ReviewPair], order: str) -> list[ReviewPair]:
+    """``report`` keeps the report's order (by test, then model); ``informative`` sorts as above."""
+    return sorted(pairs, key=informativeness) if order == "informative" else list(pairs)

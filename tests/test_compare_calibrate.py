@@ -1,0 +1,136 @@
+"""``slam calibrate``: labelled pairs in, a justified threshold out, or a refusal that says why.
+
+Labels come from judge verdicts cached in real golden files (written with the golden file format
+itself) or from human verdicts in JSON Lines (here: real AlpacaEval judge preferences, when the
+shared data is present).
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from pytest_slam.cli import main
+from pytest_slam.compare.calibrate import MIN_PAIRS, pairs_from_goldens, verdict_label
+from pytest_slam.golden.fileformat import GoldenFile, dump_golden
+from pytest_slam.records import GoldenAnswer, GoldenRecord
+
+ALPACA = Path(__file__).resolve().parents[2] / "shared" / "data" / "alpaca_eval_gpt4_vs_slm"
+TOPICS = ["river", "bridge", "garden", "engine", "violin", "harbor", "glacier", "market"]
+
+
+def _project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n: int) -> Path:
+    """A project whose golden file holds ``n`` requests, each with one cached judge verdict."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text('[tool.slam]\nreference = "openai:gpt-4"\n')
+    golden = GoldenFile(tmp_path / "fixtures/slam/gpt-4/test_x.json", "openai:gpt-4")
+    for i in range(n):
+        topic = TOPICS[i % len(TOPICS)]
+        ref = f"The {topic} number {i} is long, old and well known in the region for its history."
+        good = i % 2 == 0
+        cand = ref.replace("well known", "famous") if good else f"No idea about {topic} {i}."
+        verdict = {"value": 0.9 if good else 0.1, "grade": 9.1 if good else 1.9, "mode": "grade",
+                   "explanation": "judged", "candidate": cand}  # fmt: skip
+        golden.entries[f"k{i}"] = GoldenRecord(
+            f"k{i}", {"messages": [{"role": "user", "content": f"Tell me about {topic} {i}"}]},
+            [GoldenAnswer(text=ref)], judge={f"judge-{i}": verdict},
+        )  # fmt: skip
+    golden.path.parent.mkdir(parents=True)
+    golden.path.write_text(dump_golden(golden))
+    return tmp_path / "pyproject.toml"
+
+
+def test_refuses_with_too_few_labels_and_says_how_many(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pyproject = _project(tmp_path, monkeypatch, 12)
+    before = pyproject.read_text()
+    assert main(["calibrate"]) == 2
+    out = capsys.readouterr().out
+    assert f"needs at least {MIN_PAIRS} labelled pairs with 10 of each verdict; found 12 " in out
+    assert "(6 equivalent, 6 not)" in out and "--slm-record=new" in out
+    assert pyproject.read_text() == before  # nothing written
+
+
+def test_writes_the_threshold_with_its_figures_from_cached_judge_verdicts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pyproject = _project(tmp_path, monkeypatch, 60)
+    assert len(pairs_from_goldens(tmp_path / "fixtures/slam")) == 60
+    assert main(["calibrate", "--resamples", "200"]) == 0
+    assert "written to pyproject.toml" in capsys.readouterr().out
+    text = pyproject.read_text()
+    table = tomllib.loads(text)["tool"]["slam"]["equivalence"]
+    assert table["by"] == "fuzzy" and table["method"] in ("token_sort_ratio", "ratio")
+    assert 0.3 < table["at_least"] < 0.95
+    assert "# chosen by `slam calibrate` on labelled pairs:" in text
+    assert "kappa 1.00 [1.00, 1.00] (held out 1.00), false-pass 0.00" in text
+    assert main(["calibrate", "--resamples", "200"]) == 0  # again: replaced, not duplicated
+    assert pyproject.read_text().count("[tool.slam.equivalence]") == 1
+    assert pyproject.read_text().count("# chosen by") == 1
+
+
+def test_verdict_labels() -> None:
+    assert verdict_label({"value": 2 / 3, "grade": 7, "candidate": "x"}) == (1, 2 / 3)
+    assert verdict_label({"value": 5 / 9, "grade": 6, "candidate": "x"}) == (0, 5 / 9)
+    assert verdict_label({"value": 0.5, "mode": "pairwise", "candidate": "x"}) == (1, 0.5)
+    assert verdict_label({"value": 0.9, "grade": 9}) is None  # no candidate text: not a pair
+
+
+@pytest.mark.skipif(not ALPACA.is_dir(), reason=f"needs the AlpacaEval data at {ALPACA}")
+def test_human_style_labels_from_real_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    lines = []
+    for rec in map(json.loads, (ALPACA / "records.jsonl").read_text().splitlines()[:60]):
+        for model, answer in rec["slm_outputs"].items():
+            pref = rec["gpt4_turbo_judge_preference"].get(model)
+            if answer and pref is not None:
+                lines.append(json.dumps({"unit": rec["idx"], "candidate": answer, "label": pref >= 1.5,
+                                         "reference": rec["gpt4_turbo_output"]}))  # fmt: skip
+    (tmp_path / "labels.jsonl").write_text("\n".join(lines))
+    assert main(["calibrate", "--labels", "labels.jsonl", "--dry-run", "--resamples", "200"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("[tool.slam.equivalence]") and "at_least = 0." in out
+    assert not (tmp_path / "pyproject.toml").exists()  # --dry-run writes nothing
+
+
+def test_human_verdicts_from_slam_review_are_labels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_slam.golden.store import GoldenStore
+    from pytest_slam.report.aggregate import RunInfo, aggregate
+    from pytest_slam.report.jsonreport import write_json
+    from pytest_slam.review.pairs import text_hash
+    from pytest_slam.review.verdicts import make_verdict, save_verdicts
+
+    _project(tmp_path, monkeypatch, 0)
+    store = GoldenStore(tmp_path / "fixtures/slam", "openai:gpt-4")
+    golden = GoldenFile(store.path_for("test_x.py"), store.reference)
+    outcomes, verdicts = [], []
+    for i in range(44):
+        topic = TOPICS[i % len(TOPICS)]
+        ref = f"The {topic} number {i} is long, old and well known in the region for its history."
+        good = i % 2 == 0
+        cand = ref.replace("old", "ancient") if good else f"Sorry, nothing on {topic} {i}."
+        request = {"messages": [{"role": "user", "content": f"Tell me about {topic} {i}"}]}
+        golden.entries[f"k{i}"] = GoldenRecord(f"k{i}", request, [GoldenAnswer(text=ref)])
+        outcomes.append({"nodeid": f"test_x.py::test_{i}[cand]", "test": f"test_x.py::test_{i}",
+                         "model": "cand", "calls": [{"role": "candidate", "text": cand,
+                         "request": request}], "pairs": [{"call_index": 0, "key": f"k{i}"}]})  # fmt: skip
+        verdicts.append(make_verdict(key=f"k{i}", model="cand", answer_hash=text_hash(cand),
+                                     reference_hash=text_hash(ref), reviewer="ana",
+                                     verdict="tie" if good else "loss"))  # fmt: skip
+    golden.path.parent.mkdir(parents=True, exist_ok=True)
+    golden.path.write_text(dump_golden(golden))
+    save_verdicts(store, "test_x.py", verdicts)
+    info = RunInfo(models=[{"name": "cand"}], reference="openai:gpt-4",
+                   settings={"reference": "openai:gpt-4"})  # fmt: skip
+    write_json(tmp_path / "run.json", aggregate(outcomes, info), outcomes)
+    assert main(["calibrate", "--report", "run.json", "--dry-run", "--resamples", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "44 pairs" in out and "kappa 1.00" in out

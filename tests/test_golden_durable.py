@@ -1,0 +1,76 @@
+"""A write-through store (what a test run uses): each recorded answer is in its file at once, the
+bytes are those a buffered flush writes, and writers in other processes are merged, never lost."""
+
+from __future__ import annotations
+
+import json
+
+from test_golden_store import MODULE, rec, store_at
+
+from pytest_slam.golden.store import GoldenStore
+
+
+def durable_at(tmp_path):
+    return GoldenStore(tmp_path / "fixtures" / "slam", "openai:gpt-4", write_through=True)
+
+
+def on_disk(store: GoldenStore) -> dict:
+    return json.loads(store.path_for(MODULE).read_text(encoding="utf-8"))["entries"]
+
+
+def test_each_record_is_on_disk_at_once_with_the_bytes_a_flush_writes(tmp_path):
+    records = [rec(f"prompt {i}", f"answer {i}") for i in range(5)]
+    durable = durable_at(tmp_path / "one")
+    for i, r in enumerate(records):
+        durable.record(MODULE, r, "t::x")
+        assert len(on_disk(durable)) == i + 1 and r.key in on_disk(durable)
+    buffered = store_at(tmp_path / "two")
+    for r in reversed(records):
+        buffered.record(MODULE, r, "t::x")
+    [path] = buffered.flush()
+    assert durable.path_for(MODULE).read_bytes() == path.read_bytes()
+
+    durable.mark_used(MODULE, records[0].key, "t::replayed-later")
+    assert durable.flush() == [durable.path_for(MODULE)]  # folds in the later visit
+    assert on_disk(durable)[records[0].key]["tests"] == ["t::replayed-later", "t::x"]
+
+
+def test_a_file_changed_by_another_writer_is_re_read_and_merged(tmp_path):
+    first, second = durable_at(tmp_path), durable_at(tmp_path)
+    first.record(MODULE, rec("a"), "t::a")
+    second.record(MODULE, rec("b"), "t::b")  # another xdist worker, same file
+    first.record(MODULE, rec("c"), "t::c")  # must see b, although it wrote the file last but one
+    assert set(on_disk(first)) == {rec("a").key, rec("b").key, rec("c").key}
+    assert first.lookup(MODULE, rec("b").key) is not None
+
+
+def test_a_replayed_file_is_never_rewritten(tmp_path):
+    durable_at(tmp_path).record(MODULE, rec("a"), "t::a")
+    path = store_at(tmp_path).path_for(MODULE)
+    before, stamp = path.read_bytes(), path.stat().st_mtime_ns
+    replay = durable_at(tmp_path)
+    replay.mark_used(MODULE, rec("a").key, "t::a")
+    assert replay.lookup(MODULE, rec("a").key) is not None
+    assert replay.flush() == [] and path.read_bytes() == before
+    assert path.stat().st_mtime_ns == stamp
+
+
+def test_a_file_built_entry_by_entry_is_the_canonical_json_dump(tmp_path):
+    from pytest_slam.golden.fileformat import SCHEMA, GoldenFile, _entry, _sorted, dump_golden
+    from pytest_slam.golden.redact import scrub
+    from pytest_slam.records import GoldenAnswer, GoldenRecord
+
+    odd = rec('ünïcode ✓ "quoted"\nnew line', "tab\there", tools=[], temperature=0)
+    odd.answers.append(GoldenAnswer(text="", tool_calls=[{"function": {"arguments": "{}"}}]))
+    odd.judge = {"j1": {"score": 0.5, "why": []}}
+    records = [rec("a"), odd, GoldenRecord(key="k-empty", request={}, answers=[])]
+    golden = GoldenFile(tmp_path / "g.json", "openai:gpt-4", {r.key: r for r in records})
+    doc = {"schema": SCHEMA, "reference": "openai:gpt-4",
+           "entries": _sorted({r.key: _entry(r) for r in records})}  # fmt: skip
+    canonical = json.dumps(scrub(doc), indent=2, ensure_ascii=False) + "\n"
+    cache: dict = {}
+    assert dump_golden(golden) == canonical
+    assert dump_golden(golden, cache) == canonical and len(cache) == 3
+    assert dump_golden(golden, cache) == canonical  # every entry's text from the cache
+    del golden.entries[odd.key]
+    assert dump_golden(golden, cache) == dump_golden(golden) and len(cache) == 2

@@ -1,0 +1,44 @@
+"""The suite's Hypothesis profile (conftest.py): a busy machine never fails a property test."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+SLOW_DRAWS = """
+import time
+from hypothesis import given, settings, strategies as st
+
+slow = st.integers().map(lambda n: time.sleep(0.5) or n)  # a draw as slow as on two busy cores
+
+@settings(max_examples=5)
+@given(slow)
+def test_slow(n):
+    assert isinstance(n, int)
+"""
+
+
+def test_the_loaded_profile_allows_slow_machines() -> None:
+    assert settings.default.deadline is None
+    assert HealthCheck.too_slow in settings.default.suppress_health_check
+
+
+def test_ci_profile_repeats_the_same_examples() -> None:
+    ci = settings.get_profile("ci")
+    assert ci.derandomize and ci.deadline is None
+    assert HealthCheck.too_slow in ci.suppress_health_check
+
+
+def test_slow_draws_pass_with_the_profile_and_fail_without(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Hypothesis loads its own forgiving "ci" profile when it sees CI=true (as CI sets it):
+    # the run "without" must look like a developer's machine.
+    for name in ("CI", "HYPOTHESIS_PROFILE", "GITHUB_ACTIONS", "TF_BUILD"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makepyfile(test_slow=SLOW_DRAWS)
+    with_profile = pytester.runpytest("-p", "no:slam")  # in this process: the profile applies
+    with_profile.assert_outcomes(passed=1)
+    without = pytester.runpytest_subprocess("-p", "no:slam")  # Hypothesis' own defaults
+    without.assert_outcomes(failed=1)
+    without.stdout.fnmatch_lines(["*FailedHealthCheck*"])
