@@ -70,7 +70,9 @@ def config_parser(sub: argparse._SubParsersAction) -> None:
 def calibrate_parser(sub: argparse._SubParsersAction, settings: Settings) -> None:
     from .compare.calibrate import add_arguments, cmd_calibrate
 
-    parser = sub.add_parser("calibrate", help="Choose the equivalence threshold from labelled pairs")
+    parser = sub.add_parser(
+        "calibrate", help="Choose the equivalence threshold from labelled pairs"
+    )
     add_arguments(parser).set_defaults(
         func=cmd_calibrate, root=Path(settings.golden_dir), reference=settings.reference
     )
