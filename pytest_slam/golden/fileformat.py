@@ -14,7 +14,7 @@ import gc
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,7 +60,7 @@ class GoldenFile:
 
     path: Path
     reference: str
-    entries: dict[str, GoldenRecord] = field(default_factory=dict)
+    entries: Mapping[str, GoldenRecord] = field(default_factory=dict)  # GoldenStore.load: lazy
     exists: bool = False
 
 

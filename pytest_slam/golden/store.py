@@ -44,9 +44,9 @@ from pytest_slam.golden.fileformat import (
     dump_golden,
     ignore_scratch_folder,
     parse_golden,
-    read_golden,
 )
 from pytest_slam.golden.keys import canonical_request, request_key
+from pytest_slam.golden.lazy import index_golden
 from pytest_slam.records import GoldenRecord
 
 LOCK_TIMEOUT_S = 120.0
@@ -152,11 +152,12 @@ class GoldenStore:
     # -- reading ---------------------------------------------------------------------------
 
     def load(self, module: str) -> GoldenFile:
-        """The module's golden file, read once; a broken file raises for this module only."""
+        """The module's golden file, indexed once and its entries parsed as they are read
+        (``golden.lazy``); a broken file raises for this module only."""
         module = normalize_module(module)
         if module not in self._files:
             try:
-                self._files[module] = read_golden(self.path_for(module), self.reference)
+                self._files[module] = index_golden(self.path_for(module), self.reference)
             except GoldenError as exc:
                 self._files[module] = exc
         cached = self._files[module]
@@ -168,7 +169,13 @@ class GoldenStore:
         """The record for a request key: recorded this run first, then the file."""
         module = normalize_module(module)
         pending = self._pending.get(module, {})
-        return pending[key] if key in pending else self.load(module).entries.get(key)
+        if key in pending:
+            return pending[key]
+        try:
+            return self.load(module).entries.get(key)
+        except GoldenError as exc:  # an entry found broken when read: the module stays broken
+            self._files[module] = exc
+            raise
 
     # -- recording -------------------------------------------------------------------------
 
@@ -348,14 +355,17 @@ class GoldenStore:
         seen = {normalize_module(m): set(keys) for m, keys in visited.items()}
         out: list[tuple[str, str]] = []
         for module in sorted({normalize_module(m) for m in covered_modules}):
+            keep = seen.get(module, set()) | set(self._pending.get(module, {}))
             try:
                 entries = self.load(module).entries
+                # Only unvisited entries are parsed, and only when a test failed (their `tests`).
+                unvisited = [key for key in sorted(entries) if key not in keep]
+                if failed_tests:
+                    recs = [(key, entries.get(key)) for key in unvisited]
+                    unvisited = [k for k, r in recs if r and not set(r.tests) & failed_tests]
             except GoldenFileError:
                 continue
-            keep = seen.get(module, set()) | set(self._pending.get(module, {}))
-            for key, rec in sorted(entries.items()):
-                if key not in keep and not set(rec.tests) & failed_tests:
-                    out.append((module, key))
+            out.extend((module, key) for key in unvisited)
         return out
 
     def prune(

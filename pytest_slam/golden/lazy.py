@@ -1,0 +1,252 @@
+"""A golden file read lazily: index where each entry sits, parse an entry only when it is asked for.
+
+A run that replays a few answers from a big golden file should not pay for parsing all of it. The
+files keep their one layout on disk (``fileformat.dump_golden``: indent 2, entries sorted, one
+trailing newline), in which every entry starts on a line ``    "KEY": {`` and ends on a line
+``    }`` followed by a comma, except the last (a newline in a JSON string is always escaped, so
+these lines are never inside a string). ``index_golden`` checks the header and the end of the
+file, looks once for a git conflict marker, finds every key line that follows the header or the
+closing line of the entry before (one regular-expression pass, in C, no Python loop per entry),
+and keeps only each key's byte offset and the file's signature; the text itself is dropped.
+``LazyEntries`` reads an entry's bytes back (seek and read) and parses it the first time it is
+asked for, so memory grows with what the run touches.
+
+Nothing is trusted that was not checked: an entry is used only if its bytes are the closing line
+before it, its key line, one whole JSON value and the separator after it, which means they are
+exactly that entry in the document. Anything else falls back to the full parse
+(``fileformat.parse_golden``), whose messages name the file and the line: a file in another layout
+(hand-written, another indent), a git conflict (found at load, as before), a truncated file (its
+end is checked at load), and an entry that does not parse (found when it is read: a lookup, a
+write, stale detection when a test failed). If the file was replaced since it was indexed (another
+xdist worker wrote it), it is indexed again before an entry is read.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import os
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from pytest_slam.golden.fileformat import (
+    REFRESH_HINT,
+    SCHEMA,
+    GoldenFile,
+    GoldenFileError,
+    GoldenReferenceMismatch,
+    _gc_paused,
+    _record,
+    parse_golden,
+)
+from pytest_slam.records import GoldenRecord
+
+_STRING = rb'"(?:[^"\\\n]|\\.)*"'
+_HEADER = re.compile(
+    rb'\{\n  "schema": (' + _STRING + rb'),\n  "reference": (' + _STRING + rb'),\n  "entries": '
+)
+# A key line of the entries object (the key's pattern unrolled: a run of plain bytes is one step),
+# and the same after the closing line of the entry before it and its comma.
+_KEY_LINE = rb'\n    "([^"\\\n]*(?:\\.[^"\\\n]*)*)": \{\n'
+_ENTRY = re.compile(_KEY_LINE)
+_NEXT_ENTRY = re.compile(rb"\n    \}," + _KEY_LINE)
+_CONFLICT = b"\n>>>>>>>"  # git closes every conflict with it; a line of ours never starts so
+_EMPTY_END = b"{}\n}\n"
+_END = b"\n    }\n  }\n}\n"
+_ENTRY_END = b"\n    }"
+_AFTER_ENTRY = _ENTRY_END + b","
+_GROUP_1 = operator.methodcaller("group", 1)
+
+# Reading one entry (open, check, seek, read, parse) costs about twice what the full parse pays per
+# entry (bench/bench_golden.py), so once a quarter of a file has been read one entry at a time the
+# rest is parsed at once: a run that reads every entry of a 10k-entry file paid 1.7x the full load.
+# A small file is left lazy for its first reads (a broken entry nobody reads stays unread).
+WHOLE_AFTER = 4
+WHOLE_MIN = 32
+
+Signature = tuple[int, ...]
+
+
+def _signature(st: os.stat_result) -> Signature:
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _keys(raw: list[bytes]) -> list[str]:
+    joined = b"\n".join(raw)  # a key line holds no newline: one decode and split for all
+    if b"\\" not in joined:
+        return joined.decode("utf-8").split("\n") if raw else []
+    return [json.loads(b'"' + k + b'"') for k in raw]
+
+
+def _index(data: bytes) -> tuple[str, dict[str, int], list[int]] | None:
+    """``(reference, {key: its number}, starts)`` or None when the layout is not ours.
+
+    ``starts[i]`` is where entry i's key line starts (at its newline); the last item is where the
+    line after the last entry starts, so entry i's text is ``data[starts[i]:starts[i + 1]]``.
+    All of it in C: one regular-expression pass and list building, no Python loop per entry.
+    """
+    head = _HEADER.match(data)
+    if head is None:
+        return None
+    try:
+        schema, reference = json.loads(head.group(1)), json.loads(head.group(2))
+    except ValueError:
+        return None
+    pos = head.end()
+    if schema != SCHEMA or not isinstance(reference, str):
+        return None
+    if data.endswith(_EMPTY_END) and len(data) == pos + len(_EMPTY_END):
+        return reference, {}, []
+    body_end = len(data) - len(_END) + len(_ENTRY_END)  # the end of the last entry's value
+    if data[pos : pos + 1] != b"{" or not data.endswith(_END) or body_end <= pos:
+        return None
+    if data.find(_CONFLICT, pos) >= 0:
+        return None
+    first = _ENTRY.match(data, pos + 1, body_end)
+    if first is None:
+        return None
+    matches = [first, *_NEXT_ENTRY.finditer(data, first.end(), body_end)]
+    starts = [pos + 1, *map(len(_AFTER_ENTRY).__add__, map(re.Match.start, matches[1:]))]
+    starts.append(body_end + 1)  # as if a next key line started after the last entry's ","
+    try:
+        keys = _keys(list(map(_GROUP_1, matches)))
+    except ValueError:
+        return None
+    return reference, dict(zip(keys, range(len(keys)), strict=True)), starts
+
+
+def index_golden(path: Path, expected_reference: str | None = None) -> GoldenFile:
+    """A golden file whose entries are read when asked for (``LazyEntries``); a file in another
+    layout is parsed whole. A missing file is an empty one; a broken one raises, naming its line."""
+    try:
+        with open(path, "rb") as handle:  # the signature of what is read, checked at each entry
+            sig = _signature(os.fstat(handle.fileno()))
+            data = handle.read()
+    except FileNotFoundError:
+        return GoldenFile(path=path, reference=expected_reference or "")
+    with _gc_paused():
+        found = _index(data) if sig[1] == len(data) else None
+    if found is None:
+        return _parse(path, data, expected_reference)
+    reference, numbers, starts = found
+    if expected_reference is not None and reference != expected_reference:
+        raise GoldenReferenceMismatch(path, reference, expected_reference)
+    entries = LazyEntries(path, reference, sig, numbers, starts)
+    return GoldenFile(path=path, reference=reference, entries=entries, exists=True)
+
+
+def _parse(path: Path, data: bytes, expected_reference: str | None) -> GoldenFile:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise GoldenFileError(path, None, f"not UTF-8 text ({exc.reason})", REFRESH_HINT) from None
+    return parse_golden(path, text, expected_reference)
+
+
+class LazyEntries(Mapping[str, GoldenRecord]):
+    """A golden file's entries by key, each parsed the first time it is read.
+
+    Keys, ``len`` and ``in`` come from the index and parse nothing. An entry is read back from the
+    file (after checking that the file is still the one indexed) and used only when its text is
+    a key line, a value that parses whole, and the separator after it. Otherwise the whole file is
+    parsed the slow way, so any error is the one a full parse gives, naming the file and the line.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        reference: str,
+        sig: Signature,
+        numbers: dict[str, int],
+        starts: list[int],
+    ) -> None:
+        self._path, self._reference = path, reference
+        self._sig, self._numbers, self._starts = sig, numbers, starts
+        self._parsed: dict[str, GoldenRecord] = {}
+        self._whole: Mapping[str, GoldenRecord] | None = None  # set by a fall-back full parse
+
+    @property
+    def parsed(self) -> int:
+        """How many entries were parsed so far (all of them after a fall-back)."""
+        return len(self._whole) if self._whole is not None else len(self._parsed)
+
+    def _keys(self) -> Mapping[str, object]:
+        return self._whole if self._whole is not None else self._numbers
+
+    def __len__(self) -> int:
+        return len(self._keys())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._keys()))
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys()
+
+    def __getitem__(self, key: str) -> GoldenRecord:
+        for _ in range(3):  # the file replaced under us again and again: parse it whole
+            if self._whole is not None:
+                return self._whole[key]
+            rec = self._parsed.get(key)
+            if rec is not None:
+                return rec
+            number = self._numbers[key]  # KeyError: not in the file
+            # From the end of the entry before (its closing line; the first follows the header).
+            before = len(_AFTER_ENTRY) if number else 0
+            text = self._read(self._starts[number] - before, self._starts[number + 1])
+            if text is None:  # the file was replaced since it was indexed: index it again
+                self._reindex()
+                continue
+            if text[:before] != _AFTER_ENTRY[:before]:
+                break
+            rec = self._entry(key, text[before:], last=number == len(self._numbers) - 1)
+            if rec is None:
+                break
+            self._parsed[key] = rec
+            count = len(self._parsed)
+            if count >= WHOLE_MIN and count * WHOLE_AFTER > len(self._numbers):
+                self._fall_back()  # reading one by one stopped paying: parse the rest at once
+            return rec
+        self._fall_back()
+        return self[key]
+
+    def _entry(self, key: str, text: bytes, last: bool) -> GoldenRecord | None:
+        """The record in ``text`` (key line, value, separator), or None when it is not one."""
+        head = _ENTRY.match(text)
+        if head is None or text[-1:] != (b"\n" if last else b","):
+            return None
+        try:
+            if _keys([head.group(1)]) != [key]:
+                return None
+            return _record(self._path, "", key, json.loads(text[head.end() - 2 : -1]))
+        except (ValueError, TypeError, GoldenFileError):  # UnicodeDecodeError is a ValueError
+            return None
+
+    def _read(self, start: int, end: int) -> bytes | None:
+        try:
+            with open(self._path, "rb") as handle:
+                if _signature(os.fstat(handle.fileno())) != self._sig:
+                    return None
+                handle.seek(start)
+                text = handle.read(end - start)
+        except FileNotFoundError:
+            return None
+        return text if len(text) == end - start else None
+
+    def _reindex(self) -> None:
+        fresh = index_golden(self._path, self._reference).entries
+        if isinstance(fresh, LazyEntries):
+            self._sig, self._numbers, self._starts = fresh._sig, fresh._numbers, fresh._starts
+            self._parsed = {}
+        else:
+            self._whole = fresh
+
+    def _fall_back(self) -> None:
+        """Parse the file whole: raises its error (naming the line), or, should an entry have been
+        misread, gives every entry as the full parse sees it."""
+        try:
+            data = self._path.read_bytes()
+        except FileNotFoundError:
+            self._whole = {}
+            return
+        self._whole = _parse(self._path, data, self._reference).entries
