@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +30,21 @@ def _load_the_sdk_transport() -> None:
 
 
 _load_the_sdk_transport()
+
+
+def _let_ctrl_c_reach_the_runs_we_start() -> None:
+    """Undo an inherited "ignore SIGINT", so the interrupt tests' pytest runs get a real Ctrl-C.
+
+    A shell starts a background job (``cmd &`` in a script, nohup) with SIGINT ignored, and an
+    ignored signal stays ignored across exec: every pytest run the suite starts would then shrug off
+    the SIGINT its test sends. Python's own handler here is reset to the default on exec, so the
+    children start as they would from a terminal.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+_let_ctrl_c_reach_the_runs_we_start()
 
 
 def _hypothesis_profiles() -> None:
