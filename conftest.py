@@ -73,8 +73,8 @@ SMOLLM2_ID = "SmolLM2-135M-Instruct"
 @pytest.fixture(scope="session")
 def smollm2_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One real SmolLM2-135M llama.cpp server per test process, on 127.0.0.1."""
-    from pytest_slam.engines import start_engine
-    from pytest_slam.models import resolve
+    from pytest_slam.swap.engines import start_engine
+    from pytest_slam.swap.models import resolve
 
     spec = resolve("smollm2-135m")
     server = start_engine(spec, tmp_path_factory.mktemp("engine"), timeout_s=120)

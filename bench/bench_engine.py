@@ -54,8 +54,8 @@ def body(prompt: str) -> dict[str, Any]:
 
 
 def managed_start() -> tuple[float, Any]:
-    from pytest_slam.engines import start_engine
-    from pytest_slam.models import resolve
+    from pytest_slam.swap.engines import start_engine
+    from pytest_slam.swap.models import resolve
 
     spec = resolve("smollm2-135m")
     start = time.perf_counter()
@@ -64,12 +64,12 @@ def managed_start() -> tuple[float, Any]:
 
 
 def direct_start() -> float:
-    from pytest_slam.models import smollm2_path
+    from pytest_slam.swap.models import smollm2_path
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    cmd = [PYTHON, "-m", "pytest_slam.engines.llamacpp_main", "--model", str(smollm2_path()),
+    cmd = [PYTHON, "-m", "pytest_slam.swap.engines.llamacpp_main", "--model", str(smollm2_path()),
            "--port", str(port)]  # fmt: skip
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -105,8 +105,8 @@ def starts(repeats: int) -> None:
 
 
 def rates(url: str, calls: int) -> None:
-    from pytest_slam.chat import Target, forward_chat
-    from pytest_slam.models import resolve
+    from pytest_slam.swap.chat import Target, forward_chat
+    from pytest_slam.swap.models import resolve
 
     spec = resolve(f"{url}#{MODEL_ID}")
     target = Target(spec, url, None)

@@ -47,9 +47,9 @@ class Hop:
     def __init__(self, url: str) -> None:
         import openai
 
-        from pytest_slam.models import resolve
-        from pytest_slam.proxy import SwapProxy
-        from pytest_slam.swap import SwapRouter, TestContext, Upstream
+        from pytest_slam.swap.models import resolve
+        from pytest_slam.swap.proxy import SwapProxy
+        from pytest_slam.swap.router import SwapRouter, TestContext, Upstream
 
         spec = resolve(url + "#small-model")
         self.router = SwapRouter({spec.name: spec}, Upstream())
@@ -74,7 +74,7 @@ class Hop:
 
     def profile(self, n: int) -> pstats.Stats:
         """cProfile on the handler thread only (the client's thread is the product's cost)."""
-        from pytest_slam import proxy
+        from pytest_slam.swap import proxy
 
         prof = cProfile.Profile()
         original = proxy._Connection._serve  # one request, after its head is parsed

@@ -166,7 +166,7 @@ def check_vllm(model: str) -> None:
 
 def check_synthetic() -> None:
     """Energy through the plugin on a real GPU, with a server that does real GPU work per token."""
-    from pytest_slam.engines import free_port
+    from pytest_slam.swap.engines import free_port
 
     port = free_port()
     server = subprocess.Popen([sys.executable, "-c", SYNTHETIC_SERVER, str(port)],

@@ -35,18 +35,30 @@ from _suite import CANDIDATE_ANSWER, REFERENCE_ANSWER, write_suite
 
 # (module, attribute path, label): the steps timed; a missing one is listed, not fatal.
 STEPS = [
-    ("pytest_slam.session", "configure", "configure: settings, specs, proxy start"),
-    ("pytest_slam.proxy", "_Connection._serve", "proxy: one request, whole (its own thread)"),
-    ("pytest_slam.swap", "SwapRouter.chat", "  of which forward_chat: upstream stream, Call"),
-    ("pytest_slam.checks", "Checker.run", "after each test: price, golden pair, score"),
-    ("pytest_slam.reference", "ReferenceService.answer", "  of which golden lookup (key, store)"),
-    ("pytest_slam.checks", "Checker._score", "  of which scoring (scorer built per test, fuzzy)"),
-    ("pytest_slam.session", "SlamSession.annotate", "each report: Outcome as plain data"),
-    ("pytest_slam.finish", "finish", "end of run, all of it"),
+    ("pytest_slam.run.session", "configure", "configure: settings, specs, proxy start"),
+    ("pytest_slam.swap.proxy", "_Connection._serve", "proxy: one request, whole (its own thread)"),
+    (
+        "pytest_slam.swap.router",
+        "SwapRouter.chat",
+        "  of which forward_chat: upstream stream, Call",
+    ),
+    ("pytest_slam.run.checks", "Checker.run", "after each test: price, golden pair, score"),
+    (
+        "pytest_slam.golden.reference",
+        "ReferenceService.answer",
+        "  of which golden lookup (key, store)",
+    ),
+    (
+        "pytest_slam.run.checks",
+        "Checker._score",
+        "  of which scoring (scorer built per test, fuzzy)",
+    ),
+    ("pytest_slam.run.session", "SlamSession.annotate", "each report: Outcome as plain data"),
+    ("pytest_slam.run.finish", "finish", "end of run, all of it"),
     ("pytest_slam.report.aggregate", "aggregate", "  aggregate per model and test"),
     ("pytest_slam.report.jsonreport", "write_json", "  JSON report"),
     ("pytest_slam.report.html", "write_html", "  HTML report"),
-    ("pytest_slam.session", "SlamSession.close", "close: proxy stop, env restored"),
+    ("pytest_slam.run.session", "SlamSession.close", "close: proxy stop, env restored"),
 ]
 _lock = threading.Lock()
 

@@ -24,9 +24,9 @@ from pydantic import (
     model_validator,
 )
 
-from .config_keys import did_you_mean
-from .models import PROVIDERS, check_table
-from .settings import DEFAULT_GOLDEN_DIR, RECORD_MODES, Settings, SettingsError
+from pytest_slam.config_keys import did_you_mean
+from pytest_slam.settings import DEFAULT_GOLDEN_DIR, RECORD_MODES, Settings, SettingsError
+from pytest_slam.swap.models import PROVIDERS, check_table
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
 
@@ -46,7 +46,7 @@ _COMMA_LIST = {"type": "string", "description": "comma-separated names"}
 
 
 def _scorers() -> list[str]:
-    from .compare.registry import SCORERS
+    from pytest_slam.compare.registry import SCORERS
 
     return list(SCORERS)
 
@@ -95,7 +95,7 @@ class EquivalenceTable(BaseModel):
 
     @model_validator(mode="after")
     def _known_options(self) -> EquivalenceTable:
-        from .compare.registry import scorer_class, scorer_options
+        from pytest_slam.compare.registry import scorer_class, scorer_options
 
         try:
             scorer = scorer_class(self.by)
@@ -146,7 +146,7 @@ _DESCRIBED = {
 
 
 def _gate_table() -> type[BaseModel]:
-    from .report.gate import RULES, Gate
+    from pytest_slam.report.gate import RULES, Gate
 
     fields: dict[str, Any] = {}
     for spec in dataclasses.fields(Gate):
@@ -162,7 +162,7 @@ def _gate_table() -> type[BaseModel]:
 
 
 def _baseline_table() -> type[BaseModel]:
-    from .report.baseline import Tolerances
+    from pytest_slam.report.baseline import Tolerances
 
     fields = {
         spec.name: (float, Field(spec.default, ge=0, description=_DESCRIBED.get(spec.name)))
@@ -177,7 +177,7 @@ BaselineTable = _baseline_table()
 
 
 def _budget_pattern() -> str:
-    from .metrics.stats import METRICS, Summary
+    from pytest_slam.metrics.stats import METRICS, Summary
 
     return f"^({'|'.join(Summary.FIELDS)})_({'|'.join(METRICS)})$"
 
@@ -186,7 +186,7 @@ def _budget_hint(table: Mapping[str, Any]) -> str:
     """``; did you mean 'p95_e2e_ms'?`` for a misspelt budget key, else nothing."""
     import re
 
-    from .metrics.stats import METRICS, Summary
+    from pytest_slam.metrics.stats import METRICS, Summary
 
     known = [f"{stat}_{metric}" for stat in Summary.FIELDS for metric in METRICS]
     unknown = [key for key in table if not re.match(_budget_pattern(), key)]
@@ -278,7 +278,7 @@ class SlamTable(BaseModel):
     @field_validator("prices", "budget", mode="before")
     @classmethod
     def _metering_rules(cls, value: Any, info: Any) -> Any:
-        from .metering import validate_tables
+        from pytest_slam.metrics.metering import validate_tables
 
         if not isinstance(value, Mapping):
             return value
@@ -295,7 +295,7 @@ class SlamTable(BaseModel):
     @field_validator("gate", "baseline", mode="before")
     @classmethod
     def _report_rules(cls, value: Any, info: Any) -> Any:
-        from .report.gate import check_tables
+        from pytest_slam.report.gate import check_tables
 
         known = (GateTable if info.field_name == "gate" else BaselineTable).model_fields
         if not isinstance(value, Mapping) or set(value) <= set(known):  # unknown: one wording
@@ -386,7 +386,7 @@ def _type_line(loc: tuple[Any, ...], error: Any) -> str:
 
 
 def _unknown_line(where: tuple[Any, ...], keys: list[str]) -> str:
-    from .config_keys import unknown_keys_line
+    from pytest_slam.config_keys import unknown_keys_line
 
     section = ".".join(["tool.slam", *map(str, where)])
     return unknown_keys_line(section, keys, _known_keys(where))

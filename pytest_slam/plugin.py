@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from . import optin, options
-from .settings import SettingsError
+from pytest_slam.run import optin, options
+from pytest_slam.settings import SettingsError
 
 STASH = pytest.StashKey["Any"]()
 MARKERS = (
@@ -40,7 +40,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
-    from .session import configure
+    from pytest_slam.run.session import configure
 
     try:
         slam = configure(config)
@@ -50,7 +50,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # Reports arrive here from xdist workers too; only the controller collects and writes them.
     config.pluginmanager.register(slam, "slam-session")
     if config.pluginmanager.hasplugin("xdist"):
-        from .xdist import XdistHooks
+        from pytest_slam.run.xdist import XdistHooks
 
         config.pluginmanager.register(XdistHooks(slam), "slam-xdist")
 
@@ -108,7 +108,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, Any, Any]
     slam = pyfuncitem.config.stash.get(STASH, None)
     if slam is None or not slam.is_swapped(pyfuncitem):
         return (yield)
-    from .repeat import around_call
+    from pytest_slam.run.repeat import around_call
 
     return (yield from around_call(slam, pyfuncitem))
 
@@ -145,7 +145,7 @@ def pytest_recording_configure(config: pytest.Config, vcr: Any) -> None:
     slam = config.stash.get(STASH, None)
     proxy = getattr(slam, "proxy", None)
     if proxy is not None:
-        from .cassettes import keep_out
+        from pytest_slam.swap.cassettes import keep_out
 
         keep_out(vcr, f"{proxy.origin}/{proxy.secret}/")
 

@@ -8,17 +8,21 @@ Metric fields are named ``<metric>_<unit>`` (``ttft_ms``, ``cost_usd``, ``energy
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 T = TypeVar("T", bound="Record")
 
 
-def utc_now() -> str:
-    """The time a run starts or ends, as reports show it: ISO 8601, UTC, to the second."""
-    import datetime as dt
+def utc_moment() -> dt.datetime:
+    """The one clock: every time the package writes down (goldens, reports, verdicts, trash)."""
+    return dt.datetime.now(dt.UTC)
 
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+def utc_now() -> str:
+    """The one written form of a time: ISO 8601, UTC, to the second, ``Z``-suffixed."""
+    return utc_moment().replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 class Record:

@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from pytest_slam.models import resolve
-from pytest_slam.proxy import SwapProxy
-from pytest_slam.swap import SwapRouter, Upstream
+from pytest_slam.swap.models import resolve
+from pytest_slam.swap.proxy import SwapProxy
+from pytest_slam.swap.router import SwapRouter, Upstream
 
 # Headless Chromium, for the tests that render pages in a real browser (None: those tests skip).
 CHROMIUM = next(

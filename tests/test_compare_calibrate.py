@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from pytest_slam.cli import main
-from pytest_slam.compare.calibrate import MIN_PAIRS, pairs_from_goldens, verdict_label
+from pytest_slam.cli.calibrate import pairs_from_goldens
+from pytest_slam.compare.calibrate import MIN_PAIRS, verdict_label
 from pytest_slam.golden.fileformat import GoldenFile, dump_golden
 from pytest_slam.records import GoldenAnswer, GoldenRecord
 

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slam import models
+from pytest_slam.cli.config_docs import SCHEMA_PATH, readme_block, reference_markdown, schema_text
 from pytest_slam.config import BaselineTable, GateTable, ModelTable, SlamTable, load
-from pytest_slam.config_docs import SCHEMA_PATH, readme_block, reference_markdown, schema_text
+from pytest_slam.project import from_table
 from pytest_slam.report.baseline import Tolerances
 from pytest_slam.report.gate import Gate
-from pytest_slam.settings import Settings, SettingsError, from_table
+from pytest_slam.settings import Settings, SettingsError
+from pytest_slam.swap import models
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from slam_helpers import wait_for
 
-from pytest_slam.engines import KV_TOKENS_PER_FILE, slots_that_fit
+from pytest_slam.swap.engines import KV_TOKENS_PER_FILE, slots_that_fit
 
 NO_REFERENCE = "[tool.slam]\nreference = 'none'\n"
 

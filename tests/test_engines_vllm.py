@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from slam_helpers import wait_for
 
-from pytest_slam.engines import EngineError, VllmEngine, start_engine
 from pytest_slam.metrics.energy import GpuMeter
 from pytest_slam.records import ModelSpec
+from pytest_slam.swap.engines import EngineError, VllmEngine, start_engine
 
 QWEN = "Qwen/Qwen2.5-0.5B-Instruct"
 FAKE_VLLM = """#!{python}
@@ -183,7 +183,7 @@ def test_engine_dies_with_its_sigkilled_owner(fake_vllm: Path) -> None:
     owner_code = f"""
 import sys, time, tempfile
 from pathlib import Path
-from pytest_slam.engines import start_engine
+from pytest_slam.swap.engines import start_engine
 from pytest_slam.records import ModelSpec
 spec = ModelSpec("qwen", "vllm", {QWEN!r}, engine_args={{"executable": {str(fake_vllm)!r}, "gpu": False}})
 start_engine(spec, Path(tempfile.mkdtemp()), 60)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from pytest_slam.golden.cli_commands import COMMANDS, cmd_import, cmd_prune, cmd_stats
+from pytest_slam.cli.golden import COMMANDS, cmd_import, cmd_prune, cmd_stats
 from pytest_slam.golden.keys import request_key
 from pytest_slam.golden.stale import stale_report_path, write_stale_report
 from pytest_slam.golden.store import GoldenStore

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_slam.chat import Target, forward_chat
-from pytest_slam.metering import (
+from pytest_slam.metrics.cost import Prices
+from pytest_slam.metrics.energy import GpuMeter
+from pytest_slam.metrics.metering import (
     EnergyMeter,
     fill_tokens,
     gpu_served,
@@ -18,10 +19,9 @@ from pytest_slam.metering import (
     price_call,
     validate_tables,
 )
-from pytest_slam.metrics.cost import Prices
-from pytest_slam.metrics.energy import GpuMeter
 from pytest_slam.metrics.tokens import framed_prompt_count, openai_encoding
 from pytest_slam.records import Call, ModelSpec
+from pytest_slam.swap.chat import Target, forward_chat
 from pytest_slam.testing import FakeOpenAI
 
 SYSTEM = {"role": "system", "content": "You are a terse assistant."}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_slam.models import (
+from pytest_slam.swap.models import (
     DEFAULT_MODEL,
     ModelSpecError,
     from_table,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from slam_helpers import PRODUCT, said, write_pyproject
 
-from pytest_slam.options import EXIT_GATE_FAILED
+from pytest_slam.run.options import EXIT_GATE_FAILED
 from pytest_slam.testing import FakeOpenAI
 
 TESTS = """

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from slam_helpers import PRODUCT, said, write_pyproject
 
-from pytest_slam import egress
+from pytest_slam.swap import egress
 from pytest_slam.testing import FakeOpenAI
 
 # A host no swap covers (the OpenAI and Azure hosts are redirected to the candidate at the transport).
@@ -125,13 +125,15 @@ def _connect_from(*modules: str, address: tuple[str, int]) -> None:
 
 
 def test_the_plugins_own_hops_are_not_counted(watch: Any) -> None:
-    _connect_from("pytest_slam.upstream", address=("192.0.2.1", 443))  # the swap's hop to a model
+    _connect_from(
+        "pytest_slam.swap.upstream", address=("192.0.2.1", 443)
+    )  # the swap's hop to a model
     _connect_from("product.billing", address=("127.0.0.1", 5432))  # loopback stays here
     _connect_from("product.billing", address=("192.0.2.1", 5432))
     # a transport wrapper carries anyone's request: looked through, to whoever called it
-    _connect_from("product.llm", "pytest_slam.redirect", address=("192.0.2.2", 443))
+    _connect_from("product.llm", "pytest_slam.swap.redirect", address=("192.0.2.2", 443))
     _connect_from(
-        "pytest_slam.compare.semantic", "pytest_slam.redirect", address=("192.0.2.3", 443)
+        "pytest_slam.compare.semantic", "pytest_slam.swap.redirect", address=("192.0.2.3", 443)
     )
     assert watch.for_test("t.py::test_x[m]") == ["192.0.2.1:5432", "192.0.2.2:443"]
 

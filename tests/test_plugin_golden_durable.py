@@ -103,7 +103,9 @@ def _children(pid: int) -> list[str]:
 
 
 def _engine_starting(proc: subprocess.Popen[str]) -> bool:
-    return proc.poll() is not None or any("pytest_slam.engines" in c for c in _children(proc.pid))
+    return proc.poll() is not None or any(
+        "pytest_slam.swap.engines" in c for c in _children(proc.pid)
+    )
 
 
 def _needs_the_embedded_engine() -> None:

@@ -140,7 +140,7 @@ def test_a_serial_run_that_selects_no_opted_in_test_starts_no_engine(
                 except OSError:
                     continue
                 # only this run's engines: other tests run engines of their own meanwhile
-                if b"pytest_slam.engines.supervise" in cmd and owner in cmd:
+                if b"pytest_slam.swap.engines.supervise" in cmd and owner in cmd:
                     found.append(cmd)
             return found
 

@@ -18,7 +18,7 @@ SUITE = """
 import asyncio
 import pytest
 from openai import AsyncAzureOpenAI, AzureOpenAI, OpenAI
-from pytest_slam import redirect
+from pytest_slam.swap import redirect
 
 MSG = [{"role": "user", "content": "Where is my order?"}]
 azure = AzureOpenAI(azure_endpoint="https://myres.openai.azure.com", api_version="2024-10-21",

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from slam_helpers import PRODUCT
 
-from pytest_slam.options import EXIT_GATE_FAILED
+from pytest_slam.run.options import EXIT_GATE_FAILED
 from pytest_slam.testing import FakeOpenAI
 
 TESTS = """

@@ -234,7 +234,7 @@ def test_responses_on_the_embedded_engine(
 def test_the_golden_key_of_a_responses_call_does_not_depend_on_its_shape() -> None:
     """Text or message input, one text part or a string, streamed or not: one question, one key."""
     from pytest_slam.golden.keys import request_key
-    from pytest_slam.responses import to_chat
+    from pytest_slam.swap.responses import to_chat
 
     shapes = [
         {"model": "gpt-4o", "input": "Hi", "temperature": 0},

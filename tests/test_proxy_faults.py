@@ -16,9 +16,9 @@ from collections.abc import Iterator
 import pytest
 from slam_helpers import PRODUCT
 
-from pytest_slam import upstream
-from pytest_slam.chat import Target, forward_chat
 from pytest_slam.records import ModelSpec
+from pytest_slam.swap import upstream
+from pytest_slam.swap.chat import Target, forward_chat
 from pytest_slam.testing import FakeOpenAI
 
 

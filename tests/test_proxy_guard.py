@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from slam_helpers import PRODUCT, swap_proxy, write_pyproject
 
-from pytest_slam.peer import owner_uid
-from pytest_slam.proxy import SwapProxy
+from pytest_slam.swap.peer import owner_uid
+from pytest_slam.swap.proxy import SwapProxy
 from pytest_slam.testing import FakeOpenAI
 
 ATTACKER = """

@@ -14,7 +14,7 @@ import openai
 import pytest
 from slam_helpers import swap_proxy
 
-from pytest_slam.proxy import SwapProxy
+from pytest_slam.swap.proxy import SwapProxy
 from pytest_slam.testing import FakeOpenAI
 
 BODY = json.dumps({"model": "gpt-4", "messages": [{"role": "user", "content": "hi"}]}).encode()

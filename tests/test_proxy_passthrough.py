@@ -13,7 +13,7 @@ import json
 import pytest
 from slam_helpers import PRODUCT, write_pyproject
 
-from pytest_slam.proxy import forwarded_headers
+from pytest_slam.swap.proxy import forwarded_headers
 from pytest_slam.testing import FakeOpenAI
 
 ENV_KEY = "sk-env-key-never-to-be-lent-0123456789"

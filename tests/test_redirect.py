@@ -15,8 +15,8 @@ import httpx2
 import openai
 import pytest
 
-from pytest_slam import redirect
-from pytest_slam.redirect import DEFAULT_HOSTS, HEADER, Redirected, api_path
+from pytest_slam.swap import redirect
+from pytest_slam.swap.redirect import DEFAULT_HOSTS, HEADER, Redirected, api_path
 from pytest_slam.testing import FakeOpenAI
 
 ANSWER = "Redirected to the candidate."

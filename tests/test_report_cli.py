@@ -7,13 +7,13 @@ import copy
 
 import test_report_helpers as synth
 
-from pytest_slam.report.aggregate import aggregate
-from pytest_slam.report.cli_commands import (
+from pytest_slam.cli.report import (
     add_diff_arguments,
     add_render_arguments,
     cmd_diff,
     cmd_render,
 )
+from pytest_slam.report.aggregate import aggregate
 from pytest_slam.report.jsonreport import write_json
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_slam.models import resolve
 from pytest_slam.report.runinfo import cost_assumption, reference_name
+from pytest_slam.swap.models import resolve
 
 
 def test_reference_name_is_the_model_a_reader_knows() -> None:

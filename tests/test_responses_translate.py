@@ -21,9 +21,9 @@ import pytest
 from openai.types.responses import Response, ResponseFunctionToolCall, ResponseStreamEvent
 from pydantic import BaseModel, TypeAdapter
 
-from pytest_slam.chat import Target, forward_chat
 from pytest_slam.records import ModelSpec
-from pytest_slam.responses import NotCarried, ResponsesStream, serve, sse, to_chat, to_response
+from pytest_slam.swap.chat import Target, forward_chat
+from pytest_slam.swap.responses import NotCarried, ResponsesStream, serve, sse, to_chat, to_response
 from pytest_slam.testing import FakeOpenAI, count_tokens
 
 ANSWER = "Paris is the capital of France."

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pytest_slam.golden.fileformat import GoldenError, read_golden
+from pytest_slam.records import utc_moment
 
 COLUMNS = ("file", "reference", "entries", "answers", "models", "oldest", "newest", "age_days")
 
@@ -56,7 +57,7 @@ def _row(root: Path, path: Path, now: datetime) -> StatsRow:
 
 def stats(root: Path, now: datetime | None = None) -> list[StatsRow]:
     """One row per golden file under ``root`` (every reference), sorted by file."""
-    root, now = Path(root), now or datetime.now(UTC)
+    root, now = Path(root), now or utc_moment()
     files = sorted(root.rglob("*.json")) if root.is_dir() else []
     return [_row(root, path, now) for path in files]
 

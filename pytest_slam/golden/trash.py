@@ -10,7 +10,6 @@ prune of files nobody changed since gives them back byte for byte (the file form
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from pytest_slam.golden.fileformat import (
 )
 from pytest_slam.golden.redact import scrub
 from pytest_slam.golden.store import GoldenStore
-from pytest_slam.records import GoldenRecord
+from pytest_slam.records import GoldenRecord, utc_moment
 
 TRASH_SCHEMA = "pytest-slam/golden-trash/1"
 
@@ -42,7 +41,7 @@ class Trash:
     reference: str
     path: Path | None = None
     count: int = 0
-    stamp: str = field(default_factory=lambda: f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S.%fZ}")
+    stamp: str = field(default_factory=lambda: f"{utc_moment():%Y%m%dT%H%M%S.%fZ}")
 
     def add(self, module: str, records: list[GoldenRecord]) -> None:
         """Append ``records`` (removed from ``module``) and sync, before the file loses them."""

@@ -65,7 +65,9 @@ def _post_json(url: str, body: dict[str, Any], timeout_s: float) -> Any:
         headers={"Content-Type": "application/json"},
         method="POST",
     )
-    from ..upstream import urlopen  # never a vcrpy stub: a product's cassette stays the product's
+    from pytest_slam.swap.upstream import (
+        urlopen,  # never a vcrpy stub: a product's cassette stays the product's
+    )
 
     with urlopen(request, timeout=timeout_s) as response:
         return json.loads(response.read())

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pytest_slam.golden.fileformat import atomic_write
+from pytest_slam.records import utc_now
 from pytest_slam.report.aggregate import Verdict, sort_outcomes
 
 SCHEMA_NAME = "pytest-slam/report"
@@ -45,7 +45,7 @@ def report_dict(verdict: Verdict, outcomes: list[dict[str, Any]]) -> dict[str, A
     """The document written to disk; ``schema`` first so a reader can check it at a glance."""
     return {
         "schema": SCHEMA_ID,
-        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "generated_at": utc_now(),
         **verdict.as_dict(),
         "outcomes": sort_outcomes(outcomes),
     }

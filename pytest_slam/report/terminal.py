@@ -296,7 +296,7 @@ def terminal_width(config: Any, default: int = 100) -> int:
 
 def accounting_notes(verdict: Verdict) -> list[str]:
     """Tests that are no evidence (not swapped), and connections that left the machine."""
-    from pytest_slam.egress import summary_line
+    from pytest_slam.swap.egress import summary_line
 
     out = []
     unswapped = [f"{t.test} ({t.model})" for t in verdict.tests if t.outcome == NOT_SWAPPED]

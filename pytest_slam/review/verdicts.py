@@ -14,13 +14,13 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pytest_slam.golden.fileformat import CONFLICT_MARKERS, atomic_write, ignore_scratch_folder
 from pytest_slam.golden.redact import scrub_text
 from pytest_slam.golden.store import GoldenStore, module_relpath
+from pytest_slam.records import utc_now
 
 SUFFIX = ".review.jsonl"
 VERDICTS = ("win", "tie", "loss", "both_bad")  # from the candidate's point of view
@@ -58,10 +58,6 @@ class HumanVerdict:
         if verdict.verdict not in VERDICTS:
             raise ValueError(f"verdict {verdict.verdict!r} is not one of {', '.join(VERDICTS)}")
         return verdict
-
-
-def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def make_verdict(**fields: str) -> HumanVerdict:

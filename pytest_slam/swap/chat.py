@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import upstream
-from .records import Call, ModelSpec
+from pytest_slam.records import Call, ModelSpec
+from pytest_slam.swap import upstream
 
 Relay = Callable[[bytes], None]
 

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .chat import ChatResult, Relay, Target, forward_chat, generation_cap
-from .models import OPENAI_URL, api_key
-from .proxy import RouteError
-from .records import Call, ModelSpec
+from pytest_slam.records import Call, ModelSpec
+from pytest_slam.swap.chat import ChatResult, Relay, Target, forward_chat, generation_cap
+from pytest_slam.swap.models import OPENAI_URL, api_key
+from pytest_slam.swap.proxy import RouteError
 
 ReferenceChat = Callable[["TestContext | None", dict[str, Any], "Relay | None"], ChatResult]
 # The reference's recorded completion tokens for a request (its golden answer), or None.

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .settings import RECORD_MODES
+from pytest_slam.settings import RECORD_MODES
 
 MODELS = "--slm-models"
 RECORD = "--slm-record"
@@ -40,7 +40,7 @@ def positive_int(text: str) -> int:
 
 def models_list(text: str) -> str:
     """Checked for shape here; names are resolved against the project's models in pytest_configure."""
-    from .models import ModelSpecError, parse_models_option
+    from pytest_slam.swap.models import ModelSpecError, parse_models_option
 
     try:
         parse_models_option(text)

@@ -25,11 +25,11 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
-from . import upstream
-from .golden.fileformat import GoldenError
-from .golden.keys import request_key
-from .models import api_key
-from .records import GoldenAnswer, GoldenRecord, ModelSpec
+from pytest_slam.golden.fileformat import GoldenError
+from pytest_slam.golden.keys import request_key
+from pytest_slam.records import GoldenAnswer, GoldenRecord, ModelSpec
+from pytest_slam.swap import upstream
+from pytest_slam.swap.models import api_key
 
 REDIRECTED = "x-slam-redirected-from"
 
@@ -73,7 +73,7 @@ class EmbeddingsService:
         return status, payload
 
     def _forward(self, body: dict[str, Any], headers: list[tuple[str, str]]) -> tuple[int, bytes]:
-        from .proxy import forwarded_headers
+        from pytest_slam.swap.proxy import forwarded_headers
 
         if self.spec is not None:
             if not self.spec.base_urls:
@@ -104,7 +104,7 @@ class EmbeddingsService:
 
     @staticmethod
     def _record(ctx: Any, reference: Any, key: str, body: dict[str, Any], payload: bytes) -> None:
-        from .reference import _now_iso
+        from pytest_slam.records import utc_now
 
         try:
             data = json.loads(payload)
@@ -114,7 +114,7 @@ class EmbeddingsService:
         answer = GoldenAnswer(
             text=payload.decode("utf-8"),
             model=data.get("model") if isinstance(data, dict) else None,
-            recorded_at=_now_iso(),
+            recorded_at=utc_now(),
             prompt_tokens=usage.get("prompt_tokens") if isinstance(usage, dict) else None,
         )
         rec = GoldenRecord(key=key, request=body, answers=[answer], tests=[ctx.test])

@@ -1,4 +1,6 @@
-"""Run one engine command and make sure it dies with its owner: ``python -m pytest_slam.engines.supervise``.
+"""Run one engine command and make sure it dies with its owner.
+
+Run as ``python -m pytest_slam.swap.engines.supervise``.
 
 pytest can be killed with SIGKILL, which runs no cleanup. This small process sits between pytest and the
 engine: the kernel sends it SIGTERM when its parent dies (PR_SET_PDEATHSIG), it also polls the owner's pid,

@@ -11,8 +11,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .config_keys import unknown_keys_line
-from .records import ModelSpec
+from pytest_slam.config_keys import unknown_keys_line
+from pytest_slam.records import ModelSpec
 
 PROVIDERS = ("llamacpp", "vllm", "ollama", "openai", "endpoint", "curated")
 CURATED = "curated"
@@ -181,7 +181,7 @@ def check_table(name: str, data: dict[str, Any]) -> None:
 
 def _check_vllm_args(name: str, engine: dict[str, Any]) -> None:
     """A misspelt vLLM option is said before anything starts, with the nearest known one."""
-    from .engines import VllmEngine
+    from pytest_slam.swap.engines import VllmEngine
 
     known = [*VllmEngine.FLAGS, *VllmEngine.SWITCHES, *VllmEngine.OWN_KEYS]
     unknown = set(engine) - set(known)

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from . import __version__, options
-from .golden.fileformat import GoldenError
-from .records import utc_now
+from pytest_slam import __version__
+from pytest_slam.golden.fileformat import GoldenError
+from pytest_slam.records import utc_now
+from pytest_slam.run import options
 
 
 def finish(slam: Any, session: pytest.Session, exitstatus: int) -> int:
@@ -122,7 +123,7 @@ def _stale(slam: Any) -> None:
 
 def _prune(slam: Any, store: Any, stale: list[tuple[str, str]]) -> list[str]:
     """``--slm-prune``: remove the stale entries, each kept in a trash file first; say how to undo."""
-    from .golden.trash import Trash
+    from pytest_slam.golden.trash import Trash
 
     listed = _stale_lines(slam, store, stale)[1:]
     trash = Trash(store.root, store.reference)
@@ -132,7 +133,7 @@ def _prune(slam: Any, store: Any, stale: list[tuple[str, str]]) -> list[str]:
 
 
 def _store(slam: Any) -> Any:
-    from .golden.store import GoldenStore
+    from pytest_slam.golden.store import GoldenStore
 
     if slam.store is not None:
         return slam.store
@@ -169,7 +170,7 @@ def _write_stale_report(store: Any, stale: list[tuple[str, str]], partial: str |
 
     Written where there are goldens or an old report: an old report is always replaced.
     """
-    from .golden.stale import stale_report_path, write_stale_report
+    from pytest_slam.golden.stale import stale_report_path, write_stale_report
 
     path = stale_report_path(store.root)
     if stale or path.exists() or store.dir.is_dir():
@@ -177,8 +178,8 @@ def _write_stale_report(store: Any, stale: list[tuple[str, str]], partial: str |
 
 
 def run_info(slam: Any) -> Any:
-    from .report.aggregate import RunInfo
-    from .report.runinfo import cost_assumption, reference_name
+    from pytest_slam.report.aggregate import RunInfo
+    from pytest_slam.report.runinfo import cost_assumption, reference_name
 
     reference = slam.settings.reference if slam.settings.has_reference else ""
     return RunInfo(
@@ -195,9 +196,9 @@ def run_info(slam: Any) -> Any:
 
 def _report(slam: Any, exitstatus: int) -> int:
     """Verdict, baseline, gate, files; the table leads the summary and the gate closes it."""
-    from .report.aggregate import aggregate
-    from .report.baseline import format_diff
-    from .report.terminal import fit_lines, gate_lines, render_table, terminal_width
+    from pytest_slam.report.aggregate import aggregate
+    from pytest_slam.report.baseline import format_diff
+    from pytest_slam.report.terminal import fit_lines, gate_lines, render_table, terminal_width
 
     outcomes = [*slam.outcomes, *slam.engine_outcomes()]
     if not outcomes:
@@ -223,7 +224,7 @@ def _human_review(slam: Any, verdict: Any) -> list[str]:
     """The committed blind-review verdicts for this run's candidates, in one line (or none)."""
     if not slam.settings.has_reference:
         return []
-    from .review.summary import human_review_lines
+    from pytest_slam.review.summary import human_review_lines
 
     root = Path(slam.config.rootpath) / slam.settings.golden_dir
     models = [row.model for row in verdict.models]
@@ -234,14 +235,14 @@ def _baseline(slam: Any, verdict: Any) -> Any:
     path = slam.config.option.slm_baseline
     if not path:
         return None
-    from .report.baseline import Tolerances, diff_baseline
+    from pytest_slam.report.baseline import Tolerances, diff_baseline
 
     return diff_baseline(verdict, path, Tolerances.from_config(slam.settings.baseline))
 
 
 def _gate(slam: Any, verdict: Any, diff: Any, exitstatus: int) -> Any:
     """The gate's result, or None when no rule applied; a partial run is never passed."""
-    from .report.gate import Gate, apply_gate, evaluate, incomplete_reason
+    from pytest_slam.report.gate import Gate, apply_gate, evaluate, incomplete_reason
 
     breaches = slam.session_budget_breaches(verdict)
     gate = Gate.from_config(slam.settings.gate)
@@ -259,9 +260,9 @@ def _gate(slam: Any, verdict: Any, diff: Any, exitstatus: int) -> Any:
 
 def _write(slam: Any, verdict: Any, outcomes: list[dict[str, Any]]) -> None:
     """Both files; a write that fails now (disk full, folder removed) is said, not a traceback."""
-    from .golden.redact import scrub
-    from .report.html import write_html
-    from .report.jsonreport import write_json
+    from pytest_slam.golden.redact import scrub
+    from pytest_slam.report.html import write_html
+    from pytest_slam.report.jsonreport import write_json
 
     outcomes = scrub(outcomes)  # a key quoted in a prompt or an answer never reaches a report
     for path, kind, flag, write in ((slam.settings.report, "JSON", options.REPORT, write_json),
@@ -280,7 +281,7 @@ def _step_summary(slam: Any, verdict: Any, diff: Any) -> None:
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if not path:
         return
-    from .report.markdown import render_markdown
+    from pytest_slam.report.markdown import render_markdown
 
     try:
         with open(path, "a", encoding="utf-8") as fh:

@@ -14,7 +14,6 @@ the golden files byte for byte the same, so a pull request shows only answers th
 
 from __future__ import annotations
 
-import datetime as dt
 import email.utils
 import http.client
 import shlex
@@ -23,12 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .chat import ChatResult, Relay, Target, forward_chat
-from .golden.fileformat import GoldenError
-from .golden.keys import request_key
-from .golden.store import GoldenStore
-from .models import api_key
-from .records import Call, GoldenAnswer, GoldenRecord, ModelSpec
+from pytest_slam.golden.fileformat import GoldenError
+from pytest_slam.golden.keys import request_key
+from pytest_slam.golden.store import GoldenStore
+from pytest_slam.records import Call, GoldenAnswer, GoldenRecord, ModelSpec, utc_moment, utc_now
+from pytest_slam.swap.chat import ChatResult, Relay, Target, forward_chat
+from pytest_slam.swap.models import api_key
 
 RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
 MAX_RETRY_AFTER_S = 30.0
@@ -44,10 +43,6 @@ class ReferenceFailed(RuntimeError):
     """The real reference could not be reached or kept failing while recording."""
 
 
-def _now_iso() -> str:
-    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
 def completion_from(rec: GoldenRecord, sample: int = 0) -> dict[str, Any]:
     """The ChatCompletion the reference returned, rebuilt from its golden answer: every choice
     (``n``), logprobs, finish reasons, the usage object with its details, the system fingerprint.
@@ -55,7 +50,7 @@ def completion_from(rec: GoldenRecord, sample: int = 0) -> dict[str, Any]:
     Tool calls keep their recorded ids (one without an id gets ``call_N``): the product sends them
     back in its next request, whose golden key replaces ids by their order anyway (golden.keys).
     """
-    from .chat import completion_choice
+    from pytest_slam.swap.chat import completion_choice
 
     ans = rec.answers[sample]
     first = {"index": 0, "text": ans.text, "finish_reason": ans.finish_reason,
@@ -88,7 +83,7 @@ def _ms(value: float | None) -> float | None:
 
 def answer_from(call: Call) -> GoldenAnswer:
     return GoldenAnswer(
-        text=call.text, model=call.response_model, recorded_at=_now_iso(),
+        text=call.text, model=call.response_model, recorded_at=utc_now(),
         finish_reason=call.finish_reason, tool_calls=call.tool_calls,
         prompt_tokens=call.prompt_tokens, completion_tokens=call.completion_tokens,
         ttft_ms=_ms(call.ttft_ms), e2e_ms=_ms(call.e2e_ms),
@@ -246,7 +241,7 @@ class ReferenceService:
         A miss or a failed recording becomes an API error carrying the message, so the test's
         client raises it instead of a bare connection error.
         """
-        from .proxy import RouteError
+        from pytest_slam.swap.proxy import RouteError
 
         if ctx is None:
             raise RouteError(409, "pytest-slam: gpt4_reference was called outside an opted-in test")
@@ -287,5 +282,5 @@ def _retry_after(result: ChatResult) -> float:
             parsed = email.utils.parsedate_to_datetime(header)
         except (TypeError, ValueError):
             return 0.0
-        seconds = (parsed - dt.datetime.now(dt.UTC)).total_seconds()
+        seconds = (parsed - utc_moment()).total_seconds()
     return min(max(0.0, seconds), MAX_RETRY_AFTER_S)

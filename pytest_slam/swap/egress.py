@@ -37,7 +37,7 @@ TEST_RUNNERS = frozenset(
     for name in ("plugin", "session", "repeat", "fixtures", "hypothesis_support")
 )
 # Wrappers around every HTTP request of the process: neither the product's nor a hop of the plugin.
-TRANSPARENT = frozenset({"pytest_slam.redirect", "pytest_slam.swap.redirect"})
+TRANSPARENT = frozenset({"pytest_slam.swap.redirect", "pytest_slam.swap.router.redirect"})
 FIX = (
     "for an OpenAI-compatible API list the host in [tool.slam] redirect_hosts so the swap carries "
     "it; else keep the test on the real endpoint with @pytest.mark.slm(swap=False)"

@@ -19,8 +19,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import options
-from .settings import Settings, SettingsError, from_table, read_table
+from pytest_slam.project import from_table, read_table
+from pytest_slam.run import options
+from pytest_slam.settings import Settings, SettingsError
 
 
 def project_settings(cwd: Path) -> Settings:
@@ -38,7 +39,7 @@ def refresh(pytest_args: list[str]) -> int:
 
 
 def golden_parser(sub: argparse._SubParsersAction, settings: Settings) -> None:
-    from .golden.cli_commands import COMMANDS
+    from pytest_slam.cli.golden import COMMANDS
 
     golden = sub.add_parser("golden", help="Golden answers of the reference model")
     gsub = golden.add_subparsers(dest="golden_command", required=True)
@@ -51,7 +52,12 @@ def golden_parser(sub: argparse._SubParsersAction, settings: Settings) -> None:
 
 
 def report_parser(sub: argparse._SubParsersAction) -> None:
-    from .report.cli_commands import add_diff_arguments, add_render_arguments, cmd_diff, cmd_render
+    from pytest_slam.cli.report import (
+        add_diff_arguments,
+        add_render_arguments,
+        cmd_diff,
+        cmd_render,
+    )
 
     report = sub.add_parser("report", help="Render a JSON report as HTML, or diff two reports")
     rsub = report.add_subparsers(dest="report_command", required=True)
@@ -62,13 +68,13 @@ def report_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def config_parser(sub: argparse._SubParsersAction) -> None:
-    from .config_docs import add_commands
+    from pytest_slam.cli.config_docs import add_commands
 
     add_commands(sub.add_parser("config", help="The [tool.slam] table: schema, reference, check"))
 
 
 def calibrate_parser(sub: argparse._SubParsersAction, settings: Settings) -> None:
-    from .compare.calibrate import add_arguments, cmd_calibrate
+    from pytest_slam.cli.calibrate import add_arguments, cmd_calibrate
 
     parser = sub.add_parser(
         "calibrate", help="Choose the equivalence threshold from labelled pairs"
@@ -79,7 +85,7 @@ def calibrate_parser(sub: argparse._SubParsersAction, settings: Settings) -> Non
 
 
 def review_parser(sub: argparse._SubParsersAction, settings: Settings) -> None:
-    from .review.commands import add_arguments, cmd_review
+    from pytest_slam.cli.review import add_arguments, cmd_review
 
     parser = sub.add_parser("review", help="Blind human review of candidate against reference")
     add_arguments(parser, settings.report).set_defaults(

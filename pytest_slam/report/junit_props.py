@@ -17,7 +17,7 @@ PREFIX = "slam_"
 
 def attach(item: pytest.Item, report: pytest.TestReport, outcome: dict[str, Any]) -> None:
     """Set this test's ``slam_*`` properties, replacing any from an earlier phase of the test."""
-    from .report.junit import junit_properties
+    from pytest_slam.report.junit import junit_properties
 
     props = junit_properties(outcome)
     item.user_properties[:] = [*_others(item.user_properties), *props]

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from .records import ModelSpec
+from pytest_slam.records import ModelSpec
 
 _local = threading.local()
 BLOCK = 65536

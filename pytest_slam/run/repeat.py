@@ -22,53 +22,16 @@ from __future__ import annotations
 import re
 from collections.abc import Generator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-RESULT = pytest.StashKey["RepeatResult"]()
+from pytest_slam.run.verdict import CTX, RESULT, RepeatResult
+
 INSIDE = pytest.StashKey[bool]()
-SHOWN_FAILURES = 5
 _UNSAFE = re.compile(r"[^\w.\-\[\]]+")
 _PASS_THROUGH = (pytest.skip.Exception, pytest.exit.Exception, KeyboardInterrupt)
-
-
-@dataclass
-class RepeatResult:
-    """Every run of one test: its verdict, and why each failed run failed."""
-
-    runs: int = 0
-    verdicts: list[Any] = field(default_factory=list)  # checks.TestVerdict per run
-    offsets: list[int] = field(default_factory=list)  # index of each run's first call
-    failures: list[tuple[int, str]] = field(default_factory=list)  # (run number, first line)
-    pass_fraction: float = 1.0
-    merged: Any = None  # the one verdict over all runs, built once
-
-    @property
-    def passed(self) -> int:
-        return self.runs - len(self.failures)
-
-    @property
-    def rate(self) -> float:
-        return self.passed / self.runs if self.runs else 0.0
-
-    @property
-    def reached(self) -> bool:
-        return self.runs > 0 and self.rate >= self.pass_fraction
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"runs": self.runs, "passed": self.passed, "rate": self.rate}
-
-    def message(self) -> str:
-        head = (f"passed {self.passed} of {self.runs} runs (rate {self.rate:.2f}), "
-                f"below pass_fraction {self.pass_fraction:.2f}")  # fmt: skip
-        shown = [f"run {n}: {why}" for n, why in self.failures[:SHOWN_FAILURES]]
-        more = len(self.failures) - SHOWN_FAILURES
-        if more > 0:
-            shown.append(f"... and {more} more failed runs")
-        return "\n  ".join([head, *shown])
 
 
 def around_call(slam: Any, item: pytest.Function) -> Generator[None, Any, Any]:
@@ -82,8 +45,6 @@ def around_call(slam: Any, item: pytest.Function) -> Generator[None, Any, Any]:
 
 
 def _repeat(slam: Any, item: pytest.Function) -> Generator[None, Any, Any]:
-    from .session import CTX
-
     ctx = item.stash[CTX]
     result = RepeatResult(pass_fraction=slam.settings.pass_fraction)
     every_call = ctx.calls
@@ -162,34 +123,13 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
 
 
-def merged_verdict(item: pytest.Item) -> Any:
-    """One verdict over all runs (None when the test was not repeated): every run's pairs, with
-    call indexes into the test's whole call list; a problem only when the pass rate fell short.
-    """
-    from .checks import TestVerdict
-
-    result = item.stash.get(RESULT, None)
-    if result is None or result.merged is not None:
-        return None if result is None else result.merged
-    merged = result.merged = TestVerdict(repeat=result.as_dict())
-    for offset, verdict in zip(result.offsets, result.verdicts, strict=False):
-        for pair in verdict.pairs:
-            pair.call_index += offset
-            merged.pairs.append(pair)
-        merged.breaches.extend(verdict.breaches)
-    if not result.reached:
-        merged.problems.append(result.message())
-    return merged
-
-
 # -- obtained answers ------------------------------------------------------------------------------
 
 
 @contextmanager
 def _obtained_writer(slam: Any, item: pytest.Function) -> Generator[None, None, None]:
     """Install ``assert_equivalent``'s writer for this test; remove it after."""
-    from .compare.assertion import set_obtained_writer
-    from .session import CTX
+    from pytest_slam.compare.assertion import set_obtained_writer
 
     ctx = item.stash.get(CTX, None)
     if ctx is None:
@@ -213,7 +153,7 @@ def obtained_dir(slam: Any, module: str) -> Path:
     if slam.store is not None:
         golden = slam.store.path_for(module)
     else:
-        from .golden.store import module_relpath
+        from pytest_slam.golden.store import module_relpath
 
         golden = Path(slam.config.rootpath) / slam.settings.golden_dir / module_relpath(module)
     return golden.with_name(golden.stem + ".obtained")
@@ -221,7 +161,7 @@ def obtained_dir(slam: Any, module: str) -> Path:
 
 def write_obtained(folder: Path, name: str, text: str) -> Path:
     """Write one obtained answer atomically, with a ``.gitignore`` that keeps the folder out of git."""
-    from .golden.fileformat import atomic_write
+    from pytest_slam.golden.fileformat import atomic_write
 
     ignore = folder / ".gitignore"
     if not ignore.exists():

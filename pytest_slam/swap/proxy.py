@@ -37,9 +37,9 @@ from typing import Any, Protocol
 
 import h11
 
-from . import upstream
-from .chat import ChatResult, Relay, Target
-from .peer import owner_uid
+from pytest_slam.swap import upstream
+from pytest_slam.swap.chat import ChatResult, Relay, Target
+from pytest_slam.swap.peer import owner_uid
 
 CHAT_PATH = "/chat/completions"
 RESPONSES_PATH = "/responses"
@@ -269,7 +269,7 @@ class _Connection(socketserver.BaseRequestHandler):
     def _responses(self, route: str, body: dict[str, Any]) -> None:
         """A Responses API call to a Chat Completions candidate: translated (responses.py) and sent
         through the router's chat, so it is recorded, paired, scored and timed like a chat call."""
-        from . import responses
+        from pytest_slam.swap import responses
 
         stream = _Stream(self) if body.get("stream") else None
         chat = functools.partial(self.server.router.chat, route)
@@ -418,7 +418,7 @@ class _Stream:
         self.handler._write(self.conn.send(h11.EndOfMessage()))
 
     def replay(self, result: ChatResult) -> None:
-        from .chat import stream_events
+        from pytest_slam.swap.chat import stream_events
 
         body = result.call.request
         wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))

@@ -20,11 +20,12 @@ from typing import Any
 
 import pytest
 
-from .golden.fileformat import GoldenError
-from .metering import measure
-from .records import Call, GoldenRecord, ModelSpec, Pair, Score
-from .reference import MissingGolden, ReferenceFailed, ReferenceService
-from .swap import TestContext
+from pytest_slam.golden.fileformat import GoldenError
+from pytest_slam.golden.reference import MissingGolden, ReferenceFailed, ReferenceService
+from pytest_slam.metrics.metering import measure
+from pytest_slam.records import Call, GoldenRecord, ModelSpec, Pair, Score
+from pytest_slam.run.verdict import TestVerdict, merged_verdict
+from pytest_slam.swap.router import TestContext
 
 EQUIVALENCE_MARK = "slm_equivalence"
 BUDGET_MARK = "slm_budget"
@@ -34,17 +35,6 @@ NO_JUDGE = (
     "by='judge' needs a judge model: set [tool.slam] judge to any model spec "
     "(judge = 'openai:gpt-4o', or 'http://127.0.0.1:8000/v1#MODEL')"
 )
-
-
-@dataclass
-class TestVerdict:
-    __test__ = False
-
-    pairs: list[Pair] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    breaches: list[str] = field(default_factory=list)
-    repeat: dict[str, Any] | None = None  # {"runs": N, "passed": k, "rate": k/N} under --slm-repeat
-    records: dict[int, GoldenRecord] = field(default_factory=dict)  # call index -> its golden
 
 
 @dataclass
@@ -70,8 +60,8 @@ class JudgeModel:
     calls: list[Call] = field(default_factory=list)  # made since the last test: Checker takes them
 
     def complete(self, messages: list[dict[str, str]]) -> str:
-        from .chat import Target, forward_chat
-        from .compare.base import ScorerUnavailable
+        from pytest_slam.compare.base import ScorerUnavailable
+        from pytest_slam.swap.chat import Target, forward_chat
 
         spec = self.spec
         if not spec.base_urls:
@@ -137,8 +127,6 @@ class Checker:
 
     def run(self, item: pytest.Item, ctx: TestContext, failed: bool) -> TestVerdict:
         """This test's verdict: merged over its runs under ``--slm-repeat``, else checked now."""
-        from .repeat import merged_verdict
-
         merged = merged_verdict(item)
         return merged if merged is not None else self.check(item, ctx, failed)
 
@@ -175,7 +163,7 @@ class Checker:
         verdict.pairs.append(self._make_pair(index, rec, str(store.path_for(ctx.module))))
 
     def _make_pair(self, index: int, rec: GoldenRecord, path: str) -> Pair:
-        from .metrics.cost import api_call_cost
+        from pytest_slam.metrics.cost import api_call_cost
 
         ans = rec.answers[0]
         model = ans.model or (self.reference.spec.model_id if self.reference else None)
@@ -192,8 +180,8 @@ class Checker:
     # -- scoring ----------------------------------------------------------------------------------
 
     def _score(self, item: pytest.Item, ctx: TestContext, verdict: TestVerdict) -> None:
-        from .compare.base import ScorerError
-        from .compare.judge import JudgeUnjudged
+        from pytest_slam.compare.base import ScorerError
+        from pytest_slam.compare.judge import JudgeUnjudged
 
         todo = [p for p in verdict.pairs if p.reference_text is not None]
         if not todo:
@@ -259,7 +247,7 @@ class Checker:
 
     def _score_text(self, plan: ScoringPlan, ctx: TestContext, call: Call,
                     rec: GoldenRecord | None, candidate: str, reference: str) -> Score:  # fmt: skip
-        from .compare.judge import JudgeScorer
+        from pytest_slam.compare.judge import JudgeScorer
 
         if isinstance(plan.scorer, JudgeScorer):
             cache = self._judge_cache(ctx, rec) if rec is not None else None
@@ -271,7 +259,7 @@ class Checker:
         if self.reference is None:
             return None
         if self.judge_memory is None:
-            from .compare.judge import MemoryJudgeCache
+            from pytest_slam.compare.judge import MemoryJudgeCache
 
             self.judge_memory = MemoryJudgeCache()
         return GoldenJudgeCache(self.reference.store, ctx.module, rec, ctx.test,
@@ -311,9 +299,9 @@ class Checker:
         return plan
 
     def _build_plan(self, item: pytest.Item) -> ScoringPlan:
-        from .compare.base import ScorerError
-        from .compare.registry import get_scorer
-        from .compare.toolcalls import ToolCallScorer
+        from pytest_slam.compare.base import ScorerError
+        from pytest_slam.compare.registry import get_scorer
+        from pytest_slam.compare.toolcalls import ToolCallScorer
 
         by, at_least, options = self.scoring_for(item)
         plan = ScoringPlan(getattr(by, "name", str(by)), at_least)
@@ -349,7 +337,7 @@ class Checker:
     # -- budgets ----------------------------------------------------------------------------------
 
     def _budget(self, item: pytest.Item, ctx: TestContext, verdict: TestVerdict) -> None:
-        from .metrics.budget import Budget, check_calls
+        from pytest_slam.metrics.budget import Budget, check_calls
 
         mark = item.get_closest_marker(BUDGET_MARK)
         if mark is None:
@@ -382,7 +370,7 @@ def _wants_reference(item: pytest.Item) -> bool:
 
 
 def _key(call: Call) -> str:
-    from .golden.keys import request_key
+    from pytest_slam.golden.keys import request_key
 
     return request_key(call.request)
 
@@ -403,7 +391,7 @@ def _choices(call: Call, pair: Pair, rec: GoldenRecord | None) -> tuple[list[Cho
 def _failed(pair: Pair, score: Score, plan: ScoringPlan,
             sides: tuple[list[Choice], list[Choice]], index: int) -> str:  # fmt: skip
     """The problem line of a score below ``at_least``; tool calls follow, side by side."""
-    from .report.diffview import tool_calls_side_by_side
+    from pytest_slam.report.diffview import tool_calls_side_by_side
 
     line = (f"call {pair.call_index + 1}: equivalence {score.value:.2f} < {plan.at_least:.2f} "
             f"({score.scorer}): {score.explanation}")  # fmt: skip

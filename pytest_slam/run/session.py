@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from . import models as model_specs
-from .chat import Target, forward_chat
-from .engines import EngineError, ManagedServer, start_engine
-from .records import ModelSpec, utc_now
-from .settings import Settings
+from pytest_slam.records import ModelSpec, utc_now
+from pytest_slam.run.verdict import CTX
+from pytest_slam.settings import Settings
+from pytest_slam.swap import models as model_specs
+from pytest_slam.swap.chat import Target, forward_chat
+from pytest_slam.swap.engines import EngineError, ManagedServer, start_engine
 
 PLACEHOLDER_KEY = "sk-slam-placeholder-not-a-real-key"
-CTX = pytest.StashKey["Any"]()
 VERDICT = pytest.StashKey["Any"]()
 WARMUP = {"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 4, "temperature": 0}
 
@@ -155,9 +155,9 @@ class SlamSession:
     # -- the swap (every process that runs tests) -----------------------------------------------
 
     def start_swap(self) -> None:
-        from .embeddings import EmbeddingsService
-        from .proxy import SwapProxy
-        from .swap import SwapRouter, Upstream
+        from pytest_slam.golden.embeddings import EmbeddingsService
+        from pytest_slam.swap.proxy import SwapProxy
+        from pytest_slam.swap.router import SwapRouter, Upstream
 
         self.router = SwapRouter(self.specs, Upstream.from_env(dict(os.environ)))
         self.router.engine_errors = self.engine_errors
@@ -175,8 +175,8 @@ class SlamSession:
         )
 
     def _start_reference(self) -> None:
-        from .golden.store import GoldenStore
-        from .reference import ReferenceService
+        from pytest_slam.golden.reference import ReferenceService
+        from pytest_slam.golden.store import GoldenStore
 
         root = Path(self.config.rootpath) / self.settings.golden_dir
         self.store = GoldenStore(root, self.settings.reference)
@@ -234,14 +234,14 @@ class SlamSession:
 
     def open_energy_meter(self) -> None:
         """NVML for the candidates a GPU serves; its line is the run's ``gpu_telemetry``."""
-        from .metering import EnergyMeter
+        from pytest_slam.metrics.metering import EnergyMeter
 
         self.energy = EnergyMeter(self.specs.values())
         self.gpu_line = self.energy.line
 
     def _checker(self) -> Any:
-        from .checks import Checker, JudgeModel
-        from .metrics.cost import Prices
+        from pytest_slam.metrics.cost import Prices
+        from pytest_slam.run.checks import Checker, JudgeModel
 
         judge = JudgeModel(self.judge_spec) if self.judge_spec is not None else None
         return Checker(
@@ -255,7 +255,7 @@ class SlamSession:
 
     def check_report_paths(self) -> None:
         """A report that cannot be written is said now, not after an hour of model calls."""
-        from . import options
+        from pytest_slam.run import options
 
         for path, flag in (
             (self.settings.report, options.REPORT),
@@ -277,7 +277,7 @@ class SlamSession:
             self.start_engines()
 
     def mark_run_started(self) -> None:
-        from .golden.stale import mark_run_started
+        from pytest_slam.golden.stale import mark_run_started
 
         if self.settings.has_reference:
             root = Path(self.config.rootpath) / self.settings.golden_dir
@@ -291,7 +291,7 @@ class SlamSession:
     # -- collection --------------------------------------------------------------------------------
 
     def parametrize(self, metafunc: pytest.Metafunc) -> None:
-        from .optin import parametrize
+        from pytest_slam.run.optin import parametrize
 
         if not self.armed:
             raise pytest.UsageError(
@@ -302,8 +302,8 @@ class SlamSession:
         parametrize(metafunc, self.model_names)
 
     def collected(self, items: list[pytest.Item]) -> None:
-        from .hypothesis_support import adjust
-        from .optin import module_of
+        from pytest_slam.run.hypothesis_support import adjust
+        from pytest_slam.run.optin import module_of
 
         swapped = [i for i in items if self.is_swapped(i)]
         for item in swapped:
@@ -317,7 +317,7 @@ class SlamSession:
         self.coverage -= narrowed
 
     def deselected(self, items: list[pytest.Item]) -> None:
-        from .optin import module_of
+        from pytest_slam.run.optin import module_of
 
         self.partial.update(module_of(i.nodeid) for i in items)
         self.deselected_count += len(items)
@@ -363,10 +363,10 @@ class SlamSession:
 
     def enter_test(self, item: pytest.Item, name: str | None) -> Any:
         """Fixture body: make this test's calls go to model ``name`` and record them."""
-        from .egress import watch_test
-        from .fixtures import SlamModel
-        from .optin import base_test_id, mark_problem, module_of
-        from .swap import TestContext
+        from pytest_slam.run.fixtures import SlamModel
+        from pytest_slam.run.optin import base_test_id, mark_problem, module_of
+        from pytest_slam.swap.egress import watch_test
+        from pytest_slam.swap.router import TestContext
 
         if name is None or self.router is None:
             raise pytest.UsageError(
@@ -390,7 +390,7 @@ class SlamSession:
             yield SlamModel(self.specs[name], self.proxy.url_for(f"m/{name}"), ctx)
         finally:
             self.router.active = None
-            from . import redirect
+            from pytest_slam.swap import redirect
 
             redirect.uninstall(rule)
 
@@ -398,7 +398,7 @@ class SlamSession:
         """For this test only: clients that ignore OPENAI_BASE_URL (``AzureOpenAI``, an explicit
         ``base_url`` on a listed host) reach the proxy too (redirect.py). Only during opted-in
         tests, so the plugin changes nothing elsewhere and a caller's key never travels on."""
-        from . import redirect
+        from pytest_slam.swap import redirect
 
         hosts = [*redirect.DEFAULT_HOSTS, *self.settings.redirect_hosts]
         proxy = self.proxy
@@ -409,7 +409,7 @@ class SlamSession:
         )
 
     def reference_client(self, item: pytest.Item) -> Any:
-        from .fixtures import ReferenceClient
+        from pytest_slam.run.fixtures import ReferenceClient
 
         if self.reference is None:
             pytest.fail(
@@ -445,8 +445,8 @@ class SlamSession:
             return
         if report.when == "teardown" and not report.failed:
             return
-        from .junit_props import attach as attach_junit_properties
-        from .outcomes import build_outcome, one_line_failure
+        from pytest_slam.report.junit_props import attach as attach_junit_properties
+        from pytest_slam.run.outcomes import build_outcome, one_line_failure
 
         ctx = item.stash.get(CTX, None)
         report.slam = build_outcome(item, report, ctx, item.stash.get(VERDICT, None))  # type: ignore[attr-defined]
@@ -456,7 +456,7 @@ class SlamSession:
             report.longrepr = line
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from .outcomes import keep_final
+        from pytest_slam.run.outcomes import keep_final
 
         payload = getattr(report, "slam", None)
         if payload is not None and self.role != "worker":
@@ -469,7 +469,7 @@ class SlamSession:
     # -- the end ---------------------------------------------------------------------------------------
 
     def session_finish(self, session: pytest.Session, exitstatus: int) -> int:
-        from .finish import finish
+        from pytest_slam.run.finish import finish
 
         for host in sorted(self.redirected):  # one line per host: xdist's workers agree on it
             self.summary.append(
@@ -479,7 +479,7 @@ class SlamSession:
         if self.role != "worker":
             self.summary.extend(cap_lines(self.outcomes))
             if self.settings.golden_dir_legacy:
-                from .settings import MOVE_GOLDENS
+                from pytest_slam.settings import MOVE_GOLDENS
 
                 self.summary.append(MOVE_GOLDENS)
         return finish(self, session, exitstatus)
@@ -489,7 +489,7 @@ class SlamSession:
 
     def engine_outcomes(self) -> list[dict[str, Any]]:
         """Each engine's cold first call, as an outcome of its own that the percentiles leave out."""
-        from .records import Outcome
+        from pytest_slam.records import Outcome
 
         out = []
         for start in self.engine_starts:
@@ -510,8 +510,8 @@ class SlamSession:
         """``[tool.slam.budget]`` checked against each model's flat aggregate of its calls."""
         if not self.settings.budget:
             return []
-        from .metrics.budget import SessionBudget
-        from .metrics.latency import flatten_model
+        from pytest_slam.metrics.budget import SessionBudget
+        from pytest_slam.metrics.latency import flatten_model
 
         budget = SessionBudget.from_config(self.settings.budget)
         breaches = []
@@ -560,8 +560,8 @@ def build(config: pytest.Config, settings: Settings, armed: bool) -> SlamSession
 
 def configure(config: pytest.Config) -> SlamSession:
     """Build the session from [tool.slam] and the command line; arm the swap where tests run."""
-    from . import options
-    from .settings import from_table, read_table
+    from pytest_slam.project import from_table, read_table
+    from pytest_slam.run import options
 
     cli = options.overrides(config.option)
     # every key checked, here, once; the project root decides the golden folder's old default

@@ -20,8 +20,8 @@ import urllib.request
 from abc import ABC, abstractmethod
 from pathlib import Path
 
-from ..models import resolve_model_path
-from ..records import ModelSpec
+from pytest_slam.records import ModelSpec
+from pytest_slam.swap.models import resolve_model_path
 
 LOG_TAIL_LINES = 20
 
@@ -150,7 +150,7 @@ class LlamaCppEngine(Engine):
         return [
             sys.executable,
             "-m",
-            "pytest_slam.engines.llamacpp_main",
+            "pytest_slam.swap.engines.llamacpp_main",
             "--model",
             str(path),
             "--port",
@@ -273,7 +273,7 @@ class ManagedServer:
         argv = [
             sys.executable,
             "-m",
-            "pytest_slam.engines.supervise",
+            "pytest_slam.swap.engines.supervise",
             "--owner",
             str(os.getpid()),
             "--",

@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .records import Call, ModelSpec
+from pytest_slam.records import Call, ModelSpec
 
 if TYPE_CHECKING:
-    from .chat import ChatResult
+    from pytest_slam.swap.chat import ChatResult
 
 TOKENIZER_TIMEOUT_S = 5.0
 _TOKENIZER_BY_URL: dict[str, str | None] = {}  # endpoint -> "llamacpp" | "vllm" | None (none)
@@ -40,7 +40,7 @@ def gpu_served(spec: ModelSpec) -> bool:
 
 def fill_tokens(spec: ModelSpec, call: Call) -> str | None:
     """Count what the server did not report; the method used, or None when nothing was missing."""
-    from .metrics import tokens
+    from pytest_slam.metrics import tokens
 
     if not call.ok or (call.prompt_tokens is not None and call.completion_tokens is not None):
         return None
@@ -76,7 +76,7 @@ def _tokenizer(spec: ModelSpec, call: Call) -> tuple[str, str | None]:
 
 def _probe(url: str, model_id: str) -> str | None:
     """Which tokenizer an OpenAI-compatible endpoint offers, asked once per endpoint."""
-    from .metrics import tokens
+    from pytest_slam.metrics import tokens
 
     for kind in tokens.SERVERS:
         _count, method = tokens.count_tokens("probe", model_id, url, TOKENIZER_TIMEOUT_S, kind)
@@ -104,7 +104,7 @@ def _end_token(call: Call, method: str) -> int:
 
 def price_call(spec: ModelSpec, call: Call, prices: Any) -> None:
     """Set ``call.cost_usd``: the model's own prices, its hourly price, else the price table."""
-    from .metrics.cost import api_call_cost, self_hosted_cost
+    from pytest_slam.metrics.cost import api_call_cost, self_hosted_cost
 
     if call.cost_usd is not None or not call.ok:
         return
@@ -130,8 +130,8 @@ def measure(spec: ModelSpec, call: Call, prices: Any) -> None:
 
 def validate_tables(prices: Any, budget: Any) -> None:
     """``[tool.slam.prices]`` and ``[tool.slam.budget]`` checked at configure time: ValueError."""
-    from .metrics.budget import SessionBudget
-    from .metrics.cost import Prices
+    from pytest_slam.metrics.budget import SessionBudget
+    from pytest_slam.metrics.cost import Prices
 
     Prices.from_config(prices)
     SessionBudget.from_config(budget)
@@ -151,7 +151,7 @@ class EnergyMeter:
         self.gpu: Any = None
         self.line = ""
         if any(gpu_served(spec) for spec in specs):
-            from .metrics.energy import GpuMeter
+            from pytest_slam.metrics.energy import GpuMeter
 
             self.gpu = GpuMeter()
             self.line = self.gpu.reason

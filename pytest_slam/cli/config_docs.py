@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .config import (
+from pytest_slam.config import (
     BaselineTable,
     EquivalenceTable,
     GateTable,
@@ -22,7 +22,7 @@ from .config import (
     SlamTable,
 )
 
-SCHEMA_PATH = Path(__file__).with_name("slam.schema.json")
+SCHEMA_PATH = Path(__file__).parents[1] / "slam.schema.json"  # shipped at the package root
 SCHEMA_ID = "https://json-schema.org/draft/2020-12/schema"
 README_START = "<!-- slam-config-reference:start (generated: slam config reference) -->"
 README_END = "<!-- slam-config-reference:end -->"
@@ -143,7 +143,7 @@ def _cmd_reference(args: argparse.Namespace) -> int:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     """A bad table already stopped the command at its start (cli.project_settings)."""
-    from .settings import read_table
+    from pytest_slam.project import read_table
 
     if read_table(Path.cwd() / "pyproject.toml") is None:
         print("slam: ./pyproject.toml has no [tool.slam] table; pytest-slam runs on --slm-models.")

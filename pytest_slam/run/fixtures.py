@@ -9,8 +9,8 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any
 
-from .records import Call, GoldenRecord, ModelSpec
-from .swap import TestContext
+from pytest_slam.records import Call, GoldenRecord, ModelSpec
+from pytest_slam.swap.router import TestContext
 
 CLIENT_KEY = "sk-slam-local"  # the proxy ignores it; the SDK insists on one
 

@@ -1,6 +1,6 @@
 """Serve a GGUF model with llama.cpp's own HTTP server (xllamacpp), on loopback only.
 
-Run as ``python -m pytest_slam.engines.llamacpp_main --model PATH --port N``, under the supervisor.
+Run as ``python -m pytest_slam.swap.engines.llamacpp_main --model PATH --port N``, under the supervisor.
 xllamacpp runs the server inside this process, so this module only configures it and waits for SIGTERM.
 ``--parallel N`` serves N requests at once (one slot per xdist worker); llama.cpp splits its context
 between slots, so the context is sized to N x ``--ctx`` and each slot keeps ``--ctx`` tokens.
@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 
-from pytest_slam.engines.supervise import SUPERVISOR_ENV, die_with_parent
+from pytest_slam.swap.engines.supervise import SUPERVISOR_ENV, die_with_parent
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

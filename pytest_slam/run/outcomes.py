@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from .metering import outcome_energy
-from .optin import base_test_id
-from .records import Outcome
-from .report.aggregate import CAUSES, FIXES, NOT_SWAPPED, OUTCOME_SEVERITY
+from pytest_slam.metrics.metering import outcome_energy
+from pytest_slam.records import Outcome
+from pytest_slam.report.aggregate import CAUSES, FIXES, NOT_SWAPPED, OUTCOME_SEVERITY
+from pytest_slam.run.optin import base_test_id
 
 
 def _model(item: pytest.Item) -> str:
@@ -33,7 +33,7 @@ def _model(item: pytest.Item) -> str:
 def build_outcome(
     item: pytest.Item, report: pytest.TestReport, ctx: Any, verdict: Any
 ) -> dict[str, Any]:
-    from .egress import seen_by
+    from pytest_slam.swap.egress import seen_by
 
     model = _model(item)
     outcome = Outcome(
