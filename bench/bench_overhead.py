@@ -49,7 +49,7 @@ LABELS = {
     "golden": "pytest + slam, swap + golden replay + fuzzy",
     "slam": "(c) pytest + slam, all of it + JSON and HTML reports",
 }
-TARGETS_MS = {"plugin": 0.5, "pytest + plugin": 2.0}
+TARGETS_MS = {"plugin": 1.0, "pytest + plugin": 2.0}  # issue 14: the plugin <= 1 ms per case
 STARTUP_TARGET_S = 0.3
 
 

@@ -14,3 +14,4 @@ run scaling bench_scaling.py
 run golden bench_golden.py
 run scorers bench_scorers.py
 run engine bench_engine.py
+run engine_slots bench_engine_slots.py

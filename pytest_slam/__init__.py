@@ -6,7 +6,17 @@ Public API (imported lazily, so ``import pytest_slam`` stays cheap):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the real types for checkers; at run time ``__getattr__`` imports on first use
+    from pytest_slam.compare.assertion import EquivalenceError as EquivalenceError
+    from pytest_slam.compare.assertion import assert_equivalent as assert_equivalent
+    from pytest_slam.compare.assertion import evaluate as evaluate
+    from pytest_slam.records import Call as Call
+    from pytest_slam.records import GoldenAnswer as GoldenAnswer
+    from pytest_slam.records import GoldenRecord as GoldenRecord
+    from pytest_slam.records import ModelSpec as ModelSpec
+    from pytest_slam.records import Score as Score
 
 __version__ = "0.1.0"
 
@@ -22,7 +32,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in _LAZY:
         import importlib
 

@@ -11,38 +11,49 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    JsonValue,
     ValidationError,
+    ValidationInfo,
     create_model,
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 from pytest_slam.config_keys import did_you_mean
 from pytest_slam.settings import DEFAULT_GOLDEN_DIR, RECORD_MODES, Settings, SettingsError
 from pytest_slam.swap.models import PROVIDERS, check_table
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
+JsonDict = dict[str, JsonValue]  # a JSON Schema fragment, as pydantic's json_schema_extra takes
+
+if TYPE_CHECKING:  # one of the listed names: a str to the type checker, checked by pydantic
+    Provider = str
+    RecordMode = str
+else:
+    Provider = Literal[PROVIDERS]
+    RecordMode = Literal[RECORD_MODES]
 
 
-def _alternatives(*others: dict[str, Any]) -> Any:
+def _alternatives(*others: JsonDict) -> Callable[[JsonDict], None]:
     """A field's schema that also admits other TOML shapes (a string for a list, say)."""
 
-    def extra(schema: dict[str, Any]) -> None:
+    def extra(schema: JsonDict) -> None:
         first = {k: schema.pop(k) for k in list(schema) if k not in ("title", "description")}
         schema["anyOf"] = [first, *others]
 
     return extra
 
 
-_STRINGS = {"type": "array", "items": {"type": "string"}}
-_COMMA_LIST = {"type": "string", "description": "comma-separated names"}
+_STRINGS: JsonDict = {"type": "array", "items": {"type": "string"}}
+_COMMA_LIST: JsonDict = {"type": "string", "description": "comma-separated names"}
 
 
 def _scorers() -> list[str]:
@@ -51,11 +62,16 @@ def _scorers() -> list[str]:
     return list(SCORERS)
 
 
+def _names(names: list[str]) -> list[JsonValue]:
+    """Sorted names as a JSON Schema ``enum``."""
+    return [*sorted(names)]
+
+
 class ModelTable(BaseModel):
     """``[tool.slam.models.NAME]``: a named model, run by the name ``NAME``."""
 
     model_config = _STRICT
-    provider: Literal[PROVIDERS] = Field("endpoint", description="where the model is served")  # type: ignore[valid-type]
+    provider: Provider = Field("endpoint", description="where the model is served")
     model: str | None = Field(None, description="model id sent upstream (default: NAME)")
     base_url: str | None = Field(None, description="OpenAI-compatible endpoint, .../v1")
     base_urls: list[str] | None = Field(None, description="replicas of one deployment, in turn")
@@ -78,9 +94,9 @@ class EquivalenceTable(BaseModel):
 
     model_config = ConfigDict(extra="allow", strict=True)
     by: str = Field(
-        "fuzzy", description="scorer name", json_schema_extra={"enum": sorted(_scorers())}
+        default="fuzzy", description="scorer name", json_schema_extra={"enum": _names(_scorers())}
     )
-    at_least: float | None = Field(None, ge=0, le=1, description="fail below this score")
+    at_least: float | None = Field(default=None, ge=0, le=1, description="fail below this score")
 
     @field_validator("by")
     @classmethod
@@ -123,9 +139,9 @@ class PriceTable(BaseModel):
     """``[tool.slam.prices]``: overrides of the dated price table, one sub-table per model id."""
 
     model_config = ConfigDict(extra="allow", strict=True)
-    __pydantic_extra__: dict[str, PriceEntry] = Field(init=False)  # type: ignore[assignment]
-    as_of: str | None = Field(None, description="date of the prices")
-    source: str | None = Field(None, description="where the prices come from")
+    __pydantic_extra__: dict[str, PriceEntry] = Field(init=False)
+    as_of: str | None = Field(default=None, description="date of the prices")
+    source: str | None = Field(default=None, description="where the prices come from")
 
     @field_validator("as_of", mode="before")
     @classmethod
@@ -152,9 +168,9 @@ def _gate_table() -> type[BaseModel]:
     for spec in dataclasses.fields(Gate):
         if spec.name in RULES:
             column, side, _ = RULES[spec.name]
-            bounds = {"ge": 0, "le": 1} if side == "min" else {"ge": 0}
+            ceiling = 1 if side == "min" else None  # a share; other rules are open-ended
             text = f"{'at least' if side == 'min' else 'at most'} this {column}, per candidate"
-            fields[spec.name] = (float | None, Field(None, description=text, **bounds))
+            fields[spec.name] = (float | None, Field(None, description=text, ge=0, le=ceiling))
         else:
             fields[spec.name] = (bool, Field(spec.default, description=_DESCRIBED.get(spec.name)))
     doc = "``[tool.slam.gate]``: rules every candidate must keep, or the run fails (exit 6)."
@@ -164,7 +180,7 @@ def _gate_table() -> type[BaseModel]:
 def _baseline_table() -> type[BaseModel]:
     from pytest_slam.report.baseline import Tolerances
 
-    fields = {
+    fields: dict[str, Any] = {
         spec.name: (float, Field(spec.default, ge=0, description=_DESCRIBED.get(spec.name)))
         for spec in dataclasses.fields(Tolerances)
     }
@@ -172,8 +188,15 @@ def _baseline_table() -> type[BaseModel]:
     return create_model("BaselineTable", __config__=_STRICT, __doc__=doc, **fields)
 
 
-GateTable = _gate_table()
-BaselineTable = _baseline_table()
+if TYPE_CHECKING:  # built from their readers' declarations at import time (above)
+
+    class GateTable(BaseModel): ...
+
+    class BaselineTable(BaseModel): ...
+
+else:
+    GateTable = _gate_table()
+    BaselineTable = _baseline_table()
 
 
 def _budget_pattern() -> str:
@@ -214,7 +237,7 @@ class SlamTable(BaseModel):
         description="where golden files live (the old default `fixtures/slam` is used while it "
         "exists and this is not set)",
     )
-    record: Literal[RECORD_MODES] = Field("none", description="golden answers: none, new, all")  # type: ignore[valid-type]
+    record: RecordMode = Field("none", description="golden answers: none, new, all")
     samples: int = Field(1, ge=1, description="reference answers recorded per request")
     paths: list[str] = Field(default_factory=list, description="folders whose tests opt in")
     equivalence: EquivalenceTable = Field(
@@ -277,7 +300,7 @@ class SlamTable(BaseModel):
 
     @field_validator("prices", "budget", mode="before")
     @classmethod
-    def _metering_rules(cls, value: Any, info: Any) -> Any:
+    def _metering_rules(cls, value: Any, info: ValidationInfo) -> Any:
         from pytest_slam.metrics.metering import validate_tables
 
         if not isinstance(value, Mapping):
@@ -294,7 +317,7 @@ class SlamTable(BaseModel):
 
     @field_validator("gate", "baseline", mode="before")
     @classmethod
-    def _report_rules(cls, value: Any, info: Any) -> Any:
+    def _report_rules(cls, value: Any, info: ValidationInfo) -> Any:
         from pytest_slam.report.gate import check_tables
 
         known = (GateTable if info.field_name == "gate" else BaselineTable).model_fields
@@ -327,6 +350,8 @@ def load(table: Mapping[str, Any] | None, overrides: Mapping[str, Any] | None = 
 
 # -- one line per problem ------------------------------------------------------------------------
 
+Loc = tuple[str | int, ...]  # where in the table a problem is: keys and list indexes
+
 _EXPECTED = {
     "int_type": "a whole number",
     "int_from_float": "a whole number",
@@ -342,7 +367,7 @@ _EXPECTED = {
 
 def error_lines(exc: ValidationError) -> list[str]:
     """Each error as one line naming the key, the value and what it must be."""
-    unknown: dict[tuple[Any, ...], list[str]] = {}
+    unknown: dict[Loc, list[str]] = {}
     lines = []
     for error in exc.errors():
         loc = tuple(error["loc"])
@@ -356,7 +381,7 @@ def error_lines(exc: ValidationError) -> list[str]:
     return list(dict.fromkeys(found + lines))
 
 
-def _split(loc: tuple[Any, ...]) -> tuple[str, str]:
+def _split(loc: Loc) -> tuple[str, str]:
     """``('models', 'qwen', 'base_urls', 1)`` -> ``('tool.slam.models.qwen', 'base_urls[1]')``."""
     last = max((i for i, part in enumerate(loc) if isinstance(part, str)), default=0)
     section = ".".join(["tool.slam", *map(str, loc[:last])])
@@ -374,7 +399,7 @@ _EXAMPLES = {
 }
 
 
-def _type_line(loc: tuple[Any, ...], error: Any) -> str:
+def _type_line(loc: Loc, error: ErrorDetails) -> str:
     section, key = _split(loc)
     expected = _EXPECTED.get(error["type"]) or error["msg"].replace("Input should be ", "")
     if section == "tool.slam" and expected in ("a list", "a table"):
@@ -385,22 +410,24 @@ def _type_line(loc: tuple[Any, ...], error: Any) -> str:
     return f"[{section}] {key} = {shown} must be {expected}."
 
 
-def _unknown_line(where: tuple[Any, ...], keys: list[str]) -> str:
+def _unknown_line(where: Loc, keys: list[str]) -> str:
     from pytest_slam.config_keys import unknown_keys_line
 
     section = ".".join(["tool.slam", *map(str, where)])
     return unknown_keys_line(section, keys, _known_keys(where))
 
 
-def _known_keys(where: tuple[Any, ...]) -> list[str]:
+def _known_keys(where: Loc) -> list[str]:
     """The fields of the section at ``where``: walk the model, skipping table names."""
     model: type[BaseModel] = SlamTable
     parts = list(where)
     while parts:
-        field = model.model_fields[parts.pop(0)]
-        if field.annotation is ModelTable or field.annotation == dict[str, ModelTable]:
+        annotation = model.model_fields[str(parts.pop(0))].annotation
+        if annotation is ModelTable or annotation == dict[str, ModelTable]:
             parts = parts[1:]  # the model's NAME
             model = ModelTable
-        else:
-            model = field.annotation  # type: ignore[assignment]
+        elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            model = annotation
+        else:  # a plain-valued key: its section is the model reached so far
+            break
     return list(model.model_fields)

@@ -7,14 +7,20 @@ when the run is enabled (``--slm-models`` or a ``[tool.slam]`` table) and a proc
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_slam.run import optin, options
 from pytest_slam.settings import SettingsError
 
-STASH = pytest.StashKey["Any"]()
+if TYPE_CHECKING:  # loaded at configure time, so importing the plugin costs nothing
+    from _pytest.python import PyCollector
+
+    from pytest_slam.run.fixtures import ReferenceClient, SlamModel
+    from pytest_slam.run.session import SlamSession
+
+STASH: pytest.StashKey[SlamSession] = pytest.StashKey()
 MARKERS = (
     "slm: run this test once per selected model, with its OpenAI calls swapped to that model; "
     "slm(calls=0): it makes no model call on purpose; slm(swap=False): keep it on the original "
@@ -70,7 +76,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> None:
+def pytest_pycollect_makeitem(collector: PyCollector, name: str, obj: object) -> None:
     """Before pytest builds a test's fixture list: opted-in tests get the model fixture."""
     slam = collector.config.stash.get(STASH, None)
     if slam is None or not callable(obj) or not collector.istestfunction(obj, name):
@@ -95,7 +101,7 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     slam = item.config.stash[STASH]
     if not slam.is_swapped(item):
         return (yield)
@@ -103,7 +109,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, Any, Any]:
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
     """Around a swapped test's function: ``--slm-repeat`` runs and the obtained-answer writer."""
     slam = pyfuncitem.config.stash.get(STASH, None)
     if slam is None or not slam.is_swapped(pyfuncitem):
@@ -114,7 +120,9 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, Any, Any]
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     item.config.stash[STASH].annotate(item, report)
     return report
@@ -127,7 +135,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = slam.session_finish(session, exitstatus)
 
 
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
+) -> None:
     slam = config.stash.get(STASH, None)
     if slam is None or slam.role == "worker":
         return
@@ -140,7 +150,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_recording_configure(config: pytest.Config, vcr: Any) -> None:
+def pytest_recording_configure(config: pytest.Config, vcr: object) -> None:
     """pytest-recording opens a cassette: calls to this process's swap proxy stay out of it."""
     slam = config.stash.get(STASH, None)
     proxy = getattr(slam, "proxy", None)
@@ -151,13 +161,13 @@ def pytest_recording_configure(config: pytest.Config, vcr: Any) -> None:
 
 
 @pytest.fixture
-def slm_model(request: pytest.FixtureRequest) -> Generator[Any, None, None]:
+def slm_model(request: pytest.FixtureRequest) -> Generator[SlamModel, None, None]:
     """The candidate model this test run uses: clients, ``chat()`` and the ``calls`` made."""
     slam = request.config.stash[STASH]
     yield from slam.enter_test(request.node, getattr(request, "param", None))
 
 
 @pytest.fixture
-def gpt4_reference(request: pytest.FixtureRequest, slm_model: Any) -> Any:
+def gpt4_reference(request: pytest.FixtureRequest, slm_model: SlamModel) -> ReferenceClient:
     """The reference model's golden answers: clients, ``chat()`` and ``answer_for(call)``."""
     return request.config.stash[STASH].reference_client(request.node)

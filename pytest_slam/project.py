@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any
 
-from pytest_slam.settings import Settings, SettingsError, legacy_golden_dir
+from pytest_slam.settings import TOML, Settings, SettingsError, legacy_golden_dir
 
 
-def read_table(pyproject: Path | None) -> dict[str, Any] | None:
+def read_table(pyproject: Path | None) -> dict[str, TOML] | None:
     """The ``[tool.slam]`` table, or None when the file or the table is absent."""
     if pyproject is None or not pyproject.is_file():
         return None
@@ -26,8 +25,8 @@ def read_table(pyproject: Path | None) -> dict[str, Any] | None:
 
 
 def from_table(
-    table: dict[str, Any] | None,
-    overrides: dict[str, Any] | None = None,
+    table: dict[str, TOML] | None,
+    overrides: dict[str, TOML] | None = None,
     root: Path | None = None,
 ) -> Settings:
     """Validate ``[tool.slam]`` merged with command-line overrides; SettingsError says what is wrong.

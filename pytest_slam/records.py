@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 T = TypeVar("T", bound="Record")
+
+# A value that really is arbitrary JSON (a request body, a usage table): passed along, never read
+# field by field here. Everything else in a record has its own type.
+JSON = Any
 
 
 def utc_moment() -> dt.datetime:
@@ -25,16 +30,57 @@ def utc_now() -> str:
     return utc_moment().replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
+_NAMES: dict[type, tuple[str, ...]] = {}
+_KNOWN: dict[type, frozenset[str]] = {}
+
+
+def field_names(cls: type[Record]) -> tuple[str, ...]:
+    """A record class's field names, in order; computed once per class (from_dict runs per call)."""
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+def _known(cls: type[Record]) -> frozenset[str]:
+    known = _KNOWN.get(cls)
+    if known is None:
+        known = _KNOWN[cls] = frozenset(field_names(cls))
+    return known
+
+
+def plain(value: JSON) -> JSON:
+    """``value`` as JSON types: records by their own ``as_dict``; containers copied, leaves shared.
+
+    Leaves are JSON scalars (immutable), so this equals ``dataclasses.asdict`` without its
+    per-value deep copy, and a nested record keeps its derived keys (``Score.passed``).
+    """
+    if isinstance(value, Record):
+        return value.as_dict()
+    if isinstance(value, list | tuple):
+        return type(value)(plain(v) for v in value)
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+def records(cls: type[T], items: Iterable[T | Mapping[str, JSON]]) -> list[T]:
+    """Each item as a ``cls`` record: dicts (read from a file or a worker) are converted."""
+    return [cls.from_dict(item) if isinstance(item, Mapping) else item for item in items]
+
+
 class Record:
     """Mixin: ``as_dict`` / ``from_dict`` that ignore unknown keys (newer writers, older readers)."""
 
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)  # type: ignore[call-overload]
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[JSON]]]
+
+    def as_dict(self) -> dict[str, JSON]:
+        return {name: plain(getattr(self, name)) for name in field_names(type(self))}
 
     @classmethod
-    def from_dict(cls: type[T], data: dict[str, Any]) -> T:
-        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        return cls(**{k: v for k, v in data.items() if k in names})
+    def from_dict(cls: type[T], data: Mapping[str, JSON]) -> T:
+        known = _known(cls)
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 @dataclass
@@ -50,7 +96,7 @@ class ModelSpec(Record):
     model_id: str
     base_urls: list[str] = field(default_factory=list)
     api_key_env: str | None = None
-    engine_args: dict[str, Any] = field(default_factory=dict)
+    engine_args: dict[str, JSON] = field(default_factory=dict)
     input_usd_per_mtok: float | None = None
     output_usd_per_mtok: float | None = None
     hourly_usd: float | None = None
@@ -64,29 +110,30 @@ class ModelSpec(Record):
         return self.provider in ("llamacpp", "vllm") and not self.base_urls
 
 
-ERROR_KINDS = ("unreachable", "timeout", "http", "fault")
+ERROR_KINDS = ("unreachable", "timeout", "http", "fault", "unjudged")  # unjudged: judge calls only
 
 
 @dataclass
 class Call(Record):
     """One chat completion as served to the product, with what was measured about it.
 
-    TTFT is first content chunk minus request start; E2E is last chunk minus start (DESIGN.md).
+    TTFT (time to first token) is the first content chunk's arrival minus the request's start;
+    E2E is the last chunk's arrival minus the start; both in milliseconds.
     Timings are measured by the swap layer, which always streams from upstream.
     """
 
     model: str
     role: str  # "candidate" | "reference" | "passthrough"
-    request: dict[str, Any]
+    request: dict[str, JSON]
     text: str = ""
     finish_reason: str | None = None
     response_model: str | None = None
     system_fingerprint: str | None = None
-    tool_calls: list[dict[str, Any]] | None = None
-    logprobs: dict[str, Any] | None = None  # choice 0's, when the request asked for them
+    tool_calls: list[dict[str, JSON]] | None = None
+    logprobs: dict[str, JSON] | None = None  # choice 0's, when the request asked for them
     # n > 1: choices 1.. as {index, text, finish_reason, tool_calls?, logprobs?}
-    other_choices: list[dict[str, Any]] | None = None
-    usage_details: dict[str, Any] | None = None  # usage keys beyond the three token counts
+    other_choices: list[dict[str, JSON]] | None = None
+    usage_details: dict[str, JSON] | None = None  # usage keys beyond the three token counts
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     tokens_estimated: bool = False
@@ -133,10 +180,10 @@ class Call(Record):
             return None
         return self.completion_tokens / (self.e2e_ms / 1000.0)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, JSON]:
         # Shallow on purpose: a Call is final once its test ends, and a deep copy of every request
         # cost a quarter of a millisecond per test (bench/profile_run.py).
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data = {name: getattr(self, name) for name in field_names(Call)}
         data["tpot_ms"] = self.tpot_ms
         data["tokens_per_s"] = self.tokens_per_s
         data["cut_by_cap"] = self.cut_by_cap
@@ -151,15 +198,15 @@ class GoldenAnswer(Record):
     model: str | None = None  # the model id the API returned
     recorded_at: str | None = None  # ISO 8601, UTC
     finish_reason: str | None = None
-    tool_calls: list[dict[str, Any]] | None = None
+    tool_calls: list[dict[str, JSON]] | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     ttft_ms: float | None = None
     e2e_ms: float | None = None
     system_fingerprint: str | None = None
-    logprobs: dict[str, Any] | None = None  # as Call: absent unless the request asked for them
-    other_choices: list[dict[str, Any]] | None = None  # n > 1: choices 1.., in index order
-    usage_details: dict[str, Any] | None = None  # e.g. prompt_tokens_details, as the API sent it
+    logprobs: dict[str, JSON] | None = None  # as Call: absent unless the request asked for them
+    other_choices: list[dict[str, JSON]] | None = None  # n > 1: choices 1.., in index order
+    usage_details: dict[str, JSON] | None = None  # e.g. prompt_tokens_details, as the API sent it
 
 
 @dataclass
@@ -167,20 +214,15 @@ class GoldenRecord(Record):
     """The reference's answers to one canonical request, as kept in a golden file."""
 
     key: str
-    request: dict[str, Any]
+    request: dict[str, JSON]
     answers: list[GoldenAnswer] = field(default_factory=list)
     tests: list[str] = field(default_factory=list)
-    judge: dict[str, Any] = field(default_factory=dict)  # cached judge verdicts, by judge key
-
-    def as_dict(self) -> dict[str, Any]:
-        data = super().as_dict()
-        data["answers"] = [a.as_dict() for a in self.answers]
-        return data
+    judge: dict[str, JSON] = field(default_factory=dict)  # cached judge verdicts, by judge key
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GoldenRecord:
+    def from_dict(cls, data: Mapping[str, JSON]) -> GoldenRecord:
         rec = super().from_dict(data)
-        rec.answers = [GoldenAnswer.from_dict(a) if isinstance(a, dict) else a for a in rec.answers]
+        rec.answers = records(GoldenAnswer, rec.answers)
         return rec
 
     @property
@@ -201,7 +243,7 @@ class Score(Record):
     def passed(self) -> bool | None:
         return None if self.threshold is None else self.value >= self.threshold
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, JSON]:
         data = super().as_dict()
         data["passed"] = self.passed
         return data
@@ -221,9 +263,22 @@ class Pair(Record):
     reference_e2e_ms: float | None = None
     reference_ttft_ms: float | None = None
     reference_cost_usd: float | None = None
-    reference_tool_calls: list[dict[str, Any]] | None = None
+    reference_tool_calls: list[dict[str, JSON]] | None = None
     missing: bool = False
-    scores: list[dict[str, Any]] = field(default_factory=list)
+    scores: list[Score] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, JSON]) -> Pair:
+        pair = super().from_dict(data)
+        pair.scores = records(Score, pair.scores)
+        return pair
+
+    @property
+    def equivalence(self) -> float | None:
+        """Mean of the scorers' values; None when the golden was missing or nothing scored."""
+        if self.missing or not self.scores:
+            return None
+        return sum(s.value for s in self.scores) / len(self.scores)
 
 
 @dataclass
@@ -237,10 +292,30 @@ class Outcome(Record):
     model: str
     outcome: str = "passed"  # passed | failed | skipped | error | not_swapped (outcomes.py)
     duration_s: float = 0.0
-    calls: list[dict[str, Any]] = field(default_factory=list)
-    pairs: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
+    pairs: list[Pair] = field(default_factory=list)
     budget_breaches: list[str] = field(default_factory=list)
-    repeat: dict[str, Any] | None = None  # --slm-repeat: {"runs": N, "passed": k, "rate": k/N}
+    repeat: dict[str, JSON] | None = None  # --slm-repeat: {"runs": N, "passed": k, "rate": k/N}
     energy_j: float | None = None
     message: str | None = None
     egress: list[str] = field(default_factory=list)  # host:port sent off the machine (egress.py)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, JSON]) -> Outcome:
+        """Read as the report code always has: a call without ``role`` is the candidate's, and a
+        hand-made or older call or pair may leave out what the report code never needed."""
+        outcome = super().from_dict(data)
+        calls = (_with(c, {"model": "", "role": "candidate", "request": {}}) for c in outcome.calls)
+        outcome.calls = records(Call, calls)
+        pair_defaults = {"call_index": -1, "key": "", "golden_file": "", "reference_text": None}
+        outcome.pairs = records(Pair, (_with(p, dict(pair_defaults)) for p in outcome.pairs))
+        return outcome
+
+    def candidate_calls(self) -> list[Call]:
+        """The calls the product made to the candidate (not the judge's, not passthrough)."""
+        return [c for c in self.calls if c.role == "candidate"]
+
+
+def _with(item: T | Mapping[str, JSON], defaults: dict[str, JSON]) -> T | Mapping[str, JSON]:
+    """A dict with ``defaults`` under its missing keys; a record as it is."""
+    return {**defaults, **item} if isinstance(item, Mapping) else item

@@ -11,6 +11,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+# A value as TOML gave it in [tool.slam] (a scorer's options, a price table): config.SlamTable
+# checked its shape; the run passes it on to the part that reads it.
+TOML = Any
+
 RECORD_MODES = ("none", "new", "all")
 # A dot or underscore name: setuptools' flat-layout discovery never takes it for a package, so a
 # product with ``app/`` beside it still builds (``fixtures/slam`` made it see two top-level packages).
@@ -25,20 +29,20 @@ class SettingsError(ValueError):
 @dataclass
 class Settings:
     models: list[str] = field(default_factory=list)
-    model_table: dict[str, dict[str, Any]] = field(default_factory=dict)
+    model_table: dict[str, dict[str, TOML]] = field(default_factory=dict)
     reference: str = "openai:gpt-4"
     golden_dir: str = DEFAULT_GOLDEN_DIR
     record: str = "none"
     samples: int = 1
     paths: list[str] = field(default_factory=list)
-    equivalence: dict[str, Any] = field(default_factory=dict)
+    equivalence: dict[str, TOML] = field(default_factory=dict)
     judge: str | None = None
     repeat: int = 1
     pass_fraction: float = 1.0
-    prices: dict[str, Any] = field(default_factory=dict)
-    budget: dict[str, Any] = field(default_factory=dict)
-    gate: dict[str, Any] = field(default_factory=dict)
-    baseline: dict[str, Any] = field(default_factory=dict)
+    prices: dict[str, TOML] = field(default_factory=dict)
+    budget: dict[str, float] = field(default_factory=dict)
+    gate: dict[str, TOML] = field(default_factory=dict)
+    baseline: dict[str, TOML] = field(default_factory=dict)
     report: str | None = None
     html: str | None = None
     engine_timeout_s: float = 120.0
@@ -51,7 +55,7 @@ class Settings:
     configured: bool = False  # a [tool.slam] table exists
     golden_dir_legacy: bool = False  # golden_dir not set; the old default fixtures/slam exists
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, TOML]:
         return asdict(self)
 
     @property

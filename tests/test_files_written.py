@@ -54,7 +54,7 @@ def test_a_rewritten_file_keeps_its_mode(tmp_path, umask) -> None:
 
 
 def test_reports_use_the_package_writer() -> None:
-    assert jsonreport.atomic_write_text is atomic_write
+    assert jsonreport.atomic_write is atomic_write
 
 
 PASSING = "import pytest\n\n@pytest.mark.slm\ndef test_x(slm_model):\n    pass\n"

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from pytest_slam.metrics import catalog
 from pytest_slam.metrics.cost import (
     PRICE_AS_OF,
     PRICE_SOURCE,
@@ -54,7 +55,11 @@ def test_unknown_model_or_usage_has_no_cost() -> None:
 def test_table_is_dated_with_its_source() -> None:
     assert re.fullmatch(r"\d{4}-\d{2}", PRICE_AS_OF)
     assert PRICE_SOURCE.startswith("https://")
-    assert Prices().as_of == PRICE_AS_OF
+    version = catalog.version()
+    assert Prices().as_of == (
+        PRICE_AS_OF if version is None else f"the genai-prices {version} snapshot"
+    )
+    assert Prices().source.startswith("https://")
 
 
 def test_overrides_from_pyproject() -> None:

@@ -8,7 +8,7 @@ import statistics
 import pytest
 import test_report_helpers as synth
 
-from pytest_slam.records import Outcome, Score
+from pytest_slam.records import Outcome, Pair, Score
 from pytest_slam.report.aggregate import Verdict, aggregate, pair_equivalence, per_test_rows
 from pytest_slam.report.terminal import render_table
 
@@ -119,8 +119,9 @@ def test_model_without_outcomes_and_unknown_models() -> None:
 
 
 def test_pair_equivalence_of_a_missing_or_unscored_pair_is_none() -> None:
-    assert pair_equivalence({"missing": True, "scores": [{"scorer": "x", "value": 1.0}]}) is None
-    assert pair_equivalence({"missing": False, "scores": []}) is None
+    scored = Pair(0, "k", "golden.json", None, missing=True, scores=[Score("x", 1.0)])
+    assert pair_equivalence(scored) is None
+    assert pair_equivalence(Pair(0, "k", "golden.json", "answer", scores=[])) is None
 
 
 def test_an_engine_warm_up_is_a_cold_start_not_a_call_or_a_test(verdict) -> None:

@@ -84,7 +84,7 @@ def test_reports_hold_every_real_pair(real, tmp_path) -> None:
     outcomes, verdict = real
     report = load_report(write_json(tmp_path / "alpaca.json", verdict, outcomes))
     assert report.verdict.as_dict() == verdict.as_dict()
-    assert sum(len(o["pairs"]) for o in report.outcomes) == 1249
+    assert sum(len(o.pairs) for o in report.outcomes) == 1249
     page = render_html(verdict, outcomes)
     assert page.count('<div class="pair"') == MAX_PAIRS
     assert f"{1249 - MAX_PAIRS} more pair(s) are not shown here" in page

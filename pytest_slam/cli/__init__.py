@@ -5,6 +5,7 @@
     slam golden stats | slam golden prune | slam golden restore [TRASH]
     slam report RUN.json [-o RUN.html]  render the HTML report from a saved JSON report
     slam report diff OLD.json NEW.json  what regressed and improved; exit 1 on regression
+    slam report schema                  the JSON Schema every report validates against
     slam calibrate [--report RUN.json | --labels FILE.jsonl] [--dry-run]   threshold from verdicts
     slam review [--stats] [--model M] [--test T]   blind human review page, or its figures
     slam config schema | reference | check   the [tool.slam] table's JSON Schema, docs, validation
@@ -18,10 +19,14 @@ import argparse
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_slam.project import from_table, read_table
 from pytest_slam.run import options
 from pytest_slam.settings import Settings, SettingsError
+
+if TYPE_CHECKING:  # argparse's action is generic to type checkers only
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def project_settings(cwd: Path) -> Settings:
@@ -38,7 +43,7 @@ def refresh(pytest_args: list[str]) -> int:
     return subprocess.call(argv)
 
 
-def golden_parser(sub: argparse._SubParsersAction, settings: Settings) -> None:
+def golden_parser(sub: Subparsers, settings: Settings) -> None:
     from pytest_slam.cli.golden import COMMANDS
 
     golden = sub.add_parser("golden", help="Golden answers of the reference model")
@@ -51,7 +56,7 @@ def golden_parser(sub: argparse._SubParsersAction, settings: Settings) -> None:
         parser.set_defaults(func=cmd, root=Path(settings.golden_dir), reference=settings.reference)
 
 
-def report_parser(sub: argparse._SubParsersAction) -> None:
+def report_parser(sub: Subparsers) -> None:
     from pytest_slam.cli.report import (
         add_diff_arguments,
         add_render_arguments,
@@ -63,17 +68,27 @@ def report_parser(sub: argparse._SubParsersAction) -> None:
     rsub = report.add_subparsers(dest="report_command", required=True)
     add_render_arguments(rsub.add_parser("render", help="JSON report -> HTML"))
     add_diff_arguments(rsub.add_parser("diff", help="Compare two JSON reports"))
+    rsub.add_parser("schema", help="Print the JSON Schema of the JSON report").set_defaults(
+        func=_print_report_schema
+    )
     rsub.choices["render"].set_defaults(func=cmd_render)
     rsub.choices["diff"].set_defaults(func=cmd_diff)
 
 
-def config_parser(sub: argparse._SubParsersAction) -> None:
+def _print_report_schema(args: argparse.Namespace) -> int:
+    from pytest_slam.report.schema import schema_text
+
+    print(schema_text(), end="")
+    return 0
+
+
+def config_parser(sub: Subparsers) -> None:
     from pytest_slam.cli.config_docs import add_commands
 
     add_commands(sub.add_parser("config", help="The [tool.slam] table: schema, reference, check"))
 
 
-def calibrate_parser(sub: argparse._SubParsersAction, settings: Settings) -> None:
+def calibrate_parser(sub: Subparsers, settings: Settings) -> None:
     from pytest_slam.cli.calibrate import add_arguments, cmd_calibrate
 
     parser = sub.add_parser(
@@ -84,7 +99,7 @@ def calibrate_parser(sub: argparse._SubParsersAction, settings: Settings) -> Non
     )
 
 
-def review_parser(sub: argparse._SubParsersAction, settings: Settings) -> None:
+def review_parser(sub: Subparsers, settings: Settings) -> None:
     from pytest_slam.cli.review import add_arguments, cmd_review
 
     parser = sub.add_parser("review", help="Blind human review of candidate against reference")
@@ -111,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     if (
         argv[:1] == ["report"]
         and len(argv) > 1
-        and argv[1] not in ("render", "diff", "-h", "--help")
+        and argv[1] not in ("render", "diff", "schema", "-h", "--help")
     ):
         argv.insert(
             1, "render"

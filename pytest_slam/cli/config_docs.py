@@ -86,7 +86,9 @@ def _type(prop: dict[str, Any]) -> str:
         return "table"
     if prop.get("type") == "array":
         return "list of strings"
-    text = {"integer": "integer", "number": "number", "boolean": "boolean"}.get(prop.get("type"))
+    text = {"integer": "integer", "number": "number", "boolean": "boolean"}.get(
+        str(prop.get("type"))
+    )
     return (text or "string") + _bounds(prop)
 
 

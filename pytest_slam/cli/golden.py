@@ -155,10 +155,10 @@ def _recorded_for(store: GoldenStore, module: str, key: str) -> str:
     return f" (recorded for {', '.join(rec.tests)})" if rec.tests else ""
 
 
-def _shown(path: Path | None) -> str:
+def _shown(path: Path) -> str:
     """A path as the user would type it: relative to the working folder when inside it."""
     try:
-        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
 

@@ -13,7 +13,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the review wing loads only for `slam review`
+    from pytest_slam.golden.store import GoldenStore
+    from pytest_slam.review.pairs import ReviewPair
 
 ORDERS = ("report", "informative")
 DEFAULT_REPORT = "slam-report.json"
@@ -51,7 +55,7 @@ def reviewer_name(given: str | None) -> str:
     return os.environ.get("USER") or getpass.getuser() or "anonymous"
 
 
-def load(args: argparse.Namespace) -> tuple[Any, list[Any], int]:
+def load(args: argparse.Namespace) -> tuple[GoldenStore, list[ReviewPair], int]:
     """The golden store and the pairs of the report; SystemExit with one line when there are none."""
     from pytest_slam.golden.store import GoldenStore
     from pytest_slam.report.jsonreport import ReportError, load_report
@@ -90,7 +94,7 @@ def cmd_review(args: argparse.Namespace) -> int:
         raise SystemExit(f"slam review: {exc}") from None
 
 
-def _stats(store: Any, pairs: list[Any], export: str | None) -> int:
+def _stats(store: GoldenStore, pairs: list[ReviewPair], export: str | None) -> int:
     from pytest_slam.review.stats import labels, stats_lines
     from pytest_slam.review.verdicts import all_verdicts, dump_lines
 
@@ -110,7 +114,9 @@ def _stats(store: Any, pairs: list[Any], export: str | None) -> int:
     return 0
 
 
-def _serve(store: Any, todo: list[Any], reviewer: str, args: argparse.Namespace) -> int:
+def _serve(
+    store: GoldenStore, todo: list[ReviewPair], reviewer: str, args: argparse.Namespace
+) -> int:
     from pytest_slam.review.server import ReviewSession, serve, url
 
     session = ReviewSession(store, todo, reviewer)

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
 from pytest_slam.compare.base import Scorer
 from pytest_slam.compare.defaults import DEFAULT_AT_LEAST, DEFAULT_SCORER
 from pytest_slam.compare.diff import side_by_side
 from pytest_slam.compare.registry import get_scorer
-from pytest_slam.records import Call, GoldenAnswer, GoldenRecord, Score
+from pytest_slam.records import JSON, Call, GoldenAnswer, GoldenRecord, Score
 
-Answer = str | Call | GoldenAnswer | GoldenRecord | dict[str, Any] | list[Any]
+Answer = str | Call | GoldenAnswer | GoldenRecord | dict[str, JSON] | list[JSON]
 ObtainedWriter = Callable[[str, str], "str | None"]
 
 _obtained_writer: ObtainedWriter | None = None
@@ -63,7 +62,7 @@ def evaluate(
     reference: Answer,
     by: str | Scorer | None = None,
     at_least: float | None = None,
-    **options: Any,
+    **options: object,
 ) -> Score:
     """Score ``candidate`` against ``reference`` without raising; ``threshold`` set from at_least.
 
@@ -89,7 +88,7 @@ def assert_equivalent(
     reference: Answer,
     by: str | Scorer | None = None,
     at_least: float = DEFAULT_AT_LEAST,
-    **options: Any,
+    **options: object,
 ) -> Score:
     """Return the Score when it reaches ``at_least``; raise EquivalenceError otherwise.
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from pytest_slam.compare.judge import JudgeVerdict
 from pytest_slam.compare.validity import (
     Estimate,
     auc,
@@ -30,7 +30,7 @@ MIN_PAIRS = 40
 MIN_EACH = 10  # of "equivalent" and of "not equivalent"
 GOOD_GRADE = 7  # a judge grade (1-10) at or above this means "as good as the reference"
 FOLDS = 5
-CANDIDATES: dict[str, dict[str, Any]] = {  # name -> fuzzy options
+CANDIDATES: dict[str, dict[str, str]] = {  # name -> fuzzy options
     "fuzzy token_sort_ratio": {"method": "token_sort_ratio"},
     "fuzzy ratio": {"method": "ratio"},
     "fuzzy token_set_ratio": {"method": "token_set_ratio"},
@@ -55,7 +55,7 @@ class Figures:
     """One scorer's agreement with the labels."""
 
     scorer: str
-    options: dict[str, Any]
+    options: dict[str, str]
     threshold: float
     kappa: Estimate
     kappa_held_out: float  # threshold chosen on the other folds
@@ -70,7 +70,7 @@ class Figures:
                 f"Spearman {self.spearman}, {self.pairs} pairs")  # fmt: skip
 
 
-def verdict_label(verdict: dict[str, Any]) -> tuple[int, float] | None:
+def verdict_label(verdict: JudgeVerdict) -> tuple[int, float] | None:
     """(label, graded value) of a cached judge verdict, or None when it is not usable."""
     value = verdict.get("value")
     if not isinstance(value, int | float) or not isinstance(verdict.get("candidate"), str):
@@ -94,7 +94,7 @@ def check_enough(pairs: Sequence[LabelledPair]) -> None:
     )
 
 
-def measure(pairs: Sequence[LabelledPair], name: str, options: dict[str, Any],
+def measure(pairs: Sequence[LabelledPair], name: str, options: dict[str, str],
             resamples: int = 1000) -> Figures:  # fmt: skip
     """One scorer's figures: threshold chosen on all pairs, kappa also held out by request."""
     from pytest_slam.compare.registry import get_scorer

@@ -2,14 +2,15 @@
 
 Answers can be long (pages of prose, big JSON), so inputs are trimmed, equal stretches are
 collapsed to a line of context, cells are word-wrapped to fit ~100 columns, and the total
-height is capped; every cut says so with a marker.
+height is capped; every cut says so with a marker. Lines are aligned by ``compare.tokendiff``.
 """
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import textwrap
+
+from pytest_slam.compare.tokendiff import opcodes
 
 MARKS = {"equal": " ", "replace": "|", "delete": "<", "insert": ">"}
 Row = tuple[str | None, str, str | None]
@@ -49,9 +50,8 @@ def side_by_side(
 
 
 def _rows(ref: list[str], cand: list[str], context: int) -> list[Row]:
-    matcher = difflib.SequenceMatcher(None, ref, cand, autojunk=False)
     rows: list[Row] = []
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for tag, i1, i2, j1, j2 in opcodes(ref, cand):
         if tag == "equal":
             rows.extend(_equal_rows(ref[i1:i2], context))
             continue
@@ -82,7 +82,7 @@ def _render(left: str | None, mark: str, right: str | None, col: int) -> list[st
     """One diff row as one or more output lines, each cell wrapped to ``col`` characters."""
     left_cells = _wrap(left, col)
     right_cells = _wrap(right, col)
-    lines = []
+    lines: list[str] = []
     for a, b in itertools.zip_longest(left_cells, right_cells, fillvalue=""):
         lines.append(f"{a:<{col}} {mark} {b}")
     return lines

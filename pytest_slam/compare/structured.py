@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from typing import Any
 
 from pytest_slam.compare.base import MissingExtra, Scorer
 from pytest_slam.compare.jsontree import (
@@ -21,13 +20,13 @@ from pytest_slam.compare.jsontree import (
     parse_answer,
     parse_pattern,
 )
-from pytest_slam.records import Score
+from pytest_slam.records import JSON, Score
 
 SHOWN_DIFFERENCES = 5
 MEMO_PATHS = 100_000  # distinct paths remembered per scorer before the memo starts over
 
 
-def _short(value: Any) -> str:
+def _short(value: JSON) -> str:
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -74,7 +73,7 @@ class JsonScorer(Scorer):
         value, explanation = self.compare(cand_value, ref_value)
         return self.verdict(value, f"{explanation} (candidate JSON {how})" if how else explanation)
 
-    def compare(self, candidate: Any, reference: Any) -> tuple[float, str]:
+    def compare(self, candidate: JSON, reference: JSON) -> tuple[float, str]:
         """Compare parsed values: (fraction of matching leaves, explanation)."""
         cand, ref = self._kept(leaves(candidate)), self._kept(leaves(reference))
         paths = list(ref) + [p for p in cand if p not in ref]
@@ -89,7 +88,7 @@ class JsonScorer(Scorer):
         more = f"; +{extra} more" if extra > 0 else ""
         return matched / len(paths), f"{matched}/{len(paths)} leaves match; {shown}{more}"
 
-    def _kept(self, flat: dict[Path, Any]) -> dict[Path, Any]:
+    def _kept(self, flat: dict[Path, JSON]) -> dict[Path, JSON]:
         if not self._patterns:
             return flat
         return {p: v for p, v in flat.items() if not self._ignored(p)}
@@ -103,10 +102,10 @@ class JsonScorer(Scorer):
             hit = self._memo[path] = any(matches(pt, path) for pt in self._patterns)
         return hit
 
-    def _same(self, path: Path, cand: dict[Path, Any], ref: dict[Path, Any]) -> bool:
+    def _same(self, path: Path, cand: dict[Path, JSON], ref: dict[Path, JSON]) -> bool:
         return path in cand and path in ref and self._equal(cand[path], ref[path])
 
-    def _equal(self, a: Any, b: Any) -> bool:
+    def _equal(self, a: JSON, b: JSON) -> bool:
         if isinstance(a, bool) or isinstance(b, bool):
             return type(a) is type(b) and a == b
         if isinstance(a, int | float) and isinstance(b, int | float):
@@ -114,7 +113,7 @@ class JsonScorer(Scorer):
         return type(a) is type(b) and a == b
 
     @staticmethod
-    def _difference(path: Path, cand: dict[Path, Any], ref: dict[Path, Any]) -> str:
+    def _difference(path: Path, cand: dict[Path, JSON], ref: dict[Path, JSON]) -> str:
         where = format_path(path)
         if path not in cand:
             return f"{where} missing (expected {_short(ref[path])})"
@@ -132,7 +131,7 @@ class JsonSchemaScorer(Scorer):
 
     name = "json_schema"
 
-    def __init__(self, *, schema: dict[str, Any] | str, lenient: bool = True) -> None:
+    def __init__(self, *, schema: dict[str, JSON] | str, lenient: bool = True) -> None:
         try:
             import jsonschema
         except ImportError:

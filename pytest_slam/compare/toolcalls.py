@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from pytest_slam.compare.base import Scorer
 from pytest_slam.compare.jsontree import NotJson, parse_answer
 from pytest_slam.compare.structured import JsonScorer
-from pytest_slam.records import Score
+from pytest_slam.records import JSON, Score
 
-ToolCall = dict[str, Any]
+ToolCall = dict[str, JSON]  # one call as the API returns it: {"function": {"name", "arguments"}}
 SHOWN_ARGS = 60
 
 
@@ -80,7 +79,7 @@ class ToolCallScorer(Scorer):
         )
 
     @classmethod
-    def like(cls, scorer: Any) -> ToolCallScorer:
+    def like(cls, scorer: object) -> ToolCallScorer:
         """The tool-call scorer that goes with a test's scorer: a JSON scorer lends its options."""
         if isinstance(scorer, ToolCallScorer):
             return scorer

@@ -19,7 +19,8 @@ import math
 import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+
+from pytest_slam.records import JSON
 
 RESAMPLES = 1000
 NORMAL_FROM = 200  # units; from here the normal interval replaces the (slow) bootstrap
@@ -40,7 +41,7 @@ class Interval:
     n: int
     level: float = LEVEL
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, float]:
         return {"mean": self.mean, "low": self.low, "high": self.high, "n": self.n,
                 "level": self.level}  # fmt: skip
 
@@ -65,7 +66,7 @@ class Comparison:
             return f"{self.b} better than {self.a} on {self.metric} ({flipped})"
         return f"{self.a} and {self.b}: {TIED} on {self.metric} at this sample size ({gap})"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, JSON]:
         return {"a": self.a, "b": self.b, "metric": self.metric, "diff": self.diff.as_dict(),
                 "outcome": self.outcome, "text": self.describe()}  # fmt: skip
 

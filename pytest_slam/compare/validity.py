@@ -135,7 +135,7 @@ def grouped_bootstrap(
 def bootstrap_measure(
     groups: Sequence[str],
     measure: Callable[..., float],
-    *columns: Sequence,
+    *columns: Sequence[float],
     resamples: int = 1000,
     seed: int = 0,
 ) -> Estimate:

@@ -22,14 +22,17 @@ Without a reference (``reference = "none"``) nothing is kept and (2) answers eve
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.golden.keys import request_key
-from pytest_slam.records import GoldenAnswer, GoldenRecord, ModelSpec
+from pytest_slam.records import JSON, GoldenAnswer, GoldenRecord, ModelSpec
 from pytest_slam.swap import upstream
 from pytest_slam.swap.models import api_key
+
+if TYPE_CHECKING:
+    from pytest_slam.golden.reference import CallerContext, ReferenceService
 
 REDIRECTED = "x-slam-redirected-from"
 
@@ -37,18 +40,20 @@ REDIRECTED = "x-slam-redirected-from"
 class EmbeddingsService:
     """Answers ``/v1/embeddings`` for the swap router: golden replay, else forward (and record)."""
 
-    def __init__(self, original_url: str, spec: ModelSpec | None, reference: Any = None) -> None:
+    def __init__(
+        self, original_url: str, spec: ModelSpec | None, reference: ReferenceService | None = None
+    ) -> None:
         self.original_url = original_url.rstrip("/")
         self.spec = spec  # [tool.slam] embeddings
-        self.reference = reference  # reference.ReferenceService: its store and record mode
+        self.reference = reference  # its store and record mode
 
     def serve(
-        self, ctx: Any, body: dict[str, Any], headers: list[tuple[str, str]]
+        self, ctx: CallerContext | None, body: dict[str, JSON], headers: list[tuple[str, str]]
     ) -> tuple[int, bytes]:
         """``(status, JSON payload)`` for one embeddings request made while ``ctx`` runs."""
-        reference = self.reference if ctx is not None else None
+        reference = self.reference
         key = request_key(body)
-        if reference is not None:
+        if ctx is not None and reference is not None:
             try:
                 rec = reference.store.lookup(ctx.module, key)
             except GoldenError as exc:
@@ -68,11 +73,11 @@ class EmbeddingsService:
                     f"{reference.record_command(ctx.nodeid)}, or set [tool.slam] embeddings = "
                     '"NAME" to a model that serves embeddings'))  # fmt: skip
         status, payload = self._forward(body, headers)
-        if status == 200 and reference is not None and reference.mode != "none":
+        if status == 200 and ctx is not None and reference is not None and reference.mode != "none":
             self._record(ctx, reference, key, body, payload)
         return status, payload
 
-    def _forward(self, body: dict[str, Any], headers: list[tuple[str, str]]) -> tuple[int, bytes]:
+    def _forward(self, body: dict[str, JSON], headers: list[tuple[str, str]]) -> tuple[int, bytes]:
         from pytest_slam.swap.proxy import forwarded_headers
 
         if self.spec is not None:
@@ -103,7 +108,13 @@ class EmbeddingsService:
             return _error(502, f"pytest-slam: embeddings endpoint {where} is unreachable ({exc})")
 
     @staticmethod
-    def _record(ctx: Any, reference: Any, key: str, body: dict[str, Any], payload: bytes) -> None:
+    def _record(
+        ctx: CallerContext,
+        reference: ReferenceService,
+        key: str,
+        body: dict[str, JSON],
+        payload: bytes,
+    ) -> None:
         from pytest_slam.records import utc_now
 
         try:

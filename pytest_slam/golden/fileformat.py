@@ -17,10 +17,9 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pytest_slam.golden.redact import scrub
-from pytest_slam.records import GoldenRecord
+from pytest_slam.records import JSON, GoldenRecord
 
 SCHEMA = "pytest-slam/golden/1"
 CONFLICT_MARKERS = ("<<<<<<<", "|||||||", "=======", ">>>>>>>")
@@ -79,7 +78,7 @@ def _key_line(text: str, key: str) -> int | None:
     return None
 
 
-def _load_json(path: Path, text: str) -> Any:
+def _load_json(path: Path, text: str) -> JSON:
     """Parse the text; only a text that is not JSON is searched for merge-conflict markers.
 
     A line starting with a marker is never valid JSON (a newline inside a JSON string is escaped),
@@ -106,7 +105,7 @@ def _load_json(path: Path, text: str) -> Any:
     )
 
 
-def _check_top(path: Path, data: Any) -> None:
+def _check_top(path: Path, data: JSON) -> None:
     if not isinstance(data, dict) or not isinstance(data.get("entries"), dict):
         raise GoldenFileError(path, 1, "not a golden file (no 'entries' object)", REFRESH_HINT)
     if data.get("schema") != SCHEMA:
@@ -120,12 +119,12 @@ def _check_top(path: Path, data: Any) -> None:
         raise GoldenFileError(path, 1, "'reference' is missing", REFRESH_HINT)
 
 
-def _record(path: Path, text: str, key: str, entry: Any) -> GoldenRecord:
-    ok = isinstance(entry, dict) and isinstance(entry.get("request"), dict)
-    answers = entry.get("answers") if ok else None
-    ok = isinstance(answers, list)
-    ok = ok and all(isinstance(a, dict) and isinstance(a.get("text"), str) for a in answers)
-    if not ok:
+def _record(path: Path, text: str, key: str, entry: JSON) -> GoldenRecord:
+    has_request = isinstance(entry, dict) and isinstance(entry.get("request"), dict)
+    answers = entry.get("answers") if has_request else None
+    if not isinstance(answers, list) or not all(
+        isinstance(a, dict) and isinstance(a.get("text"), str) for a in answers
+    ):
         problem = f"entry {key!r} needs a 'request' object and an 'answers' list with 'text'"
         fix = f"fix the entry or {REFRESH_HINT}"
         raise GoldenFileError(path, _key_line(text, key), problem, fix)
@@ -171,7 +170,7 @@ def read_golden(path: Path, expected_reference: str | None = None) -> GoldenFile
     return parse_golden(path, text, expected_reference)
 
 
-def _sorted(obj: Any) -> Any:
+def _sorted(obj: JSON) -> JSON:
     """Dict keys sorted at every level, so the bytes never depend on insertion order."""
     if isinstance(obj, dict):
         return {k: _sorted(obj[k]) for k in sorted(obj)}
@@ -180,7 +179,7 @@ def _sorted(obj: Any) -> Any:
     return obj
 
 
-def _entry(rec: GoldenRecord) -> dict[str, Any]:
+def _entry(rec: GoldenRecord) -> dict[str, JSON]:
     """A record as stored: no key (it is the entry's name), no null answer fields (less noise)."""
     data = rec.as_dict()
     del data["key"]
@@ -188,12 +187,13 @@ def _entry(rec: GoldenRecord) -> dict[str, Any]:
     return data
 
 
-def entry_as_dict(rec: GoldenRecord) -> dict[str, Any]:
+def entry_as_dict(rec: GoldenRecord) -> dict[str, JSON]:
     """One entry exactly as a golden file stores it (for the prune trash)."""
-    return _sorted(_entry(rec))
+    entry: dict[str, JSON] = _sorted(_entry(rec))
+    return entry
 
 
-def entry_from_dict(where: Path, key: str, entry: Any) -> GoldenRecord:
+def entry_from_dict(where: Path, key: str, entry: JSON) -> GoldenRecord:
     """The record an ``entry_as_dict`` entry holds; a bad one raises ``GoldenFileError``."""
     return _record(where, "", key, entry)
 

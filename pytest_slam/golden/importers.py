@@ -24,12 +24,11 @@ import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.golden.keys import canonical_request, request_key
 from pytest_slam.golden.store import GoldenStore
-from pytest_slam.records import GoldenAnswer, GoldenRecord
+from pytest_slam.records import JSON, GoldenAnswer, GoldenRecord
 
 FORMATS = ("auto", "openai", "simple")
 FORMAT_HELP = (
@@ -60,7 +59,7 @@ def utc_iso(timestamp: float) -> str:
 
 
 def answers_from_completion(
-    response: dict[str, Any], ttft_ms: float | None = None, e2e_ms: float | None = None
+    response: dict[str, JSON], ttft_ms: float | None = None, e2e_ms: float | None = None
 ) -> list[GoldenAnswer]:
     """One answer per choice of a ChatCompletion (JSON); usage per answer only when n is 1."""
     choices = response.get("choices")
@@ -89,7 +88,7 @@ def answers_from_completion(
     return answers
 
 
-def _from_openai(row: dict[str, Any]) -> tuple[dict[str, Any], list[GoldenAnswer]]:
+def _from_openai(row: dict[str, JSON]) -> tuple[dict[str, JSON], list[GoldenAnswer]]:
     request = row.get("request", row.get("body"))
     if isinstance(request, dict) and isinstance(request.get("body"), dict) and "url" in request:
         request = request["body"]
@@ -107,7 +106,7 @@ def _from_openai(row: dict[str, Any]) -> tuple[dict[str, Any], list[GoldenAnswer
     return request, answers_from_completion(response, row.get("ttft_ms"), row.get("e2e_ms"))
 
 
-def _from_simple(row: dict[str, Any]) -> tuple[dict[str, Any], list[GoldenAnswer]]:
+def _from_simple(row: dict[str, JSON]) -> tuple[dict[str, JSON], list[GoldenAnswer]]:
     for name in ("prompt", "answer", "model"):
         if not isinstance(row.get(name), str):
             raise ValueError(f"'{name}' must be a string")
@@ -123,7 +122,7 @@ def _from_simple(row: dict[str, Any]) -> tuple[dict[str, Any], list[GoldenAnswer
     return request, [answer]
 
 
-def _parse(row: Any, fmt: str) -> tuple[dict[str, Any], list[GoldenAnswer]]:
+def _parse(row: JSON, fmt: str) -> tuple[dict[str, JSON], list[GoldenAnswer]]:
     if not isinstance(row, dict):
         raise ValueError("not a JSON object")
     if fmt == "auto":

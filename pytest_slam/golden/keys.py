@@ -31,7 +31,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
+
+from pytest_slam.records import JSON
 
 TRANSPORT_FIELDS = frozenset(
     {
@@ -51,7 +52,7 @@ TRANSPORT_FIELDS = frozenset(
         "api_key",
     }
 )
-DEFAULTS: dict[str, Any] = {
+DEFAULTS: dict[str, JSON] = {
     "temperature": 1.0,
     "top_p": 1.0,
     "n": 1,
@@ -69,7 +70,7 @@ FLOAT_FIELDS = ("temperature", "top_p", "presence_penalty", "frequency_penalty")
 KEY_LENGTH = 16
 
 
-def _plain(obj: Any) -> Any:
+def _plain(obj: object) -> JSON:
     """JSON-shaped copy: SDK pydantic objects dumped, tuples as lists, mappings as dicts."""
     if hasattr(obj, "model_dump"):
         obj = obj.model_dump(mode="json", exclude_unset=True)
@@ -80,7 +81,7 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
-def _message(msg: Any) -> Any:
+def _message(msg: JSON) -> JSON:
     """One message without nulls; a single text part becomes a plain string."""
     if not isinstance(msg, dict):
         return msg
@@ -95,11 +96,11 @@ def _message(msg: Any) -> Any:
     return out
 
 
-def _tool_call_ids(messages: list[Any]) -> list[Any]:
+def _tool_call_ids(messages: list[JSON]) -> list[JSON]:
     """Tool-call ids replaced by ``call_N``, N their order of first appearance in the request."""
     ids: dict[str, str] = {}
 
-    def renamed(value: Any) -> Any:
+    def renamed(value: JSON) -> JSON:
         return ids.setdefault(value, f"call_{len(ids)}") if isinstance(value, str) else value
 
     out = []
@@ -114,18 +115,18 @@ def _tool_call_ids(messages: list[Any]) -> list[Any]:
     return out
 
 
-def _is_default(name: str, value: Any, body: dict[str, Any]) -> bool:
+def _is_default(name: str, value: JSON, body: dict[str, JSON]) -> bool:
     if name == "tool_choice":
-        return value == ("auto" if body.get("tools") else "none")
+        return bool(value == ("auto" if body.get("tools") else "none"))
     if name == "function_call":
-        return value == ("auto" if body.get("functions") else "none")
+        return bool(value == ("auto" if body.get("functions") else "none"))
     if name not in DEFAULTS:
         return False
     default = DEFAULTS[name]
     return type(value) is type(default) and value == default  # True is not 1
 
 
-def canonical_request(body: dict[str, Any]) -> dict[str, Any]:
+def canonical_request(body: dict[str, JSON]) -> dict[str, JSON]:
     """The parts of a chat request that can change the answer, in one representation."""
     if not isinstance(body, Mapping):
         raise TypeError(f"canonical_request expects a chat request body (dict), got {type(body)}")
@@ -142,12 +143,12 @@ def canonical_request(body: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in out.items() if not _is_default(k, v, out)}
 
 
-def canonical_json(request: dict[str, Any]) -> str:
+def canonical_json(request: dict[str, JSON]) -> str:
     """The exact text that is hashed: sorted keys, no spaces, UTF-8 as is."""
     return json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def request_key(body: dict[str, Any]) -> str:
+def request_key(body: dict[str, JSON]) -> str:
     """sha256 of the canonical request, first 16 hex digits (64 bits: no collisions in practice)."""
     text = canonical_json(canonical_request(body))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:KEY_LENGTH]

@@ -21,7 +21,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
+
+from pytest_slam.records import JSON
 
 REDACTED = "[redacted]"
 SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET")
@@ -88,7 +89,7 @@ def scrub_text(text: str, env_secrets: list[str] | None = None) -> str:
     return text
 
 
-def scrub(obj: Any, env_secrets: list[str] | None = None) -> Any:
+def scrub(obj: JSON, env_secrets: list[str] | None = None) -> JSON:
     """A copy of a JSON-shaped object with secrets replaced by ``[redacted]``."""
     secrets = _env_secrets() if env_secrets is None else env_secrets
     if isinstance(obj, str):

@@ -20,12 +20,20 @@ import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.golden.keys import request_key
 from pytest_slam.golden.store import GoldenStore
-from pytest_slam.records import Call, GoldenAnswer, GoldenRecord, ModelSpec, utc_moment, utc_now
+from pytest_slam.records import (
+    JSON,
+    Call,
+    GoldenAnswer,
+    GoldenRecord,
+    ModelSpec,
+    utc_moment,
+    utc_now,
+)
 from pytest_slam.swap.chat import ChatResult, Relay, Target, forward_chat
 from pytest_slam.swap.models import api_key
 
@@ -43,7 +51,7 @@ class ReferenceFailed(RuntimeError):
     """The real reference could not be reached or kept failing while recording."""
 
 
-def completion_from(rec: GoldenRecord, sample: int = 0) -> dict[str, Any]:
+def completion_from(rec: GoldenRecord, sample: int = 0) -> dict[str, JSON]:
     """The ChatCompletion the reference returned, rebuilt from its golden answer: every choice
     (``n``), logprobs, finish reasons, the usage object with its details, the system fingerprint.
 
@@ -68,7 +76,7 @@ def completion_from(rec: GoldenRecord, sample: int = 0) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _with_ids(tool_calls: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+def _with_ids(tool_calls: list[dict[str, JSON]] | None) -> list[dict[str, JSON]] | None:
     """Recorded tool calls, each with an id and a type (hand-written goldens may lack them)."""
     if not tool_calls:
         return None
@@ -107,6 +115,18 @@ def kept_answers(old: GoldenRecord | None, new: list[GoldenAnswer]) -> list[Gold
     ]
 
 
+class CallerContext(Protocol):
+    """The opted-in test a call is made in: where its answers are filed and who gets the call."""
+
+    @property
+    def module(self) -> str: ...
+    @property
+    def test(self) -> str: ...
+    @property
+    def nodeid(self) -> str: ...
+    def add(self, call: Call) -> None: ...
+
+
 @dataclass
 class ReferenceService:
     """Answers for the reference model: from the golden store, or recorded when the mode allows.
@@ -128,7 +148,7 @@ class ReferenceService:
     def __post_init__(self) -> None:
         self.store.write_through = True  # a paid answer (or judge verdict) is never only in memory
 
-    def answer(self, module: str, test: str, body: dict[str, Any], selector: str) -> GoldenRecord:
+    def answer(self, module: str, test: str, body: dict[str, JSON], selector: str) -> GoldenRecord:
         """The golden record for ``body`` as asked by ``test``; records it if the mode says so.
 
         ``selector`` is the node id that runs the test again, for the command a miss names.
@@ -144,7 +164,7 @@ class ReferenceService:
         self.rerecorded.add((module, key))
         return rec
 
-    def completion_tokens(self, module: str, body: dict[str, Any]) -> int | None:
+    def completion_tokens(self, module: str, body: dict[str, JSON]) -> int | None:
         """The completion length of the recorded answer to ``body`` (for the generation cap), or
         None: not recorded, no count, or an unreadable file (the pairing step says that one)."""
         try:
@@ -188,7 +208,7 @@ class ReferenceService:
         return message
 
     def record(
-        self, module: str, test: str, key: str, body: dict[str, Any],
+        self, module: str, test: str, key: str, body: dict[str, JSON],
         old: GoldenRecord | None = None,
     ) -> GoldenRecord:  # fmt: skip
         """Ask the real reference (every sample first; a failure writes nothing), then save it."""
@@ -199,7 +219,7 @@ class ReferenceService:
         self.store.record(module, rec, test)
         return self.store.lookup(module, key) or rec
 
-    def ask(self, body: dict[str, Any]) -> Call:
+    def ask(self, body: dict[str, JSON]) -> Call:
         """One real call to the reference, retried with exponential backoff on 429, 5xx and timeouts."""
         if self.spec.provider == "curated" or not self.spec.base_urls:
             raise ReferenceFailed(
@@ -225,17 +245,19 @@ class ReferenceService:
             "reference_timeout_s)"
         )
 
-    def _attempt(self, target: Target, request: dict[str, Any]) -> tuple[ChatResult | None, str]:
+    def _attempt(self, target: Target, request: dict[str, JSON]) -> tuple[ChatResult | None, str]:
         """One try: the result, or None (with why) when the connection failed or timed out."""
         try:
             result = forward_chat(target, request, timeout=self.timeout_s)
         except (OSError, http.client.HTTPException, ValueError) as exc:  # broke mid-stream
             return None, f"{type(exc).__name__}: {exc}"
-        if "unreachable" in (result.call.error or ""):
+        if result.call.error_kind == "unreachable":
             return None, result.call.error or ""
         return result, result.call.error or ""
 
-    def chat(self, ctx: Any, body: dict[str, Any], relay: Relay | None) -> ChatResult:
+    def chat(
+        self, ctx: CallerContext | None, body: dict[str, JSON], relay: Relay | None
+    ) -> ChatResult:
         """Serve the ``gpt4_reference`` client: the golden answer, as the API would return it.
 
         A miss or a failed recording becomes an API error carrying the message, so the test's

@@ -32,7 +32,7 @@ import os
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_slam.golden.fileformat import (
     REFRESH_HINT,
@@ -47,7 +47,10 @@ from pytest_slam.golden.fileformat import (
 )
 from pytest_slam.golden.keys import canonical_request, request_key
 from pytest_slam.golden.lazy import index_golden
-from pytest_slam.records import GoldenRecord
+from pytest_slam.records import JSON, GoldenRecord
+
+if TYPE_CHECKING:
+    from filelock import BaseFileLock
 
 LOCK_TIMEOUT_S = 120.0
 
@@ -72,6 +75,7 @@ def reference_slug(reference: str) -> str:
     return slug
 
 
+@functools.lru_cache(maxsize=1024)
 @functools.lru_cache(maxsize=1024)
 def module_relpath(module: str) -> PurePosixPath:
     """``tests/test_triage.py`` -> ``tests/test_triage.json``; must be relative, without ``..``."""
@@ -211,7 +215,7 @@ class GoldenStore:
         """Keys visited this run by module: what ``stale`` needs from a single process."""
         return {m: set(keys) for m, keys in self._used.items()}
 
-    def pending_as_dict(self) -> dict[str, Any]:
+    def pending_as_dict(self) -> dict[str, JSON]:
         """This process's buffer as JSON types, for a worker to hand to the controller."""
         records = {
             m: {k: rec.as_dict() for k, rec in recs.items()} for m, recs in self._pending.items()
@@ -219,7 +223,7 @@ class GoldenStore:
         used = {m: {k: sorted(t) for k, t in keys.items()} for m, keys in self._used.items()}
         return {"records": records, "used": used}
 
-    def merge_pending(self, data: dict[str, Any]) -> None:
+    def merge_pending(self, data: dict[str, JSON]) -> None:
         """Merge a buffer from ``pending_as_dict`` (another process's) into this one."""
         for module, recs in data.get("records", {}).items():
             for rec in recs.values():
@@ -232,7 +236,7 @@ class GoldenStore:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def _lock(self, module: str) -> Any:
+    def _lock(self, module: str) -> BaseFileLock:
         from filelock import FileLock  # light, but only writers need it
 
         lock_path = self.lock_dir / self.dir.name / module_relpath(module)
@@ -395,7 +399,7 @@ class GoldenStore:
         for module, keys in sorted(by_module.items()):
             for key in keys:
                 self._pending.get(module, {}).pop(key, None)
-            self._update(module, lambda cur, m=module, k=keys: drop(m, cur, k))
+            self._update(module, functools.partial(drop, module, keys=keys))
         return removed
 
     def put_back(self, module: str, records: list[GoldenRecord]) -> list[str]:

@@ -117,7 +117,8 @@ def restore(store: GoldenStore, path: Path) -> tuple[list[tuple[str, str]], list
     by_module: dict[str, list[GoldenRecord]] = {}
     for module, rec in items:
         by_module.setdefault(module, []).append(rec)
-    restored, kept = [], []
+    restored: list[tuple[str, str]] = []
+    kept: list[tuple[str, str]] = []
     for module, records in sorted(by_module.items()):
         back = set(store.put_back(module, records))
         for rec in records:

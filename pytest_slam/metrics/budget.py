@@ -16,9 +16,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from pytest_slam.metrics.stats import HIGHER_IS_BETTER, METRICS, Summary
+from pytest_slam.records import JSON
 
 LATENCY_LIMITS = frozenset({"e2e_ms", "ttft_ms", "tpot_ms"})
 
@@ -30,7 +30,7 @@ def _fmt(value: float) -> str:
     return f"{value:.1f}" if abs(value) >= 1 else f"{value:.3g}"
 
 
-def _limit(where: str, key: str, value: Any) -> float:
+def _limit(where: str, key: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
         raise ValueError(f"{where}: {key} must be a number >= 0, got {value!r}")
     return float(value)
@@ -47,7 +47,7 @@ class Budget:
     completion_tokens: float | None = None
 
     @classmethod
-    def from_kwargs(cls, **kwargs: Any) -> Budget:
+    def from_kwargs(cls, **kwargs: object) -> Budget:
         """Build from the mark's kwargs; an unknown name or a bad value raises ValueError."""
         known = [f.name for f in dataclasses.fields(cls)]
         for key in kwargs:
@@ -59,7 +59,7 @@ class Budget:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
-def _applies(call: Mapping[str, Any], metric: str) -> bool:
+def _applies(call: Mapping[str, JSON], metric: str) -> bool:
     if call.get("role", "candidate") != "candidate":
         return False
     if metric in LATENCY_LIMITS:
@@ -67,7 +67,7 @@ def _applies(call: Mapping[str, Any], metric: str) -> bool:
     return True
 
 
-def check_calls(budget: Budget, calls: list[dict[str, Any]]) -> list[str]:
+def check_calls(budget: Budget, calls: list[dict[str, JSON]]) -> list[str]:
     """Breaches of ``budget`` by ``calls`` (``Call.as_dict()``), one readable line each.
 
     ``"e2e_ms 812.4 > budget 500 (call 2, model smollm2-135m)"``; calls are numbered from 1 in
@@ -97,7 +97,7 @@ class SessionBudget:
     limits: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any] | None) -> SessionBudget:
+    def from_config(cls, config: Mapping[str, JSON] | None) -> SessionBudget:
         """Validate ``{"p95_e2e_ms": 2000, ...}``; an unknown key raises ValueError saying why."""
         where = "[tool.slam.budget]"
         for key in config or {}:
@@ -108,7 +108,7 @@ class SessionBudget:
                 )
         return cls({k: _limit(where, k, v) for k, v in (config or {}).items()})
 
-    def check(self, aggregate: Mapping[str, Any], model: str) -> list[str]:
+    def check(self, aggregate: Mapping[str, float | None], model: str) -> list[str]:
         """Breaches of one model's flat aggregate, with measured vs limit.
 
         A limit whose statistic was not measured is a breach too: a gate must not pass on
@@ -120,7 +120,8 @@ class SessionBudget:
             if value is None:
                 breaches.append(f"{key} not measured, budget {_fmt(limit)} (model {model})")
                 continue
-            floor = _split_key(key)[1] in HIGHER_IS_BETTER  # type: ignore[index]
+            split = _split_key(key)
+            floor = split is not None and split[1] in HIGHER_IS_BETTER
             if (value < limit) if floor else (value > limit):
                 sign = "<" if floor else ">"
                 breaches.append(f"{key} {_fmt(value)} {sign} budget {_fmt(limit)} (model {model})")

@@ -1,8 +1,13 @@
-"""Cost model: dated API list prices, self-hosted busy-time cost, per-1,000 and ratios.
+"""Cost model: API list prices, self-hosted busy-time cost, per-1,000 and ratios.
 
-API call cost = prompt_tokens x input price + completion_tokens x output price (DESIGN.md).
-The built-in table is a convenience, not a source of truth: prices change, so it carries its
-date and source and every entry can be overridden from ``[tool.slam.prices]`` in pyproject.toml.
+API call cost = (prompt_tokens - cached_tokens) x input price + cached_tokens x cached-input
+price + completion_tokens x output price, per million tokens; with no cached-input price (or no
+cached tokens reported) every prompt token costs the input price.
+
+Where a model's price comes from, first match wins (``Prices.priced_by`` names it):
+``[tool.slam.prices]`` overrides in pyproject.toml, then genai-prices' bundled snapshot
+(``metrics.catalog``, offline), then the dated table below, written by hand, for when genai-prices
+is not installed or does not know the model.
 """
 
 from __future__ import annotations
@@ -11,12 +16,17 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Literal
+
+from pytest_slam.metrics import catalog
+from pytest_slam.records import JSON
 
 PRICE_SOURCE = "https://openai.com/api/pricing/"
 # Standard (non-batch) list prices as OpenAI published them; written from knowledge of that
 # page as of mid-2025, not fetched by this code. Check them and override what has changed.
 PRICE_AS_OF = "2025-06"
+
+PriceSource = Literal["override", "genai-prices", "table"]
 
 SELF_HOSTED_ASSUMPTION = (
     "self-hosted cost = the engine machine's hourly price x the seconds the call kept it busy "
@@ -31,14 +41,19 @@ _SNAPSHOT = re.compile(r"-(\d{4}-\d{2}-\d{2}|\d{4})$")
 
 @dataclass(frozen=True)
 class Price:
-    """USD per one million input and output tokens of one model."""
+    """USD per one million input, output and cached input tokens of one model."""
 
     input_per_mtok: float
     output_per_mtok: float
+    cached_input_per_mtok: float | None = None
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+    def cost(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float:
+        """``cached_tokens`` are part of ``prompt_tokens`` (as OpenAI's usage reports them)."""
+        cached = 0 if self.cached_input_per_mtok is None else min(cached_tokens, prompt_tokens)
         return (
-            prompt_tokens * self.input_per_mtok + completion_tokens * self.output_per_mtok
+            (prompt_tokens - cached) * self.input_per_mtok
+            + cached * (self.cached_input_per_mtok or 0.0)
+            + completion_tokens * self.output_per_mtok
         ) / 1e6
 
 
@@ -59,40 +74,80 @@ _DEFAULT_TABLE: dict[str, Price] = {
 }
 
 
+def _family_get(table: Mapping[str, Price], model_id: str) -> Price | None:
+    """The price of ``model_id``, or of its family when it is a dated snapshot id."""
+    if model_id in table:
+        return table[model_id]
+    family = _SNAPSHOT.sub("", model_id)
+    return table.get(family) if family != model_id else None
+
+
+def _default_as_of() -> str:
+    version = catalog.version()
+    return PRICE_AS_OF if version is None else f"the genai-prices {version} snapshot"
+
+
+def _default_source() -> str:
+    if catalog.version() is None:
+        return PRICE_SOURCE
+    return f"{catalog.HOME}; models it lacks: {PRICE_SOURCE} as of {PRICE_AS_OF}"
+
+
 @dataclass(frozen=True)
 class Prices:
-    """A price table with its date and source; look-ups accept dated snapshot ids."""
+    """Where API prices come from, with their date and source; look-ups accept snapshot ids.
+
+    ``overrides`` (from ``[tool.slam.prices]``) win, then genai-prices when ``genai_prices`` is on
+    and the package is installed, then ``table``, the dated fallback.
+    """
 
     table: Mapping[str, Price] = field(default_factory=lambda: dict(_DEFAULT_TABLE))
-    as_of: str = PRICE_AS_OF
-    source: str = PRICE_SOURCE
+    as_of: str = field(default_factory=_default_as_of)
+    source: str = field(default_factory=_default_source)
+    overrides: Mapping[str, Price] = field(default_factory=dict)
+    genai_prices: bool = True
 
     def get(self, model_id: str) -> Price | None:
-        """The price of ``model_id``, or of its family when it is a dated snapshot id."""
-        if model_id in self.table:
-            return self.table[model_id]
-        family = _SNAPSHOT.sub("", model_id)
-        return self.table.get(family) if family != model_id else None
+        """The price of ``model_id``, or None when no source knows it."""
+        found = self.lookup(model_id)
+        return None if found is None else found[0]
+
+    def priced_by(self, model_id: str) -> PriceSource | None:
+        """Which source prices ``model_id``: ``override``, ``genai-prices`` or ``table``."""
+        found = self.lookup(model_id)
+        return None if found is None else found[1]
+
+    def lookup(self, model_id: str) -> tuple[Price, PriceSource] | None:
+        """The price of ``model_id`` and the source it came from, first match wins."""
+        override = _family_get(self.overrides, model_id)
+        if override is not None:
+            return override, "override"
+        rates = catalog.rates(model_id) if self.genai_prices else None
+        if rates is not None:
+            return Price(*rates), "genai-prices"
+        listed = _family_get(self.table, model_id)
+        return None if listed is None else (listed, "table")
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any] | None) -> Prices:
-        """The default table overridden by a ``[tool.slam.prices]`` mapping.
+    def from_config(cls, config: Mapping[str, JSON] | None) -> Prices:
+        """The default sources overridden by a ``[tool.slam.prices]`` mapping.
 
         ``{"gpt-4": {"input_per_mtok": 30, "output_per_mtok": 60}, "as_of": "2026-01"}``: a known
         model may override one price; a new model must give both. ``as_of``/``source`` re-date it.
         """
         base = cls()
-        table = dict(base.table)
-        meta = {}
+        overrides: dict[str, Price] = {}
+        meta: dict[str, str] = {}
         for name, entry in (config or {}).items():
             if name in _META_KEYS:
                 meta[name] = str(entry)
             else:
-                table[name] = _parse_entry(name, entry, table.get(name))
-        return replace(base, table=table, **meta)
+                overrides[name] = _parse_entry(name, entry, base.get(name))
+        as_of, source = meta.get("as_of", base.as_of), meta.get("source", base.source)
+        return replace(base, overrides=overrides, as_of=as_of, source=source)
 
 
-def _parse_entry(name: str, entry: Any, known: Price | None) -> Price:
+def _parse_entry(name: str, entry: JSON, known: Price | None) -> Price:
     where = f"[tool.slam.prices] {name!r}"
     if not isinstance(entry, Mapping):
         raise ValueError(
@@ -105,10 +160,11 @@ def _parse_entry(name: str, entry: Any, known: Price | None) -> Price:
     if missing and known is None:
         raise ValueError(f"{where}: new model needs both prices; add {' and '.join(missing)}")
     values = {k: _usd(where, k, entry[k]) if k in entry else getattr(known, k) for k in _PRICE_KEYS}
-    return Price(**values)
+    cached = None if known is None else known.cached_input_per_mtok
+    return Price(values["input_per_mtok"], values["output_per_mtok"], cached)
 
 
-def _usd(where: str, key: str, value: Any) -> float:
+def _usd(where: str, key: str, value: JSON) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
         raise ValueError(f"{where}: {key} must be a number of USD >= 0, got {value!r}")
     return float(value)
@@ -119,12 +175,13 @@ def api_call_cost(
     prompt_tokens: int | None,
     completion_tokens: int | None,
     prices: Prices | None = None,
+    cached_tokens: int = 0,
 ) -> float | None:
     """USD for one API call; None when the model has no price or usage is unknown."""
     price = (prices or Prices()).get(model_id)
     if price is None or prompt_tokens is None or completion_tokens is None:
         return None
-    return price.cost(prompt_tokens, completion_tokens)
+    return price.cost(prompt_tokens, completion_tokens, cached_tokens)
 
 
 def self_hosted_cost(busy_s: float, hourly_usd: float) -> float:
@@ -141,7 +198,11 @@ def per_1000(cost: float | None) -> float | None:
     return None if cost is None else cost * 1000.0
 
 
-def _pairs(candidate: Any, reference: Any) -> list[tuple[float | None, float | None]]:
+# Per-request costs: aligned lists, or mappings keyed by request.
+Costs = Sequence[float | None] | Mapping[str, float | None]
+
+
+def _pairs(candidate: Costs, reference: Costs) -> list[tuple[float | None, float | None]]:
     if isinstance(candidate, Mapping) and isinstance(reference, Mapping):
         return [(candidate[k], reference[k]) for k in candidate if k in reference]
     if isinstance(candidate, Mapping) or isinstance(reference, Mapping):
@@ -155,8 +216,8 @@ def _pairs(candidate: Any, reference: Any) -> list[tuple[float | None, float | N
 
 
 def cost_ratio(
-    candidate_costs: Sequence[float | None] | Mapping[str, float | None],
-    reference_costs: Sequence[float | None] | Mapping[str, float | None],
+    candidate_costs: Costs,
+    reference_costs: Costs,
 ) -> float | None:
     """Candidate cost / reference cost over the same requests (sum over sum).
 

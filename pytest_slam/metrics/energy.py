@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pytest_slam.records import JSON
+
 MIB = 1024 * 1024
 
 
@@ -39,7 +41,7 @@ class EnergySample:
     devices: list[int] = field(default_factory=list)
     samples: int = 0
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, JSON]:
         return asdict(self)
 
 
@@ -67,9 +69,9 @@ class GpuMeter:
         self.available = False
         self.reason = ""
         self.interval_s = interval_s
-        self._nvml: Any = None
+        self._nvml: Any = None  # the pynvml module, untyped: Any only at this boundary
         self._indices: list[int] = []
-        self._handles: list[Any] = []
+        self._handles: list[object] = []  # NVML device handles, opaque
         self._has_counter: list[bool] = []
         self._span: Span | None = None
         self._open(device_indices)
@@ -123,7 +125,7 @@ class GpuMeter:
             f"GPU telemetry: {n} device{'s' * (n > 1)} ({', '.join(names)}), energy from {methods}"
         )
 
-    def _read_counter(self, handle: Any) -> int | None:
+    def _read_counter(self, handle: object) -> int | None:
         try:
             return int(self._nvml.nvmlDeviceGetTotalEnergyConsumption(handle))
         except self._nvml.NVMLError:

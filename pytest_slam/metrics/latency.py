@@ -9,16 +9,17 @@ Which calls count as a latency measurement:
 - everything else is ``ok``: the numbers a latency budget is checked against.
 
 Input is ``Call.as_dict()`` output (``pytest_slam.records.Call``), so ``tpot_ms`` and
-``tokens_per_s`` are already derived with the DESIGN.md definitions.
+``tokens_per_s`` are already derived: ``tpot_ms = (e2e_ms - ttft_ms) / (completion_tokens - 1)``
+and ``tokens_per_s = completion_tokens / e2e`` (``metrics.stats.METRICS``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from pytest_slam.metrics.energy import energy_per_token
-from pytest_slam.metrics.stats import Summary, summarize
+from pytest_slam.metrics.stats import Summary, SummaryDict, summarize
+from pytest_slam.records import JSON
 
 LATENCY_METRICS: tuple[str, ...] = ("ttft_ms", "e2e_ms", "tpot_ms", "tokens_per_s")
 USAGE_METRICS: tuple[str, ...] = (
@@ -31,7 +32,7 @@ USAGE_METRICS: tuple[str, ...] = (
 BUCKETS: tuple[str, ...] = ("ok", "errored", "cold_start")
 
 
-def bucket_of(call: Mapping[str, Any]) -> str | None:
+def bucket_of(call: Mapping[str, JSON]) -> str | None:
     """The latency bucket of one call, or None when it is not a measurement (replayed)."""
     if call.get("replayed"):
         return None
@@ -42,12 +43,14 @@ def bucket_of(call: Mapping[str, Any]) -> str | None:
     return "ok"
 
 
-def _summaries(calls: Iterable[Mapping[str, Any]], metrics: Iterable[str]) -> dict[str, dict]:
+def _summaries(
+    calls: Iterable[Mapping[str, JSON]], metrics: Iterable[str]
+) -> dict[str, SummaryDict]:
     rows = list(calls)
     return {m: summarize(metric_value(c, m) for c in rows).as_dict() for m in metrics}
 
 
-def metric_value(call: Mapping[str, Any], metric: str) -> float | None:
+def metric_value(call: Mapping[str, JSON], metric: str) -> float | None:
     """One metric of one call dict; derives ``energy_j_per_token`` when asked."""
     if metric == "energy_j_per_token":
         return energy_per_token(call.get("energy_j"), call.get("completion_tokens"))
@@ -55,26 +58,26 @@ def metric_value(call: Mapping[str, Any], metric: str) -> float | None:
     return None if isinstance(value, bool) else value
 
 
-def model_latency(calls: list[dict[str, Any]]) -> dict[str, Any]:
+def model_latency(calls: list[dict[str, JSON]]) -> dict[str, JSON]:
     """Latency summaries of one model's calls, kept apart by bucket (see module docstring).
 
     Returns ``{"counts": {...}, "ok": {metric: summary}, "errored": {...}, "cold_start": {...}}``
     where each summary is ``Summary.as_dict()`` and metrics are ``LATENCY_METRICS``.
     """
-    by_bucket: dict[str, list[dict[str, Any]]] = {b: [] for b in BUCKETS}
+    by_bucket: dict[str, list[dict[str, JSON]]] = {b: [] for b in BUCKETS}
     for call in calls:
         bucket = bucket_of(call)
         if bucket is not None:
             by_bucket[bucket].append(call)
     counts = {"total": len(calls), "replayed": sum(1 for c in calls if c.get("replayed"))}
     counts.update({b: len(rows) for b, rows in by_bucket.items()})
-    result: dict[str, Any] = {"counts": counts}
+    result: dict[str, JSON] = {"counts": counts}
     for bucket, rows in by_bucket.items():
         result[bucket] = _summaries(rows, LATENCY_METRICS)
     return result
 
 
-def model_usage(calls: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def model_usage(calls: list[dict[str, JSON]]) -> dict[str, SummaryDict]:
     """Token, cost and energy summaries over one model's successful calls, replayed included.
 
     A replayed answer's token counts are real (the server reported them when it was recorded),
@@ -83,13 +86,15 @@ def model_usage(calls: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return _summaries((c for c in calls if c.get("error") is None), USAGE_METRICS)
 
 
-def flatten(summaries: Mapping[str, Summary | Mapping[str, Any]], prefix: str = "") -> dict:
+def flatten(
+    summaries: Mapping[str, Summary | Mapping[str, float | None]], prefix: str = ""
+) -> dict[str, float | None]:
     """Flat ``<prefix><stat>_<metric>`` names, vLLM style: ``p99_ttft_ms``, ``mean_e2e_ms``.
 
     ``summaries`` maps metric name to a Summary or its dict (one bucket of ``model_latency``,
     or ``model_usage``). Use ``prefix`` to keep buckets apart, e.g. ``"cold_start_"``.
     """
-    flat: dict[str, Any] = {}
+    flat: dict[str, float | None] = {}
     for metric, summary in summaries.items():
         data = summary.as_dict() if isinstance(summary, Summary) else summary
         for stat in Summary.FIELDS:
@@ -97,7 +102,7 @@ def flatten(summaries: Mapping[str, Summary | Mapping[str, Any]], prefix: str = 
     return flat
 
 
-def flatten_model(calls: list[dict[str, Any]]) -> dict[str, Any]:
+def flatten_model(calls: list[dict[str, JSON]]) -> dict[str, float | None]:
     """Everything one model measured, flat: ``ok`` latency unprefixed, other buckets prefixed.
 
     This is the per-model aggregate a ``SessionBudget`` is checked against (add

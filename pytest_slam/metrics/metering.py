@@ -6,7 +6,8 @@ tokenizer (llama.cpp or vLLM ``/tokenize``), else tiktoken for OpenAI models, el
 (metrics.tokens), and marks the call ``tokens_estimated``: even an exact tokenizer cannot see what
 the server billed around the text (template, end-of-turn token), so the count is never called exact.
 
-Cost of an API call is tokens times the dated price (metrics.cost); a self-hosted call is the
+Cost of an API call is tokens times the model's list price (metrics.cost), cached prompt tokens at
+the cached-input price where the server reported them; a self-hosted call is the
 engine machine's hourly price times the seconds it kept it busy (its E2E), the assumption every
 report states.
 
@@ -17,13 +18,15 @@ sum of its calls' (the GPU's idle time between calls is the product's, not the m
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from pytest_slam.records import Call, ModelSpec
+from pytest_slam.records import JSON, Call, ModelSpec
 
 if TYPE_CHECKING:
+    from pytest_slam.metrics.cost import Prices
+    from pytest_slam.metrics.energy import GpuMeter
     from pytest_slam.swap.chat import ChatResult
 
 TOKENIZER_TIMEOUT_S = 5.0
@@ -102,7 +105,14 @@ def _end_token(call: Call, method: str) -> int:
 # -- cost --------------------------------------------------------------------------------------
 
 
-def price_call(spec: ModelSpec, call: Call, prices: Any) -> None:
+def cached_prompt_tokens(usage_details: Mapping[str, JSON] | None) -> int:
+    """Prompt tokens the server served from its cache (``prompt_tokens_details.cached_tokens``)."""
+    details = (usage_details or {}).get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    return cached if isinstance(cached, int) and not isinstance(cached, bool) and cached > 0 else 0
+
+
+def price_call(spec: ModelSpec, call: Call, prices: Prices | None) -> None:
     """Set ``call.cost_usd``: the model's own prices, its hourly price, else the price table."""
     from pytest_slam.metrics.cost import api_call_cost, self_hosted_cost
 
@@ -118,17 +128,21 @@ def price_call(spec: ModelSpec, call: Call, prices: Any) -> None:
             ) / 1e6
     else:
         call.cost_usd = api_call_cost(
-            spec.model_id, call.prompt_tokens, call.completion_tokens, prices
+            spec.model_id,
+            call.prompt_tokens,
+            call.completion_tokens,
+            prices,
+            cached_tokens=cached_prompt_tokens(call.usage_details),
         )
 
 
-def measure(spec: ModelSpec, call: Call, prices: Any) -> None:
+def measure(spec: ModelSpec, call: Call, prices: Prices | None) -> None:
     """Everything the swap adds to a finished call before it is checked and reported."""
     fill_tokens(spec, call)
     price_call(spec, call, prices)
 
 
-def validate_tables(prices: Any, budget: Any) -> None:
+def validate_tables(prices: Mapping[str, JSON] | None, budget: Mapping[str, JSON] | None) -> None:
     """``[tool.slam.prices]`` and ``[tool.slam.budget]`` checked at configure time: ValueError."""
     from pytest_slam.metrics.budget import SessionBudget
     from pytest_slam.metrics.cost import Prices
@@ -148,7 +162,7 @@ class EnergyMeter:
     """
 
     def __init__(self, specs: Iterable[ModelSpec]) -> None:
-        self.gpu: Any = None
+        self.gpu: GpuMeter | None = None
         self.line = ""
         if any(gpu_served(spec) for spec in specs):
             from pytest_slam.metrics.energy import GpuMeter
@@ -162,9 +176,10 @@ class EnergyMeter:
 
     def metered(self, spec: ModelSpec, chat: Callable[[], ChatResult]) -> ChatResult:
         """Run one chat call; a GPU-served model's call gets ``energy_j`` from its own span."""
-        if not self.available or not gpu_served(spec):
+        gpu = self.gpu
+        if gpu is None or not gpu.available or not gpu_served(spec):
             return chat()
-        span = self.gpu.span().start()
+        span = gpu.span().start()
         try:
             result = chat()
         finally:

@@ -1,6 +1,6 @@
 """Distribution summaries and the named metrics they describe.
 
-Choices, stated once (DESIGN.md asks us to say which definition we use):
+Which definition each statistic uses, stated once so numbers can be compared with other tools:
 
 - Percentiles use linear interpolation between closest ranks, numpy's default
   (``method="linear"``, Hyndman & Fan type 7): for sorted ``x`` of length ``n`` the ``q``-th
@@ -16,11 +16,14 @@ Choices, stated once (DESIGN.md asks us to say which definition we use):
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
+
+# ``Summary.as_dict()``: field name to value (count is an int, the rest float or None).
+SummaryDict = dict[str, float | None]
 
 # Every metric name is <metric>_<unit>; the description says how it is measured.
 METRICS: dict[str, str] = {
@@ -63,12 +66,13 @@ class Summary:
     p95: float | None = None
     p99: float | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> SummaryDict:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Summary:
-        return cls(**{k: data[k] for k in cls.FIELDS if k in data})
+    def from_dict(cls, data: Mapping[str, float | None]) -> Summary:
+        values = {k: data[k] for k in cls.FIELDS[1:] if k in data}
+        return cls(count=int(data.get("count") or 0), **values)
 
 
 def percentile(sorted_values: list[float], q: float) -> float:

@@ -29,8 +29,10 @@ import json
 import re
 import urllib.error
 import urllib.request
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Collection
+from typing import Protocol
+
+from pytest_slam.records import JSON
 
 HEURISTIC = "heuristic"
 SERVERS = ("llamacpp", "vllm")
@@ -54,11 +56,19 @@ def heuristic_count(text: str) -> int:
     return max(1, len(_TOKENISH.findall(text)))
 
 
+class Encoding(Protocol):
+    """What is used of a tiktoken encoding."""
+
+    @property
+    def name(self) -> str: ...
+    def encode(self, text: str, *, disallowed_special: Collection[str]) -> list[int]: ...
+
+
 def _root(base_url: str) -> str:
     return base_url.rstrip("/").removesuffix("/v1")
 
 
-def _post_json(url: str, body: dict[str, Any], timeout_s: float) -> Any:
+def _post_json(url: str, body: dict[str, JSON], timeout_s: float) -> JSON:
     request = urllib.request.Request(
         url,
         data=json.dumps(body).encode(),
@@ -73,7 +83,7 @@ def _post_json(url: str, body: dict[str, Any], timeout_s: float) -> Any:
         return json.loads(response.read())
 
 
-def _field(body: Any, name: str, url: str) -> Any:
+def _field(body: JSON, name: str, url: str) -> JSON:
     if not isinstance(body, dict) or name not in body:
         raise ValueError(f"{url} answered without {name!r}: {str(body)[:80]}")
     return body[name]
@@ -92,7 +102,7 @@ def llamacpp_count(
 
 
 def llamacpp_prompt_count(
-    messages: list[dict[str, Any]], base_url: str, timeout_s: float = 10.0
+    messages: list[dict[str, JSON]], base_url: str, timeout_s: float = 10.0
 ) -> int:
     """The prompt as llama.cpp bills it: its chat template applied, then tokenized."""
     url = f"{_root(base_url)}/apply-template"
@@ -108,7 +118,7 @@ def vllm_count(text: str, base_url: str, model_id: str, timeout_s: float = 10.0)
 
 
 def vllm_prompt_count(
-    messages: list[dict[str, Any]], base_url: str, model_id: str, timeout_s: float = 10.0
+    messages: list[dict[str, JSON]], base_url: str, model_id: str, timeout_s: float = 10.0
 ) -> int:
     """The prompt as vLLM bills it: ``/tokenize`` with ``messages`` applies its chat template."""
     url = f"{_root(base_url)}/tokenize"
@@ -117,7 +127,7 @@ def vllm_prompt_count(
 
 
 @functools.lru_cache(maxsize=16)
-def _encoding(name: str) -> tuple[Any, str]:
+def _encoding(name: str) -> tuple[Encoding | None, str]:
     """(encoding or None, why not); prefers a bundled ``<name>_offline`` copy to a download."""
     try:
         import tiktoken
@@ -134,7 +144,7 @@ def _encoding(name: str) -> tuple[Any, str]:
     return None, f"{reason}; set TIKTOKEN_CACHE_DIR to a folder holding it"
 
 
-def openai_encoding(model_id: str) -> tuple[Any, str]:
+def openai_encoding(model_id: str) -> tuple[Encoding | None, str]:
     """tiktoken's encoding for an OpenAI model id, or (None, the reason it is unavailable)."""
     try:
         from tiktoken.model import encoding_name_for_model
@@ -196,14 +206,14 @@ def _offline(model_id: str, measure: Callable[[Callable[[str], int]], int]) -> t
     return measure(lambda t: len(encoding.encode(t, disallowed_special=()))), method
 
 
-def message_text(content: Any) -> str:
+def message_text(content: JSON) -> str:
     """A message's content as text: a string, or the text of its content parts."""
     if isinstance(content, list):
         return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
     return "" if content is None else str(content)
 
 
-def framed_prompt_count(messages: list[dict[str, Any]], count: Any) -> int:
+def framed_prompt_count(messages: list[dict[str, JSON]], count: Callable[[str], int]) -> int:
     """OpenAI's chat framing around ``count(text)`` of each role, name and content."""
     total = OPENAI_REPLY_PRIMING
     for message in messages:
@@ -215,7 +225,7 @@ def framed_prompt_count(messages: list[dict[str, Any]], count: Any) -> int:
 
 
 def count_prompt_tokens(
-    messages: list[dict[str, Any]],
+    messages: list[dict[str, JSON]],
     model_id: str,
     base_url: str | None = None,
     timeout_s: float = 10.0,

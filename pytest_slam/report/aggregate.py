@@ -1,7 +1,8 @@
 """Aggregate a run's outcomes into the per-model verdict a team reads to decide a model swap.
 
-Input is the list of ``Outcome.as_dict()`` records, in any order: they are sorted by nodeid
-first, so a serial run and an xdist run give the identical verdict. Definitions (SCHEMA.md):
+Input is the run's Outcome records (or their dicts, from a worker or a file), in any order: they
+are sorted by nodeid first, so a serial run and an xdist run give the identical verdict.
+Definitions (SCHEMA.md):
 
 - Latency (TTFT, E2E, tokens/s) uses only candidate calls that succeeded, were measured live
   (not replayed) and were not cold starts; cold starts are counted apart.
@@ -13,13 +14,13 @@ first, so a serial run and an xdist run give the identical verdict. Definitions 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from pytest_slam.metrics.cost import cost_ratio, per_1000
-from pytest_slam.metrics.latency import bucket_of, model_latency
-from pytest_slam.records import Record
+from pytest_slam.metrics.latency import LATENCY_METRICS
+from pytest_slam.metrics.stats import percentile, summarize
+from pytest_slam.records import JSON, Call, Outcome, Pair, Record, records
 
 NOT_SWAPPED = "not_swapped"  # passed, but the candidate answered none of its calls (outcomes.py)
 OUTCOME_SEVERITY = {"skipped": 0, "passed": 1, NOT_SWAPPED: 2, "failed": 3, "error": 4}
@@ -42,9 +43,9 @@ LONG_ANSWER_WORDS = 100  # median reference answer length above which they are (
 class RunInfo(Record):
     """How the run was made: models, reference, settings, times and what was assumed."""
 
-    models: list[dict[str, Any]] = field(default_factory=list)  # ModelSpec.as_dict()
+    models: list[dict[str, JSON]] = field(default_factory=list)  # ModelSpec.as_dict()
     reference: str = ""
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, JSON] = field(default_factory=dict)
     started: str | None = None  # ISO 8601
     finished: str | None = None
     pytest_version: str = ""
@@ -83,7 +84,7 @@ class ModelRow(Record):
     equivalence_mean_high: float | None = None
     pass_rate_low: float | None = None
     pass_rate_high: float | None = None
-    comparisons: list[dict[str, Any]] = field(default_factory=list)  # vs each other candidate
+    comparisons: list[dict[str, JSON]] = field(default_factory=list)  # vs each other candidate
     # the LLM judge's own calls for this model's pairs (role "judge"): not the candidate's figures
     judge_calls: int = 0
     judge_prompt_tokens: int = 0
@@ -106,7 +107,7 @@ class ModelRow(Record):
     energy_per_call_j: float | None = None
     energy_per_output_token_j: float | None = None
     cold_starts: int = 0
-    distributions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    distributions: dict[str, dict[str, JSON]] = field(default_factory=dict)
     gate: str = "-"  # "PASS" | "FAIL" | "-" (no gate, or the reference)
 
     @property
@@ -145,7 +146,7 @@ class Verdict(Record):
     models: list[ModelRow] = field(default_factory=list)
     reference: ModelRow | None = None
     tests: list[PerTestRow] = field(default_factory=list)
-    gate: dict[str, Any] | None = None  # GateResult.as_dict() once a gate was applied
+    gate: dict[str, JSON] | None = None  # GateResult.as_dict() once a gate was applied
     notes: list[str] = field(default_factory=list)  # run-wide warnings (weak_verdict_notes)
 
     @property
@@ -156,7 +157,7 @@ class Verdict(Record):
     def row(self, model: str) -> ModelRow | None:
         return next((r for r in self.models if r.model == model), None)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, JSON]:
         return {
             "run": self.run.as_dict(),
             "models": [r.as_dict() for r in self.models],
@@ -167,7 +168,7 @@ class Verdict(Record):
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Verdict:
+    def from_dict(cls, data: Mapping[str, JSON]) -> Verdict:
         ref = data.get("reference")
         return cls(
             run=RunInfo.from_dict(data.get("run") or {}),
@@ -179,24 +180,27 @@ class Verdict(Record):
         )
 
 
-def sort_outcomes(outcomes: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+OutcomeLike = Outcome | Mapping[str, JSON]  # a record, or its dict from a worker or a file
+
+
+def sort_outcomes(outcomes: Iterable[OutcomeLike]) -> list[Outcome]:
     """Canonical order: by nodeid, then repeat; the same for any worker interleaving."""
-    return sorted(outcomes, key=_order)
+    return sorted(records(Outcome, outcomes), key=_order)
 
 
-def _order(outcome: dict[str, Any]) -> tuple[str, int, str]:
+def _order(outcome: Outcome) -> tuple[str, int, str]:
     """Nodeid, then repeat runs, then phase outcome: one test can report a call and a teardown."""
-    repeat = outcome.get("repeat") or {}
-    return (outcome["nodeid"], int(repeat.get("runs", 0)), str(outcome.get("outcome", "")))
+    repeat = outcome.repeat or {}
+    return (outcome.nodeid, int(repeat.get("runs", 0)), outcome.outcome)
 
 
-def aggregate(outcomes: Iterable[dict[str, Any]], run_info: RunInfo) -> Verdict:
-    """Build the verdict from ``Outcome.as_dict()`` records, in any order."""
+def aggregate(outcomes: Iterable[OutcomeLike], run_info: RunInfo) -> Verdict:
+    """Build the verdict from a run's outcomes (records or their dicts), in any order."""
     ordered = final_outcomes(sort_outcomes(outcomes))
     reference = reference_row(ordered, run_info.reference)
     ref_cost = reference.cost_per_call_usd if reference else None
     rows = [
-        model_row(name, [o for o in ordered if o["model"] == name], ref_cost)
+        model_row(name, [o for o in ordered if o.model == name], ref_cost)
         for name in _model_order(ordered, run_info)
     ]
     _fill_comparisons(rows, ordered)
@@ -204,7 +208,7 @@ def aggregate(outcomes: Iterable[dict[str, Any]], run_info: RunInfo) -> Verdict:
                    notes=weak_verdict_notes(ordered, run_info))  # fmt: skip
 
 
-def weak_verdict_notes(outcomes: list[dict[str, Any]], run_info: RunInfo) -> list[str]:
+def weak_verdict_notes(outcomes: list[Outcome], run_info: RunInfo) -> list[str]:
     """One warning when similarity alone decides long open-ended answers with no calibration.
 
     On such answers fuzzy and semantic scores agree poorly with graded quality (kappa 0.03-0.19
@@ -216,13 +220,13 @@ def weak_verdict_notes(outcomes: list[dict[str, Any]], run_info: RunInfo) -> lis
 
     if int(run_info.settings.get("samples") or 1) > 1:
         return []
-    decided = [p for o in outcomes for p in o.get("pairs") or [] if _similarity_decides(p)]
+    decided = [p for o in outcomes for p in o.pairs if _similarity_decides(p)]
     if not decided:
         return []
-    words = median(len(p["reference_text"].split()) for p in decided)
+    words = median(len((p.reference_text or "").split()) for p in decided)
     if words <= LONG_ANSWER_WORDS:
         return []
-    scorers = " and ".join(sorted({s["scorer"] for p in decided for s in p["scores"]}))
+    scorers = " and ".join(sorted({s.scorer for p in decided for s in p.scores}))
     return [
         f"weak verdict: {scorers} similarity alone decides {len(decided)} long open-ended "
         f"answer(s) (median reference answer {words:.0f} words) with no calibration; on such "
@@ -233,50 +237,49 @@ def weak_verdict_notes(outcomes: list[dict[str, Any]], run_info: RunInfo) -> lis
     ]
 
 
-def _similarity_decides(pair: dict[str, Any]) -> bool:
+def _similarity_decides(pair: Pair) -> bool:
     """A scored pair whose every score is fuzzy or semantic similarity with no threshold."""
-    scores = pair.get("scores") or []
-    if pair.get("missing") or pair.get("reference_text") is None or not scores:
+    if pair.missing or pair.reference_text is None or not pair.scores:
         return False
-    return all(s.get("scorer") in SIMILARITY and s.get("threshold") is None for s in scores)
+    return all(s.scorer in SIMILARITY and s.threshold is None for s in pair.scores)
 
 
-def final_outcomes(ordered: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def final_outcomes(ordered: list[Outcome]) -> list[Outcome]:
     """One outcome per nodeid, the worst: a report that lists a test's call and its teardown
     error counts the test once (the session already keeps only a rerun test's last attempt)."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Outcome] = {}
     for outcome in ordered:
-        kept = out.get(outcome["nodeid"])
+        kept = out.get(outcome.nodeid)
         if kept is None or _severity(outcome) > _severity(kept):
-            out[outcome["nodeid"]] = outcome
-    return [o for o in ordered if out[o["nodeid"]] is o]
+            out[outcome.nodeid] = outcome
+    return [o for o in ordered if out[o.nodeid] is o]
 
 
-def _severity(outcome: dict[str, Any]) -> int:
-    return OUTCOME_SEVERITY.get(outcome.get("outcome", "passed"), len(OUTCOME_SEVERITY))
+def _severity(outcome: Outcome) -> int:
+    return OUTCOME_SEVERITY.get(outcome.outcome, len(OUTCOME_SEVERITY))
 
 
-def _model_order(outcomes: list[dict[str, Any]], run_info: RunInfo) -> list[str]:
+def _model_order(outcomes: list[Outcome], run_info: RunInfo) -> list[str]:
     named = run_info.model_names
-    extra = sorted({o["model"] for o in outcomes} - set(named))
+    extra = sorted({o.model for o in outcomes} - set(named))
     return named + extra
 
 
-def model_row(model: str, outcomes: list[dict[str, Any]], ref_cost: float | None) -> ModelRow:
+def model_row(model: str, outcomes: list[Outcome], ref_cost: float | None) -> ModelRow:
     """One candidate's row from its (sorted) outcomes.
 
     An engine's warm-up call counts as a cold start only: the product never made it, so its
     tokens and its (load-inflated) self-hosted cost stay out of the per-call figures.
     """
     row = ModelRow(model=model)
-    tests = [o for o in outcomes if o.get("outcome") != ENGINE]
+    tests = [o for o in outcomes if o.outcome != ENGINE]
     _count_tests(row, tests)
-    calls = [c for o in tests for c in candidate_calls(o)]
+    calls = [c for o in tests for c in o.candidate_calls()]
     _count_calls(row, calls)
-    row.cold_starts = sum(1 for o in outcomes for c in candidate_calls(o) if c.get("cold_start"))
-    _fill_equivalence(row, [p for o in tests for p in o.get("pairs") or []])
+    row.cold_starts = sum(1 for o in outcomes for c in o.candidate_calls() if c.cold_start)
+    _fill_equivalence(row, [p for o in tests for p in o.pairs])
     _fill_intervals(row, tests)
-    _fill_judge(row, [c for o in tests for c in o.get("calls") or [] if c.get("role") == "judge"])
+    _fill_judge(row, [c for o in tests for c in o.calls if c.role == "judge"])
     _fill_latency(row, calls)
     _fill_tokens(row, calls)
     _fill_cost(row, calls, _paired_costs(tests))
@@ -284,17 +287,17 @@ def model_row(model: str, outcomes: list[dict[str, Any]], ref_cost: float | None
     return row
 
 
-def candidate_calls(outcome: dict[str, Any]) -> list[dict[str, Any]]:
-    return [c for c in outcome.get("calls") or [] if c.get("role", "candidate") == "candidate"]
+def latency_calls(calls: list[Call]) -> list[Call]:
+    """Calls whose timings measure the model: succeeded, live (not replayed), not cold.
+
+    The ``ok`` bucket of metrics.latency: a replayed call's timings are not this run's, a cold
+    start carries load time, an errored call measures how long a failure took.
+    """
+    return [c for c in calls if not c.replayed and c.error is None and not c.cold_start]
 
 
-def latency_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Calls whose timings measure the model: succeeded, live (not replayed), not cold."""
-    return [c for c in calls if bucket_of(c) == "ok"]
-
-
-def _count_tests(row: ModelRow, outcomes: list[dict[str, Any]]) -> None:
-    kinds = [o.get("outcome", "passed") for o in outcomes]
+def _count_tests(row: ModelRow, outcomes: list[Outcome]) -> None:
+    kinds = [o.outcome for o in outcomes]
     row.tests_passed = kinds.count("passed")
     row.tests_failed = kinds.count("failed")
     row.tests_errored = kinds.count("error")
@@ -303,50 +306,46 @@ def _count_tests(row: ModelRow, outcomes: list[dict[str, Any]]) -> None:
     row.pass_rate = row.tests_passed / row.tests_run if row.tests_run else None
 
 
-def _count_calls(row: ModelRow, calls: list[dict[str, Any]]) -> None:
+def _count_calls(row: ModelRow, calls: list[Call]) -> None:
     row.calls = len(calls)
-    row.calls_errored = sum(1 for c in calls if c.get("error") is not None)
-    row.calls_replayed = sum(1 for c in calls if c.get("replayed"))
+    row.calls_errored = sum(1 for c in calls if c.error is not None)
+    row.calls_replayed = sum(1 for c in calls if c.replayed)
 
 
-def pair_equivalence(pair: dict[str, Any]) -> float | None:
+def pair_equivalence(pair: Pair) -> float | None:
     """Mean of the pair's scorer values; None when the golden was missing or nothing scored."""
-    values = [s["value"] for s in pair.get("scores") or []]
-    if pair.get("missing") or not values:
-        return None
-    return sum(values) / len(values)
+    return pair.equivalence
 
 
-def _fill_equivalence(row: ModelRow, pairs: list[dict[str, Any]]) -> None:
+def _fill_equivalence(row: ModelRow, pairs: list[Pair]) -> None:
     row.pairs = len(pairs)
-    row.missing_golden = sum(1 for p in pairs if p.get("missing"))
-    values = [v for v in map(pair_equivalence, pairs) if v is not None]
+    row.missing_golden = sum(1 for p in pairs if p.missing)
+    values = [v for v in (p.equivalence for p in pairs) if v is not None]
     row.equivalence_mean = _mean(values)
     row.equivalence_worst = min(values) if values else None
     by_scorer: dict[str, list[float]] = {}
     for pair in pairs:
-        for score in [] if pair.get("missing") else pair.get("scores") or []:
-            by_scorer.setdefault(score["scorer"], []).append(score["value"])
+        for score in [] if pair.missing else pair.scores:
+            by_scorer.setdefault(score.scorer, []).append(score.value)
     row.equivalence_by_scorer = {k: sum(v) / len(v) for k, v in sorted(by_scorer.items())}
 
 
-def request_equivalence(outcomes: list[dict[str, Any]]) -> dict[str, float]:
+def request_equivalence(outcomes: list[Outcome]) -> dict[str, float]:
     """Equivalence per request (golden key), averaged over its pairs: the bootstrap's unit."""
     from pytest_slam.compare.uncertainty import per_unit
 
-    pairs = [p for o in outcomes for p in o.get("pairs") or []]
-    return per_unit((p.get("key"), pair_equivalence(p)) for p in pairs)
+    return per_unit((p.key, p.equivalence) for o in outcomes for p in o.pairs)
 
 
-def passes_by_test(outcomes: list[dict[str, Any]]) -> dict[str, float]:
+def passes_by_test(outcomes: list[Outcome]) -> dict[str, float]:
     """1.0 or 0.0 per test that ran (skips left out), averaged over its runs."""
     from pytest_slam.compare.uncertainty import per_unit
 
-    ran = [o for o in outcomes if o.get("outcome", "passed") in ("passed", "failed", "error")]
-    return per_unit((o.get("test"), float(o.get("outcome", "passed") == "passed")) for o in ran)
+    ran = [o for o in outcomes if o.outcome in ("passed", "failed", "error")]
+    return per_unit((o.test, float(o.outcome == "passed")) for o in ran)
 
 
-def _fill_intervals(row: ModelRow, outcomes: list[dict[str, Any]]) -> None:
+def _fill_intervals(row: ModelRow, outcomes: list[Outcome]) -> None:
     from pytest_slam.compare.uncertainty import mean_interval
 
     equiv = mean_interval(request_equivalence(outcomes))
@@ -357,25 +356,23 @@ def _fill_intervals(row: ModelRow, outcomes: list[dict[str, Any]]) -> None:
         row.pass_rate_low, row.pass_rate_high = passes.low, passes.high
 
 
-def _fill_judge(row: ModelRow, calls: list[dict[str, Any]]) -> None:
+def _fill_judge(row: ModelRow, calls: list[Call]) -> None:
     """The judge's calls: how many, tokens, total cost, median latency, and unjudged pairs."""
-    from pytest_slam.metrics.stats import summarize
-
     row.judge_calls = len(calls)
-    row.judge_prompt_tokens = sum(c.get("prompt_tokens") or 0 for c in calls)
-    row.judge_completion_tokens = sum(c.get("completion_tokens") or 0 for c in calls)
-    costs = [c["cost_usd"] for c in calls if c.get("cost_usd") is not None]
+    row.judge_prompt_tokens = sum(c.prompt_tokens or 0 for c in calls)
+    row.judge_completion_tokens = sum(c.completion_tokens or 0 for c in calls)
+    costs = [c.cost_usd for c in calls if c.cost_usd is not None]
     row.judge_cost_usd = sum(costs) if costs else None
-    row.judge_e2e_p50_ms = summarize(c.get("e2e_ms") for c in calls).p50
-    row.unjudged = sum(1 for c in calls if str(c.get("error") or "").startswith("unjudged"))
+    row.judge_e2e_p50_ms = _percentile([c.e2e_ms for c in calls], 50)
+    row.unjudged = sum(1 for c in calls if c.error_kind == "unjudged")
 
 
-def _fill_comparisons(rows: list[ModelRow], outcomes: list[dict[str, Any]]) -> None:
+def _fill_comparisons(rows: list[ModelRow], outcomes: list[Outcome]) -> None:
     """Each candidate against every other, paired on the requests and tests both ran."""
     from pytest_slam.compare.uncertainty import compare_all, mirrored
 
-    tests = [o for o in outcomes if o.get("outcome") != ENGINE]
-    by_model = {r.model: [o for o in tests if o["model"] == r.model] for r in rows}
+    tests = [o for o in outcomes if o.outcome != ENGINE]
+    by_model = {r.model: [o for o in tests if o.model == r.model] for r in rows}
     found = compare_all({m: request_equivalence(v) for m, v in by_model.items()}, "equivalence")
     found += compare_all({m: passes_by_test(v) for m, v in by_model.items()}, "pass rate")
     for row in rows:  # each pair is bootstrapped once and shown from both sides
@@ -383,116 +380,139 @@ def _fill_comparisons(rows: list[ModelRow], outcomes: list[dict[str, Any]]) -> N
         row.comparisons += [mirrored(c).as_dict() for c in found if c.b == row.model]
 
 
-def _fill_latency(row: ModelRow, calls: list[dict[str, Any]]) -> None:
-    """Latency of the ``ok`` bucket (metrics.latency): live, succeeded, not a cold start."""
-    latency = model_latency(calls)
-    row.distributions = {k: v for k, v in latency["ok"].items() if v["count"]}
-    ttft, e2e = latency["ok"]["ttft_ms"], latency["ok"]["e2e_ms"]
-    row.latency_samples = e2e["count"]  # a curated reference answer has no timing to count
-    row.ttft_p50_ms = ttft["p50"]
-    row.e2e_p50_ms, row.e2e_p95_ms = e2e["p50"], e2e["p95"]
-    row.e2e_std_ms, row.e2e_cv = e2e["std"], e2e["cv"]
-    timed = [c for c in latency_calls(calls) if c.get("e2e_ms") and c.get("completion_tokens")]
-    seconds = sum(c["e2e_ms"] for c in timed) / 1000.0
-    row.output_tokens_per_s = (
-        sum(c["completion_tokens"] for c in timed) / seconds if seconds > 0 else None
-    )
+def _fill_latency(row: ModelRow, calls: list[Call], derived: bool = True) -> None:
+    """Latency of the measured calls (``latency_calls``); ``derived=False`` for recorded golden
+    answers, which have TTFT and E2E but no per-token figures of this run."""
+    measured = latency_calls(calls)
+    metrics = LATENCY_METRICS if derived else ("ttft_ms", "e2e_ms")
+    found = {m: summarize(_metric(c, m) for c in measured) for m in metrics}
+    row.distributions = {k: v.as_dict() for k, v in found.items() if v.count}
+    ttft, e2e = found["ttft_ms"], found["e2e_ms"]
+    row.latency_samples = e2e.count  # a curated reference answer has no timing to count
+    row.ttft_p50_ms = ttft.p50
+    row.e2e_p50_ms, row.e2e_p95_ms = e2e.p50, e2e.p95
+    row.e2e_std_ms, row.e2e_cv = e2e.std, e2e.cv
+    row.output_tokens_per_s = _throughput(measured)
 
 
-def _fill_tokens(row: ModelRow, calls: list[dict[str, Any]]) -> None:
-    row.prompt_tokens = sum(c.get("prompt_tokens") or 0 for c in calls)
-    row.completion_tokens = sum(c.get("completion_tokens") or 0 for c in calls)
-    row.tokens_estimated = any(c.get("tokens_estimated") for c in calls)
+def _metric(call: Call, name: str) -> float | None:
+    value: float | None = getattr(call, name)
+    return value
 
 
-def _paired_costs(outcomes: list[dict[str, Any]]) -> list[tuple[float, float]]:
+def _throughput(measured: list[Call]) -> float | None:
+    """Output tokens over the seconds of the calls that timed them: tokens/s, call-weighted."""
+    timed = [(c.e2e_ms, c.completion_tokens) for c in measured if c.e2e_ms and c.completion_tokens]
+    seconds = sum(e2e for e2e, _ in timed) / 1000.0
+    return sum(tokens for _, tokens in timed) / seconds if seconds > 0 else None
+
+
+def _percentile(values: Iterable[float | None], q: float) -> float | None:
+    """One linear percentile (metrics.stats) of the measured values; None when there are none."""
+    data = sorted(float(v) for v in values if v is not None)
+    return percentile(data, q) if data else None
+
+
+def _fill_tokens(row: ModelRow, calls: list[Call]) -> None:
+    row.prompt_tokens = sum(c.prompt_tokens or 0 for c in calls)
+    row.completion_tokens = sum(c.completion_tokens or 0 for c in calls)
+    row.tokens_estimated = any(c.tokens_estimated for c in calls)
+
+
+def _paired_costs(outcomes: list[Outcome]) -> list[tuple[float, float]]:
     """(candidate cost, reference cost) for every request both sides priced."""
     out = []
     for outcome in outcomes:
-        calls = outcome.get("calls") or []
-        for pair in outcome.get("pairs") or []:
-            index, ref = pair.get("call_index", -1), pair.get("reference_cost_usd")
-            cand = calls[index].get("cost_usd") if 0 <= index < len(calls) else None
-            if not pair.get("missing") and cand is not None and ref is not None:
+        calls = outcome.calls
+        for pair in outcome.pairs:
+            index, ref = pair.call_index, pair.reference_cost_usd
+            cand = calls[index].cost_usd if 0 <= index < len(calls) else None
+            if not pair.missing and cand is not None and ref is not None:
                 out.append((cand, ref))
     return out
 
 
-def _fill_cost(row: ModelRow, calls: list[dict[str, Any]], paired: list) -> None:
-    costs = [c["cost_usd"] for c in calls if c.get("cost_usd") is not None]
+def _fill_cost(row: ModelRow, calls: list[Call], paired: list[tuple[float, float]]) -> None:
+    costs = [c.cost_usd for c in calls if c.cost_usd is not None]
     row.cost_per_call_usd = _mean(costs)
     row.cost_per_1000_calls_usd = per_1000(row.cost_per_call_usd)
     row.cost_ratio = cost_ratio([c for c, _ in paired], [r for _, r in paired])
 
 
-def _fill_energy(row: ModelRow, calls: list[dict[str, Any]]) -> None:
-    measured = [c for c in calls if c.get("energy_j") is not None]
-    row.energy_per_call_j = _mean([c["energy_j"] for c in measured])
-    with_tokens = [c for c in measured if c.get("completion_tokens")]
-    tokens = sum(c["completion_tokens"] for c in with_tokens)
+def _fill_energy(row: ModelRow, calls: list[Call]) -> None:
+    measured = [(c.energy_j, c.completion_tokens) for c in calls if c.energy_j is not None]
+    row.energy_per_call_j = _mean([e for e, _ in measured])
+    with_tokens = [(e, t) for e, t in measured if t]
+    tokens = sum(t for _, t in with_tokens)
     if tokens:
-        row.energy_per_output_token_j = sum(c["energy_j"] for c in with_tokens) / tokens
+        row.energy_per_output_token_j = sum(e for e, _ in with_tokens) / tokens
 
 
-def reference_row(outcomes: list[dict[str, Any]], name: str) -> ModelRow | None:
+def reference_row(outcomes: list[Outcome], name: str) -> ModelRow | None:
     """The reference as recorded with its golden answers: one sample per golden key."""
-    seen: dict[str, dict[str, Any]] = {}
-    for outcome in outcomes:
-        for pair in outcome.get("pairs") or []:
-            if not pair.get("missing") and pair.get("key") not in seen:
-                seen[pair["key"]] = pair
-    if not seen and not name:
+    answers = golden_pairs(outcomes)
+    if not answers and not name:
         return None
-    answers = [seen[k] for k in sorted(seen)]
-    model = name or next((p["reference_model"] for p in answers if p.get("reference_model")), "")
+    model = name or next((p.reference_model for p in answers if p.reference_model), "")
     row = ModelRow(model=model or "reference", role="reference", calls=len(answers))
-    _fill_latency(row, [_as_call(p) for p in answers])
-    _fill_tokens(row, [_as_call(p) for p in answers])
-    _fill_cost(row, [_as_call(p) for p in answers], [])
+    calls = [_as_call(p) for p in answers]
+    _fill_latency(row, calls, derived=False)
+    _fill_tokens(row, calls)
+    _fill_cost(row, calls, [])
     row.cost_ratio = 1.0 if row.cost_per_call_usd else None
     return row
 
 
-def _as_call(pair: dict[str, Any]) -> dict[str, Any]:
+def golden_pairs(outcomes: list[Outcome]) -> list[Pair]:
+    """The first pair with a golden answer per golden key, in key order."""
+    seen: dict[str, Pair] = {}
+    for outcome in outcomes:
+        for pair in outcome.pairs:
+            if not pair.missing:
+                seen.setdefault(pair.key, pair)
+    return [seen[k] for k in sorted(seen)]
+
+
+def _as_call(pair: Pair) -> Call:
     """A golden answer seen as a call, so the reference row uses the same arithmetic."""
-    return {
-        "ttft_ms": pair.get("reference_ttft_ms"),
-        "e2e_ms": pair.get("reference_e2e_ms"),
-        "prompt_tokens": pair.get("reference_prompt_tokens"),
-        "completion_tokens": pair.get("reference_completion_tokens"),
-        "cost_usd": pair.get("reference_cost_usd"),
-    }
+    return Call(
+        model=pair.reference_model or "", role="reference", request={},
+        ttft_ms=pair.reference_ttft_ms, e2e_ms=pair.reference_e2e_ms,
+        prompt_tokens=pair.reference_prompt_tokens,
+        completion_tokens=pair.reference_completion_tokens, cost_usd=pair.reference_cost_usd,
+    )  # fmt: skip
 
 
-def per_test_rows(outcomes: list[dict[str, Any]]) -> list[PerTestRow]:
+def per_test_rows(outcomes: Iterable[OutcomeLike]) -> list[PerTestRow]:
     """Per (test, model) rows in (test, model) order; repeats of a test fold into one row."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for outcome in (o for o in outcomes if o.get("outcome") != ENGINE):
-        groups.setdefault((outcome["test"], outcome["model"]), []).append(outcome)
+    groups: dict[tuple[str, str], list[Outcome]] = {}
+    for outcome in records(Outcome, outcomes):
+        if outcome.outcome != ENGINE:
+            groups.setdefault((outcome.test, outcome.model), []).append(outcome)
     return [_test_row(test, model, groups[(test, model)]) for test, model in sorted(groups)]
 
 
-def _test_row(test: str, model: str, runs: list[dict[str, Any]]) -> PerTestRow:
+def _test_row(test: str, model: str, runs: list[Outcome]) -> PerTestRow:
+    """One row: only the figures it shows (no full distributions: this runs per test)."""
     worst = max(runs, key=_severity)
-    tmp = ModelRow(model=model)
-    calls = [c for o in runs for c in candidate_calls(o)]
-    _fill_equivalence(tmp, [p for o in runs for p in o.get("pairs") or []])
-    _fill_latency(tmp, calls)
-    _fill_cost(tmp, calls, [])
+    pairs = [p for o in runs for p in o.pairs]
+    calls = [c for o in runs for c in o.candidate_calls()]
+    values = [v for v in (p.equivalence for p in pairs) if v is not None]
+    measured = latency_calls(calls)
     return PerTestRow(
         test=test,
         model=model,
-        outcome=worst.get("outcome", "passed"),
+        outcome=worst.outcome,
         runs=len(runs),
         calls=len(calls),
-        missing_golden=tmp.missing_golden,
-        equivalence_mean=tmp.equivalence_mean,
-        equivalence_worst=tmp.equivalence_worst,
-        e2e_p95_ms=tmp.e2e_p95_ms,
-        ttft_p50_ms=tmp.ttft_p50_ms,
-        cost_usd=tmp.cost_per_call_usd,
-        message=worst.get("message"),
-        egress=[e for o in runs for e in o.get("egress") or []],
+        missing_golden=sum(1 for p in pairs if p.missing),
+        equivalence_mean=_mean(values),
+        equivalence_worst=min(values) if values else None,
+        e2e_p95_ms=_percentile([c.e2e_ms for c in measured], 95),
+        ttft_p50_ms=_percentile([c.ttft_ms for c in measured], 50),
+        cost_usd=_mean([c.cost_usd for c in calls if c.cost_usd is not None]),
+        message=worst.message,
+        egress=[e for o in runs for e in o.egress],
     )
 
 

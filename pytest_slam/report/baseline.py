@@ -16,11 +16,10 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from pytest_slam.records import Record
+from pytest_slam.records import JSON, Record
 from pytest_slam.report import fmt
-from pytest_slam.report.aggregate import ENGINE, NOT_SWAPPED, PerTestRow, RunInfo, Verdict
+from pytest_slam.report.aggregate import ENGINE, NOT_SWAPPED, ModelRow, PerTestRow, RunInfo, Verdict
 from pytest_slam.report.config import check_section
 from pytest_slam.report.jsonreport import Report, ReportError, load_report
 
@@ -37,7 +36,7 @@ class Tolerances(Record):
     cost_increase_pct: float = 10.0
 
     @classmethod
-    def from_config(cls, data: Mapping[str, Any] | None) -> Tolerances:
+    def from_config(cls, data: Mapping[str, JSON] | None) -> Tolerances:
         """From ``[tool.slam.baseline]``; unknown keys or non-numbers raise ``ConfigError``."""
         known = {f.name: float for f in dataclasses.fields(cls)}
         return cls(**check_section(SECTION, data or {}, known))
@@ -49,8 +48,8 @@ class Change(Record):
 
     model: str
     metric: str  # equivalence_mean | e2e_p95_ms | cost_per_call_usd | outcome
-    old: Any
-    new: Any
+    old: float | str | None  # the baseline's value: a number, or an outcome
+    new: float | str | None
     kind: str  # "regressed" | "improved"
     test: str | None = None
 
@@ -138,11 +137,14 @@ def _note_specs(diff: BaselineDiff, old: RunInfo, new: RunInfo) -> None:
         )
 
 
-def _what(spec: dict[str, Any]) -> str:
+def _what(spec: dict[str, JSON]) -> str:
     return f"{spec.get('provider')}:{spec.get('model_id')}"
 
 
-def _check(diff: BaselineDiff, model: str, test: str | None, old: Any, new: Any) -> None:
+def _check(
+    diff: BaselineDiff, model: str, test: str | None, old: ModelRow | PerTestRow,
+    new: ModelRow | PerTestRow,
+) -> None:  # fmt: skip
     """Apply the three rules to two rows (ModelRow or PerTestRow)."""
     tol = diff.tolerances
     cost = "cost_usd" if isinstance(new, PerTestRow) else "cost_per_call_usd"
@@ -155,7 +157,7 @@ def _check(diff: BaselineDiff, model: str, test: str | None, old: Any, new: Any)
     for metric, worse_by, limit in rules:
         if worse_by is None:
             continue
-        if metric == "e2e_p95_ms" and _jitter(old, new, tol):
+        if metric == "e2e_p95_ms" and _jitter(old.e2e_p95_ms, new.e2e_p95_ms, tol):
             continue
         kind = "regressed" if worse_by > limit else "improved" if -worse_by > limit else None
         if kind:
@@ -163,9 +165,9 @@ def _check(diff: BaselineDiff, model: str, test: str | None, old: Any, new: Any)
             (diff.regressions if kind == "regressed" else diff.improvements).append(change)
 
 
-def _jitter(old: Any, new: Any, tol: Tolerances) -> bool:
+def _jitter(old: float | None, new: float | None, tol: Tolerances) -> bool:
     """A latency change too small in milliseconds to mean anything, whatever its percentage."""
-    return abs(new.e2e_p95_ms - old.e2e_p95_ms) < tol.latency_increase_ms
+    return old is not None and new is not None and abs(new - old) < tol.latency_increase_ms
 
 
 def _drop(old: float | None, new: float | None) -> float | None:
@@ -196,7 +198,9 @@ def _check_outcome(diff: BaselineDiff, old: PerTestRow, new: PerTestRow) -> None
         )
 
 
-def _show(metric: str, value: Any) -> str:
+def _show(metric: str, value: float | str | None) -> str:
+    if isinstance(value, str):
+        return value  # an outcome
     if metric == "e2e_p95_ms":
         return fmt.ms(value)
     if metric.startswith("cost"):

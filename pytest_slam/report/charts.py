@@ -8,6 +8,7 @@ is escaped here, because the result is inserted into the page as markup.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 
@@ -19,6 +20,10 @@ W, H = 720, 420
 LEFT, RIGHT, TOP, BOTTOM = 70, 30, 30, 60
 COLORS = {"PASS": "#1a7f37", "FAIL": "#cf222e", "-": "#0969da"}
 REF_COLOR = "#8250df"
+
+Scale = Callable[[float], float]  # a data value to an SVG coordinate
+Show = Callable[[float], str]  # a data value as its tick or tooltip text
+Series = dict[str, list[float]]  # metric ("e2e_ms", "ttft_ms") -> one model's values
 
 
 @dataclass(frozen=True)
@@ -88,12 +93,12 @@ def _decades(values: list[float]) -> tuple[int, int]:
     return (lo, hi if hi > lo else lo + 1)
 
 
-def _log_scale(lo_exp: int, hi_exp: int, out_lo: float, out_hi: float):
+def _log_scale(lo_exp: int, hi_exp: int, out_lo: float, out_hi: float) -> Scale:
     span = hi_exp - lo_exp
     return lambda v: out_lo + (math.log10(v) - lo_exp) / span * (out_hi - out_lo)
 
 
-def _lin_scale(lo: float, hi: float, out_lo: float, out_hi: float):
+def _lin_scale(lo: float, hi: float, out_lo: float, out_hi: float) -> Scale:
     return lambda v: out_lo + (v - lo) / (hi - lo) * (out_hi - out_lo)
 
 
@@ -104,7 +109,7 @@ def _open(css_id: str, label: str, height: int = H) -> str:
     )
 
 
-def _grid_x(ticks: list[float], sx, show) -> list[str]:
+def _grid_x(ticks: list[float], sx: Scale, show: Show) -> list[str]:
     out = []
     for t in ticks:
         x = sx(t)
@@ -116,7 +121,7 @@ def _grid_x(ticks: list[float], sx, show) -> list[str]:
     return out
 
 
-def _grid_y(ticks: list[float], sy) -> list[str]:
+def _grid_y(ticks: list[float], sy: Scale) -> list[str]:
     out = []
     for t in ticks:
         y = sy(t)
@@ -137,7 +142,7 @@ def _axis_titles(x_title: str, y_title: str) -> str:
     )
 
 
-def _point(p: Point, x: float, y: float, show) -> str:
+def _point(p: Point, x: float, y: float, show: Show) -> str:
     label = escape(p.label + (" (reference)" if p.reference else ""))
     tip = escape(f"{p.label}: equivalence {p.y:.3f}, cost {show(p.x)}")
     if p.reference:
@@ -165,7 +170,7 @@ def _reference_line(model: str, y: float) -> str:
     )
 
 
-def latency_svg(series: list[tuple[str, dict[str, list[float]]]]) -> str:
+def latency_svg(series: list[tuple[str, Series]]) -> str:
     """Box plots (min, quartiles, median, max) of E2E and TTFT, one band per model."""
     rows = [(m, k, sorted(v[k])) for m, v in series for k in ("e2e_ms", "ttft_ms") if v.get(k)]
     height = TOP + BOTTOM + 26 * max(len(rows), 1)
@@ -190,7 +195,7 @@ def latency_svg(series: list[tuple[str, dict[str, list[float]]]]) -> str:
     return "\n".join(parts)
 
 
-def _box(model: str, metric: str, values: list[float], sx, y: float) -> str:
+def _box(model: str, metric: str, values: list[float], sx: Scale, y: float) -> str:
     q1, med, q3 = (percentile(values, q) for q in (25, 50, 75))
     lo, hi = sx(values[0]), sx(values[-1])
     cls = "e2e" if metric == "e2e_ms" else "ttft"

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+
+from pytest_slam.records import JSON
 
 
 class ConfigError(ValueError):
     """A ``[tool.slam.*]`` section holds a key or value pytest-slam cannot use."""
 
 
-def check_section(section: str, data: Mapping[str, Any], known: Mapping[str, type]) -> dict:
+def check_section(
+    section: str, data: Mapping[str, JSON], known: Mapping[str, type]
+) -> dict[str, JSON]:
     """Return ``data`` as a dict after checking every key is known and has the right type.
 
     ``known`` maps key -> expected type (``float`` accepts ints; ``bool`` accepts only bools).
@@ -28,7 +31,7 @@ def check_section(section: str, data: Mapping[str, Any], known: Mapping[str, typ
     return dict(data)
 
 
-def _check_type(section: str, key: str, value: Any, want: type) -> None:
+def _check_type(section: str, key: str, value: object, want: type) -> None:
     if want is bool:
         ok = isinstance(value, bool)
     elif want is float:

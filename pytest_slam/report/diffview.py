@@ -1,8 +1,8 @@
 """Word-level differences between the reference's and the candidate's answers, for the HTML, and
 the two sides' tool calls next to each other, for the HTML and the terminal.
 
-Computed with difflib on word and whitespace tokens, so spacing and line breaks survive. The
-segments are plain text; the template escapes them and wraps changes in ``<del>``/``<ins>``.
+Computed by ``compare.tokendiff`` on word and whitespace tokens, so spacing and line breaks survive.
+The segments are plain text; the template escapes them and wraps changes in ``<del>``/``<ins>``.
 Tool calls are shown one per line as ``name({arguments})`` (``answer_text`` appends them to the
 answer's text so the word diff covers them too); ``tool_calls_side_by_side`` lines up calls of the
 same function in two columns for a failure message.
@@ -10,55 +10,63 @@ same function in two columns for a failure message.
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Literal
 
-# a word or a punctuation mark with the whitespace after it: no lone, very common space tokens,
-# which make difflib's matching quadratic on long answers
+from pytest_slam.compare.tokendiff import Opcode, opcodes, similarity
+from pytest_slam.compare.toolcalls import ToolCall
+
+# a word or a punctuation mark with the whitespace after it: fewer, more telling tokens than
+# splitting every space off, so a changed phrase reads as one change
 TOKEN = re.compile(r"\s+|\w+\s*|[^\w\s]\s*", re.UNICODE)
 MAX_CHARS = 20_000  # longer answers are cut (and say so) to keep the report file reasonable
+
+SegmentKind = Literal[
+    "same", "del", "ins"
+]  # del: only in the reference; ins: only in the candidate
 
 
 @dataclass(frozen=True)
 class Segment:
-    kind: str  # "same" | "del" (only in the reference) | "ins" (only in the candidate)
+    kind: SegmentKind
     text: str
 
 
-def diff_and_similarity(reference: str, candidate: str) -> tuple[list, list, float]:
-    """The two sides' segments and the share of words in common (difflib ratio, a hint only)."""
+def diff_and_similarity(
+    reference: str, candidate: str
+) -> tuple[list[Segment], list[Segment], float]:
+    """The two sides' segments and the share of words in common (a hint only)."""
     ref_tokens = TOKEN.findall(_cut(reference))
     cand_tokens = TOKEN.findall(_cut(candidate))
-    matcher = difflib.SequenceMatcher(None, ref_tokens, cand_tokens, autojunk=False)
+    ops = opcodes(ref_tokens, cand_tokens)
     left: list[Segment] = []
     right: list[Segment] = []
-    for op, i1, i2, j1, j2 in _absorb_spaces(matcher.get_opcodes(), ref_tokens):
+    for op, i1, i2, j1, j2 in _absorb_spaces(ops, ref_tokens):
         if op == "equal":
             _add(left, "same", ref_tokens[i1:i2])
             _add(right, "same", cand_tokens[j1:j2])
             continue
         _add(left, "del", ref_tokens[i1:i2])
         _add(right, "ins", cand_tokens[j1:j2])
-    return left, right, matcher.ratio()
+    return left, right, similarity(ops)
 
 
-def _absorb_spaces(opcodes: list, tokens: list[str]) -> list:
+def _absorb_spaces(ops: list[Opcode], tokens: list[str]) -> list[Opcode]:
     """Treat a lone space between two changes as changed, so a changed phrase reads as one."""
-    out = list(opcodes)
+    out = list(ops)
     for k in range(1, len(out) - 1):
-        op, i1, i2, _, _ = out[k]
+        op, i1, i2, j1, j2 = out[k]
         between = out[k - 1][0] != "equal" and out[k + 1][0] != "equal"
         if op == "equal" and between and all(t.isspace() for t in tokens[i1:i2]):
-            out[k] = ("replace", *out[k][1:])
+            out[k] = ("replace", i1, i2, j1, j2)
     return out
 
 
-def _add(segments: list[Segment], kind: str, tokens: list[str]) -> None:
+def _add(segments: list[Segment], kind: SegmentKind, tokens: list[str]) -> None:
     if not tokens:
         return
     text = "".join(tokens)
@@ -74,7 +82,7 @@ def _cut(text: str) -> str:
     return text[:MAX_CHARS] + f" [... {len(text) - MAX_CHARS} more characters not shown]"
 
 
-def tool_call_line(call: dict[str, Any]) -> str:
+def tool_call_line(call: ToolCall) -> str:
     """``get_weather({"city": "Paris"})``: the function and its arguments, compact and sorted."""
     fn = call.get("function") or call.get("custom") or call
     args = fn.get("arguments", fn.get("input", ""))
@@ -86,15 +94,15 @@ def tool_call_line(call: dict[str, Any]) -> str:
     return f"{fn.get('name') or '?'}({' '.join(str(args).split())})"
 
 
-def answer_text(text: str, tool_calls: Sequence[dict[str, Any]] | None) -> str:
+def answer_text(text: str, tool_calls: Sequence[ToolCall] | None) -> str:
     """An answer as read side by side: its text, then one ``-> call`` line per tool call."""
     lines = [f"-> {tool_call_line(c)}" for c in tool_calls or ()]
     return "\n".join([text, *lines] if text else lines)
 
 
 def tool_calls_side_by_side(
-    reference: Sequence[dict[str, Any]] | None,
-    candidate: Sequence[dict[str, Any]] | None,
+    reference: Sequence[ToolCall] | None,
+    candidate: Sequence[ToolCall] | None,
     width: int = 50,
 ) -> list[str]:
     """Two columns, reference | candidate, with calls of the same function on one row."""
@@ -106,10 +114,13 @@ def tool_calls_side_by_side(
     return lines
 
 
-def _aligned(ref: list[dict[str, Any]], cand: list[dict[str, Any]]) -> list[tuple[Any, Any]]:
+def _aligned(
+    ref: list[ToolCall], cand: list[ToolCall]
+) -> list[tuple[ToolCall | None, ToolCall | None]]:
     """Same-name calls on one row (in the reference's order), then the rest side by side."""
-    rows: list[tuple[Any, Any]] = []
-    ref_left, cand_left = [], list(cand)
+    rows: list[tuple[ToolCall | None, ToolCall | None]] = []
+    ref_left: list[ToolCall] = []
+    cand_left = list(cand)
     for call in ref:
         match = next((c for c in cand_left if _name(c) == _name(call)), None)
         if match is None:
@@ -120,11 +131,11 @@ def _aligned(ref: list[dict[str, Any]], cand: list[dict[str, Any]]) -> list[tupl
     return rows + list(itertools.zip_longest(ref_left, cand_left))
 
 
-def _name(call: dict[str, Any]) -> str:
+def _name(call: ToolCall) -> str:
     return tool_call_line(call).split("(", 1)[0]
 
 
-def _cell(call: dict[str, Any] | None, width: int) -> str:
+def _cell(call: ToolCall | None, width: int) -> str:
     if call is None:
         return "(no call)"
     line = tool_call_line(call)

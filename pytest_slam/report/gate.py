@@ -14,11 +14,10 @@ all is ``incomplete``: never passed, whatever its partial numbers say (``incompl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from pytest_slam.records import Record
+from pytest_slam.records import JSON, Record
 from pytest_slam.report import fmt
 from pytest_slam.report.aggregate import ModelRow, Verdict
 from pytest_slam.report.baseline import BaselineDiff
@@ -28,7 +27,7 @@ SECTION = "tool.slam.gate"
 INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED (this module does not import pytest)
 
 # rule -> (ModelRow field, "min" | "max", formatter)
-RULES: dict[str, tuple[str, str, Any]] = {
+RULES: dict[str, tuple[str, str, Callable[[float], str]]] = {
     "min_pass_rate": ("pass_rate", "min", lambda v: f"{v:.1%}"),
     "min_mean_equivalence": ("equivalence_mean", "min", lambda v: f"{v:.3f}"),
     "max_p95_e2e_ms": ("e2e_p95_ms", "max", fmt.ms),
@@ -37,14 +36,6 @@ RULES: dict[str, tuple[str, str, Any]] = {
     "min_equivalence_lower": ("equivalence_mean_low", "min", lambda v: f"{v:.3f}"),
     "min_pass_rate_lower": ("pass_rate_low", "min", lambda v: f"{v:.1%}"),
 }
-
-
-class GateFailed(Exception):
-    """The run kept its tests but not its gate; the message lists every breach."""
-
-    def __init__(self, result: GateResult):
-        self.result = result
-        super().__init__("\n".join(result.lines()))
 
 
 @dataclass
@@ -61,7 +52,7 @@ class Gate(Record):
     allow_not_swapped: bool = False
 
     @classmethod
-    def from_config(cls, data: Mapping[str, Any] | None) -> Gate:
+    def from_config(cls, data: Mapping[str, JSON] | None) -> Gate:
         """From ``[tool.slam.gate]``; unknown keys and bad values raise ``ConfigError``."""
         known = {name: float for name in RULES} | {"no_regression": bool, "allow_not_swapped": bool}
         gate = cls(**check_section(SECTION, data or {}, known))
@@ -86,8 +77,8 @@ class Breach(Record):
 
     model: str
     rule: str
-    measured: Any
-    limit: Any
+    measured: float | None  # None: the figure was not measured
+    limit: float
     message: str
 
 
@@ -204,7 +195,9 @@ def _not_swapped(row: ModelRow) -> Breach:
     return Breach(row.model, NOT_SWAPPED_RULE, row.tests_not_swapped, 0, message)
 
 
-def _check_rule(row: ModelRow, rule: str, attr: str, kind: str, show: Any, limit: float):
+def _check_rule(
+    row: ModelRow, rule: str, attr: str, kind: str, show: Callable[[float], str], limit: float
+) -> Breach | None:
     measured = getattr(row, attr)
     if measured is None:
         return Breach(row.model, rule, None, limit, f"{rule}: not measured (limit {show(limit)})")
@@ -227,7 +220,7 @@ def apply_gate(verdict: Verdict, result: GateResult) -> Verdict:
     return verdict
 
 
-def check_tables(gate: Mapping[str, Any] | None, baseline: Mapping[str, Any] | None) -> None:
+def check_tables(gate: Mapping[str, JSON] | None, baseline: Mapping[str, JSON] | None) -> None:
     """``[tool.slam.gate]`` and ``[tool.slam.baseline]`` checked at configure time, not at the end.
 
     Raises ``ConfigError`` (a ``ValueError``, which pytest_configure turns into a usage error).

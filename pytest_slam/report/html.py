@@ -11,20 +11,23 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
+from pytest_slam.golden.fileformat import atomic_write
+from pytest_slam.records import JSON, Call, Outcome, Pair
 from pytest_slam.report import charts, fmt
 from pytest_slam.report.aggregate import (
+    OutcomeLike,
     PerTestRow,
     Verdict,
-    candidate_calls,
+    golden_pairs,
     latency_calls,
-    pair_equivalence,
     sort_outcomes,
 )
+from pytest_slam.report.charts import Series
 from pytest_slam.report.diffview import answer_text, diff_and_similarity
-from pytest_slam.report.jsonreport import SCHEMA_ID, atomic_write_text
+from pytest_slam.report.jsonreport import SCHEMA_ID
 from pytest_slam.report.terminal import comparisons, gate_lines, notes
 
 TEMPLATE = "report.html.j2"
@@ -32,13 +35,13 @@ MAX_PAIRS = 400  # answer pairs shown side by side; the JSON report keeps them a
 
 
 def write_html(
-    path: str | os.PathLike[str], verdict: Verdict, outcomes: list[dict[str, Any]]
+    path: str | os.PathLike[str], verdict: Verdict, outcomes: Iterable[OutcomeLike]
 ) -> Path:
     """Render and write the report atomically; returns the path written."""
-    return atomic_write_text(path, render_html(verdict, outcomes))
+    return atomic_write(path, render_html(verdict, outcomes))
 
 
-def render_html(verdict: Verdict, outcomes: list[dict[str, Any]]) -> str:
+def render_html(verdict: Verdict, outcomes: Iterable[OutcomeLike]) -> str:
     """The page as a string."""
     import jinja2  # a core dependency, imported only when a report is rendered
     from markupsafe import Markup
@@ -79,7 +82,7 @@ def interval(value: float | None, low: float | None, high: float | None) -> str:
     return f"{value:.2f} [{low:.2f}, {high:.2f}]"
 
 
-def human_review(verdict: Verdict, outcomes: list[dict[str, Any]]) -> dict[str, Any] | None:
+def human_review(verdict: Verdict, outcomes: list[Outcome]) -> dict[str, JSON] | None:
     """Win/tie/loss against the reference per candidate, with Wilson 95% intervals, from the
     ``slam review`` verdicts kept beside the run's golden files; None when there are none (or the
     golden files are no longer where the run read them)."""
@@ -92,9 +95,7 @@ def human_review(verdict: Verdict, outcomes: list[dict[str, Any]]) -> dict[str, 
         sidecar_path,
     )
 
-    golden = {
-        p["golden_file"] for o in outcomes for p in o.get("pairs") or [] if p.get("golden_file")
-    }
+    golden = {p.golden_file for o in outcomes for p in o.pairs if p.golden_file}
     found: list[HumanVerdict] = []
     problems: list[str] = []
     for name in sorted(golden):
@@ -118,37 +119,27 @@ def human_review(verdict: Verdict, outcomes: list[dict[str, Any]]) -> dict[str, 
     }  # fmt: skip
 
 
-def latency_series(verdict: Verdict, outcomes: list[dict[str, Any]]) -> list[tuple[str, dict]]:
+def latency_series(verdict: Verdict, outcomes: list[Outcome]) -> list[tuple[str, Series]]:
     """Per model the measured E2E/TTFT values, then the reference's recorded ones."""
-    series = []
+    series: list[tuple[str, Series]] = []
     for row in verdict.models:
-        calls = [c for o in outcomes if o["model"] == row.model for c in candidate_calls(o)]
+        calls = [c for o in outcomes if o.model == row.model for c in o.candidate_calls()]
         measured = latency_calls(calls)
-        series.append((row.model, {k: _values(measured, k) for k in ("e2e_ms", "ttft_ms")}))
+        series.append((row.model, {
+            "e2e_ms": [c.e2e_ms for c in measured if c.e2e_ms is not None],
+            "ttft_ms": [c.ttft_ms for c in measured if c.ttft_ms is not None],
+        }))  # fmt: skip
     if verdict.reference is not None:
-        golden = _golden_by_key(outcomes)
-        ref = {
-            "e2e_ms": [p["reference_e2e_ms"] for p in golden if p.get("reference_e2e_ms")],
-            "ttft_ms": [p["reference_ttft_ms"] for p in golden if p.get("reference_ttft_ms")],
+        golden = golden_pairs(outcomes)
+        ref: Series = {
+            "e2e_ms": [p.reference_e2e_ms for p in golden if p.reference_e2e_ms],
+            "ttft_ms": [p.reference_ttft_ms for p in golden if p.reference_ttft_ms],
         }
         series.append((f"{verdict.reference.model} (recorded)", ref))
     return series
 
 
-def _values(calls: list[dict[str, Any]], name: str) -> list[float]:
-    return [c[name] for c in calls if c.get(name) is not None]
-
-
-def _golden_by_key(outcomes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    seen: dict[str, dict[str, Any]] = {}
-    for outcome in outcomes:
-        for pair in outcome.get("pairs") or []:
-            if not pair.get("missing"):
-                seen.setdefault(pair["key"], pair)
-    return [seen[k] for k in sorted(seen)]
-
-
-def row_cells(row: PerTestRow) -> dict[str, Any]:
+def row_cells(row: PerTestRow) -> dict[str, JSON]:
     """One table row: ``(shown text, sort key)`` per column; an empty key sorts last."""
     return {
         "anchor": _anchor(row.test, row.model),
@@ -174,11 +165,12 @@ def _anchor(test: str, model: str) -> str:
     return "t-" + hashlib.sha1(f"{test}\0{model}".encode()).hexdigest()[:12]
 
 
-def answer_pairs(outcomes: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+def answer_pairs(outcomes: list[Outcome]) -> tuple[list[dict[str, JSON]], int]:
     """Side-by-side blocks per outcome, at most ``MAX_PAIRS`` pairs; returns (blocks, hidden)."""
-    blocks, shown, hidden = [], 0, 0
+    blocks: list[dict[str, JSON]] = []
+    shown, hidden = 0, 0
     for outcome in outcomes:
-        pairs = outcome.get("pairs") or []
+        pairs = outcome.pairs
         room = max(MAX_PAIRS - shown, 0)
         hidden += max(len(pairs) - room, 0)
         if not pairs or not room:
@@ -189,36 +181,36 @@ def answer_pairs(outcomes: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], 
     return blocks, hidden
 
 
-def _block(outcome: dict[str, Any], items: list[dict[str, Any]]) -> dict[str, Any]:
+def _block(outcome: Outcome, items: list[dict[str, JSON]]) -> dict[str, JSON]:
     return {
-        "anchor": _anchor(outcome["test"], outcome["model"]),
-        "nodeid": outcome["nodeid"],
-        "model": outcome["model"],
-        "outcome": outcome.get("outcome", "passed"),
-        "message": outcome.get("message") or "",
+        "anchor": _anchor(outcome.test, outcome.model),
+        "nodeid": outcome.nodeid,
+        "model": outcome.model,
+        "outcome": outcome.outcome,
+        "message": outcome.message or "",
         "pairs": items,
     }
 
 
-def _pair_view(outcome: dict[str, Any], pair: dict[str, Any]) -> dict[str, Any]:
-    calls = outcome.get("calls") or []
-    index = pair.get("call_index", -1)
-    call = calls[index] if 0 <= index < len(calls) else {}
-    candidate = answer_text(call.get("text") or "", call.get("tool_calls"))
-    reference = pair.get("reference_text")
+def _pair_view(outcome: Outcome, pair: Pair) -> dict[str, JSON]:
+    calls = outcome.calls
+    index = pair.call_index
+    call: Call | None = calls[index] if 0 <= index < len(calls) else None
+    candidate = answer_text(call.text, call.tool_calls) if call is not None else ""
+    reference = pair.reference_text
     if reference is not None:  # a golden answer that only called tools has the text ""
-        reference = answer_text(reference, pair.get("reference_tool_calls"))
-    view = {
-        "key": pair.get("key", ""),
-        "reference_model": pair.get("reference_model") or "reference",
-        "missing": bool(pair.get("missing")) or reference is None,
-        "equivalence": fmt.score(pair_equivalence(pair)),
-        "scores": pair.get("scores") or [],
-        "error": call.get("error"),
+        reference = answer_text(reference, pair.reference_tool_calls)
+    view: dict[str, JSON] = {
+        "key": pair.key,
+        "reference_model": pair.reference_model or "reference",
+        "missing": pair.missing or reference is None,
+        "equivalence": fmt.score(pair.equivalence),
+        "scores": [s.as_dict() for s in pair.scores],
+        "error": call.error if call is not None else None,
         "candidate_text": candidate,
         "similarity": None,
     }
-    if not view["missing"]:
+    if reference is not None and not pair.missing:
         view["left"], view["right"], ratio = diff_and_similarity(reference, candidate)
         view["similarity"] = f"{ratio:.0%}"
     return view

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pytest_slam.golden.fileformat import atomic_write
-from pytest_slam.records import utc_now
-from pytest_slam.report.aggregate import Verdict, sort_outcomes
+from pytest_slam.records import JSON, Outcome, records, utc_now
+from pytest_slam.report.aggregate import OutcomeLike, Verdict, sort_outcomes
+from pytest_slam.report.schema import ReportDocument
 
 SCHEMA_NAME = "pytest-slam/report"
 SCHEMA_VERSION = 1
@@ -30,33 +31,32 @@ class Report:
     """A loaded report: the verdict as written, and the outcomes it was made from."""
 
     verdict: Verdict
-    outcomes: list[dict[str, Any]] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
     schema: str = SCHEMA_ID
     generated_at: str | None = None
     path: str | None = None
 
 
-# The package's one atomic writer (temp file, fsync, os.replace, the umask's mode), under the name
-# the report modules use: a reader (CI uploading the artifact, ``slam report``) never sees half a file.
-atomic_write_text = atomic_write
+def report_document(verdict: Verdict, outcomes: Iterable[OutcomeLike]) -> ReportDocument:
+    """The typed document: the verdict's parts, then every outcome in canonical order."""
+    return ReportDocument(
+        schema=SCHEMA_ID, generated_at=utc_now(), run=verdict.run, models=verdict.models,
+        reference=verdict.reference, tests=verdict.tests, gate=verdict.gate,
+        notes=list(verdict.notes), outcomes=sort_outcomes(outcomes),
+    )  # fmt: skip
 
 
-def report_dict(verdict: Verdict, outcomes: list[dict[str, Any]]) -> dict[str, Any]:
-    """The document written to disk; ``schema`` first so a reader can check it at a glance."""
-    return {
-        "schema": SCHEMA_ID,
-        "generated_at": utc_now(),
-        **verdict.as_dict(),
-        "outcomes": sort_outcomes(outcomes),
-    }
+def report_dict(verdict: Verdict, outcomes: Iterable[OutcomeLike]) -> dict[str, JSON]:
+    """The document written to disk, as JSON types (``report.schema.json`` describes it)."""
+    return report_document(verdict, outcomes).as_dict()
 
 
 def write_json(
-    path: str | os.PathLike[str], verdict: Verdict, outcomes: list[dict[str, Any]]
+    path: str | os.PathLike[str], verdict: Verdict, outcomes: Iterable[OutcomeLike]
 ) -> Path:
-    """Write the report atomically; returns the path written."""
+    """Write the report with the one atomic writer: a reader never sees half a file."""
     text = json.dumps(report_dict(verdict, outcomes), indent=2, sort_keys=False, allow_nan=False)
-    return atomic_write_text(path, text + "\n")
+    return atomic_write(path, text + "\n")
 
 
 def load_report(path: str | os.PathLike[str]) -> Report:
@@ -65,14 +65,14 @@ def load_report(path: str | os.PathLike[str]) -> Report:
     check_schema(data, str(path))
     return Report(
         verdict=Verdict.from_dict(data),
-        outcomes=list(data.get("outcomes") or []),
+        outcomes=records(Outcome, data.get("outcomes") or []),
         schema=data["schema"],
         generated_at=data.get("generated_at"),
         path=str(path),
     )
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path) -> dict[str, JSON]:
     if not path.is_file():
         raise ReportError(
             f"pytest-slam report not found: {path}; write one with `pytest --slm-report={path}`"
@@ -89,7 +89,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def check_schema(data: dict[str, Any], where: str) -> int:
+def check_schema(data: dict[str, JSON], where: str) -> int:
     """Return the schema version, or raise ``ReportError`` naming the versions and the fix."""
     schema = data.get("schema")
     name, _, version = str(schema).rpartition("/")

@@ -8,14 +8,18 @@ back from xdist workers inside the reports, like the Outcome itself.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 import pytest
+
+from pytest_slam.records import JSON, Outcome
 
 PREFIX = "slam_"
 
 
-def attach(item: pytest.Item, report: pytest.TestReport, outcome: dict[str, Any]) -> None:
+def attach(
+    item: pytest.Item, report: pytest.TestReport, outcome: Outcome | Mapping[str, JSON]
+) -> None:
     """Set this test's ``slam_*`` properties, replacing any from an earlier phase of the test."""
     from pytest_slam.report.junit import junit_properties
 

@@ -6,9 +6,8 @@ Kept apart from the session so the wording is tested once and reads the same in 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
-from pytest_slam.records import ModelSpec
+from pytest_slam.records import JSON, ModelSpec
 
 
 def reference_name(spec_text: str, spec: ModelSpec | None) -> str:
@@ -23,17 +22,19 @@ def reference_name(spec_text: str, spec: ModelSpec | None) -> str:
 
 
 def cost_assumption(
-    candidates: Iterable[ModelSpec], reference: ModelSpec | None, prices: Mapping[str, Any]
+    candidates: Iterable[ModelSpec], reference: ModelSpec | None, prices: Mapping[str, JSON]
 ) -> str:
     """One sentence per cost model the run used: API list prices, self-hosted busy time."""
     from pytest_slam.metrics.cost import SELF_HOSTED_ASSUMPTION, Prices
 
     specs = [*candidates, *([reference] if reference is not None else [])]
     parts = []
-    if any(s.hourly_usd is None and s.provider != "curated" for s in specs):
+    api = [s for s in specs if s.hourly_usd is None and s.provider != "curated"]
+    if api:
         table = Prices.from_config(prices)
+        by = ", ".join(f"{s.model_id}: {table.priced_by(s.model_id) or 'unpriced'}" for s in api)
         parts.append(
-            f"API cost = tokens x list prices as of {table.as_of} ({table.source}); "
+            f"API cost = tokens x list prices as of {table.as_of} ({table.source}) [{by}]; "
             "override them in [tool.slam.prices]"
         )
     if any(s.hourly_usd is not None for s in specs):

@@ -10,10 +10,14 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
+from pytest_slam.records import JSON
 from pytest_slam.report import fmt
 from pytest_slam.report.aggregate import CAUSES, FIXES, NOT_SWAPPED, ModelRow, Verdict
+
+if TYPE_CHECKING:
+    import pytest
 
 GAP = "  "
 MIN_NAME = 12
@@ -241,7 +245,7 @@ def uncertainty_notes(verdict: Verdict) -> list[str]:
     return out + [f"paired: {c['text']}" for c in comparisons(verdict, "equivalence")]
 
 
-def comparisons(verdict: Verdict, metric: str) -> list[dict[str, Any]]:
+def comparisons(verdict: Verdict, metric: str) -> list[dict[str, JSON]]:
     """Each pair of candidates compared on ``metric`` once (the earlier in run order as ``a``)."""
     order = [r.model for r in verdict.models]
     return [
@@ -288,7 +292,7 @@ def fit_lines(lines: list[str], width: int) -> list[str]:
     return out
 
 
-def terminal_width(config: Any, default: int = 100) -> int:
+def terminal_width(config: pytest.Config, default: int = 100) -> int:
     """The width pytest's terminal writer uses (``COLUMNS`` or the tty); ``default`` without one."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     return reporter._tw.fullwidth if reporter is not None else default

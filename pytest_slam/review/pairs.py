@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.golden.store import GoldenStore
+from pytest_slam.records import JSON, Outcome, Pair, Score, records
 
 
 @dataclass
@@ -29,7 +30,10 @@ class ReviewPair:
     reference: str
     candidate: str
     tests: list[str] = field(default_factory=list)
-    scores: list[dict[str, Any]] = field(default_factory=list)  # as in the report's pair
+    scores: list[Score] = field(default_factory=list)  # as in the report's pair
+
+    def __post_init__(self) -> None:
+        self.scores = records(Score, self.scores)  # also given as the report's dicts
 
     @property
     def answer_hash(self) -> str:
@@ -54,7 +58,7 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def message_text(message: dict[str, Any]) -> str:
+def message_text(message: Mapping[str, JSON]) -> str:
     """A message as text: its content (parts joined; anything else as JSON), then its tool calls."""
     content = message.get("content")
     if content is None or isinstance(content, str):
@@ -66,7 +70,7 @@ def message_text(message: dict[str, Any]) -> str:
     return answer_text(text, message.get("tool_calls"))
 
 
-def answer_text(text: str | None, tool_calls: Any) -> str:
+def answer_text(text: str | None, tool_calls: JSON) -> str:
     """An answer as reviewed: its text, and its tool calls as a JSON code block."""
     parts = [text or ""]
     if tool_calls:
@@ -74,12 +78,14 @@ def answer_text(text: str | None, tool_calls: Any) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
-def collect(outcomes: list[dict[str, Any]], store: GoldenStore) -> tuple[list[ReviewPair], int]:
+def collect(
+    outcomes: Iterable[Outcome | Mapping[str, JSON]], store: GoldenStore
+) -> tuple[list[ReviewPair], int]:
     """The pairs to review, in report order, and how many candidate answers had no golden answer."""
     pairs: dict[str, ReviewPair] = {}
     missing = 0
-    for outcome in outcomes:
-        for pair in outcome.get("pairs") or []:
+    for outcome in records(Outcome, outcomes):
+        for pair in outcome.pairs:
             made = _pair(outcome, pair, store)
             if made is None:
                 missing += 1
@@ -90,31 +96,31 @@ def collect(outcomes: list[dict[str, Any]], store: GoldenStore) -> tuple[list[Re
     return list(pairs.values()), missing
 
 
-def _pair(outcome: dict[str, Any], pair: dict[str, Any], store: GoldenStore) -> ReviewPair | None:
-    calls = outcome.get("calls") or []
-    index = pair.get("call_index", -1)
-    if pair.get("missing") or not 0 <= index < len(calls):
+def _pair(outcome: Outcome, pair: Pair, store: GoldenStore) -> ReviewPair | None:
+    calls = outcome.calls
+    index = pair.call_index
+    if pair.missing or not 0 <= index < len(calls):
         return None
     call = calls[index]
-    test = outcome.get("test") or outcome.get("nodeid", "")
+    test = outcome.test or outcome.nodeid
     module = test.split("::", 1)[0]
     reference = _reference(store, module, pair)
     if reference is None:
         return None
-    messages = (call.get("request") or {}).get("messages") or []
+    messages = (call.request or {}).get("messages") or []
     return ReviewPair(
-        module=module, key=pair["key"], model=outcome.get("model", call.get("model", "")),
+        module=module, key=pair.key, model=outcome.model,
         messages=[{"role": str(m.get("role", "")), "text": message_text(m)}
                   for m in messages if isinstance(m, dict)],
-        reference=reference, candidate=answer_text(call.get("text"), call.get("tool_calls")),
-        tests=[test], scores=list(pair.get("scores") or []),
+        reference=reference, candidate=answer_text(call.text, call.tool_calls),
+        tests=[test], scores=list(pair.scores),
     )  # fmt: skip
 
 
-def _reference(store: GoldenStore, module: str, pair: dict[str, Any]) -> str | None:
+def _reference(store: GoldenStore, module: str, pair: Pair) -> str | None:
     """The golden answer as committed now (None when it is gone or its file is broken)."""
     try:
-        rec = store.lookup(module, pair["key"])
+        rec = store.lookup(module, pair.key)
     except (GoldenError, ValueError):
         return None
     if rec is None or not rec.answers:
@@ -137,9 +143,9 @@ def scorer_passes(pair: ReviewPair) -> dict[str, bool]:
     """Each scorer's pass/fail on the pair: its own threshold; the judge's 0.5 without one."""
     out = {}
     for score in pair.scores:
-        name, passed = str(score.get("scorer")), score.get("passed")
+        name, passed = score.scorer, score.passed
         if passed is None and name == "judge":
-            passed = float(score.get("value", 0.0)) >= 0.5  # "as good as the reference"
+            passed = score.value >= 0.5  # "as good as the reference"
         if passed is not None:
             out[name] = bool(passed)
     return out
@@ -156,8 +162,7 @@ def informativeness(pair: ReviewPair) -> tuple[int, float]:
         rank = 1
     else:
         rank = 2
-    margins = [abs(float(s.get("value", 0)) - float(s["threshold"]))
-               for s in pair.scores if s.get("threshold") is not None]  # fmt: skip
+    margins = [abs(s.value - s.threshold) for s in pair.scores if s.threshold is not None]
     return rank, min(margins, default=1.0)
 
 

@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from pytest_slam.golden.store import GoldenStore
+from pytest_slam.records import JSON
 from pytest_slam.review.page import render_page
 from pytest_slam.review.pairs import ReviewPair
 from pytest_slam.review.verdicts import (
@@ -59,7 +60,7 @@ class ReviewSession:
             reviewed = len(self.done)
         return render_page(todo, reviewed, len(self.pairs), nonce)
 
-    def record(self, body: dict[str, Any]) -> dict[str, Any]:
+    def record(self, body: dict[str, JSON]) -> dict[str, JSON]:
         """Save one verdict posted by the page: ``{"id", "choice", "note"}``."""
         pair = self.by_id.get(str(body.get("id")))
         choice, note = body.get("choice"), body.get("note") or ""
@@ -132,7 +133,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (ReviewError, OSError) as exc:
             self._json(500, {"error": f"not saved: {exc}"})
 
-    def _json(self, status: int, body: dict[str, Any]) -> None:
+    def _json(self, status: int, body: dict[str, JSON]) -> None:
         self._send(status, json.dumps(body).encode(), "application/json")
 
     def _send(self, status: int, body: bytes, ctype: str, csp: str | None = None) -> None:

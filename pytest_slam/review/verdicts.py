@@ -15,12 +15,11 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pytest_slam.golden.fileformat import CONFLICT_MARKERS, atomic_write, ignore_scratch_folder
 from pytest_slam.golden.redact import scrub_text
 from pytest_slam.golden.store import GoldenStore, module_relpath
-from pytest_slam.records import utc_now
+from pytest_slam.records import JSON, utc_now
 
 SUFFIX = ".review.jsonl"
 VERDICTS = ("win", "tie", "loss", "both_bad")  # from the candidate's point of view
@@ -48,11 +47,11 @@ class HumanVerdict:
     def ident(self) -> tuple[str, str, str, str]:
         return (self.key, self.model, self.answer_hash, self.reviewer)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, JSON]:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> HumanVerdict:
+    def from_dict(cls, data: dict[str, JSON]) -> HumanVerdict:
         names = {f.name for f in dataclasses.fields(cls)}
         verdict = cls(**{k: "" if v is None else str(v) for k, v in data.items() if k in names})
         if verdict.verdict not in VERDICTS:
@@ -111,7 +110,7 @@ def merge(old: list[HumanVerdict], new: list[HumanVerdict]) -> list[HumanVerdict
     return [by_ident[i] for i in sorted(by_ident)]
 
 
-def dump_lines(rows: list[HumanVerdict] | list[dict[str, Any]]) -> str:
+def dump_lines(rows: list[HumanVerdict] | list[dict[str, JSON]]) -> str:
     """One sorted-key JSON object a line: the same verdicts always give the same bytes."""
     dicts = [r.as_dict() if isinstance(r, HumanVerdict) else r for r in rows]
     return "".join(json.dumps(d, sort_keys=True, ensure_ascii=False) + "\n" for d in dicts)

@@ -2,35 +2,47 @@
 check the budgets. The result is a list of problems (the test fails with them) and the Pairs the report
 shows. The test's own assertions already ran; these add what the swap knows.
 
-One scorer is built per test (not per pair) from the test's ``slm_equivalence`` mark or
-``[tool.slam] equivalence``. A judge scorer gets the ``[tool.slam] judge`` model and keeps each
-verdict in the ``judge`` dict of the pair's golden record, written when the store flushes, so a CI
-run replays verdicts without the judge. In replay mode (``--slm-record=none``) the golden files are
-never written: a verdict not cached yet is asked of the judge, kept in memory for this run, and the
-run summary says how to cache it.
+A test's scorer comes from its ``slm_equivalence`` mark or ``[tool.slam] equivalence``; it is built
+once per distinct (scorer, threshold, options) in the run and shared by every test that asks for
+the same one (scorers keep no state between scores). A judge scorer gets the ``[tool.slam] judge``
+model and keeps each verdict in the ``judge`` dict of the pair's golden record, written when the
+store flushes, so a CI run replays verdicts without the judge. In replay mode
+(``--slm-record=none``) the golden files are never written: a verdict not cached yet is asked of
+the judge, kept in memory for this run, and the run summary says how to cache it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.golden.reference import MissingGolden, ReferenceFailed, ReferenceService
 from pytest_slam.metrics.metering import measure
-from pytest_slam.records import Call, GoldenRecord, ModelSpec, Pair, Score
+from pytest_slam.records import JSON, Call, GoldenRecord, ModelSpec, Pair, Score
 from pytest_slam.run.verdict import TestVerdict, merged_verdict
+from pytest_slam.settings import TOML
 from pytest_slam.swap.router import TestContext
+
+if TYPE_CHECKING:  # the compare wing loads when a test is first scored
+    from pytest_slam.compare.base import Scorer
+    from pytest_slam.compare.judge import MemoryJudgeCache
+    from pytest_slam.compare.toolcalls import ToolCallScorer
+    from pytest_slam.golden.store import GoldenStore
+    from pytest_slam.metrics.cost import Prices
 
 EQUIVALENCE_MARK = "slm_equivalence"
 BUDGET_MARK = "slm_budget"
 JUDGE_MAX_TOKENS = 512
 PLAN = pytest.StashKey["ScoringPlan"]()
+UNJUDGED = "unjudged"  # Call.error_kind of a judge call that gave no readable verdict
 NO_JUDGE = (
     "by='judge' needs a judge model: set [tool.slam] judge to any model spec "
     "(judge = 'openai:gpt-4o', or 'http://127.0.0.1:8000/v1#MODEL')"
@@ -43,9 +55,9 @@ class ScoringPlan:
 
     by: str
     at_least: float | None
-    scorer: Any = None  # compare.Scorer
+    scorer: Scorer | None = None  # None only with an error
     error: str | None = None
-    tools: Any = None  # compare.toolcalls.ToolCallScorer, for answers with tool calls
+    tools: ToolCallScorer | None = None  # for answers with tool calls; None only with an error
 
 
 @dataclass
@@ -91,18 +103,18 @@ class GoldenJudgeCache:
     flush; in replay mode it keeps the verdict in ``memory`` instead and calls ``unsaved``.
     """
 
-    store: Any  # golden.store.GoldenStore
+    store: GoldenStore
     module: str
     record: GoldenRecord
     test: str
     writes: bool
-    memory: Any  # compare.MemoryJudgeCache, shared by the run
-    unsaved: Any = None  # callable(module) -> None
+    memory: MemoryJudgeCache  # shared by the run
+    unsaved: Callable[[str], None] | None = None  # told the module of a verdict kept in memory
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def get(self, key: str) -> dict[str, JSON] | None:
         return self.record.judge.get(key) or self.memory.get(key)
 
-    def put(self, key: str, verdict: dict[str, Any]) -> None:
+    def put(self, key: str, verdict: dict[str, JSON]) -> None:
         if not self.writes:
             self.memory.put(key, verdict)
             if self.unsaved is not None:
@@ -118,12 +130,14 @@ class Checker:
     """Everything one test process needs to judge a finished test."""
 
     reference: ReferenceService | None
-    equivalence: dict[str, Any]
-    prices: Any  # metrics.cost.Prices
+    equivalence: dict[str, TOML]  # [tool.slam] equivalence
+    prices: Prices
     judge: JudgeModel | None = None
     record_mode: str = "none"
     summary: list[str] = field(default_factory=list)  # the run's summary lines (shared)
-    judge_memory: Any = None  # MemoryJudgeCache for verdicts replay mode cannot write
+    judge_memory: MemoryJudgeCache | None = None  # verdicts replay mode cannot write
+    # Plans by canonical (scorer, threshold, options): one scorer per distinct configuration.
+    plans: dict[str, ScoringPlan] = field(default_factory=dict)
 
     def run(self, item: pytest.Item, ctx: TestContext, failed: bool) -> TestVerdict:
         """This test's verdict: merged over its runs under ``--slm-repeat``, else checked now."""
@@ -187,7 +201,7 @@ class Checker:
         if not todo:
             return
         plan = self.plan_for(item)
-        if plan.error is not None:
+        if plan.error is not None or plan.scorer is None or plan.tools is None:
             verdict.problems.append(f"scorer {plan.by!r}: {plan.error}")
             return
         for pair in todo:
@@ -202,7 +216,7 @@ class Checker:
                 return
             sides = _choices(ctx.calls[pair.call_index], pair, rec)
             for index, score in enumerate(scores):
-                pair.scores.append(score.as_dict())
+                pair.scores.append(score)
                 if score.passed is False:
                     verdict.problems.append(_failed(pair, score, plan, sides, index))
 
@@ -237,6 +251,7 @@ class Checker:
         tools_only = plan.scorer is plan.tools
         if not (c_tools or r_tools or tools_only):
             return self._score_text(plan, ctx, call, rec, c_text, r_text)
+        assert plan.tools is not None  # _score stops at a plan without scorers
         tools = plan.tools.score_calls(c_tools or [], r_tools or [])
         if tools_only or not (c_text.strip() and r_text.strip()):
             return tools
@@ -249,11 +264,13 @@ class Checker:
                     rec: GoldenRecord | None, candidate: str, reference: str) -> Score:  # fmt: skip
         from pytest_slam.compare.judge import JudgeScorer
 
-        if isinstance(plan.scorer, JudgeScorer):
+        scorer = plan.scorer
+        assert scorer is not None  # _score stops at a plan without scorers
+        if isinstance(scorer, JudgeScorer):
             cache = self._judge_cache(ctx, rec) if rec is not None else None
-            return plan.scorer.score(candidate, reference, question=question_of(call.request),
-                                     cache=cache)  # fmt: skip
-        return plan.scorer.score(candidate, reference)
+            return scorer.score(candidate, reference, question=question_of(call.request),
+                                cache=cache)  # fmt: skip
+        return scorer.score(candidate, reference)
 
     def _judge_cache(self, ctx: TestContext, rec: GoldenRecord) -> GoldenJudgeCache | None:
         if self.reference is None:
@@ -272,7 +289,7 @@ class Checker:
         that never reached the judge is already a problem of the test, with its fix."""
         if self.judge is None or not self.judge.calls:
             return
-        answered = [c for c in self.judge.calls if c.ok or (c.error or "").startswith("unjudged")]
+        answered = [c for c in self.judge.calls if c.ok or c.error_kind == UNJUDGED]
         for call in answered:
             measure(self.judge.spec, call, self.prices)
         ctx.calls.extend(answered)
@@ -281,7 +298,8 @@ class Checker:
     def _note_unjudged(self, ctx: TestContext, pair: Pair, exc: Exception) -> None:
         """Mark the judge's last call as giving no verdict, and name the pair in the summary."""
         if self.judge is not None and self.judge.calls:
-            self.judge.calls[-1].error = f"unjudged: {exc}"
+            last = self.judge.calls[-1]
+            last.error, last.error_kind = f"{UNJUDGED}: {exc}", UNJUDGED
         self.summary.append(f"unjudged (left out of the means, not scored 0): {ctx.nodeid} "
                             f"call {pair.call_index + 1}: {exc}")  # fmt: skip
 
@@ -292,23 +310,47 @@ class Checker:
             self.summary.append(line)
 
     def plan_for(self, item: pytest.Item) -> ScoringPlan:
-        """The test's scorer, built once and kept on the item (repeats and pairs share it)."""
+        """The test's scorer, kept on the item (repeats and pairs share it) and shared by every
+        test of the run that asks for the same scorer, threshold and options."""
         plan = item.stash.get(PLAN, None)
         if plan is None:
-            plan = item.stash[PLAN] = self._build_plan(item)
+            by, at_least, options = self.scoring_for(item)
+            key = self._plan_key(by, at_least, options)
+            plan = self.plans.get(key) if key is not None else None
+            if plan is None:
+                plan = self._build_plan(by, at_least, options)
+                if key is not None:
+                    self.plans[key] = plan
+            item.stash[PLAN] = plan
         return plan
 
-    def _build_plan(self, item: pytest.Item) -> ScoringPlan:
-        from pytest_slam.compare.base import ScorerError
-        from pytest_slam.compare.registry import get_scorer
+    def _plan_key(self, by: object, at_least: object, options: dict[str, object]) -> str | None:
+        """A canonical JSON text of the scoring configuration; None when it has none (a ready
+        Scorer object, an option that is not plain data, a ``complete`` other than the judge's)."""
+        complete = options.get("complete")
+        if complete is not None and (self.judge is None or complete != self.judge.complete):
+            return None
+        if not isinstance(by, str):
+            return None
+        plain = {k: v for k, v in options.items() if k != "complete"}
+        try:
+            return json.dumps([by, at_least, plain], sort_keys=True)
+        except (TypeError, ValueError):
+            return None
+
+    def _build_plan(self, by: object, at_least: object, options: dict[str, object]) -> ScoringPlan:
+        from pytest_slam.compare.base import Scorer, ScorerError
+        from pytest_slam.compare.registry import SCORERS, get_scorer
         from pytest_slam.compare.toolcalls import ToolCallScorer
 
-        by, at_least, options = self.scoring_for(item)
-        plan = ScoringPlan(getattr(by, "name", str(by)), at_least)
+        threshold = at_least if isinstance(at_least, int | float) else None
+        plan = ScoringPlan(getattr(by, "name", str(by)), threshold)
         if at_least is not None and not (isinstance(at_least, int | float) and 0 <= at_least <= 1):
             plan.error = f"at_least must be a number between 0 and 1, not {at_least!r}"
         elif by == "judge" and "complete" not in options:
             plan.error = NO_JUDGE
+        elif not isinstance(by, str | Scorer):
+            plan.error = f"unknown scorer {by!r}; known scorers: {', '.join(SCORERS)}"
         else:
             try:
                 plan.scorer = get_scorer(by, **options)
@@ -318,7 +360,7 @@ class Checker:
                 plan.tools = ToolCallScorer.like(plan.scorer)
         return plan
 
-    def scoring_for(self, item: pytest.Item) -> tuple[Any, float | None, dict[str, Any]]:
+    def scoring_for(self, item: pytest.Item) -> tuple[object, object, dict[str, object]]:
         """The scorer for this test: its ``slm_equivalence`` mark, else ``[tool.slam] equivalence``."""
         config = dict(self.equivalence)
         mark = item.get_closest_marker(EQUIVALENCE_MARK)
@@ -352,7 +394,7 @@ class Checker:
         verdict.problems.extend(f"budget breached: {b}" for b in breaches)
 
 
-def question_of(request: dict[str, Any]) -> str | None:
+def question_of(request: dict[str, JSON]) -> str | None:
     """The last user message of a chat request: what the judge is told was asked."""
     for message in reversed(request.get("messages") or []):
         if isinstance(message, dict) and message.get("role") == "user":
@@ -375,7 +417,7 @@ def _key(call: Call) -> str:
     return request_key(call.request)
 
 
-Choice = tuple[str, "list[dict[str, Any]] | None"]  # (text, tool calls) of one choice
+Choice = tuple[str, "list[dict[str, JSON]] | None"]  # (text, tool calls) of one choice
 
 
 def _choices(call: Call, pair: Pair, rec: GoldenRecord | None) -> tuple[list[Choice], list[Choice]]:

@@ -9,23 +9,31 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_slam import __version__
 from pytest_slam.golden.fileformat import GoldenError
-from pytest_slam.records import utc_now
+from pytest_slam.records import JSON, Outcome, records, utc_now
 from pytest_slam.run import options
 
+if TYPE_CHECKING:
+    from pytest_slam.golden.store import GoldenStore
+    from pytest_slam.report.aggregate import RunInfo, Verdict
+    from pytest_slam.report.baseline import BaselineDiff
+    from pytest_slam.report.gate import GateResult
+    from pytest_slam.run.session import SlamSession
 
-def finish(slam: Any, session: pytest.Session, exitstatus: int) -> int:
+
+def finish(slam: SlamSession, session: pytest.Session, exitstatus: int) -> int:
     if not slam.armed:
         return exitstatus
     if slam.runs_tests:
         _flush(slam)
     if slam.role == "worker":
-        slam.config.workeroutput["slam"] = _payload(slam)  # type: ignore[attr-defined]
+        workeroutput: dict[str, object] = vars(slam.config)["workeroutput"]  # set by xdist
+        workeroutput["slam"] = _payload(slam)
         return exitstatus
     for data in slam.worker_payloads:  # what each worker wrote (golden files) or could not
         slam.summary.extend(line for line in data["summary"] if line not in slam.summary)
@@ -36,7 +44,7 @@ def finish(slam: Any, session: pytest.Session, exitstatus: int) -> int:
     return _report(slam, exitstatus)
 
 
-def _flush(slam: Any) -> None:
+def _flush(slam: SlamSession) -> None:
     """Write this process's recorded answers (each file once, under its lock, atomically)."""
     if slam.store is None:
         return
@@ -49,7 +57,7 @@ def _flush(slam: Any) -> None:
         slam.summary.append(f"golden answers written: {_shown(slam, path)}")
 
 
-def _shown(slam: Any, path: Path) -> str:
+def _shown(slam: SlamSession, path: Path) -> str:
     """A path as the user reads it: relative to the rootdir when it is inside it."""
     try:
         return str(Path(path).relative_to(slam.config.rootpath))
@@ -57,7 +65,7 @@ def _shown(slam: Any, path: Path) -> str:
         return str(path)
 
 
-def _payload(slam: Any) -> dict[str, Any]:
+def _payload(slam: SlamSession) -> dict[str, JSON]:
     visited = slam.store.visited if slam.store is not None else {}
     return {
         "visited": {m: sorted(keys) for m, keys in visited.items()},
@@ -68,7 +76,7 @@ def _payload(slam: Any) -> dict[str, Any]:
     }
 
 
-def _merged(slam: Any) -> tuple[dict[str, set[str]], set[str], set[str]]:
+def _merged(slam: SlamSession) -> tuple[dict[str, set[str]], set[str], set[str]]:
     payloads = [_payload(slam), *slam.worker_payloads]
     visited: dict[str, set[str]] = {}
     failed: set[str] = set()
@@ -88,7 +96,7 @@ def _base(nodeid: str) -> str:
     return nodeid.split("[", 1)[0]
 
 
-def _stale(slam: Any) -> None:
+def _stale(slam: SlamSession) -> None:
     """Report (or prune) the entries no test asked for; leave the report `slam golden prune` reads.
 
     Judged only after a complete run (``SlamSession.partial_reason``): after Ctrl-C, a crash, -x,
@@ -121,7 +129,7 @@ def _stale(slam: Any) -> None:
     slam.summary.extend(lines)
 
 
-def _prune(slam: Any, store: Any, stale: list[tuple[str, str]]) -> list[str]:
+def _prune(slam: SlamSession, store: GoldenStore, stale: list[tuple[str, str]]) -> list[str]:
     """``--slm-prune``: remove the stale entries, each kept in a trash file first; say how to undo."""
     from pytest_slam.golden.trash import Trash
 
@@ -132,7 +140,7 @@ def _prune(slam: Any, store: Any, stale: list[tuple[str, str]]) -> list[str]:
     return [f"pruned {removed} stale golden entr{'y' if removed == 1 else 'ies'}{undo}:", *listed]
 
 
-def _store(slam: Any) -> Any:
+def _store(slam: SlamSession) -> GoldenStore:
     from pytest_slam.golden.store import GoldenStore
 
     if slam.store is not None:
@@ -141,7 +149,7 @@ def _store(slam: Any) -> Any:
     return GoldenStore(root, slam.settings.reference)
 
 
-def _unjudged(slam: Any) -> str | None:
+def _unjudged(slam: SlamSession) -> str | None:
     """Why this run cannot tell a stale entry from one whose test never ran (None: it can)."""
     session = slam.config.pluginmanager.get_plugin("session")
     if session is None:
@@ -150,7 +158,7 @@ def _unjudged(slam: Any) -> str | None:
     return slam.partial_reason(session, deselected)
 
 
-def _stale_lines(slam: Any, store: Any, stale: list[tuple[str, str]]) -> list[str]:
+def _stale_lines(slam: SlamSession, store: GoldenStore, stale: list[tuple[str, str]]) -> list[str]:
     if not stale:
         return []
     one = len(stale) == 1
@@ -165,7 +173,9 @@ def _stale_lines(slam: Any, store: Any, stale: list[tuple[str, str]]) -> list[st
     return lines
 
 
-def _write_stale_report(store: Any, stale: list[tuple[str, str]], partial: str | None) -> None:
+def _write_stale_report(
+    store: GoldenStore, stale: list[tuple[str, str]], partial: str | None
+) -> None:
     """This run's findings for `slam golden prune`, or why it was partial (prune then refuses).
 
     Written where there are goldens or an old report: an old report is always replaced.
@@ -177,7 +187,7 @@ def _write_stale_report(store: Any, stale: list[tuple[str, str]], partial: str |
         write_stale_report(path, store.reference, stale, partial)
 
 
-def run_info(slam: Any) -> Any:
+def run_info(slam: SlamSession) -> RunInfo:
     from pytest_slam.report.aggregate import RunInfo
     from pytest_slam.report.runinfo import cost_assumption, reference_name
 
@@ -194,13 +204,13 @@ def run_info(slam: Any) -> Any:
     )  # fmt: skip
 
 
-def _report(slam: Any, exitstatus: int) -> int:
+def _report(slam: SlamSession, exitstatus: int) -> int:
     """Verdict, baseline, gate, files; the table leads the summary and the gate closes it."""
     from pytest_slam.report.aggregate import aggregate
     from pytest_slam.report.baseline import format_diff
     from pytest_slam.report.terminal import fit_lines, gate_lines, render_table, terminal_width
 
-    outcomes = [*slam.outcomes, *slam.engine_outcomes()]
+    outcomes = records(Outcome, [*slam.outcomes, *slam.engine_outcomes()])  # from the reports
     if not outcomes:
         return exitstatus
     verdict = aggregate(outcomes, run_info(slam))
@@ -211,7 +221,7 @@ def _report(slam: Any, exitstatus: int) -> int:
     width = terminal_width(slam.config)
     failed = result is not None and not result.passed and exitstatus == pytest.ExitCode.OK
     tail = [*(format_diff(diff) if diff is not None else []), *gate_lines(verdict)]
-    if failed:
+    if failed and result is not None:
         why = "is incomplete" if result.incomplete else "did not pass"
         tail.append(f"exit status {options.EXIT_GATE_FAILED}: the tests passed, the gate {why}")
     slam.summary.extend(fit_lines(_human_review(slam, verdict), width))
@@ -220,7 +230,7 @@ def _report(slam: Any, exitstatus: int) -> int:
     return options.EXIT_GATE_FAILED if failed else exitstatus
 
 
-def _human_review(slam: Any, verdict: Any) -> list[str]:
+def _human_review(slam: SlamSession, verdict: Verdict) -> list[str]:
     """The committed blind-review verdicts for this run's candidates, in one line (or none)."""
     if not slam.settings.has_reference:
         return []
@@ -231,7 +241,7 @@ def _human_review(slam: Any, verdict: Any) -> list[str]:
     return human_review_lines(root, slam.settings.reference, models)
 
 
-def _baseline(slam: Any, verdict: Any) -> Any:
+def _baseline(slam: SlamSession, verdict: Verdict) -> BaselineDiff | None:
     path = slam.config.option.slm_baseline
     if not path:
         return None
@@ -240,7 +250,9 @@ def _baseline(slam: Any, verdict: Any) -> Any:
     return diff_baseline(verdict, path, Tolerances.from_config(slam.settings.baseline))
 
 
-def _gate(slam: Any, verdict: Any, diff: Any, exitstatus: int) -> Any:
+def _gate(
+    slam: SlamSession, verdict: Verdict, diff: BaselineDiff | None, exitstatus: int
+) -> GateResult | None:
     """The gate's result, or None when no rule applied; a partial run is never passed."""
     from pytest_slam.report.gate import Gate, apply_gate, evaluate, incomplete_reason
 
@@ -258,25 +270,26 @@ def _gate(slam: Any, verdict: Any, diff: Any, exitstatus: int) -> Any:
     return result if result.configured else None
 
 
-def _write(slam: Any, verdict: Any, outcomes: list[dict[str, Any]]) -> None:
+def _write(slam: SlamSession, verdict: Verdict, outcomes: list[Outcome]) -> None:
     """Both files; a write that fails now (disk full, folder removed) is said, not a traceback."""
     from pytest_slam.golden.redact import scrub
     from pytest_slam.report.html import write_html
     from pytest_slam.report.jsonreport import write_json
 
-    outcomes = scrub(outcomes)  # a key quoted in a prompt or an answer never reaches a report
+    # A key quoted in a prompt or an answer never reaches a report: scrubbed once, for both files.
+    clean = records(Outcome, scrub([o.as_dict() for o in outcomes]))
     for path, kind, flag, write in ((slam.settings.report, "JSON", options.REPORT, write_json),
                                     (slam.settings.html, "HTML", options.HTML, write_html)):  # fmt: skip
         if not path:
             continue
         try:
-            slam.summary.append(f"{kind} report: {write(path, verdict, outcomes)}")
+            slam.summary.append(f"{kind} report: {write(path, verdict, clean)}")
         except OSError as exc:
             slam.summary.append(f"{kind} report not written to {path} ({exc.strerror or exc}); "
                                 f"give {flag} a writable path")  # fmt: skip
 
 
-def _step_summary(slam: Any, verdict: Any, diff: Any) -> None:
+def _step_summary(slam: SlamSession, verdict: Verdict, diff: BaselineDiff | None) -> None:
     """On GitHub Actions the verdict also lands on the run's page, as a Markdown table."""
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if not path:

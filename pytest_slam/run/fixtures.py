@@ -7,10 +7,15 @@ with the candidate and once with the reference through the same code path, and a
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_slam.records import Call, GoldenRecord, ModelSpec
 from pytest_slam.swap.router import TestContext
+
+if TYPE_CHECKING:  # the openai SDK loads when a test first asks for a client
+    import openai
+
+    from pytest_slam.golden.reference import ReferenceService
 
 CLIENT_KEY = "sk-slam-local"  # the proxy ignores it; the SDK insists on one
 
@@ -26,21 +31,24 @@ class _Clients:
     base_url: str
 
     @cached_property
-    def client(self) -> Any:
+    def client(self) -> openai.OpenAI:
         import openai
 
         return openai.OpenAI(base_url=self.base_url, api_key=CLIENT_KEY, max_retries=0)
 
     @cached_property
-    def async_client(self) -> Any:
+    def async_client(self) -> openai.AsyncOpenAI:
         import openai
 
         return openai.AsyncOpenAI(base_url=self.base_url, api_key=CLIENT_KEY, max_retries=0)
 
-    def _create(self, prompt: str | list[dict[str, Any]], system: str | None, **kwargs: Any) -> Any:
+    def _create(
+        self, prompt: str | list[dict[str, Any]], system: str | None, **kwargs: Any
+    ) -> object:
         kwargs.setdefault("model", "gpt-4")
         kwargs.setdefault("temperature", 0)
-        return self.client.chat.completions.create(messages=_messages(prompt, system), **kwargs)
+        kwargs["messages"] = _messages(prompt, system)  # the test's own messages, as given
+        return self.client.chat.completions.create(**kwargs)
 
 
 class SlamModel(_Clients):
@@ -73,7 +81,7 @@ class SlamModel(_Clients):
 class ReferenceClient(_Clients):
     """The reference model as the golden store answers it (replay), or records it (--slm-record)."""
 
-    def __init__(self, base_url: str, ctx: TestContext, service: Any) -> None:
+    def __init__(self, base_url: str, ctx: TestContext, service: ReferenceService) -> None:
         self.base_url, self.ctx, self.service = base_url, ctx, service
 
     def chat(

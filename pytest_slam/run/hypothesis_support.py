@@ -9,20 +9,24 @@ settings for parametrized tests, and only when Hypothesis is already imported.
 from __future__ import annotations
 
 import sys
-from typing import Any
+
+import pytest
 
 SLOW_EXAMPLES = 10
 
 
-def adjust(item: Any) -> None:
-    if "hypothesis" not in sys.modules or not getattr(item.obj, "is_hypothesis_test", False):
+def adjust(item: pytest.Item) -> None:
+    obj = getattr(item, "obj", None)  # a Function's test function; other items have none
+    if "hypothesis" not in sys.modules or not getattr(obj, "is_hypothesis_test", False):
         return
     from hypothesis import HealthCheck, settings
 
-    fn = getattr(item.obj, "__func__", item.obj)
-    current = getattr(fn, "_hypothesis_internal_use_settings", None) or settings.default
     default = settings.default
-    fn._hypothesis_internal_use_settings = settings(
+    fn: object = getattr(obj, "__func__", obj)
+    current = getattr(fn, "_hypothesis_internal_use_settings", None) or default
+    if current is None or default is None:  # no profile loaded: Hypothesis applies its own
+        return
+    adjusted = settings(
         parent=current,
         deadline=None,
         max_examples=SLOW_EXAMPLES
@@ -31,3 +35,4 @@ def adjust(item: Any) -> None:
         suppress_health_check={HealthCheck.function_scoped_fixture, HealthCheck.too_slow}
         | set(current.suppress_health_check),
     )
+    vars(fn)["_hypothesis_internal_use_settings"] = adjusted  # where Hypothesis reads them

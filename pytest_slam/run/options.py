@@ -8,6 +8,7 @@ Help text rule (as in pytest-xdist): capital first letter; a period only between
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ def models_list(text: str) -> str:
     return text
 
 
-def add_options(add: Any) -> None:
+def add_options(add: Callable[..., object]) -> None:
     """Register every option through ``add`` (a pytest OptionGroup's addoption, or argparse's)."""
     add(
         MODELS,
@@ -144,7 +145,7 @@ def add_options(add: Any) -> None:
     )
 
 
-def overrides(option: Any) -> dict[str, Any]:
+def overrides(option: argparse.Namespace) -> dict[str, Any]:
     """Settings given on the command line, as [tool.slam] keys (validated with the table)."""
     out: dict[str, Any] = {}
     if getattr(option, "slm_models", None):

@@ -16,23 +16,35 @@ followed instead of counting the test twice.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 import pytest
 
 from pytest_slam.metrics.metering import outcome_energy
-from pytest_slam.records import Outcome
+from pytest_slam.records import JSON, Outcome
 from pytest_slam.report.aggregate import CAUSES, FIXES, NOT_SWAPPED, OUTCOME_SEVERITY
 from pytest_slam.run.optin import base_test_id
 
+if TYPE_CHECKING:
+    from pytest_slam.run.verdict import TestVerdict
+    from pytest_slam.swap.router import TestContext
+
+# ``Outcome.as_dict()``: what the test report carries to the controller
+OutcomeDict = dict[str, JSON]
+
 
 def _model(item: pytest.Item) -> str:
-    return str(item.callspec.params["slm_model"])  # type: ignore[attr-defined]
+    callspec = getattr(item, "callspec", None)  # only parametrized Functions have one
+    return str(callspec.params["slm_model"]) if callspec is not None else ""
 
 
 def build_outcome(
-    item: pytest.Item, report: pytest.TestReport, ctx: Any, verdict: Any
-) -> dict[str, Any]:
+    item: pytest.Item,
+    report: pytest.TestReport,
+    ctx: TestContext | None,
+    verdict: TestVerdict | None,
+) -> OutcomeDict:
+    """The test's Outcome as plain data: it rides on the report across xdist."""
     from pytest_slam.swap.egress import seen_by
 
     model = _model(item)
@@ -45,12 +57,12 @@ def build_outcome(
         egress=seen_by(item.nodeid),
     )
     if ctx is not None:
-        outcome.calls = [c.as_dict() for c in ctx.calls]
+        outcome.calls = list(ctx.calls)
         outcome.energy_j = outcome_energy(ctx.calls)
     if verdict is not None:
-        outcome.pairs = [p.as_dict() for p in verdict.pairs]
+        outcome.pairs = list(verdict.pairs)
         outcome.budget_breaches = list(verdict.breaches)
-        outcome.repeat = getattr(verdict, "repeat", None)
+        outcome.repeat = dict(verdict.repeat) if verdict.repeat is not None else None
         if verdict.problems:
             outcome.message = "\n".join(verdict.problems)
     if outcome.outcome == "passed" and not _answered(ctx) and not declares_no_calls(item):
@@ -65,7 +77,7 @@ def _status(report: pytest.TestReport) -> str:
     return report.outcome
 
 
-def _answered(ctx: Any) -> bool:
+def _answered(ctx: TestContext | None) -> bool:
     """Whether the candidate answered at least one of the test's calls."""
     return ctx is not None and any(c.ok and c.role == "candidate" for c in ctx.calls)
 
@@ -76,7 +88,7 @@ def declares_no_calls(item: pytest.Item) -> bool:
     return mark is not None and mark.kwargs.get("calls", None) == 0
 
 
-def not_swapped_message(nodeid: str, model: str, ctx: Any, egress: list[str]) -> str:
+def not_swapped_message(nodeid: str, model: str, ctx: TestContext | None, egress: list[str]) -> str:
     """One line: what happened, the likely causes and the fix."""
     tried = len(ctx.calls) if ctx is not None else 0
     what = (
@@ -90,7 +102,17 @@ def not_swapped_message(nodeid: str, model: str, ctx: Any, egress: list[str]) ->
     )
 
 
-def keep_final(outcomes: list[dict[str, Any]], payload: dict[str, Any], report: Any) -> None:
+class Phase(Protocol):
+    """What ``keep_final`` reads of a test report; ``rerun`` is pytest-rerunfailures' outcome,
+    which pytest's own type does not list."""
+
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def when(self) -> str | None: ...
+
+
+def keep_final(outcomes: list[OutcomeDict], payload: OutcomeDict, report: Phase) -> None:
     """Add one test phase's Outcome to ``outcomes``, keeping one final Outcome per nodeid."""
     if report.outcome == "rerun":
         return  # pytest-rerunfailures runs it again; the last attempt decides
@@ -104,10 +126,10 @@ def keep_final(outcomes: list[dict[str, Any]], payload: dict[str, Any], report: 
     outcomes.append(payload)
 
 
-def _worse(new: dict[str, Any], old: dict[str, Any]) -> bool:
+def _worse(new: OutcomeDict, old: OutcomeDict) -> bool:
     worst = len(OUTCOME_SEVERITY)
-    return OUTCOME_SEVERITY.get(new.get("outcome"), worst) > OUTCOME_SEVERITY.get(
-        old.get("outcome"), worst
+    return OUTCOME_SEVERITY.get(str(new.get("outcome")), worst) > OUTCOME_SEVERITY.get(
+        str(old.get("outcome")), worst
     )
 
 
@@ -118,7 +140,7 @@ _FIXES = {
 }
 
 
-def one_line_failure(ctx: Any, report: pytest.TestReport) -> str | None:
+def one_line_failure(ctx: TestContext | None, report: pytest.TestReport) -> str | None:
     """A candidate that could not answer fails its tests with one readable line, not a traceback.
 
     Only server-side failures (``Call.error_kind``) are shortened: an HTTP error status is the

@@ -23,18 +23,23 @@ import re
 from collections.abc import Generator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_slam.records import Call
 from pytest_slam.run.verdict import CTX, RESULT, RepeatResult
+from pytest_slam.swap.router import TestContext
+
+if TYPE_CHECKING:  # session imports this module lazily, from a hook
+    from pytest_slam.run.session import SlamSession
 
 INSIDE = pytest.StashKey[bool]()
 _UNSAFE = re.compile(r"[^\w.\-\[\]]+")
 _PASS_THROUGH = (pytest.skip.Exception, pytest.exit.Exception, KeyboardInterrupt)
 
 
-def around_call(slam: Any, item: pytest.Function) -> Generator[None, Any, Any]:
+def around_call(slam: SlamSession, item: pytest.Function) -> Generator[None, object, object]:
     """The ``pytest_pyfunc_call`` wrapper body for a swapped test."""
     if item.stash.get(INSIDE, False):
         return (yield)  # a further run of the repeat loop below: pass through
@@ -44,7 +49,7 @@ def around_call(slam: Any, item: pytest.Function) -> Generator[None, Any, Any]:
         return (yield from _repeat(slam, item))
 
 
-def _repeat(slam: Any, item: pytest.Function) -> Generator[None, Any, Any]:
+def _repeat(slam: SlamSession, item: pytest.Function) -> Generator[None, object, object]:
     ctx = item.stash[CTX]
     result = RepeatResult(pass_fraction=slam.settings.pass_fraction)
     every_call = ctx.calls
@@ -67,8 +72,8 @@ def _repeat(slam: Any, item: pytest.Function) -> Generator[None, Any, Any]:
     return True
 
 
-def _one_more(slam: Any, item: pytest.Function, ctx: Any, result: RepeatResult,
-              every_call: list[Any]) -> None:  # fmt: skip
+def _one_more(slam: SlamSession, item: pytest.Function, ctx: TestContext, result: RepeatResult,
+              every_call: list[Call]) -> None:  # fmt: skip
     """One further run through the whole ``pytest_pyfunc_call`` chain."""
     _start_run(ctx, result, every_call)
     error: BaseException | None = None
@@ -82,7 +87,7 @@ def _one_more(slam: Any, item: pytest.Function, ctx: Any, result: RepeatResult,
     _end_run(slam, item, ctx, result, every_call, error)
 
 
-def _start_run(ctx: Any, result: RepeatResult, every_call: list[Any]) -> None:
+def _start_run(ctx: TestContext, result: RepeatResult, every_call: list[Call]) -> None:
     """A fresh call list for the run, so ``slm_model.calls`` shows only this run's calls.
 
     Calls made before the first run (by a fixture) stay in the test's list, unchecked by any run.
@@ -93,8 +98,8 @@ def _start_run(ctx: Any, result: RepeatResult, every_call: list[Any]) -> None:
         ctx.calls = []
 
 
-def _end_run(slam: Any, item: pytest.Function, ctx: Any, result: RepeatResult,
-             every_call: list[Any], error: BaseException | None) -> None:  # fmt: skip
+def _end_run(slam: SlamSession, item: pytest.Function, ctx: TestContext, result: RepeatResult,
+             every_call: list[Call], error: BaseException | None) -> None:  # fmt: skip
     """Check the run's own calls, fold them into the test's, and note why the run failed."""
     import dataclasses
 
@@ -104,6 +109,7 @@ def _end_run(slam: Any, item: pytest.Function, ctx: Any, result: RepeatResult,
     if error is not None and (isinstance(error, _PASS_THROUGH) or _is_xfail(error)):
         raise error
     view = dataclasses.replace(ctx, calls=run_calls, reference_calls=[])
+    assert slam.checker is not None  # a process that runs tests has one (SlamSession.prepare)
     verdict = slam.checker.check(item, view, failed=error is not None)
     result.verdicts.append(verdict)
     if error is not None:
@@ -127,7 +133,7 @@ def _first_line(error: BaseException) -> str:
 
 
 @contextmanager
-def _obtained_writer(slam: Any, item: pytest.Function) -> Generator[None, None, None]:
+def _obtained_writer(slam: SlamSession, item: pytest.Function) -> Generator[None, None, None]:
     """Install ``assert_equivalent``'s writer for this test; remove it after."""
     from pytest_slam.compare.assertion import set_obtained_writer
 
@@ -135,11 +141,12 @@ def _obtained_writer(slam: Any, item: pytest.Function) -> Generator[None, None, 
     if ctx is None:
         yield
         return
-    folder = obtained_dir(slam, ctx.module)
-    stem = _UNSAFE.sub("_", f"{ctx.test.split('::', 1)[-1]}[{ctx.model.name}]")
 
     def write(candidate: str, scorer: str) -> str:
-        return str(write_obtained(folder, f"{stem}-{_UNSAFE.sub('_', scorer)}.txt", candidate))
+        """Where the answer goes is worked out here, when an assertion fails: never per call."""
+        stem = _UNSAFE.sub("_", f"{ctx.test.split('::', 1)[-1]}[{ctx.model.name}]")
+        name = f"{stem}-{_UNSAFE.sub('_', scorer)}.txt"
+        return str(write_obtained(obtained_dir(slam, ctx.module), name, candidate))
 
     set_obtained_writer(write)
     try:
@@ -148,7 +155,7 @@ def _obtained_writer(slam: Any, item: pytest.Function) -> Generator[None, None, 
         set_obtained_writer(None)
 
 
-def obtained_dir(slam: Any, module: str) -> Path:
+def obtained_dir(slam: SlamSession, module: str) -> Path:
     """``<golden file without .json>.obtained``: next to the answers it is compared with."""
     if slam.store is not None:
         golden = slam.store.path_for(module)

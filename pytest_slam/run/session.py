@@ -9,22 +9,41 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
 
-from pytest_slam.records import ModelSpec, utc_now
-from pytest_slam.run.verdict import CTX
+from pytest_slam.records import Call, ModelSpec, utc_now
+from pytest_slam.run.verdict import CTX, TestVerdict
 from pytest_slam.settings import Settings
 from pytest_slam.swap import models as model_specs
 from pytest_slam.swap.chat import Target, forward_chat
 from pytest_slam.swap.engines import EngineError, ManagedServer, start_engine
 
+if TYPE_CHECKING:  # imported when the swap arms: a run that opts nothing in never loads them
+    from pytest_slam.golden.reference import ReferenceService
+    from pytest_slam.golden.store import GoldenStore
+    from pytest_slam.metrics.metering import EnergyMeter
+    from pytest_slam.report.aggregate import Verdict
+    from pytest_slam.run.checks import Checker
+    from pytest_slam.run.fixtures import ReferenceClient, SlamModel
+    from pytest_slam.swap.proxy import SwapProxy
+    from pytest_slam.swap.redirect import Redirect
+    from pytest_slam.swap.router import SwapRouter
+
 PLACEHOLDER_KEY = "sk-slam-placeholder-not-a-real-key"
-VERDICT = pytest.StashKey["Any"]()
+VERDICT = pytest.StashKey[TestVerdict]()
 WARMUP = {"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 4, "temperature": 0}
+
+
+class WorkerInput(TypedDict):
+    """What a worker needs to use the controller's engines (plain data: xdist ships it)."""
+
+    endpoints: dict[str, list[str]]  # model name -> its engine's base URLs
+    engine_errors: dict[str, str]  # model name -> why its engine did not start
 
 
 def process_role(config: pytest.Config) -> str:
@@ -43,7 +62,7 @@ class EngineStart:
 
     model: str
     start_s: float | None
-    cold_call: dict[str, Any] | None = None
+    cold_call: Call | None = None
     error: str | None = None
 
 
@@ -62,13 +81,13 @@ class SlamSession:
     outcomes: list[dict[str, Any]] = field(default_factory=list)
     worker_payloads: list[dict[str, Any]] = field(default_factory=list)
     saved_env: dict[str, str | None] = field(default_factory=dict)
-    router: Any = None
-    proxy: Any = None
-    store: Any = None
-    reference: Any = None
+    router: SwapRouter | None = None
+    proxy: SwapProxy | None = None
+    store: GoldenStore | None = None
+    reference: ReferenceService | None = None
     log_dir: Path | None = None
-    checker: Any = None
-    energy: Any = None  # metering.EnergyMeter
+    checker: Checker | None = None
+    energy: EnergyMeter | None = None
     opt_in_paths: list[Path] = field(default_factory=list)
     coverage: set[str] = field(default_factory=set)
     partial: set[str] = field(default_factory=set)
@@ -124,28 +143,27 @@ class SlamSession:
             self.summary.append(server.start_line())
             self.engine_starts.append(EngineStart(spec.name, server.started_s, self._warm(spec)))
 
-    def _warm(self, spec: ModelSpec) -> dict[str, Any]:
+    def _warm(self, spec: ModelSpec) -> Call:
         """The first call after an engine starts is a cold start: made here, reported on its own."""
         result = forward_chat(
             Target(spec, spec.base_urls[0], None), dict(WARMUP, model=spec.model_id)
         )
         result.call.cold_start = True
-        return result.call.as_dict()
+        return result.call
 
     def stop_engines(self) -> None:
         for server in self.engines:
             server.stop()
         self.engines.clear()
 
-    def worker_input(self) -> dict[str, Any]:
-        """What a worker needs to use the controller's engines (plain data: xdist ships it)."""
+    def worker_input(self) -> WorkerInput:
         everything = [*self.specs.values(), self.reference_spec, self.judge_spec]
         return {
             "endpoints": {s.name: s.base_urls for s in everything if s is not None},
             "engine_errors": dict(self.engine_errors),
         }
 
-    def apply_worker_input(self, data: dict[str, Any]) -> None:
+    def apply_worker_input(self, data: WorkerInput) -> None:
         everything = [*self.specs.values(), self.reference_spec, self.judge_spec]
         for spec in everything:
             if spec is not None and data["endpoints"].get(spec.name):
@@ -159,42 +177,39 @@ class SlamSession:
         from pytest_slam.swap.proxy import SwapProxy
         from pytest_slam.swap.router import SwapRouter, Upstream
 
-        self.router = SwapRouter(self.specs, Upstream.from_env(dict(os.environ)))
-        self.router.engine_errors = self.engine_errors
-        self.router.meter = self.energy
-        self.router.cap_factor = self.settings.cap_factor
-        self.router.cap_margin = self.settings.cap_margin
-        self.proxy = SwapProxy(self.router).start()
+        router = self.router = SwapRouter(self.specs, Upstream.from_env(dict(os.environ)))
+        router.engine_errors = self.engine_errors
+        router.meter = self.energy
+        router.cap_factor = self.settings.cap_factor
+        router.cap_margin = self.settings.cap_margin
+        self.proxy = SwapProxy(router).start()
         self._set_env("OPENAI_BASE_URL", self.proxy.base_url)
         if not os.environ.get("OPENAI_API_KEY"):
             self._set_env("OPENAI_API_KEY", PLACEHOLDER_KEY)
         if self.settings.has_reference and self.reference_spec is not None:
-            self._start_reference()
-        self.router.embedder = EmbeddingsService(
-            self.router.original.base_url, self.embeddings_spec, self.reference
+            self._start_reference(router, self.reference_spec)
+        router.embedder = EmbeddingsService(
+            router.original.base_url, self.embeddings_spec, self.reference
         )
 
-    def _start_reference(self) -> None:
+    def _start_reference(self, router: SwapRouter, spec: ModelSpec) -> None:
         from pytest_slam.golden.reference import ReferenceService
         from pytest_slam.golden.store import GoldenStore
 
         root = Path(self.config.rootpath) / self.settings.golden_dir
         self.store = GoldenStore(root, self.settings.reference)
-        self.reference = ReferenceService(
-            self.reference_spec,
+        reference = self.reference = ReferenceService(
+            spec,
             self.store,
             self.settings.record,
             self.settings.samples,
             self.settings.reference_retries,
             self.settings.reference_timeout_s,
         )
-        self.router.reference = self.reference.chat
-        reference = self.reference
-        self.router.reference_tokens = lambda ctx, body: reference.completion_tokens(
-            ctx.module, body
-        )
+        router.reference = reference.chat
+        router.reference_tokens = lambda ctx, body: reference.completion_tokens(ctx.module, body)
         if self.config.option.slm_models:  # so the printed record command selects the same models
-            self.reference.record_args = f"--slm-models={self.config.option.slm_models}"
+            reference.record_args = f"--slm-models={self.config.option.slm_models}"
 
     def _set_env(self, name: str, value: str) -> None:
         self.saved_env.setdefault(name, os.environ.get(name))
@@ -225,8 +240,9 @@ class SlamSession:
             return
         if self.role != "worker":
             self.check_report_paths()
-        if self.role == "worker":
-            self.apply_worker_input(self.config.workerinput["slam"])  # type: ignore[attr-defined]
+        if self.role == "worker":  # xdist sets ``workerinput`` on a worker's config only
+            worker_input: dict[str, WorkerInput] = getattr(self.config, "workerinput", {})
+            self.apply_worker_input(worker_input["slam"])
         self.open_energy_meter()
         if self.runs_tests:
             self.start_swap()
@@ -239,7 +255,7 @@ class SlamSession:
         self.energy = EnergyMeter(self.specs.values())
         self.gpu_line = self.energy.line
 
-    def _checker(self) -> Any:
+    def _checker(self) -> Checker:
         from pytest_slam.metrics.cost import Prices
         from pytest_slam.run.checks import Checker, JudgeModel
 
@@ -361,14 +377,15 @@ class SlamSession:
 
     # -- one test ------------------------------------------------------------------------------------
 
-    def enter_test(self, item: pytest.Item, name: str | None) -> Any:
+    def enter_test(self, item: pytest.Item, name: str | None) -> Generator[SlamModel, None, None]:
         """Fixture body: make this test's calls go to model ``name`` and record them."""
         from pytest_slam.run.fixtures import SlamModel
         from pytest_slam.run.optin import base_test_id, mark_problem, module_of
         from pytest_slam.swap.egress import watch_test
         from pytest_slam.swap.router import TestContext
 
-        if name is None or self.router is None:
+        router, proxy = self.router, self.proxy
+        if name is None or router is None or proxy is None:
             raise pytest.UsageError(
                 f"pytest-slam: {item.nodeid} uses slm_model outside a model run"
             )
@@ -376,7 +393,7 @@ class SlamSession:
         if problem:
             pytest.fail(problem, pytrace=False)
         block = bool(getattr(self.config.option, "slm_block_network", False))
-        watch_test(self.router, item.nodeid, block)  # what leaves the machine: egress.py
+        watch_test(router, item.nodeid, block)  # what leaves the machine: egress.py
         self.ensure_engines()
         if name in self.engine_errors:
             pytest.fail(self.engine_errors[name], pytrace=False)
@@ -384,54 +401,54 @@ class SlamSession:
             item.nodeid, base_test_id(item.nodeid, name), module_of(item.nodeid), self.specs[name]
         )
         item.stash[CTX] = ctx
-        self.router.active = ctx
-        rule = self._redirect()
+        router.active = ctx
+        rule = self._redirect(proxy)
         try:
-            yield SlamModel(self.specs[name], self.proxy.url_for(f"m/{name}"), ctx)
+            yield SlamModel(self.specs[name], proxy.url_for(f"m/{name}"), ctx)
         finally:
-            self.router.active = None
+            router.active = None
             from pytest_slam.swap import redirect
 
             redirect.uninstall(rule)
 
-    def _redirect(self) -> Any:
+    def _redirect(self, proxy: SwapProxy) -> Redirect:
         """For this test only: clients that ignore OPENAI_BASE_URL (``AzureOpenAI``, an explicit
         ``base_url`` on a listed host) reach the proxy too (redirect.py). Only during opted-in
         tests, so the plugin changes nothing elsewhere and a caller's key never travels on."""
         from pytest_slam.swap import redirect
 
         hosts = [*redirect.DEFAULT_HOSTS, *self.settings.redirect_hosts]
-        proxy = self.proxy
         return redirect.install(
             lambda: proxy.base_url,
             hosts,
             lambda r: self.redirected.add(r.original_url.split("/")[2]),
         )
 
-    def reference_client(self, item: pytest.Item) -> Any:
+    def reference_client(self, item: pytest.Item) -> ReferenceClient:
         from pytest_slam.run.fixtures import ReferenceClient
 
-        if self.reference is None:
+        if self.reference is None or self.proxy is None:
             pytest.fail(
                 "pytest-slam: gpt4_reference needs a reference model ([tool.slam] reference)",
                 pytrace=False,
             )
         return ReferenceClient(self.proxy.url_for("ref"), item.stash[CTX], self.reference)
 
-    def run_test(self, item: pytest.Item) -> Any:
+    def run_test(self, item: pytest.Item) -> Generator[None, object, object]:
         """Wraps the test call: after the test's own assertions, the swap's checks."""
         ctx = item.stash.get(CTX, None)
+        checker = self.checker
         try:
             result = yield
         except (KeyboardInterrupt, SystemExit):
             raise  # stopping: ask nothing more of any model
         except BaseException:
-            if ctx is not None:
-                item.stash[VERDICT] = self.checker.run(item, ctx, failed=True)
+            if ctx is not None and checker is not None:
+                item.stash[VERDICT] = checker.run(item, ctx, failed=True)
             raise
-        if ctx is None:
+        if ctx is None or checker is None:
             return result
-        verdict = item.stash[VERDICT] = self.checker.run(item, ctx, failed=False)
+        verdict = item.stash[VERDICT] = checker.run(item, ctx, failed=False)
         if verdict.problems:
             pytest.fail(
                 f"pytest-slam ({ctx.model.name}):\n  " + "\n  ".join(verdict.problems),
@@ -449,8 +466,10 @@ class SlamSession:
         from pytest_slam.run.outcomes import build_outcome, one_line_failure
 
         ctx = item.stash.get(CTX, None)
-        report.slam = build_outcome(item, report, ctx, item.stash.get(VERDICT, None))  # type: ignore[attr-defined]
-        attach_junit_properties(item, report, report.slam)  # type: ignore[attr-defined]
+        outcome = build_outcome(item, report, ctx, item.stash.get(VERDICT, None))
+        # An extra attribute, as pytest's own ``TestReport(**extra)`` sets them: xdist ships it.
+        vars(report)["slam"] = outcome
+        attach_junit_properties(item, report, outcome)
         line = one_line_failure(ctx, report)
         if line:
             report.longrepr = line
@@ -506,7 +525,7 @@ class SlamSession:
                 )
         return out
 
-    def session_budget_breaches(self, verdict: Any) -> list[str]:
+    def session_budget_breaches(self, verdict: Verdict) -> list[str]:
         """``[tool.slam.budget]`` checked against each model's flat aggregate of its calls."""
         if not self.settings.budget:
             return []

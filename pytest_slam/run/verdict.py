@@ -7,7 +7,7 @@ the session (which stores them) import it and not each other.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 import pytest
 
@@ -19,6 +19,14 @@ RESULT = pytest.StashKey["RepeatResult"]()
 SHOWN_FAILURES = 5
 
 
+class RepeatSummary(TypedDict):
+    """A repeated test's pass rate as the report keeps it (plain data: it crosses xdist)."""
+
+    runs: int
+    passed: int
+    rate: float
+
+
 @dataclass
 class TestVerdict:
     __test__ = False
@@ -26,7 +34,7 @@ class TestVerdict:
     pairs: list[Pair] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     breaches: list[str] = field(default_factory=list)
-    repeat: dict[str, Any] | None = None  # {"runs": N, "passed": k, "rate": k/N} under --slm-repeat
+    repeat: RepeatSummary | None = None  # under --slm-repeat
     records: dict[int, GoldenRecord] = field(default_factory=dict)  # call index -> its golden
 
 
@@ -35,11 +43,11 @@ class RepeatResult:
     """Every run of one test: its verdict, and why each failed run failed."""
 
     runs: int = 0
-    verdicts: list[Any] = field(default_factory=list)  # checks.TestVerdict per run
+    verdicts: list[TestVerdict] = field(default_factory=list)  # one per run
     offsets: list[int] = field(default_factory=list)  # index of each run's first call
     failures: list[tuple[int, str]] = field(default_factory=list)  # (run number, first line)
     pass_fraction: float = 1.0
-    merged: Any = None  # the one verdict over all runs, built once
+    merged: TestVerdict | None = None  # the one verdict over all runs, built once
 
     @property
     def passed(self) -> int:
@@ -53,7 +61,7 @@ class RepeatResult:
     def reached(self) -> bool:
         return self.runs > 0 and self.rate >= self.pass_fraction
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> RepeatSummary:
         return {"runs": self.runs, "passed": self.passed, "rate": self.rate}
 
     def message(self) -> str:
@@ -66,7 +74,7 @@ class RepeatResult:
         return "\n  ".join([head, *shown])
 
 
-def merged_verdict(item: pytest.Item) -> Any:
+def merged_verdict(item: pytest.Item) -> TestVerdict | None:
     """One verdict over all runs (None when the test was not repeated): every run's pairs, with
     call indexes into the test's whole call list; a problem only when the pass rate fell short.
     """

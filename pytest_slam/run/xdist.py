@@ -7,18 +7,37 @@ carry the outcomes, have already arrived, so only its golden visits are missing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
+
+from pytest_slam.records import JSON
+
+if TYPE_CHECKING:
+    from pytest_slam.run.session import SlamSession
+
+
+class _Gateway(Protocol):
+    id: str
+
+
+class WorkerNode(Protocol):
+    """What these hooks use of xdist's ``WorkerController`` (xdist ships no type information)."""
+
+    workerinput: dict[str, JSON]  # plain data xdist ships to the worker
+    gateway: _Gateway
 
 
 class XdistHooks:
-    def __init__(self, slam: Any) -> None:
+    def __init__(self, slam: SlamSession) -> None:
         self.slam = slam
 
-    def pytest_configure_node(self, node: Any) -> None:
+    def pytest_configure_node(self, node: WorkerNode) -> None:
         node.workerinput["slam"] = self.slam.worker_input()
 
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        payload = getattr(node, "workeroutput", {}).get("slam")
+    def pytest_testnodedown(self, node: WorkerNode, error: object) -> None:
+        output: dict[str, JSON] = getattr(
+            node, "workeroutput", {}
+        )  # absent when the worker crashed
+        payload = output.get("slam")
         if payload is not None:
             self.slam.worker_payloads.append(payload)
         elif self.slam.armed:

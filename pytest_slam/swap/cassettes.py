@@ -21,15 +21,15 @@ from collections.abc import Callable
 from typing import Any
 
 
-def keep_out(vcr: Any, prefix: str) -> None:
+def keep_out(vcr: Any, prefix: str) -> None:  # a vcr.VCR: vcrpy is untyped
     """Make every cassette ``vcr`` opens ignore requests whose URI starts with ``prefix``.
 
     Wraps the instance's ``get_merged_config`` (what ``use_cassette`` reads when it opens a cassette)
     so the product's ``vcr_config`` and ``vcr`` marks keep their own ``before_record_request``.
     """
-    merged: Callable[..., dict[str, Any]] = vcr.get_merged_config
+    merged: Callable[..., dict[str, object]] = vcr.get_merged_config
 
-    def get_merged_config(**kwargs: Any) -> dict[str, Any]:
+    def get_merged_config(**kwargs: object) -> dict[str, object]:
         config = merged(**kwargs)
         inner = config.get("before_record_request")
         if callable(inner):
@@ -39,8 +39,8 @@ def keep_out(vcr: Any, prefix: str) -> None:
     vcr.get_merged_config = get_merged_config
 
 
-def _dropping(prefix: str, inner: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    def before_record_request(request: Any) -> Any:
+def _dropping(prefix: str, inner: Callable[[object], object]) -> Callable[[object], object]:
+    def before_record_request(request: object) -> object:
         if str(getattr(request, "uri", "")).startswith(prefix):
             return None  # vcrpy: not recorded, not played; the request goes through live
         return inner(request)

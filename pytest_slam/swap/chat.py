@@ -12,10 +12,10 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-from pytest_slam.records import Call, ModelSpec
+from pytest_slam.records import JSON, Call, ModelSpec
 from pytest_slam.swap import upstream
+from pytest_slam.swap.upstream import JSONObject
 
 Relay = Callable[[bytes], None]
 
@@ -33,7 +33,7 @@ class Target:
 @dataclass
 class ChatResult:
     call: Call
-    completion: dict[str, Any] | None = None
+    completion: JSONObject | None = None
     status: int = 200
     error_body: bytes | None = None
     retry_after: str | None = None
@@ -42,21 +42,21 @@ class ChatResult:
 @dataclass
 class _Choice:
     text: list[str] = field(default_factory=list)
-    tool_calls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    tool_calls: dict[int, JSONObject] = field(default_factory=dict)
     finish_reason: str | None = None
     role: str = "assistant"
-    logprobs: dict[str, list[Any]] | None = None  # {"content": [...], "refusal": [...]}, joined
+    logprobs: dict[str, list[JSON]] | None = None  # {"content": [...], "refusal": [...]}, joined
 
-    def add_logprobs(self, part: dict[str, Any]) -> None:
+    def add_logprobs(self, part: JSONObject) -> None:
         """Append one chunk's token logprobs: a stream sends them piece by piece."""
         if self.logprobs is None:
             self.logprobs = {"content": [], "refusal": []}
         for name in ("content", "refusal"):
             self.logprobs[name].extend(part.get(name) or ())
 
-    def summary(self, index: int) -> dict[str, Any]:
+    def summary(self, index: int) -> JSONObject:
         """What a product can read of this choice, as Call/GoldenAnswer keep it (no None values)."""
-        out: dict[str, Any] = {"index": index, "text": "".join(self.text),
+        out: JSONObject = {"index": index, "text": "".join(self.text),
                                "finish_reason": self.finish_reason or "stop"}  # fmt: skip
         if self.tool_calls:
             out["tool_calls"] = [self.tool_calls[i] for i in sorted(self.tool_calls)]
@@ -65,18 +65,21 @@ class _Choice:
         return out
 
 
-def completion_choice(summary: dict[str, Any]) -> dict[str, Any]:
+def completion_choice(summary: JSONObject) -> JSONObject:
     """One ChatCompletion choice from a choice summary (see ``_Choice.summary``).
 
     ``content`` is null when the answer is only tool calls, as the API sends it.
     """
     text, tools = summary.get("text") or "", summary.get("tool_calls")
-    message: dict[str, Any] = {"role": "assistant", "content": text if text or not tools else None}
+    message: JSONObject = {"role": "assistant", "content": text if text or not tools else None}
     if tools:
         message["tool_calls"] = tools
     return {"index": summary.get("index", 0), "message": message,
             "logprobs": summary.get("logprobs"),
             "finish_reason": summary.get("finish_reason") or "stop"}  # fmt: skip
+
+
+META_KEYS = ("id", "created", "model", "system_fingerprint")
 
 
 class Accumulator:
@@ -87,17 +90,21 @@ class Accumulator:
         self.first: float | None = None
         self.last: float | None = None
         self.choices: dict[int, _Choice] = {}
-        self.meta: dict[str, Any] = {}
-        self.usage: dict[str, Any] | None = None
+        self.meta: JSONObject = {}
+        self.usage: JSONObject | None = None
 
-    def feed(self, chunk: dict[str, Any], now: float) -> None:
-        for key in ("id", "created", "model", "system_fingerprint"):
-            if chunk.get(key) is not None:
-                self.meta.setdefault(key, chunk[key])
+    def feed(self, chunk: JSONObject, now: float) -> None:
+        if len(self.meta) < len(META_KEYS):  # each key's first non-null value; usually chunk one
+            for key in META_KEYS:
+                if key not in self.meta and chunk.get(key) is not None:
+                    self.meta[key] = chunk[key]
         if chunk.get("usage"):
             self.usage = chunk["usage"]
         for raw in chunk.get("choices") or ():
-            choice = self.choices.setdefault(raw.get("index", 0), _Choice())
+            index = raw.get("index", 0)
+            choice = self.choices.get(index)
+            if choice is None:  # not setdefault: that would build a _Choice for every chunk
+                choice = self.choices[index] = _Choice()
             delta = raw.get("delta") or {}
             if delta.get("content"):
                 choice.text.append(delta["content"])
@@ -116,11 +123,13 @@ class Accumulator:
             self.first = now
 
     @staticmethod
-    def _tool_call(choice: _Choice, tc: dict[str, Any]) -> None:
-        slot = choice.tool_calls.setdefault(
-            tc.get("index", 0),
-            {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
-        )
+    def _tool_call(choice: _Choice, tc: JSONObject) -> None:
+        index = tc.get("index", 0)
+        slot = choice.tool_calls.get(index)
+        if slot is None:
+            slot = choice.tool_calls[index] = {
+                "id": None, "type": "function", "function": {"name": "", "arguments": ""}
+            }  # fmt: skip
         if tc.get("id"):
             slot["id"] = tc["id"]
         fn = tc.get("function") or {}
@@ -131,11 +140,11 @@ class Accumulator:
         choice = self.choices.get(index)
         return "".join(choice.text) if choice else ""
 
-    def summaries(self) -> list[dict[str, Any]]:
+    def summaries(self) -> list[JSONObject]:
         """Every choice in index order (one empty choice when the stream carried none)."""
         return [self.choices.get(i, _Choice()).summary(i) for i in sorted(self.choices) or [0]]
 
-    def completion(self) -> dict[str, Any]:
+    def completion(self) -> JSONObject:
         """The ChatCompletion a non-streaming caller would have received: every choice, logprobs,
         finish reasons, the whole usage object and the system fingerprint."""
         choices = [completion_choice(s) for s in self.summaries()]
@@ -157,7 +166,7 @@ LIMIT_KEYS = ("max_tokens", "max_completion_tokens")
 
 
 def generation_cap(
-    body: dict[str, Any], spec: ModelSpec, reference_tokens: int | None,
+    body: JSONObject, spec: ModelSpec, reference_tokens: int | None,
     factor: float = 2.0, margin: int = 64,
 ) -> int | None:  # fmt: skip
     """The output limit a candidate call gets when the product set none, else None.
@@ -174,7 +183,7 @@ def generation_cap(
     return max(1, min(spec.max_tokens_cap, int(reference_tokens * factor + margin)))
 
 
-def upstream_body(body: dict[str, Any], spec: ModelSpec, cap: int | None = None) -> dict[str, Any]:
+def upstream_body(body: JSONObject, spec: ModelSpec, cap: int | None = None) -> JSONObject:
     """The request as the target should see it: its own model name, always streamed, with usage;
     ``cap`` (generation_cap) as its output limit when the caller set none."""
     out = dict(body)
@@ -196,7 +205,7 @@ class CandidateFault(Exception):
 
 def forward_chat(
     target: Target,
-    body: dict[str, Any],
+    body: JSONObject,
     relay: Relay | None = None,
     timeout: float | None = None,
     cap: int | None = None,
@@ -246,7 +255,7 @@ def forward_chat(
     return ChatResult(call, completion=acc.completion())
 
 
-def _wants_usage(body: dict[str, Any]) -> bool:
+def _wants_usage(body: JSONObject) -> bool:
     return bool((body.get("stream_options") or {}).get("include_usage"))
 
 
@@ -281,7 +290,7 @@ def _consume(
     return acc
 
 
-def _chunk(payload: bytes) -> dict[str, Any]:
+def _chunk(payload: bytes) -> JSONObject:
     """One SSE payload as a chunk object, or the fault that it is not one."""
     try:
         text = payload.decode("utf-8")
@@ -350,13 +359,13 @@ def _fill(call: Call, acc: Accumulator) -> None:
 USAGE_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 
-def usage_details(usage: dict[str, Any] | None) -> dict[str, Any] | None:
+def usage_details(usage: JSONObject | None) -> JSONObject | None:
     """The usage keys beyond the three counts (``prompt_tokens_details``...), or None."""
     extra = {k: v for k, v in (usage or {}).items() if k not in USAGE_COUNTS and v is not None}
     return extra or None
 
 
-def stream_events(completion: dict[str, Any], include_usage: bool) -> list[bytes]:
+def stream_events(completion: JSONObject, include_usage: bool) -> list[bytes]:
     """SSE payloads that replay a stored completion to a caller that asked to stream: every
     choice with its logprobs and finish reason, and the usage chunk when it was asked for."""
     base = {k: completion.get(k) for k in ("id", "created", "model", "system_fingerprint")}
@@ -364,7 +373,7 @@ def stream_events(completion: dict[str, Any], include_usage: bool) -> list[bytes
     out = []
     for choice in completion["choices"]:
         msg, idx = choice["message"], choice["index"]
-        delta: dict[str, Any] = {"role": "assistant", "content": msg.get("content")}
+        delta: JSONObject = {"role": "assistant", "content": msg.get("content")}
         if msg.get("tool_calls"):
             delta["tool_calls"] = [dict(tc, index=i) for i, tc in enumerate(msg["tool_calls"])]
         elif delta["content"] is None:

@@ -23,7 +23,8 @@ import socket
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from types import FrameType
+from typing import Protocol
 
 OPTION = "--slm-block-network"
 EVENTS = frozenset({"socket.getaddrinfo", "socket.connect"})
@@ -44,6 +45,18 @@ FIX = (
 )
 
 
+class _Active(Protocol):
+    @property
+    def nodeid(self) -> str: ...
+
+
+class Router(Protocol):
+    """What the watch reads of ``swap.SwapRouter``: the opted-in test that runs now, if any."""
+
+    @property
+    def active(self) -> _Active | None: ...
+
+
 class EgressBlocked(ConnectionRefusedError):
     """A connection refused by ``--slm-block-network``: an OSError, as HTTP clients expect."""
 
@@ -52,10 +65,10 @@ class EgressBlocked(ConnectionRefusedError):
 class EgressWatch:
     """What left the machine, per test nodeid, in this process; ``block`` refuses it instead."""
 
-    router: Any  # swap.SwapRouter: its ``active`` context says which opted-in test runs now
+    router: Router
     block: bool = False
     seen: dict[str, list[str]] = field(default_factory=dict)
-    _pending: dict[Any, str] = field(default_factory=dict)  # port -> name just looked up
+    _pending: dict[object, str] = field(default_factory=dict)  # port -> name just looked up
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def begin(self, nodeid: str) -> None:
@@ -66,7 +79,7 @@ class EgressWatch:
     def for_test(self, nodeid: str) -> list[str]:
         return list(self.seen.get(nodeid, []))
 
-    def notice(self, event: str, host: Any, port: Any) -> None:
+    def notice(self, event: str, host: object, port: object) -> None:
         ctx = self.router.active
         if ctx is None:
             return
@@ -89,7 +102,7 @@ _INSTALLED = False
 _HOSTNAME: list[str] = []
 
 
-def watch_test(router: Any, nodeid: str, block: bool) -> EgressWatch:
+def watch_test(router: Router, nodeid: str, block: bool) -> EgressWatch:
     """Watch this process's opted-in tests (installing the hook once); ``nodeid`` starts now."""
     global _WATCH, _INSTALLED
     if _WATCH is None or _WATCH.router is not router:
@@ -107,7 +120,7 @@ def seen_by(nodeid: str) -> list[str]:
     return _WATCH.for_test(nodeid) if _WATCH is not None else []
 
 
-def _hook(event: str, args: tuple[Any, ...]) -> None:
+def _hook(event: str, args: tuple[object, ...]) -> None:
     if event not in EVENTS:
         return
     watch = _WATCH
@@ -125,7 +138,7 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
     watch.notice(event, host, port)
 
 
-def is_local(host: Any) -> bool:
+def is_local(host: object) -> bool:
     """Loopback, unspecified, or this machine's own name: a connection there stays here."""
     if host is None:
         return True
@@ -147,7 +160,7 @@ def _hostname() -> str:
 
 def _plugin_hop() -> bool:
     """Whether the innermost pytest-slam frame on the stack is the plugin's own network hop."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         name = frame.f_globals.get("__name__", "")
         if name.startswith("pytest_slam.") and name != __name__ and name not in TRANSPARENT:
@@ -156,7 +169,7 @@ def _plugin_hop() -> bool:
     return False
 
 
-def _text(host: Any) -> str:
+def _text(host: object) -> str:
     return host.decode(errors="replace") if isinstance(host, bytes) else str(host)
 
 

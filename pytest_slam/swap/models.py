@@ -9,10 +9,9 @@ import importlib.util
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from pytest_slam.config_keys import unknown_keys_line
-from pytest_slam.records import ModelSpec
+from pytest_slam.records import JSON, ModelSpec
 
 PROVIDERS = ("llamacpp", "vllm", "ollama", "openai", "endpoint", "curated")
 CURATED = "curated"
@@ -88,7 +87,7 @@ def parse_models_option(text: str) -> list[str]:
     return items
 
 
-def resolve(text: str, table: dict[str, dict[str, Any]] | None = None) -> ModelSpec:
+def resolve(text: str, table: dict[str, dict[str, JSON]] | None = None) -> ModelSpec:
     """Resolve one name or inline spec against the project's model table and the built-ins."""
     table = table or {}
     if text in table:
@@ -160,7 +159,7 @@ def _endpoint(text: str) -> ModelSpec:
     )
 
 
-def check_table(name: str, data: dict[str, Any]) -> None:
+def check_table(name: str, data: dict[str, JSON]) -> None:
     """The rules of a ``[tool.slam.models.NAME]`` table that its types alone do not say.
 
     Safe on values of any type (config.py runs it before the type checks, for its messages).
@@ -179,7 +178,7 @@ def check_table(name: str, data: dict[str, Any]) -> None:
         _check_vllm_args(name, data["engine"])
 
 
-def _check_vllm_args(name: str, engine: dict[str, Any]) -> None:
+def _check_vllm_args(name: str, engine: dict[str, JSON]) -> None:
     """A misspelt vLLM option is said before anything starts, with the nearest known one."""
     from pytest_slam.swap.engines import VllmEngine
 
@@ -190,7 +189,7 @@ def _check_vllm_args(name: str, engine: dict[str, Any]) -> None:
         raise ModelSpecError(f"{line} Other `vllm serve` flags go in extra_args.")
 
 
-def from_table(name: str, data: dict[str, Any]) -> ModelSpec:
+def from_table(name: str, data: dict[str, JSON]) -> ModelSpec:
     """A ``[tool.slam.models.NAME]`` table -> ModelSpec; unknown keys are an error, not ignored."""
     check_table(name, data)
     provider = data.get("provider", "endpoint")
@@ -216,7 +215,7 @@ def from_table(name: str, data: dict[str, Any]) -> ModelSpec:
 
 
 def resolve_all(
-    names: list[str], table: dict[str, dict[str, Any]] | None = None
+    names: list[str], table: dict[str, dict[str, JSON]] | None = None
 ) -> list[ModelSpec]:
     """Resolve every selected model; duplicate names would collide as test ids."""
     specs = [resolve(name, table) for name in names]

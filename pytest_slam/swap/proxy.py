@@ -33,13 +33,14 @@ import socketserver
 import sys
 import threading
 from http import HTTPStatus
-from typing import Any, Protocol
+from typing import Protocol
 
 import h11
 
 from pytest_slam.swap import upstream
 from pytest_slam.swap.chat import ChatResult, Relay, Target
 from pytest_slam.swap.peer import owner_uid
+from pytest_slam.swap.upstream import JSONObject
 
 CHAT_PATH = "/chat/completions"
 RESPONSES_PATH = "/responses"
@@ -65,7 +66,7 @@ REFUSED = (
 
 
 class Router(Protocol):
-    def chat(self, route: str, body: dict[str, Any], relay: Relay | None) -> ChatResult: ...
+    def chat(self, route: str, body: JSONObject, relay: Relay | None) -> ChatResult: ...
 
     def target(self, route: str) -> Target: ...
 
@@ -74,7 +75,7 @@ class Router(Protocol):
     def serves_responses(self, route: str) -> bool: ...
 
     def embeddings(
-        self, route: str, body: dict[str, Any], headers: list[tuple[str, str]]
+        self, route: str, body: JSONObject, headers: list[tuple[str, str]]
     ) -> tuple[int, bytes]: ...
 
 
@@ -112,7 +113,7 @@ def forwarded_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(n, v) for n, v in headers if n not in HOP_BY_HOP and n not in named]
 
 
-def _json_object(body: bytes) -> dict[str, Any]:
+def _json_object(body: bytes) -> JSONObject:
     try:
         data = json.loads(body or b"{}")
     except ValueError as exc:
@@ -154,11 +155,13 @@ class _Connection(socketserver.BaseRequestHandler):
 
     # -- reading ----------------------------------------------------------------------------
 
-    def _next(self) -> Any:
+    def _next(self) -> h11.Event:
         while True:
             event = self.conn.next_event()
-            if event is not h11.NEED_DATA:
+            if isinstance(event, h11.Event):
                 return event
+            if event is h11.PAUSED:  # h11 pauses only after a whole request, which is never read on
+                raise _Refuse(400, "pytest-slam: data after the request before its answer")
             if self.conn.they_are_waiting_for_100_continue:
                 self._write(self.conn.send(h11.InformationalResponse(status_code=100, headers=[])))
             try:
@@ -176,7 +179,7 @@ class _Connection(socketserver.BaseRequestHandler):
         """Serve one request; whether the connection can carry another."""
         try:
             event = self._next()
-            if isinstance(event, h11.ConnectionClosed):
+            if not isinstance(event, h11.Request):  # closed between requests
                 return False
             self._serve(event)
         except h11.RemoteProtocolError as exc:
@@ -230,7 +233,6 @@ class _Connection(socketserver.BaseRequestHandler):
             raise _Refuse(405, f"pytest-slam: the swap proxy does not serve {method} requests")
         rest = target[len(self.server.secret) + 1 :]
         body = self._body(request)
-        headers = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in request.headers]
         try:
             route, path = split_route(rest)
             query = rest.partition("?")[2]
@@ -241,15 +243,16 @@ class _Connection(socketserver.BaseRequestHandler):
             elif swapped and path == RESPONSES_PATH and not router.serves_responses(route):
                 self._responses(route, _json_object(body))
             elif swapped and path == EMBEDDINGS_PATH:
-                status, payload = router.embeddings(route, _json_object(body), headers)
+                status, payload = router.embeddings(route, _json_object(body), _text(request))
                 extra = [("x-should-retry", "false")] if status >= 400 else []
                 self._send(status, payload, extra)
             else:
-                self._raw(method, route, path + ("?" + query if query else ""), headers, body)
+                self._raw(method, route, path + ("?" + query if query else ""), _text(request),
+                          body)  # fmt: skip
         except RouteError as exc:
             self._error(exc.status, str(exc))
 
-    def _chat(self, route: str, body: dict[str, Any]) -> None:
+    def _chat(self, route: str, body: JSONObject) -> None:
         stream = _Stream(self) if body.get("stream") else None
         result = self.server.router.chat(route, body, stream.send if stream else None)
         if stream is not None and stream.started:
@@ -266,13 +269,19 @@ class _Connection(socketserver.BaseRequestHandler):
         else:
             self._send(200, json.dumps(result.completion).encode())
 
-    def _responses(self, route: str, body: dict[str, Any]) -> None:
+    def _responses(self, route: str, body: JSONObject) -> None:
         """A Responses API call to a Chat Completions candidate: translated (responses.py) and sent
         through the router's chat, so it is recorded, paired, scored and timed like a chat call."""
         from pytest_slam.swap import responses
 
         stream = _Stream(self) if body.get("stream") else None
-        chat = functools.partial(self.server.router.chat, route)
+        router = self.server.router
+
+        def chat(chat_body: JSONObject, relay: Relay | None) -> responses.ChatOutcome:
+            # A ChatResult is a ChatOutcome; the Protocol's members are settable, which makes mypy
+            # compare ``call`` invariantly (read-only members in responses.py would make this a no-op).
+            return router.chat(route, chat_body, relay)
+
         reply = responses.serve(body, chat, stream.send if stream else None)
         if reply is not None:  # these errors are final (a retry asks the same): say so
             extra = [("x-should-retry", "false")] if reply.status >= 400 else []
@@ -366,6 +375,11 @@ class _Connection(socketserver.BaseRequestHandler):
                         + payload)  # fmt: skip
 
 
+def _text(request: h11.Request) -> list[tuple[str, str]]:
+    """A request's headers as text (names lower-case), for the calls that pass them on."""
+    return [(n.decode("latin-1"), v.decode("latin-1")) for n, v in request.headers]
+
+
 def _as_candidate(body: bytes, target: Target, path: str) -> bytes:
     """A JSON body with the candidate's model name; a native Responses call without an output
     limit gets the model's ``max_tokens_cap`` (an unbounded small model runs for minutes)."""
@@ -381,6 +395,7 @@ def _as_candidate(body: bytes, target: Target, path: str) -> bytes:
     return json.dumps(data).encode()
 
 
+@functools.cache
 def _reason(status: int) -> bytes:
     try:
         return HTTPStatus(status).phrase.encode()
@@ -395,23 +410,30 @@ class _Stream:
         self.handler = handler
         self.conn = handler.conn
         self.started = False
+        # HTTP/1.1 callers get the chunked framing h11 would write, framed here: h11's send costs
+        # several microseconds per event, for every streamed token. An HTTP/1.0 caller's stream is
+        # delimited by closing the connection instead, so h11 frames (and ends) it.
+        self.chunked = self.conn.their_http_version != b"1.0"
 
     def send(self, payload: bytes) -> None:
         out = b""
         if not self.started:
-            self.started = True
             out = self.conn.send(h11.Response(status_code=200, headers=SSE_HEADERS, reason=b"OK"))
-        self.handler._write(out + self.conn.send(h11.Data(data=b"data: " + payload + b"\n\n")))
+            self.started = True
+        self.handler._write(out + self._data(b"data: " + payload + b"\n\n"))
+
+    def _data(self, data: bytes) -> bytes:
+        """One body chunk as it goes on the wire (h11's state does not depend on chunk sizes)."""
+        if self.started and self.chunked:
+            return b"%x\r\n%b\r\n" % (len(data), data)
+        return self.conn.send(h11.Data(data=data))
 
     def fail(self, message: str) -> None:
         """An error event, which the SDK raises as openai.APIError with this message."""
         self.send(json.dumps({"error": {"message": message, "type": "pytest_slam"}}).encode())
 
     def finish(self) -> None:
-        out = self.conn.send(h11.Data(data=b"data: [DONE]\n\n")) + self.conn.send(
-            h11.EndOfMessage()
-        )
-        self.handler._write(out)
+        self.handler._write(self._data(b"data: [DONE]\n\n") + self.conn.send(h11.EndOfMessage()))
 
     def end(self) -> None:
         """The end of a stream that has no ``[DONE]`` (Responses API events end on their own)."""
@@ -448,14 +470,16 @@ class SwapProxy(socketserver.ThreadingTCPServer):
     ) -> None:
         super().__init__(("127.0.0.1", port), _Connection)
         self.router = router
+        self.local = ("127.0.0.1", int(self.server_address[1]))  # the bound address, typed
         self.secret = secret or secrets.token_urlsafe(24)
+        self._prefix = f"{self.secret}/".encode()
         self.idle_s, self.body_limit = idle_s, body_limit
         self.uid = os.getuid() if hasattr(os, "getuid") else None
         self._thread: threading.Thread | None = None
 
     @property
     def origin(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
+        return f"http://127.0.0.1:{self.local[1]}"
 
     @property
     def base_url(self) -> str:
@@ -467,14 +491,14 @@ class SwapProxy(socketserver.ThreadingTCPServer):
     def authorized(self, target: str) -> bool:
         """Whether a request target starts with ``/SECRET/``, compared in constant time."""
         head = target[1 : len(self.secret) + 2].encode("latin-1")
-        return hmac.compare_digest(head, f"{self.secret}/".encode())
+        return hmac.compare_digest(head, self._prefix)
 
     def trusts(self, peer: tuple[str, int]) -> bool:
         """A connection from a socket another user owns is refused; an unknown owner is not."""
-        uid = owner_uid(peer, self.server_address)
+        uid = owner_uid(peer, self.local)
         return uid is None or self.uid is None or uid == self.uid
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
+    def handle_error(self, request: object, client_address: object) -> None:
         """A fault in serving one connection: one line on stderr, never a thread's traceback."""
         exc = sys.exc_info()[1]
         if not isinstance(exc, OSError):

@@ -2,7 +2,7 @@
 
 ``AzureOpenAI(...)`` and ``OpenAI(base_url="https://api.openai.com/v1")`` (gateways, settings-driven
 clients) ignore ``OPENAI_BASE_URL``, so without this their calls would leave the machine while the
-report says "candidate passed" (DESIGN.md: every call accounted for). While a run is armed,
+report says "candidate passed" for a test whose calls the swap never saw. While a run is armed,
 ``install`` wraps ``HTTPTransport.handle_request`` and ``AsyncHTTPTransport.handle_async_request`` of
 httpx2 and of httpx (whichever are installed; the openai SDK's default clients use them), so a request
 whose host is listed goes to the local proxy instead: clients built before ``install`` included.
@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode
+
+from pytest_slam.records import JSON
 
 DEFAULT_HOSTS = ("api.openai.com", "*.openai.azure.com", "*.cognitiveservices.azure.com")
 HEADER = "x-slam-redirected-from"
@@ -113,6 +115,8 @@ def api_path(path: str) -> tuple[str, str | None]:
 # -- installing ---------------------------------------------------------------------------------
 
 _installed: list[Redirect] = []  # nested runs (pytester inside an armed run): the last one rules
+# Transport methods as they were before ``install``, and requests/transports: httpx or httpx2
+# objects, whichever is installed (imported by name at run time), hence Any at this boundary.
 _originals: dict[tuple[type, str], Any] = {}
 _loopback: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _bypass: ContextVar[bool] = ContextVar("slam_redirect_bypass", default=False)
@@ -235,11 +239,11 @@ def _with_model(content: bytes, deployment: str) -> bytes:
 
 
 def _model(content: bytes) -> str | None:
-    body = _json(content)
-    return body.get("model") if body else None
+    model = (_json(content) or {}).get("model")
+    return model if isinstance(model, str) else None
 
 
-def _json(content: bytes) -> dict[str, Any] | None:
+def _json(content: bytes) -> dict[str, JSON] | None:
     try:
         body = json.loads(content) if content else None
     except ValueError:  # a multipart upload (audio, files): not JSON, sent as it is

@@ -1,7 +1,7 @@
 """Responses API <-> Chat Completions, for candidates that serve only ``/v1/chat/completions``.
 
-A product calling ``client.responses.create(...)`` must be swapped like a chat call (DESIGN.md: every
-call accounted for), but llama.cpp, Ollama and older vLLM serve only Chat Completions. These pure
+A product calling ``client.responses.create(...)`` must be swapped like a chat call (every call
+is accounted for), but llama.cpp, Ollama and older vLLM serve only Chat Completions. These pure
 functions turn the Responses request into a chat body (``to_chat``), and the chat answer back into
 what the SDK parses: a ``Response`` object (``to_response``) or its event stream (``ResponsesStream``).
 Anything the translation cannot carry raises ``NotCarried``: the call fails with one line naming
@@ -39,7 +39,9 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
+
+from pytest_slam.records import JSON
 
 # Request keys sent on (translated), and keys left out because they do not change the answer.
 CARRIED = frozenset(
@@ -86,13 +88,17 @@ class _Call(Protocol):
 class ChatOutcome(Protocol):
     """What the router's ``chat`` returns (``chat.ChatResult``): only these fields are read."""
 
-    call: _Call
-    completion: dict[str, Any] | None
-    status: int
-    error_body: bytes | None
+    @property
+    def call(self) -> _Call: ...
+    @property
+    def completion(self) -> dict[str, JSON] | None: ...
+    @property
+    def status(self) -> int: ...
+    @property
+    def error_body(self) -> bytes | None: ...
 
 
-Chat = Callable[[dict[str, Any], Callable[[bytes], None] | None], ChatOutcome]
+Chat = Callable[[dict[str, JSON], Callable[[bytes], None] | None], ChatOutcome]
 
 
 @dataclass
@@ -104,7 +110,7 @@ class Reply:
 
 
 def serve(
-    body: dict[str, Any], chat: Chat, send: Callable[[bytes], None] | None = None
+    body: dict[str, JSON], chat: Chat, send: Callable[[bytes], None] | None = None
 ) -> Reply | None:
     """One Responses call through a Chat Completions route, for the proxy.
 
@@ -125,7 +131,7 @@ def serve(
 
 
 def _serve_stream(
-    body: dict[str, Any], chat_body: dict[str, Any], chat: Chat, send: Callable[[bytes], None]
+    body: dict[str, JSON], chat_body: dict[str, JSON], chat: Chat, send: Callable[[bytes], None]
 ) -> Reply | None:
     events = ResponsesStream(body)
 
@@ -154,14 +160,14 @@ def _error_reply(result: ChatOutcome) -> Reply:
 # -- request ------------------------------------------------------------------------------------
 
 
-def to_chat(body: dict[str, Any]) -> dict[str, Any]:
+def to_chat(body: dict[str, JSON]) -> dict[str, JSON]:
     """The Chat Completions body that asks the same question as a Responses ``create`` body."""
     _refuse_unknown(body)
     messages = (
         [{"role": "system", "content": body["instructions"]}] if body.get("instructions") else []
     )
     messages += _messages(body.get("input", ""))
-    chat: dict[str, Any] = {"model": body.get("model"), "messages": messages}
+    chat: dict[str, JSON] = {"model": body.get("model"), "messages": messages}
     for key in ("temperature", "top_p", "parallel_tool_calls"):
         if body.get(key) is not None:
             chat[key] = body[key]
@@ -180,7 +186,7 @@ def to_chat(body: dict[str, Any]) -> dict[str, Any]:
     return chat
 
 
-def _refuse_unknown(body: dict[str, Any]) -> None:
+def _refuse_unknown(body: dict[str, JSON]) -> None:
     for key, value in body.items():
         if key in CARRIED or value is None:
             continue
@@ -190,10 +196,10 @@ def _refuse_unknown(body: dict[str, Any]) -> None:
         raise NotCarried("logprobs (`top_logprobs` / `include`)")
 
 
-def _messages(value: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _messages(value: str | list[dict[str, JSON]]) -> list[dict[str, JSON]]:
     if isinstance(value, str):
         return [{"role": "user", "content": value}]
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, JSON]] = []
     for i, item in enumerate(value):
         kind = item.get("type", "message")
         if kind == "message":
@@ -208,7 +214,7 @@ def _messages(value: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _message(item: dict[str, Any], i: int) -> dict[str, Any]:
+def _message(item: dict[str, JSON], i: int) -> dict[str, JSON]:
     role = "system" if item["role"] == "developer" else item["role"]
     content = item.get("content", "")
     if not isinstance(content, str):
@@ -218,7 +224,7 @@ def _message(item: dict[str, Any], i: int) -> dict[str, Any]:
     return {"role": role, "content": content}
 
 
-def _part(part: dict[str, Any], where: str) -> dict[str, Any]:
+def _part(part: dict[str, JSON], where: str) -> dict[str, JSON]:
     kind = part.get("type")
     if kind in ("input_text", "output_text", "text"):
         return {"type": "text", "text": part.get("text", "")}
@@ -231,7 +237,7 @@ def _part(part: dict[str, Any], where: str) -> dict[str, Any]:
     raise NotCarried(f"content part {what} ({where})")
 
 
-def _text_only(value: str | list[dict[str, Any]], where: str) -> str:
+def _text_only(value: str | list[dict[str, JSON]], where: str) -> str:
     if isinstance(value, str):
         return value
     parts = [_part(part, f"{where}[{j}]") for j, part in enumerate(value)]
@@ -240,7 +246,7 @@ def _text_only(value: str | list[dict[str, Any]], where: str) -> str:
     return "".join(part["text"] for part in parts)
 
 
-def _add_tool_call(out: list[dict[str, Any]], item: dict[str, Any]) -> None:
+def _add_tool_call(out: list[dict[str, JSON]], item: dict[str, JSON]) -> None:
     """Consecutive function calls (and the text before them) are one assistant turn in chat."""
     call = {
         "id": item.get("call_id"),
@@ -252,7 +258,7 @@ def _add_tool_call(out: list[dict[str, Any]], item: dict[str, Any]) -> None:
     out[-1].setdefault("tool_calls", []).append(call)
 
 
-def _tool(tool: dict[str, Any], i: int) -> dict[str, Any]:
+def _tool(tool: dict[str, JSON], i: int) -> dict[str, JSON]:
     if tool.get("type") != "function":
         raise NotCarried(f"built-in tool {tool.get('type')!r} (tools[{i}])")
     function = {"name": tool["name"], "parameters": tool.get("parameters") or {"type": "object"}}
@@ -262,7 +268,7 @@ def _tool(tool: dict[str, Any], i: int) -> dict[str, Any]:
     return {"type": "function", "function": function}
 
 
-def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
+def _tool_choice(choice: str | dict[str, JSON]) -> str | dict[str, JSON]:
     if isinstance(choice, str):
         return choice
     if choice.get("type") == "function":
@@ -270,7 +276,7 @@ def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
     raise NotCarried(f"tool_choice type {choice.get('type')!r}")
 
 
-def _response_format(fmt: dict[str, Any] | None) -> dict[str, Any] | None:
+def _response_format(fmt: dict[str, JSON] | None) -> dict[str, JSON] | None:
     if fmt is None or fmt.get("type") == "text":
         return None
     if fmt.get("type") == "json_object":
@@ -287,14 +293,14 @@ def _response_format(fmt: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def to_response(
-    completion: dict[str, Any], request: dict[str, Any], response_id: str | None = None
-) -> dict[str, Any]:
+    completion: dict[str, JSON], request: dict[str, JSON], response_id: str | None = None
+) -> dict[str, JSON]:
     """The ``Response`` a Responses caller gets for a ChatCompletion (its first choice)."""
     rid = response_id or new_response_id()
     choice = (completion.get("choices") or [{}])[0]
     message = choice.get("message") or {}
     status = _status(choice.get("finish_reason"))
-    items: list[dict[str, Any]] = []
+    items: list[dict[str, JSON]] = []
     if message.get("content") or message.get("refusal") or not message.get("tool_calls"):
         items.append(
             _message_item(rid, 0, message.get("content") or "", status[0], message.get("refusal"))
@@ -325,8 +331,8 @@ def _status(finish_reason: str | None) -> tuple[str, dict[str, str] | None]:
 
 def _message_item(
     rid: str, index: int, text: str, status: str, refusal: str | None = None
-) -> dict[str, Any]:
-    content: list[dict[str, Any]] = []
+) -> dict[str, JSON]:
+    content: list[dict[str, JSON]] = []
     if text or not refusal:
         content.append({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
     if refusal:
@@ -342,7 +348,7 @@ def _message_item(
 
 def _call_item(
     rid: str, index: int, call_id: str | None, name: str, arguments: str, status: str
-) -> dict[str, Any]:
+) -> dict[str, JSON]:
     return {
         "id": f"fc_{rid[5:]}_{index}",
         "type": "function_call",
@@ -354,12 +360,12 @@ def _call_item(
 
 
 def envelope(
-    request: dict[str, Any],
+    request: dict[str, JSON],
     rid: str,
-    completion: dict[str, Any],
-    items: list[dict[str, Any]],
+    completion: dict[str, JSON],
+    items: list[dict[str, JSON]],
     status: tuple[str, dict[str, str] | None],
-) -> dict[str, Any]:
+) -> dict[str, JSON]:
     """The ``Response`` object around ``items``, echoing the request's settings as OpenAI does."""
     created = completion.get("created") or int(time.time())
     return {
@@ -389,7 +395,7 @@ def envelope(
     }
 
 
-def usage(chat_usage: dict[str, Any] | None) -> dict[str, Any] | None:
+def usage(chat_usage: dict[str, JSON] | None) -> dict[str, JSON] | None:
     """Chat ``usage`` as Responses ``usage``: prompt -> input tokens, completion -> output tokens."""
     if not chat_usage:
         return None
@@ -425,18 +431,18 @@ class ResponsesStream:
     all for a finished ChatCompletion (a golden answer, or a candidate that did not stream).
     """
 
-    def __init__(self, request: dict[str, Any], response_id: str | None = None) -> None:
+    def __init__(self, request: dict[str, JSON], response_id: str | None = None) -> None:
         self.request = request
         self.rid = response_id or new_response_id()
         self.seq = 0
         self.items: list[_Item] = []
         self.message: _Item | None = None
         self.calls: dict[int, _Item] = {}
-        self.meta: dict[str, Any] = {"created": int(time.time())}
+        self.meta: dict[str, JSON] = {"created": int(time.time())}
         self.finish_reason: str | None = None
         self.started = False
 
-    def start(self) -> list[dict[str, Any]]:
+    def start(self) -> list[dict[str, JSON]]:
         """``response.created`` and ``response.in_progress`` (sent before the first chunk)."""
         if self.started:
             return []
@@ -448,7 +454,7 @@ class ResponsesStream:
             self._event("response.in_progress", response=shell),
         ]
 
-    def feed(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+    def feed(self, chunk: dict[str, JSON]) -> list[dict[str, JSON]]:
         events = self.start()
         for key in ("model", "created"):
             if chunk.get(key):
@@ -466,7 +472,7 @@ class ResponsesStream:
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
         return events
 
-    def finish(self, completion: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    def finish(self, completion: dict[str, JSON] | None = None) -> list[dict[str, JSON]]:
         """Close every item and end with ``response.completed`` (or ``response.incomplete``)."""
         events = self.start()
         if completion:
@@ -481,14 +487,14 @@ class ResponsesStream:
         kind = "response.completed" if status[0] == "completed" else "response.incomplete"
         return [*events, self._event(kind, response=final)]
 
-    def fail(self, message: str) -> list[dict[str, Any]]:
+    def fail(self, message: str) -> list[dict[str, JSON]]:
         """End a stream whose upstream broke: ``response.failed`` with the reason."""
         events = self.start()
         final = envelope(self.request, self.rid, self.meta, [], ("failed", None))
         final["error"] = {"code": "server_error", "message": message}
         return [*events, self._event("response.failed", response=final)]
 
-    def replay(self, completion: dict[str, Any]) -> list[dict[str, Any]]:
+    def replay(self, completion: dict[str, JSON]) -> list[dict[str, JSON]]:
         """The whole event stream for a finished ChatCompletion: one text delta per item."""
         self.meta["created"] = completion.get("created") or self.meta["created"]
         message = ((completion.get("choices") or [{}])[0]).get("message") or {}
@@ -497,12 +503,12 @@ class ResponsesStream:
         chunk = {"model": completion.get("model"), "choices": [{"index": 0, "delta": delta}]}
         return self.feed(chunk) + self.finish(completion)
 
-    def _event(self, kind: str, **fields: Any) -> dict[str, Any]:
+    def _event(self, kind: str, **fields: JSON) -> dict[str, JSON]:
         event = {"type": kind, "sequence_number": self.seq, **fields}
         self.seq += 1
         return event
 
-    def _text(self, delta: str) -> list[dict[str, Any]]:
+    def _text(self, delta: str) -> list[dict[str, JSON]]:
         events = []
         if self.message is None:
             self.message = item = _Item(len(self.items), "message")
@@ -527,7 +533,7 @@ class ResponsesStream:
             )
         return events
 
-    def _call(self, call: dict[str, Any]) -> list[dict[str, Any]]:
+    def _call(self, call: dict[str, JSON]) -> list[dict[str, JSON]]:
         fn = call.get("function") or {}
         item = self.calls.get(call.get("index", 0))
         events = []
@@ -552,7 +558,7 @@ class ResponsesStream:
             )
         return events
 
-    def _done_item(self, item: _Item, status: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    def _done_item(self, item: _Item, status: str) -> tuple[dict[str, JSON], list[dict[str, JSON]]]:
         text = "".join(item.text)
         if item.kind == "function_call":
             final = _call_item(self.rid, item.index, item.call_id, item.name, text, "completed")
@@ -574,7 +580,7 @@ class ResponsesStream:
             self._event("response.output_item.done", output_index=item.index, item=final),
         ]
 
-    def _where(self, item: _Item) -> dict[str, Any]:
+    def _where(self, item: _Item) -> dict[str, JSON]:
         return {"item_id": _item_id(self.rid, item), "output_index": item.index, "content_index": 0}
 
 
@@ -582,15 +588,16 @@ def _item_id(rid: str, item: _Item) -> str:
     return f"{'msg' if item.kind == 'message' else 'fc'}_{rid[5:]}_{item.index}"
 
 
-def _text_part(text: str) -> dict[str, Any]:
+def _text_part(text: str) -> dict[str, JSON]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-def _first_finish(completion: dict[str, Any]) -> str | None:
-    return ((completion.get("choices") or [{}])[0]).get("finish_reason")
+def _first_finish(completion: dict[str, JSON]) -> str | None:
+    reason = ((completion.get("choices") or [{}])[0]).get("finish_reason")
+    return reason if isinstance(reason, str) else None
 
 
-def sse(events: list[dict[str, Any]]) -> bytes:
+def sse(events: list[dict[str, JSON]]) -> bytes:
     """Server-sent event frames as OpenAI sends them (``event:`` line, then ``data:``)."""
     return b"".join(
         b"event: %s\ndata: %s\n\n" % (event["type"].encode(), json.dumps(event).encode())

@@ -12,16 +12,31 @@ import itertools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 from pytest_slam.records import Call, ModelSpec
 from pytest_slam.swap.chat import ChatResult, Relay, Target, forward_chat, generation_cap
 from pytest_slam.swap.models import OPENAI_URL, api_key
 from pytest_slam.swap.proxy import RouteError
+from pytest_slam.swap.upstream import JSONObject
 
-ReferenceChat = Callable[["TestContext | None", dict[str, Any], "Relay | None"], ChatResult]
+ReferenceChat = Callable[["TestContext | None", JSONObject, "Relay | None"], ChatResult]
 # The reference's recorded completion tokens for a request (its golden answer), or None.
-ReferenceTokens = Callable[["TestContext", dict[str, Any]], "int | None"]
+ReferenceTokens = Callable[["TestContext", JSONObject], "int | None"]
+
+
+class Meter(Protocol):
+    """GPU energy of a call (``metrics.metering.EnergyMeter``, a layer above: set by the session)."""
+
+    def metered(self, spec: ModelSpec, chat: Callable[[], ChatResult]) -> ChatResult: ...
+
+
+class Embedder(Protocol):
+    """Answers embeddings calls (``golden.embeddings.EmbeddingsService``, set by the session)."""
+
+    def serve(
+        self, ctx: TestContext | None, body: JSONObject, headers: list[tuple[str, str]]
+    ) -> tuple[int, bytes]: ...
 
 
 @dataclass
@@ -66,10 +81,10 @@ class SwapRouter:
         self.active: TestContext | None = None
         self.reference: ReferenceChat | None = None
         self.engine_errors: dict[str, str] = {}
-        self.meter: Any = None  # metering.EnergyMeter, set by the session
+        self.meter: Meter | None = None
         self.reference_tokens: ReferenceTokens | None = None  # for the generation cap
         self.cap_factor, self.cap_margin = 2.0, 64  # [tool.slam] cap_factor, cap_margin
-        self.embedder: Any = None  # embeddings.EmbeddingsService, set by the session
+        self.embedder: Embedder | None = None
         self._turns: dict[str, itertools.cycle[str]] = {}
         self._lock = threading.Lock()
 
@@ -115,7 +130,7 @@ class SwapRouter:
         spec = None if route == "ref" else self._spec(route)
         return spec is not None and spec.responses
 
-    def chat(self, route: str, body: dict[str, Any], relay: Relay | None) -> ChatResult:
+    def chat(self, route: str, body: JSONObject, relay: Relay | None) -> ChatResult:
         ctx = self.active
         if route == "ref":
             if self.reference is None:
@@ -133,7 +148,7 @@ class SwapRouter:
             ctx.add(result.call)
         return result
 
-    def cap(self, ctx: TestContext | None, target: Target, body: dict[str, Any]) -> int | None:
+    def cap(self, ctx: TestContext | None, target: Target, body: JSONObject) -> int | None:
         """The output limit a candidate call gets when the product set none (chat.generation_cap):
         from the reference's golden answer to this request when there is one."""
         if target.role != "candidate":
@@ -144,7 +159,7 @@ class SwapRouter:
         return generation_cap(body, target.spec, tokens, self.cap_factor, self.cap_margin)
 
     def embeddings(
-        self, route: str, body: dict[str, Any], headers: list[tuple[str, str]]
+        self, route: str, body: JSONObject, headers: list[tuple[str, str]]
     ) -> tuple[int, bytes]:
         """An embeddings call while swapping: never to the chat candidate (embeddings.py)."""
         if route == "ref" or self.embedder is None:

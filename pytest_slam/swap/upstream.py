@@ -15,16 +15,22 @@ from, the product's cassettes. ``urlopen`` gives urllib callers the same guarant
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import socket
+import ssl
 import threading
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from pytest_slam.records import ModelSpec
+from pytest_slam.records import JSON, ModelSpec
+
+# A request body, completion or stream chunk: arbitrary JSON from the product or a server, read by
+# key where the swap needs a field and passed along as it is otherwise.
+JSONObject = dict[str, JSON]
 
 _local = threading.local()
 BLOCK = 65536
@@ -48,13 +54,20 @@ class _HTTPHandler(urllib.request.HTTPHandler):
 
 
 class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, context: ssl.SSLContext | None = None) -> None:
+        super().__init__(context=context)
+        self.context = context  # the base class keeps it privately
+
     def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(HTTPSConnection, req, context=self._context)
+        return self.do_open(HTTPSConnection, req, context=self.context)
 
 
 def urlopen(request: urllib.request.Request | str, timeout: float) -> http.client.HTTPResponse:
     """``urllib.request.urlopen`` on the unpatched connection classes (see the module's note)."""
-    return urllib.request.build_opener(_HTTPHandler, _HTTPSHandler).open(request, timeout=timeout)
+    opener = urllib.request.build_opener(_HTTPHandler, _HTTPSHandler)
+    # typeshed types ``open`` as Any; for the http(s) URLs this module is given it is an HTTPResponse.
+    response: http.client.HTTPResponse = opener.open(request, timeout=timeout)
+    return response
 
 
 class UpstreamUnreachable(ConnectionError):
@@ -106,7 +119,9 @@ def _data(line: bytes) -> bytes | None:
     return line[5:].strip() if line.startswith(b"data:") else None
 
 
+@functools.lru_cache(maxsize=64)
 def split_url(base_url: str) -> tuple[str, str, int, str]:
+    """(scheme, host, port, path prefix) of a base URL; cached, as every call parses its target's."""
     parts = urlsplit(base_url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return parts.scheme, parts.hostname or "127.0.0.1", port, parts.path.rstrip("/")
@@ -136,14 +151,19 @@ def timeout_for(spec: ModelSpec) -> float:
     return spec.timeout_s if spec.timeout_s else DEFAULT_TIMEOUT_S
 
 
+JSON_HEADERS = [("Content-Type", "application/json"), ("Accept-Encoding", "identity"),
+                ("Accept", "application/json, text/event-stream")]  # fmt: skip
+
+
 def post(
-    base_url: str, path: str, body: dict, api_key: str | None, timeout: float = DEFAULT_TIMEOUT_S
+    base_url: str,
+    path: str,
+    body: JSONObject,
+    api_key: str | None,
+    timeout: float = DEFAULT_TIMEOUT_S,
 ) -> Response:
     """POST JSON to ``base_url + path`` on this thread's kept-alive connection (one retry on a stale one)."""
-    headers = [("Content-Type", "application/json"), ("Accept-Encoding", "identity"),
-               ("Accept", "application/json, text/event-stream")]  # fmt: skip
-    if api_key:
-        headers.append(("Authorization", f"Bearer {api_key}"))
+    headers = [*JSON_HEADERS, ("Authorization", f"Bearer {api_key}")] if api_key else JSON_HEADERS
     return forward(base_url, "POST", path, headers, json.dumps(body).encode(), timeout)
 
 
@@ -160,12 +180,12 @@ def forward(
     One retry when a kept-alive connection turns out closed before any answer came back.
     """
     scheme, host, port, prefix = split_url(base_url)
-    default_port = 443 if scheme == "https" else 80
+    host_header = host if port == (443 if scheme == "https" else 80) else f"{host}:{port}"
     for attempt in (0, 1):
         conn = _connection(scheme, host, port, timeout)
         try:
             conn.putrequest(method, prefix + path, skip_host=True, skip_accept_encoding=True)
-            conn.putheader("Host", host if port == default_port else f"{host}:{port}")
+            conn.putheader("Host", host_header)
             for name, value in headers:
                 conn.putheader(name, value)
             if body or method in ("POST", "PUT", "PATCH"):

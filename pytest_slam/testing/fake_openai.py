@@ -360,7 +360,8 @@ class FakeOpenAI:
         self._sleep_until(start + max(self.latency_s, self.ttft_s or 0.0))
         choices = []
         for index, reply in enumerate(replies):
-            message = {"role": "assistant", "content": reply.content, "refusal": None}
+            message: dict[str, Any] = {"role": "assistant", "content": reply.content,
+                                       "refusal": None}  # fmt: skip
             if reply.tools:
                 message["tool_calls"] = reply.tools
             pieces = split_tokens(reply.content or "")
@@ -371,7 +372,13 @@ class FakeOpenAI:
         h.send_json(200, {**head, "object": "chat.completion", "choices": choices, "usage": shown})
 
     def _stream(
-        self, h: _Handler, body: dict, head: dict, replies: list[_Reply], usage: dict, start: float
+        self,
+        h: _Handler,
+        body: dict[str, Any],
+        head: dict[str, Any],
+        replies: list[_Reply],
+        usage: dict[str, Any],
+        start: float,
     ) -> None:
         asked = bool((body.get("stream_options") or {}).get("include_usage"))
         with_usage = asked and self.report_usage
@@ -390,7 +397,7 @@ class FakeOpenAI:
         h.send_header("Transfer-Encoding", "chunked")
         h.end_headers()
 
-        def send(delta: dict | None, finish_reason: str | None = None, index: int = 0,
+        def send(delta: dict[str, Any] | None, finish_reason: str | None = None, index: int = 0,
                  logprobs: Any = None, **extra: Any) -> None:  # fmt: skip
             choice = {"index": index, "delta": delta, "logprobs": logprobs,
                       "finish_reason": finish_reason}  # fmt: skip
@@ -420,8 +427,10 @@ class FakeOpenAI:
         inputs = body.get("input")
         if not inputs or not isinstance(inputs, str | list):
             return h.send_api_error(400, "'input' must be a non-empty string or list.")
-        texts = [inputs] if isinstance(inputs, str) or isinstance(inputs[0], int) else inputs
-        texts = [t if isinstance(t, str) else " ".join(map(str, t)) for t in texts]
+        raw: list[Any] = (
+            [inputs] if isinstance(inputs, str) or isinstance(inputs[0], int) else inputs
+        )
+        texts = [t if isinstance(t, str) else " ".join(map(str, t)) for t in raw]
         dims, as_b64 = int(body.get("dimensions") or 256), body.get("encoding_format") == "base64"
         data = []
         for index, text in enumerate(texts):

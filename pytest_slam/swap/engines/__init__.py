@@ -33,7 +33,8 @@ class EngineError(RuntimeError):
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -249,7 +250,7 @@ def _has_nvidia_gpu() -> bool:
     except pynvml.NVMLError:
         return False
     try:
-        return pynvml.nvmlDeviceGetCount() > 0
+        return bool(pynvml.nvmlDeviceGetCount() > 0)
     finally:
         pynvml.nvmlShutdown()
 
@@ -333,7 +334,7 @@ class ManagedServer:
 def _healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=1.0) as resp:
-            return resp.status == 200
+            return bool(resp.status == 200)
     except (urllib.error.URLError, OSError):
         return False
 

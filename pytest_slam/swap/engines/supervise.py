@@ -31,7 +31,7 @@ def die_with_parent(sig: int = signal.SIGTERM) -> bool:
     """Ask the kernel to send ``sig`` to this process when its parent exits; False where unsupported."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        return libc.prctl(PR_SET_PDEATHSIG, int(sig)) == 0
+        return bool(libc.prctl(PR_SET_PDEATHSIG, int(sig)) == 0)
     except (OSError, AttributeError):  # not Linux: the owner poll below still covers it
         return False
 

@@ -1,0 +1,71 @@
+"""The JSON report's document as types, and its JSON Schema generated from them.
+
+``ReportDocument`` is what ``write_json`` writes, field for field and in order; the checked-in
+``report.schema.json`` is generated from it with pydantic, so the schema cannot drift from the code
+(tests/test_report_schema.py compares them). SCHEMA.md says what each field means.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_slam.records import JSON, Outcome, Record
+from pytest_slam.report.aggregate import ModelRow, PerTestRow, RunInfo
+
+SCHEMA_PATH = Path(__file__).parent / "report.schema.json"
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
+@dataclass
+class ReportDocument(Record):
+    """One JSON report (schema ``pytest-slam/report/1``); ``schema`` first, to check at a glance.
+
+    Derived keys that ``as_dict`` adds (a call's ``tpot_ms``, ``tokens_per_s`` and ``cut_by_cap``,
+    a score's ``passed``) are written too (``DERIVED``); readers recompute them.
+    """
+
+    schema: str
+    generated_at: str
+    run: RunInfo
+    models: list[ModelRow] = field(default_factory=list)
+    reference: ModelRow | None = None
+    tests: list[PerTestRow] = field(default_factory=list)
+    gate: dict[str, JSON] | None = None  # GateResult.as_dict() once a gate was applied
+    notes: list[str] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
+
+
+_NUMBER_OR_NULL = {"anyOf": [{"type": "number"}, {"type": "null"}]}
+# Keys ``as_dict`` derives from a record's properties: written, so described too (by record name).
+DERIVED: dict[str, dict[str, JSON]] = {
+    "Call": {
+        "tpot_ms": {**_NUMBER_OR_NULL, "title": "Tpot Ms"},
+        "tokens_per_s": {**_NUMBER_OR_NULL, "title": "Tokens Per S"},
+        "cut_by_cap": {"type": "boolean", "title": "Cut By Cap"},
+    },
+    "Score": {"passed": {"anyOf": [{"type": "boolean"}, {"type": "null"}], "title": "Passed"}},
+}
+
+
+def schema() -> dict[str, JSON]:
+    """The JSON Schema of a report document, generated from ``ReportDocument``."""
+    from pydantic import TypeAdapter  # a core dependency; only this command needs it
+
+    generated: dict[str, JSON] = TypeAdapter(ReportDocument).json_schema()
+    for name, keys in DERIVED.items():
+        generated["$defs"][name]["properties"].update(keys)
+    return {"$schema": DIALECT, **generated}
+
+
+def schema_text() -> str:
+    """The schema as the checked-in file holds it (``report.schema.json``)."""
+    return json.dumps(schema(), indent=2) + "\n"
+
+
+def write_schema(path: Path = SCHEMA_PATH) -> Path:
+    """Regenerate the checked-in schema; returns the path written."""
+    from pytest_slam.golden.fileformat import atomic_write
+
+    return atomic_write(path, schema_text())
