@@ -1,6 +1,6 @@
 """What pytest and pytest-slam add per case, and what the plugin costs at start-up, by hand.
 
-    python bench/bench_overhead.py [--cases 200] [--repeats 5]
+    python bench/bench_overhead.py [--cases 200] [--repeats 5] [--before OTHER_TREE]
 
 The same requests go to a fast OpenAI-compatible server on loopback (FakeOpenAI in its own process):
 (a) a plain loop with the openai client, (b) a pytest suite calling that client with the plugin
@@ -15,6 +15,10 @@ out, everything that grows with the cases counts, the plugin's end-of-run report
 timed inside its process, around the loop only. Start-up is whole processes (wall and CPU). Wall
 time is the figure; CPU time (the process's own threads, the swap proxy's included, not the
 server's) moves much less when other work shares the machine, so it is shown beside it.
+
+``--before OTHER_TREE`` (a folder holding another ``pytest_slam`` package) adds arm (c) run with
+``PYTHONPATH=OTHER_TREE`` to every round, interleaved with the rest, and prints (c) against it: a
+change's before and after, measured in the same run under the same load.
 """
 
 from __future__ import annotations
@@ -56,13 +60,16 @@ STARTUP_TARGET_S = 0.3
 class Bench:
     """The suite in a temp folder and a command per arm; every figure is a list of samples."""
 
-    def __init__(self, root: Path, candidate_url: str, cases: int) -> None:
-        self.root, self.cases = root, cases
+    def __init__(self, root: Path, candidate_url: str, cases: int, before: str | None) -> None:
+        self.root, self.cases, self.before = root, cases, before
         self.direct = {"OPENAI_BASE_URL": candidate_url, "OPENAI_API_KEY": "sk-bench"}
         self.samples: dict[str, Sample] = {}
 
-    def env(self, cases: int, plugin: bool) -> dict[str, str]:
-        return clean_env(BENCH_CASES=str(cases), **({} if plugin else self.direct))
+    def env(self, cases: int, plugin: bool, tree: str | None = None) -> dict[str, str]:
+        env = clean_env(BENCH_CASES=str(cases), **({} if plugin else self.direct))
+        if tree is not None:
+            env["PYTHONPATH"] = tree
+        return env
 
     def add(self, name: str, value: float) -> None:
         self.samples.setdefault(name, Sample()).add(value)
@@ -78,11 +85,13 @@ class Bench:
         self.add("loop.wall", wall / self.cases * 1000)
         self.add("loop.cpu", cpu / self.cases * 1000)
 
-    def arm(self, name: str) -> None:
+    def arm(self, name: str, tree: str | None = None, as_name: str | None = None) -> None:
         """One run with N cases and one with none; the slope of the in-run clock is per case."""
         extra, plugin = ARMS[name]
-        full, full_clock = self.timed([*PYTEST, *extra], self.env(self.cases, plugin), (0,))
-        empty, empty_clock = self.timed([*PYTEST, *extra], self.env(0, plugin), (NO_TESTS,))
+        env, env_empty = self.env(self.cases, plugin, tree), self.env(0, plugin, tree)
+        name = as_name or name
+        full, full_clock = self.timed([*PYTEST, *extra], env, (0,))
+        empty, empty_clock = self.timed([*PYTEST, *extra], env_empty, (NO_TESTS,))
         self.add(f"{name}.full", full.wall)
         self.add(f"{name}.empty", empty.wall)
         self.add(f"{name}.empty_cpu", empty.cpu)
@@ -106,6 +115,8 @@ class Bench:
         """Every arm once; the order rotates so a load spike does not always land on one arm."""
         steps = [self.loop, *(lambda n=n: self.arm(n) for n in ARMS)]
         steps += [lambda: self.collect(False), lambda: self.collect(True)]
+        if self.before is not None:
+            steps.append(lambda: self.arm("slam", self.before, "before"))
         for step in steps[index % len(steps) :] + steps[: index % len(steps)]:
             step()
 
@@ -164,6 +175,18 @@ def target_table(bench: Bench) -> None:
     table(["figure", "wall, median (min-max)", "CPU", "target", "met (wall)"], rows)
 
 
+def before_table(bench: Bench) -> None:
+    print(f"\n### This tree against {bench.before} (arm (c), interleaved in every round)\n")
+    s, d = bench.samples, bench.diff
+    rows = [[f"(c) {name}", s[f"{arm}.wall"].show(), s[f"{arm}.cpu"].show()]
+            for name, arm in (("this tree", "slam"), ("before", "before"))]  # fmt: skip
+    rows.append(["this tree minus before", d("slam.wall", "before.wall").show(),
+                 d("slam.cpu", "before.cpu").show()])  # fmt: skip
+    rows.append(["plugin adds, before: (c) before - (b)", d("before.wall", "pytest.wall").show(),
+                 d("before.cpu", "pytest.cpu").show()])  # fmt: skip
+    table(["figure", "wall ms/case", "CPU ms/case"], rows)
+
+
 def _met(value: float, target: float | None) -> str:
     if target is None:
         return "-"
@@ -175,19 +198,24 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--cases", type=int, default=200, help="Chat requests per run")
     parser.add_argument("--repeats", type=int, default=5, help="Rounds of every arm")
     parser.add_argument("--keep", action="store_true", help="Keep the temp suite folder")
+    parser.add_argument("--before", help="Also run (c) with PYTHONPATH=BEFORE, interleaved")
     args = parser.parse_args(argv)
     header("Per-case overhead and start-up", "python bench/bench_overhead.py " + " ".join(argv))
     root = Path(tempfile.mkdtemp(prefix="slam-bench-overhead-"))
     try:
         with fake_server(answer=CANDIDATE_ANSWER, model="small-model") as candidate, \
                 fake_server(answer=REFERENCE_ANSWER) as reference:  # fmt: skip
-            bench = Bench(write_suite(root, candidate, reference), candidate, args.cases)
+            suite = write_suite(root, candidate, reference)
+            before = str(Path(args.before).resolve()) if args.before else None
+            bench = Bench(suite, candidate, args.cases, before)
             bench.record_goldens()
             for index in range(args.repeats):
                 bench.round(index)
         per_case_table(bench)
         split_table(bench)
         target_table(bench)
+        if bench.before is not None:
+            before_table(bench)
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)

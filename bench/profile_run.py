@@ -1,6 +1,6 @@
 """Where a pytest-slam run spends its time, part by part, without a profiler's distortion.
 
-    python bench/profile_run.py [--cases 1000] [--workers 0] [--pyspy]
+    python bench/profile_run.py [--cases 1000] [--workers 0] [--pyspy | --cprofile]
 
 Runs the overhead bench's suite (swap, golden replay, fuzzy, JSON and HTML reports) once in this
 process, with wall-clock timers wrapped around the plugin's own steps (bench-only instrumentation:
@@ -8,7 +8,8 @@ the functions are wrapped in this process, never changed on disk), and prints ea
 and its cost per case. cProfile would inflate pure-Python steps about twofold; these timers cost
 about a microsecond a call. ``--pyspy`` instead samples a separate run with py-spy (all threads,
 ``pip install py-spy``) and prints the plugin's functions by share of the samples, which also
-covers ``--workers N`` (pytest-xdist) runs.
+covers ``--workers N`` (pytest-xdist) runs. ``--cprofile`` profiles the test thread alone (cProfile
+never follows the proxy's thread), sorted by own time: the in-process cost per case that is not the hop.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import cProfile
 import importlib
 import io
 import os
+import pstats
 import re
 import shutil
 import subprocess
@@ -53,7 +56,17 @@ STEPS = [
         "Checker._score",
         "  of which scoring (scorer built per test, fuzzy)",
     ),
+    ("pytest_slam.run.checks", "measure", "  of which measure: token counts, price"),
+    (
+        "pytest_slam.golden.reference",
+        "request_key",
+        "  of which request key: canonical JSON, sha256",
+    ),
+    ("pytest_slam.run.session", "SlamSession._redirect", "before each test: redirect install"),
     ("pytest_slam.run.session", "SlamSession.annotate", "each report: Outcome as plain data"),
+    ("pytest_slam.run.outcomes", "build_outcome", "  of which build_outcome"),
+    ("pytest_slam.report.junit_props", "attach", "  of which junit properties"),
+    ("pytest_slam.run.outcomes", "keep_final", "each final Outcome kept (keep_final)"),
     ("pytest_slam.run.finish", "finish", "end of run, all of it"),
     ("pytest_slam.report.aggregate", "aggregate", "  aggregate per model and test"),
     ("pytest_slam.report.jsonreport", "write_json", "  JSON report"),
@@ -96,10 +109,13 @@ class Timers:
         return timed
 
 
-def run_in_process(root: Path, cases: int) -> tuple[Timers, float]:
+def run_in_process(
+    root: Path, cases: int, profiler: cProfile.Profile | None = None
+) -> tuple[Timers, float]:
     timers = Timers()
-    for module, path, label in STEPS:
-        timers.wrap(module, path, label)
+    if profiler is None:
+        for module, path, label in STEPS:
+            timers.wrap(module, path, label)
     import pytest
 
     os.environ.update(clean_env(BENCH_CASES=str(cases)))
@@ -109,7 +125,13 @@ def run_in_process(root: Path, cases: int) -> tuple[Timers, float]:
     args = ["-q", "-p", "no:cacheprovider", "--slm-report=report.json", "--slm-html=report.html"]
     start = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()):
-        code = pytest.main(args)
+        if profiler is not None:
+            profiler.enable()
+        try:
+            code = pytest.main(args)
+        finally:
+            if profiler is not None:
+                profiler.disable()
     wall = time.perf_counter() - start
     if code != 0:
         raise SystemExit(f"bench: the suite failed (exit {code})")
@@ -127,6 +149,21 @@ def report_timers(timers: Timers, wall: float, cases: int) -> None:
     table(["step", "calls", "total ms", "ms per case", "share of the run"], rows)
     if timers.missing:
         print("\nnot found (renamed?): " + ", ".join(timers.missing))
+
+
+def cprofile(root: Path, cases: int, save: str | None, limit: int = 40) -> None:
+    """cProfile of the test thread only: pytest, the plugin's hooks and the client, not the proxy."""
+    profiler = cProfile.Profile()
+    _timers, wall = run_in_process(root, cases, profiler)
+    if save:
+        profiler.dump_stats(save)
+    print(f"### cProfile, test thread only, {cases} cases: {wall:.2f} s wall (profiled)\n")
+    print("```")
+    for order in ("tottime", "cumulative"):
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats(order).print_stats(limit)
+        print(out.getvalue().split("\n", 3)[-1].rstrip() + "\n")
+    print("```")
 
 
 def pyspy(root: Path, cases: int, workers: int) -> None:
@@ -155,6 +192,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--cases", type=int, default=1000, help="Cases in the run")
     parser.add_argument("--workers", type=int, default=0, help="-n for the py-spy run")
     parser.add_argument("--pyspy", action="store_true", help="Sample with py-spy instead")
+    parser.add_argument("--cprofile", action="store_true", help="cProfile the test thread")
+    parser.add_argument("--save", help="With --cprofile: also write the pstats file here")
     args = parser.parse_args(argv)
     header("Where a run's time goes", "python bench/profile_run.py " + " ".join(argv))
     root = Path(tempfile.mkdtemp(prefix="slam-bench-profile-"))
@@ -167,6 +206,8 @@ def main(argv: list[str]) -> int:
                            check=True, capture_output=True)  # fmt: skip
             if args.pyspy:
                 pyspy(root, args.cases, args.workers)
+            elif args.cprofile:
+                cprofile(root, args.cases, args.save and os.path.abspath(args.save))
             else:
                 report_timers(*run_in_process(root, args.cases), args.cases)
     finally:

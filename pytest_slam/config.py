@@ -136,7 +136,7 @@ class PriceEntry(BaseModel):
 
 
 class PriceTable(BaseModel):
-    """``[tool.slam.prices]``: overrides of the dated price table, one sub-table per model id."""
+    """``[tool.slam.prices]``: list price overrides (before genai-prices and the dated table)."""
 
     model_config = ConfigDict(extra="allow", strict=True)
     __pydantic_extra__: dict[str, PriceEntry] = Field(init=False)
@@ -246,7 +246,10 @@ class SlamTable(BaseModel):
     judge: str | None = Field(None, description="model spec of the LLM judge")
     repeat: int = Field(1, ge=1, description="runs of each test per model")
     pass_fraction: float = Field(1.0, ge=0, le=1, description="share of runs that must pass")
-    prices: PriceTable = Field(default_factory=PriceTable, description="price table overrides")
+    prices: PriceTable = Field(
+        default_factory=PriceTable,
+        description="list price overrides (before genai-prices and the dated table)",
+    )
     budget: dict[str, float] = Field(
         default_factory=dict,
         description="per-model limits, `<stat>_<metric> = limit` (`p95_e2e_ms = 2000`)",

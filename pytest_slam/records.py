@@ -55,6 +55,11 @@ def plain(value: JSON) -> JSON:
     Leaves are JSON scalars (immutable), so this equals ``dataclasses.asdict`` without its
     per-value deep copy, and a nested record keeps its derived keys (``Score.passed``).
     """
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value  # the common leaves first
+    if kind is list:
+        return [plain(v) for v in value]
     if isinstance(value, Record):
         return value.as_dict()
     if isinstance(value, list | tuple):

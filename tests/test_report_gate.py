@@ -43,7 +43,7 @@ def test_passing_gate_and_labels() -> None:
     assert result.passed
     gated = apply_gate(verdict, result)
     assert [r.gate for r in gated.rows] == ["PASS", "PASS", "PASS", "-"]
-    assert gated is verdict and gated.gate["passed"] is True  # in place: renderers share it
+    assert gated is verdict and gated.gate is result  # in place: renderers share it
 
 
 def test_no_gate_configured_labels_dash() -> None:

@@ -156,7 +156,7 @@ def run_info(models: tuple[str, ...] = MODELS) -> RunInfo:
                         output_usd_per_mtok=0.6),
     }  # fmt: skip
     return RunInfo(
-        models=[specs.get(m, ModelSpec(m, "vllm", m)).as_dict() for m in models],
+        models=[specs.get(m, ModelSpec(m, "vllm", m)) for m in models],
         reference=REFERENCE,
         settings={"record": "none", "repeat": 1, "scorers": ["embedding", "judge"]},
         started="2025-11-29T17:00:00+00:00",

@@ -9,8 +9,13 @@ from pathlib import Path
 import pytest
 import test_report_helpers as synth
 
+from pytest_slam.compare.uncertainty import Comparison
 from pytest_slam.golden.fileformat import atomic_write
-from pytest_slam.report.aggregate import aggregate
+from pytest_slam.metrics.stats import Summary
+from pytest_slam.records import ModelSpec
+from pytest_slam.report.aggregate import Verdict, aggregate
+from pytest_slam.report.gate import Gate, apply_gate, evaluate
+from pytest_slam.report.gate_result import Breach, GateResult
 from pytest_slam.report.jsonreport import SCHEMA_ID, ReportError, load_report, write_json
 
 SCHEMA_MD = os.path.join(os.path.dirname(__file__), "..", "pytest_slam", "report", "SCHEMA.md")
@@ -32,6 +37,30 @@ def test_round_trip_keeps_verdict_and_outcomes(written) -> None:
     written_back = [o.as_dict() for o in report.outcomes]
     assert written_back == sorted(outcomes, key=lambda o: o["nodeid"])  # canonical order
     assert aggregate(report.outcomes, report.verdict.run).as_dict() == verdict.as_dict()
+
+
+def test_sub_documents_read_back_as_records(tmp_path) -> None:
+    """Models, comparisons, distributions and the gate are records again once read."""
+    outcomes = synth.outcomes()
+    verdict = aggregate(outcomes, synth.run_info())
+    apply_gate(verdict, evaluate(Gate(min_pass_rate=0.99), verdict))
+    read = load_report(write_json(tmp_path / "slam.json", verdict, outcomes)).verdict
+    assert read.as_dict() == verdict.as_dict()
+    assert isinstance(read.run.models[0], ModelSpec)
+    assert read.run.model_names == verdict.run.model_names
+    row = read.models[0]
+    assert isinstance(row.comparisons[0], Comparison)
+    assert isinstance(row.distributions["e2e_ms"], Summary)
+    assert isinstance(read.gate, GateResult) and read.gate.passed is False
+    assert all(isinstance(b, Breach) for m in read.gate.models for b in m.breaches)
+
+
+def test_an_older_gate_without_status_still_loads() -> None:
+    old = {"passed": False, "configured": True, "session_breaches": ["over budget"], "notes": [],
+           "models": [{"model": "m", "passed": True}]}  # fmt: skip
+    gate = Verdict.from_dict({"run": {"models": [{"name": "m"}]}, "gate": old}).gate
+    assert gate is not None and gate.models[0].breaches == []
+    assert (gate.status, gate.incomplete) == ("", None)
 
 
 def test_document_layout(written) -> None:

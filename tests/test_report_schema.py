@@ -93,6 +93,12 @@ def test_the_synthetic_report_validates(synthetic: dict[str, Any]) -> None:
         (("outcomes", "scored", "pairs", 0, "scores", 0, "value"), None),
         (("run",), []),
         (("outcomes", "scored", "calls", 0, "cut_by_cap"), "no"),  # a derived key is checked too
+        (("run", "models", 0, "provider"), 3),
+        (("models", 0, "distributions", "e2e_ms", "p95"), "slow"),
+        (("models", 0, "comparisons", 0, "diff", "n"), "ten"),
+        (("models", 0, "comparisons", 0, "text"), None),  # derived: describe()
+        (("gate",), {"passed": "yes", "configured": True}),
+        (("gate",), {"passed": False, "configured": True, "models": [{"model": "m"}]}),
     ],
 )
 def test_a_wrong_type_fails_validation(

@@ -72,6 +72,11 @@ KEY_LENGTH = 16
 
 def _plain(obj: object) -> JSON:
     """JSON-shaped copy: SDK pydantic objects dumped, tuples as lists, mappings as dicts."""
+    kind = type(obj)
+    if kind is str or kind is int or kind is float or kind is bool or obj is None:
+        return obj  # the common leaves first: no attribute probe per string
+    if type(obj) is dict:  # narrows, unlike ``kind is dict``
+        return {str(k): _plain(v) for k, v in obj.items()}
     if hasattr(obj, "model_dump"):
         obj = obj.model_dump(mode="json", exclude_unset=True)
     if isinstance(obj, Mapping):

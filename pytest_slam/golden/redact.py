@@ -92,15 +92,22 @@ def scrub_text(text: str, env_secrets: list[str] | None = None) -> str:
 def scrub(obj: JSON, env_secrets: list[str] | None = None) -> JSON:
     """A copy of a JSON-shaped object with secrets replaced by ``[redacted]``."""
     secrets = _env_secrets() if env_secrets is None else env_secrets
+    return _scrub(obj, secrets)
+
+
+def _scrub(obj: JSON, secrets: list[str]) -> JSON:
+    kind = type(obj)
+    if kind is int or kind is float or kind is bool or obj is None:
+        return obj  # the common leaves first: no ABC check for each number
     if isinstance(obj, str):
         return scrub_text(obj, secrets)
     if isinstance(obj, Mapping):
         return {
             k: REDACTED
             if str(k).lower() in SECRET_FIELD_NAMES and isinstance(v, str) and v
-            else scrub(v, secrets)
+            else _scrub(v, secrets)
             for k, v in obj.items()
         }
     if isinstance(obj, list | tuple):
-        return [scrub(v, secrets) for v in obj]
+        return [_scrub(v, secrets) for v in obj]
     return obj

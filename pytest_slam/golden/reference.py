@@ -34,7 +34,7 @@ from pytest_slam.records import (
     utc_moment,
     utc_now,
 )
-from pytest_slam.swap.chat import ChatResult, Relay, Target, forward_chat
+from pytest_slam.swap.chat import LIMIT_KEYS, ChatResult, Relay, Target, forward_chat
 from pytest_slam.swap.models import api_key
 
 RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
@@ -166,7 +166,13 @@ class ReferenceService:
 
     def completion_tokens(self, module: str, body: dict[str, JSON]) -> int | None:
         """The completion length of the recorded answer to ``body`` (for the generation cap), or
-        None: not recorded, no count, or an unreadable file (the pairing step says that one)."""
+        None: not recorded, no count, or an unreadable file (the pairing step says that one).
+
+        Also None, without a key or a lookup, when the request sets its own limit: the cap never
+        changes such a request (``generation_cap``), and this runs on every call in the proxy.
+        """
+        if any(body.get(key) is not None for key in LIMIT_KEYS):
+            return None
         try:
             rec = self.store.lookup(module, request_key(body))
         except (GoldenError, ValueError):

@@ -76,7 +76,6 @@ def reference_slug(reference: str) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-@functools.lru_cache(maxsize=1024)
 def module_relpath(module: str) -> PurePosixPath:
     """``tests/test_triage.py`` -> ``tests/test_triage.json``; must be relative, without ``..``."""
     rel = PurePosixPath(str(module).replace("\\", "/"))

@@ -17,10 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from pytest_slam.compare.uncertainty import Comparison, Interval
 from pytest_slam.metrics.cost import cost_ratio, per_1000
 from pytest_slam.metrics.latency import LATENCY_METRICS
-from pytest_slam.metrics.stats import percentile, summarize
-from pytest_slam.records import JSON, Call, Outcome, Pair, Record, records
+from pytest_slam.metrics.stats import Summary, percentile, summarize
+from pytest_slam.records import JSON, Call, ModelSpec, Outcome, Pair, Record, records
+from pytest_slam.report.gate_result import GateResult
 
 NOT_SWAPPED = "not_swapped"  # passed, but the candidate answered none of its calls (outcomes.py)
 OUTCOME_SEVERITY = {"skipped": 0, "passed": 1, NOT_SWAPPED: 2, "failed": 3, "error": 4}
@@ -43,7 +45,7 @@ LONG_ANSWER_WORDS = 100  # median reference answer length above which they are (
 class RunInfo(Record):
     """How the run was made: models, reference, settings, times and what was assumed."""
 
-    models: list[dict[str, JSON]] = field(default_factory=list)  # ModelSpec.as_dict()
+    models: list[ModelSpec] = field(default_factory=list)
     reference: str = ""
     settings: dict[str, JSON] = field(default_factory=dict)
     started: str | None = None  # ISO 8601
@@ -53,9 +55,20 @@ class RunInfo(Record):
     cost_assumption: str = ""
     gpu_telemetry: str = ""
 
+    def __post_init__(self) -> None:
+        self.models = [run_model(m) for m in self.models]
+
     @property
     def model_names(self) -> list[str]:
-        return [m["name"] for m in self.models]
+        return [m.name for m in self.models]
+
+
+def run_model(spec: ModelSpec | Mapping[str, JSON]) -> ModelSpec:
+    """A run's model as a record; an entry written by hand may name only the model."""
+    if isinstance(spec, ModelSpec):
+        return spec
+    name = str(spec.get("name", ""))
+    return ModelSpec.from_dict({"provider": "", "model_id": name, **spec})
 
 
 @dataclass
@@ -84,7 +97,7 @@ class ModelRow(Record):
     equivalence_mean_high: float | None = None
     pass_rate_low: float | None = None
     pass_rate_high: float | None = None
-    comparisons: list[dict[str, JSON]] = field(default_factory=list)  # vs each other candidate
+    comparisons: list[Comparison] = field(default_factory=list)  # vs each other candidate
     # the LLM judge's own calls for this model's pairs (role "judge"): not the candidate's figures
     judge_calls: int = 0
     judge_prompt_tokens: int = 0
@@ -107,7 +120,7 @@ class ModelRow(Record):
     energy_per_call_j: float | None = None
     energy_per_output_token_j: float | None = None
     cold_starts: int = 0
-    distributions: dict[str, dict[str, JSON]] = field(default_factory=dict)
+    distributions: dict[str, Summary] = field(default_factory=dict)  # by metric, measured only
     gate: str = "-"  # "PASS" | "FAIL" | "-" (no gate, or the reference)
 
     @property
@@ -117,6 +130,27 @@ class ModelRow(Record):
     @property
     def tests_run(self) -> int:
         return self.tests_passed + self.tests_failed + self.tests_errored
+
+    def as_dict(self) -> dict[str, JSON]:
+        data = super().as_dict()  # comparisons and distributions are not Records: written here
+        data["comparisons"] = [c.as_dict() for c in self.comparisons]
+        data["distributions"] = {k: v.as_dict() for k, v in self.distributions.items()}
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, JSON]) -> ModelRow:
+        row = super().from_dict(data)
+        row.comparisons = [comparison(c) for c in data.get("comparisons") or []]
+        found = data.get("distributions") or {}
+        row.distributions = {k: Summary.from_dict(v) for k, v in found.items()}
+        return row
+
+
+def comparison(data: Mapping[str, JSON]) -> Comparison:
+    """A comparison as a report holds it; its ``text`` is derived (``describe``), so not read."""
+    diff = Interval(**{k: data["diff"][k] for k in ("mean", "low", "high", "n", "level")})
+    return Comparison(str(data["a"]), str(data["b"]), str(data["metric"]), diff,
+                      str(data["outcome"]))  # fmt: skip
 
 
 @dataclass
@@ -146,7 +180,7 @@ class Verdict(Record):
     models: list[ModelRow] = field(default_factory=list)
     reference: ModelRow | None = None
     tests: list[PerTestRow] = field(default_factory=list)
-    gate: dict[str, JSON] | None = None  # GateResult.as_dict() once a gate was applied
+    gate: GateResult | None = None  # once a gate was applied
     notes: list[str] = field(default_factory=list)  # run-wide warnings (weak_verdict_notes)
 
     @property
@@ -163,19 +197,19 @@ class Verdict(Record):
             "models": [r.as_dict() for r in self.models],
             "reference": self.reference.as_dict() if self.reference else None,
             "tests": [t.as_dict() for t in self.tests],
-            "gate": self.gate,
+            "gate": self.gate.as_dict() if self.gate else None,
             "notes": list(self.notes),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, JSON]) -> Verdict:
-        ref = data.get("reference")
+        ref, gate = data.get("reference"), data.get("gate")
         return cls(
             run=RunInfo.from_dict(data.get("run") or {}),
             models=[ModelRow.from_dict(r) for r in data.get("models") or []],
             reference=ModelRow.from_dict(ref) if ref else None,
             tests=[PerTestRow.from_dict(t) for t in data.get("tests") or []],
-            gate=data.get("gate"),
+            gate=GateResult.from_dict(gate) if gate else None,
             notes=list(data.get("notes") or []),
         )
 
@@ -376,8 +410,8 @@ def _fill_comparisons(rows: list[ModelRow], outcomes: list[Outcome]) -> None:
     found = compare_all({m: request_equivalence(v) for m, v in by_model.items()}, "equivalence")
     found += compare_all({m: passes_by_test(v) for m, v in by_model.items()}, "pass rate")
     for row in rows:  # each pair is bootstrapped once and shown from both sides
-        row.comparisons = [c.as_dict() for c in found if c.a == row.model]
-        row.comparisons += [mirrored(c).as_dict() for c in found if c.b == row.model]
+        row.comparisons = [c for c in found if c.a == row.model]
+        row.comparisons += [mirrored(c) for c in found if c.b == row.model]
 
 
 def _fill_latency(row: ModelRow, calls: list[Call], derived: bool = True) -> None:
@@ -386,7 +420,7 @@ def _fill_latency(row: ModelRow, calls: list[Call], derived: bool = True) -> Non
     measured = latency_calls(calls)
     metrics = LATENCY_METRICS if derived else ("ttft_ms", "e2e_ms")
     found = {m: summarize(_metric(c, m) for c in measured) for m in metrics}
-    row.distributions = {k: v.as_dict() for k, v in found.items() if v.count}
+    row.distributions = {k: v for k, v in found.items() if v.count}
     ttft, e2e = found["ttft_ms"], found["e2e_ms"]
     row.latency_samples = e2e.count  # a curated reference answer has no timing to count
     row.ttft_p50_ms = ttft.p50

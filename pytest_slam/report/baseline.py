@@ -17,7 +17,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pytest_slam.records import JSON, Record
+from pytest_slam.records import JSON, ModelSpec, Record
 from pytest_slam.report import fmt
 from pytest_slam.report.aggregate import ENGINE, NOT_SWAPPED, ModelRow, PerTestRow, RunInfo, Verdict
 from pytest_slam.report.config import check_section
@@ -122,12 +122,12 @@ def _note_models(diff: BaselineDiff, new_only: list[str], old_only: list[str]) -
 
 def _note_specs(diff: BaselineDiff, old: RunInfo, new: RunInfo) -> None:
     """Same name, other model or yardstick: still compared, but the reader must know."""
-    before = {m.get("name"): m for m in old.models}
+    before = {m.name: m for m in old.models}
     for spec in new.models:
-        prev = before.get(spec.get("name"))
-        if spec.get("name") in diff.compared_models and prev and _what(prev) != _what(spec):
+        prev = before.get(spec.name)
+        if spec.name in diff.compared_models and prev and _what(prev) != _what(spec):
             diff.notes.append(
-                f"{spec['name']} was {_what(prev)} in the baseline and is {_what(spec)} now: "
+                f"{spec.name} was {_what(prev)} in the baseline and is {_what(spec)} now: "
                 "compared by name"
             )
     if old.reference and new.reference and old.reference != new.reference:
@@ -137,8 +137,8 @@ def _note_specs(diff: BaselineDiff, old: RunInfo, new: RunInfo) -> None:
         )
 
 
-def _what(spec: dict[str, JSON]) -> str:
-    return f"{spec.get('provider')}:{spec.get('model_id')}"
+def _what(spec: ModelSpec) -> str:
+    return f"{spec.provider}:{spec.model_id}"
 
 
 def _check(

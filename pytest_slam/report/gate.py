@@ -15,13 +15,14 @@ all is ``incomplete``: never passed, whatever its partial numbers say (``incompl
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pytest_slam.records import JSON, Record
 from pytest_slam.report import fmt
 from pytest_slam.report.aggregate import ModelRow, Verdict
 from pytest_slam.report.baseline import BaselineDiff
 from pytest_slam.report.config import ConfigError, check_section
+from pytest_slam.report.gate_result import Breach, GateResult, ModelGate
 
 SECTION = "tool.slam.gate"
 INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED (this module does not import pytest)
@@ -69,55 +70,6 @@ class Gate(Record):
     @property
     def configured(self) -> bool:
         return self.no_regression or any(getattr(self, r) is not None for r in RULES)
-
-
-@dataclass
-class Breach(Record):
-    """One rule one model broke: what was measured against which limit."""
-
-    model: str
-    rule: str
-    measured: float | None  # None: the figure was not measured
-    limit: float
-    message: str
-
-
-@dataclass
-class ModelGate(Record):
-    model: str
-    passed: bool
-    breaches: list[Breach] = field(default_factory=list)
-
-
-@dataclass
-class GateResult(Record):
-    """The gate's outcome for the run: overall, per model, and session-level breaches."""
-
-    passed: bool
-    configured: bool
-    models: list[ModelGate] = field(default_factory=list)
-    session_breaches: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    status: str = ""  # "passed" | "failed" | "incomplete"
-    incomplete: str | None = None  # why the run cannot be judged, when it cannot
-
-    def label(self, model: str) -> str:
-        """PASS / FAIL for a gated model, ``-`` when no gate is configured or not gated."""
-        entry = next((m for m in self.models if m.model == model), None)
-        if entry is not None and self.incomplete:
-            return "INCOMPLETE"
-        if entry is None or not self.configured:
-            return "-"
-        return "PASS" if entry.passed else "FAIL"
-
-    def lines(self) -> list[str]:
-        head = {"passed": "passed", "incomplete": "incomplete"}.get(self.status, "FAILED")
-        out = [f"pytest-slam gate {head}" + (f" ({self.incomplete})" if self.incomplete else "")]
-        for entry in self.models:
-            out.extend(f"  {entry.model}: {b.message}" for b in entry.breaches)
-        out.extend(f"  session budget: {b}" for b in self.session_breaches)
-        out.extend(f"  note: {n}" for n in self.notes)
-        return out
 
 
 def evaluate(
@@ -216,7 +168,7 @@ def apply_gate(verdict: Verdict, result: GateResult) -> Verdict:
     """
     for row in verdict.models:
         row.gate = result.label(row.model)
-    verdict.gate = result.as_dict()
+    verdict.gate = result
     return verdict
 
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_slam.golden.fileformat import atomic_write
-from pytest_slam.records import JSON, Call, Outcome, Pair
+from pytest_slam.records import Call, Outcome, Pair, Score
 from pytest_slam.report import charts, fmt
 from pytest_slam.report.aggregate import (
     OutcomeLike,
@@ -26,12 +27,77 @@ from pytest_slam.report.aggregate import (
     sort_outcomes,
 )
 from pytest_slam.report.charts import Series
-from pytest_slam.report.diffview import answer_text, diff_and_similarity
+from pytest_slam.report.diffview import Segment, answer_text, diff_and_similarity
 from pytest_slam.report.jsonreport import SCHEMA_ID
 from pytest_slam.report.terminal import comparisons, gate_lines, notes
 
 TEMPLATE = "report.html.j2"
 MAX_PAIRS = 400  # answer pairs shown side by side; the JSON report keeps them all
+Cell = tuple[str, str]  # (shown text, sort key); an empty key sorts last
+
+
+@dataclass
+class ReviewRow:
+    """One candidate's human verdicts: how many, and each label's share with its interval."""
+
+    model: str
+    n: int
+    shares: list[str]
+
+
+@dataclass
+class HumanReview:
+    """The human review table: per candidate the shares of each verdict, and what went unread."""
+
+    labels: list[str]
+    rows: list[ReviewRow]
+    reviewers: int
+    problems: list[str]
+
+
+@dataclass
+class RowCells:
+    """One per-test table row, a ``Cell`` per sortable column."""
+
+    anchor: str
+    test: Cell
+    model: Cell
+    outcome: Cell
+    equivalence: Cell
+    worst: Cell
+    ttft: Cell
+    e2e: Cell
+    cost: Cell
+    calls: Cell
+    message: str
+
+
+@dataclass
+class PairView:
+    """A candidate's answer beside the golden one; ``left``/``right`` are the word diff's sides."""
+
+    key: str
+    reference_model: str
+    missing: bool
+    equivalence: str
+    scores: list[Score]
+    error: str | None
+    candidate_text: str
+    similarity: str | None = None
+    left: list[Segment] = field(default_factory=list)
+    right: list[Segment] = field(default_factory=list)
+
+
+@dataclass
+class AnswerBlock:
+    """One outcome's answer pairs, under its test and model."""
+
+    anchor: str
+    nodeid: str
+    model: str
+    outcome: str
+    message: str
+    pairs: list[PairView]
 
 
 def write_html(
@@ -63,7 +129,7 @@ def render_html(verdict: Verdict, outcomes: Iterable[OutcomeLike]) -> str:
         "notes": notes(verdict, intervals=False) + gate_lines(verdict),
         "interval": interval,
         "comparisons": [
-            c["text"] for m in ("equivalence", "pass rate") for c in comparisons(verdict, m)
+            c.describe() for m in ("equivalence", "pass rate") for c in comparisons(verdict, m)
         ],
         "review": human_review(verdict, ordered),
         "quality_chart": Markup(charts.quality_cost_svg(verdict.rows)),
@@ -82,7 +148,7 @@ def interval(value: float | None, low: float | None, high: float | None) -> str:
     return f"{value:.2f} [{low:.2f}, {high:.2f}]"
 
 
-def human_review(verdict: Verdict, outcomes: list[Outcome]) -> dict[str, JSON] | None:
+def human_review(verdict: Verdict, outcomes: list[Outcome]) -> HumanReview | None:
     """Win/tie/loss against the reference per candidate, with Wilson 95% intervals, from the
     ``slam review`` verdicts kept beside the run's golden files; None when there are none (or the
     golden files are no longer where the run read them)."""
@@ -107,16 +173,16 @@ def human_review(verdict: Verdict, outcomes: list[Outcome]) -> dict[str, JSON] |
     rows = [r for r in by_model(found) if r.model in models]
     if not rows and not problems:
         return None
-    return {
-        "labels": [*LABELS.values(), "not worse"],
-        "rows": [
-            {"model": r.model, "n": r.n,
-             "shares": [*(r.share(r.counts[v]) for v in VERDICTS), r.share(r.not_worse)]}
+    return HumanReview(
+        labels=[*LABELS.values(), "not worse"],
+        rows=[
+            ReviewRow(r.model, r.n,
+                      [*(r.share(r.counts[v]) for v in VERDICTS), r.share(r.not_worse)])
             for r in rows
         ],
-        "reviewers": len({v.reviewer for v in found if v.model in models}),
-        "problems": problems,
-    }  # fmt: skip
+        reviewers=len({v.reviewer for v in found if v.model in models}),
+        problems=problems,
+    )  # fmt: skip
 
 
 def latency_series(verdict: Verdict, outcomes: list[Outcome]) -> list[tuple[str, Series]]:
@@ -139,21 +205,21 @@ def latency_series(verdict: Verdict, outcomes: list[Outcome]) -> list[tuple[str,
     return series
 
 
-def row_cells(row: PerTestRow) -> dict[str, JSON]:
+def row_cells(row: PerTestRow) -> RowCells:
     """One table row: ``(shown text, sort key)`` per column; an empty key sorts last."""
-    return {
-        "anchor": _anchor(row.test, row.model),
-        "test": (row.test, row.test),
-        "model": (row.model, row.model),
-        "outcome": (row.outcome.replace("_", " "), row.outcome),  # "not swapped", class not_swapped
-        "equivalence": (fmt.score(row.equivalence_mean), _key(row.equivalence_mean)),
-        "worst": (fmt.score(row.equivalence_worst), _key(row.equivalence_worst)),
-        "ttft": (fmt.ms(row.ttft_p50_ms), _key(row.ttft_p50_ms)),
-        "e2e": (fmt.ms(row.e2e_p95_ms), _key(row.e2e_p95_ms)),
-        "cost": (fmt.usd(row.cost_usd), _key(row.cost_usd)),
-        "calls": (str(row.calls), str(row.calls)),
-        "message": row.message or "",
-    }
+    return RowCells(
+        anchor=_anchor(row.test, row.model),
+        test=(row.test, row.test),
+        model=(row.model, row.model),
+        outcome=(row.outcome.replace("_", " "), row.outcome),  # "not swapped", class not_swapped
+        equivalence=(fmt.score(row.equivalence_mean), _key(row.equivalence_mean)),
+        worst=(fmt.score(row.equivalence_worst), _key(row.equivalence_worst)),
+        ttft=(fmt.ms(row.ttft_p50_ms), _key(row.ttft_p50_ms)),
+        e2e=(fmt.ms(row.e2e_p95_ms), _key(row.e2e_p95_ms)),
+        cost=(fmt.usd(row.cost_usd), _key(row.cost_usd)),
+        calls=(str(row.calls), str(row.calls)),
+        message=row.message or "",
+    )
 
 
 def _key(value: float | None) -> str:
@@ -165,9 +231,9 @@ def _anchor(test: str, model: str) -> str:
     return "t-" + hashlib.sha1(f"{test}\0{model}".encode()).hexdigest()[:12]
 
 
-def answer_pairs(outcomes: list[Outcome]) -> tuple[list[dict[str, JSON]], int]:
+def answer_pairs(outcomes: list[Outcome]) -> tuple[list[AnswerBlock], int]:
     """Side-by-side blocks per outcome, at most ``MAX_PAIRS`` pairs; returns (blocks, hidden)."""
-    blocks: list[dict[str, JSON]] = []
+    blocks: list[AnswerBlock] = []
     shown, hidden = 0, 0
     for outcome in outcomes:
         pairs = outcome.pairs
@@ -181,18 +247,13 @@ def answer_pairs(outcomes: list[Outcome]) -> tuple[list[dict[str, JSON]], int]:
     return blocks, hidden
 
 
-def _block(outcome: Outcome, items: list[dict[str, JSON]]) -> dict[str, JSON]:
-    return {
-        "anchor": _anchor(outcome.test, outcome.model),
-        "nodeid": outcome.nodeid,
-        "model": outcome.model,
-        "outcome": outcome.outcome,
-        "message": outcome.message or "",
-        "pairs": items,
-    }
+def _block(outcome: Outcome, items: list[PairView]) -> AnswerBlock:
+    anchor = _anchor(outcome.test, outcome.model)
+    return AnswerBlock(anchor, outcome.nodeid, outcome.model, outcome.outcome,
+                       outcome.message or "", items)  # fmt: skip
 
 
-def _pair_view(outcome: Outcome, pair: Pair) -> dict[str, JSON]:
+def _pair_view(outcome: Outcome, pair: Pair) -> PairView:
     calls = outcome.calls
     index = pair.call_index
     call: Call | None = calls[index] if 0 <= index < len(calls) else None
@@ -200,17 +261,16 @@ def _pair_view(outcome: Outcome, pair: Pair) -> dict[str, JSON]:
     reference = pair.reference_text
     if reference is not None:  # a golden answer that only called tools has the text ""
         reference = answer_text(reference, pair.reference_tool_calls)
-    view: dict[str, JSON] = {
-        "key": pair.key,
-        "reference_model": pair.reference_model or "reference",
-        "missing": pair.missing or reference is None,
-        "equivalence": fmt.score(pair.equivalence),
-        "scores": [s.as_dict() for s in pair.scores],
-        "error": call.error if call is not None else None,
-        "candidate_text": candidate,
-        "similarity": None,
-    }
+    view = PairView(
+        key=pair.key,
+        reference_model=pair.reference_model or "reference",
+        missing=pair.missing or reference is None,
+        equivalence=fmt.score(pair.equivalence),
+        scores=pair.scores,
+        error=call.error if call is not None else None,
+        candidate_text=candidate,
+    )
     if reference is not None and not pair.missing:
-        view["left"], view["right"], ratio = diff_and_similarity(reference, candidate)
-        view["similarity"] = f"{ratio:.0%}"
+        view.left, view.right, ratio = diff_and_similarity(reference, candidate)
+        view.similarity = f"{ratio:.0%}"
     return view

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pytest_slam.records import JSON, Outcome, Record
 from pytest_slam.report.aggregate import ModelRow, PerTestRow, RunInfo
+from pytest_slam.report.gate_result import GateResult
 
 SCHEMA_PATH = Path(__file__).parent / "report.schema.json"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -32,7 +33,7 @@ class ReportDocument(Record):
     models: list[ModelRow] = field(default_factory=list)
     reference: ModelRow | None = None
     tests: list[PerTestRow] = field(default_factory=list)
-    gate: dict[str, JSON] | None = None  # GateResult.as_dict() once a gate was applied
+    gate: GateResult | None = None  # once a gate was applied
     notes: list[str] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
 
@@ -46,6 +47,7 @@ DERIVED: dict[str, dict[str, JSON]] = {
         "cut_by_cap": {"type": "boolean", "title": "Cut By Cap"},
     },
     "Score": {"passed": {"anyOf": [{"type": "boolean"}, {"type": "null"}], "title": "Passed"}},
+    "Comparison": {"text": {"type": "string", "title": "Text"}},  # Comparison.describe()
 }
 
 

@@ -12,12 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_slam.records import JSON
 from pytest_slam.report import fmt
 from pytest_slam.report.aggregate import CAUSES, FIXES, NOT_SWAPPED, ModelRow, Verdict
 
 if TYPE_CHECKING:
     import pytest
+
+    from pytest_slam.compare.uncertainty import Comparison
 
 GAP = "  "
 MIN_NAME = 12
@@ -242,19 +243,17 @@ def uncertainty_notes(verdict: Verdict) -> list[str]:
         if r.equivalence_mean_low is not None and r.equivalence_mean_high is not None
     ]
     out = [f"equivalence 95% interval (over requests): {'; '.join(spans)}"] if spans else []
-    return out + [f"paired: {c['text']}" for c in comparisons(verdict, "equivalence")]
+    return out + [f"paired: {c.describe()}" for c in comparisons(verdict, "equivalence")]
 
 
-def comparisons(verdict: Verdict, metric: str) -> list[dict[str, JSON]]:
+def comparisons(verdict: Verdict, metric: str) -> list[Comparison]:
     """Each pair of candidates compared on ``metric`` once (the earlier in run order as ``a``)."""
     order = [r.model for r in verdict.models]
     return [
         c
         for row in verdict.models
         for c in row.comparisons
-        if c.get("metric") == metric
-        and c.get("b") in order
-        and order.index(c["b"]) > order.index(row.model)
+        if c.metric == metric and c.b in order and order.index(c.b) > order.index(row.model)
     ]
 
 
@@ -264,14 +263,14 @@ def gate_lines(verdict: Verdict) -> list[str]:
     A run that did not run to its end says so even without gate rules: it never reads as passed.
     """
     gate = verdict.gate
-    if gate and gate.get("incomplete"):
-        return [f"gate: INCOMPLETE ({gate['incomplete']})"]
-    if not gate or not gate.get("configured", True):
+    if gate and gate.incomplete:
+        return [f"gate: INCOMPLETE ({gate.incomplete})"]
+    if not gate or not gate.configured:
         return []
-    lines = [f"gate: {'PASS' if gate.get('passed') else 'FAIL'}"]
-    for model in gate.get("models", []):
-        lines.extend(f"  {model['model']}: {b['message']}" for b in model.get("breaches", []))
-    lines.extend(f"  session: {b}" for b in gate.get("session_breaches", []))
+    lines = [f"gate: {'PASS' if gate.passed else 'FAIL'}"]
+    for model in gate.models:
+        lines.extend(f"  {model.model}: {b.message}" for b in model.breaches)
+    lines.extend(f"  session: {b}" for b in gate.session_breaches)
     return lines
 
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from pytest_slam.golden.store import GoldenStore
     from pytest_slam.report.aggregate import RunInfo, Verdict
     from pytest_slam.report.baseline import BaselineDiff
-    from pytest_slam.report.gate import GateResult
+    from pytest_slam.report.gate_result import GateResult
     from pytest_slam.run.session import SlamSession
 
 
@@ -193,7 +193,7 @@ def run_info(slam: SlamSession) -> RunInfo:
 
     reference = slam.settings.reference if slam.settings.has_reference else ""
     return RunInfo(
-        models=[s.as_dict() for s in slam.specs.values()],
+        models=list(slam.specs.values()),
         reference=reference_name(reference, slam.reference_spec if reference else None),
         settings=slam.settings.as_dict(),
         started=slam.started, finished=utc_now(),

@@ -112,18 +112,48 @@ class Phase(Protocol):
     def when(self) -> str | None: ...
 
 
+class _Positions:
+    """Where each nodeid sits in the one list ``keep_final`` fills, so a new test is not a scan.
+
+    One slot: a run has one list of outcomes. The map is trusted only for that very list at the
+    length it left it; another list, or one grown or shrunk by someone else, rebuilds it. An entry
+    replaced in place by another writer under a different nodeid is not seen (the session's list
+    has no other writer).
+    """
+
+    def __init__(self) -> None:
+        self.outcomes: list[OutcomeDict] | None = None
+        self.length = 0
+        self.index: dict[JSON, int] = {}
+
+    def of(self, outcomes: list[OutcomeDict]) -> dict[JSON, int]:
+        if self.outcomes is not outcomes or self.length != len(outcomes):
+            self.outcomes, self.length = outcomes, len(outcomes)
+            self.index = {o["nodeid"]: i for i, o in enumerate(outcomes)}  # the last one wins
+        return self.index
+
+
+_POSITIONS = _Positions()
+
+
 def keep_final(outcomes: list[OutcomeDict], payload: OutcomeDict, report: Phase) -> None:
     """Add one test phase's Outcome to ``outcomes``, keeping one final Outcome per nodeid."""
     if report.outcome == "rerun":
         return  # pytest-rerunfailures runs it again; the last attempt decides
-    for index in range(len(outcomes) - 1, -1, -1):
-        earlier = outcomes[index]
-        if earlier["nodeid"] != payload["nodeid"]:
-            continue
-        if report.when != "teardown" or _worse(payload, earlier):
-            outcomes[index] = payload
+    nodeid = payload["nodeid"]
+    index = _POSITIONS.of(outcomes)
+    at = index.get(nodeid)
+    if at is not None and outcomes[at]["nodeid"] != nodeid:  # changed behind our back
+        _POSITIONS.outcomes = None
+        index = _POSITIONS.of(outcomes)
+        at = index.get(nodeid)
+    if at is not None:
+        if report.when != "teardown" or _worse(payload, outcomes[at]):
+            outcomes[at] = payload
         return
+    index[nodeid] = len(outcomes)
     outcomes.append(payload)
+    _POSITIONS.length = len(outcomes)
 
 
 def _worse(new: OutcomeDict, old: OutcomeDict) -> bool:

@@ -1,0 +1,75 @@
+"""The gate's result as the verdict carries it: overall, per model, and each breach.
+
+Apart from ``gate`` (which reads the verdict's rows) so the verdict can hold it typed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from pytest_slam.records import JSON, Record, records
+
+
+@dataclass
+class Breach(Record):
+    """One rule one model broke: what was measured against which limit."""
+
+    model: str
+    rule: str
+    measured: float | None  # None: the figure was not measured
+    limit: float
+    message: str
+
+
+@dataclass
+class ModelGate(Record):
+    """One candidate against every rule: passed when it broke none."""
+
+    model: str
+    passed: bool
+    breaches: list[Breach] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, JSON]) -> ModelGate:
+        entry = super().from_dict(data)
+        entry.breaches = records(Breach, entry.breaches)
+        return entry
+
+
+@dataclass
+class GateResult(Record):
+    """The gate's outcome for the run: overall, per model, and session-level breaches."""
+
+    passed: bool
+    configured: bool
+    models: list[ModelGate] = field(default_factory=list)
+    session_breaches: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    status: str = ""  # "passed" | "failed" | "incomplete"
+    incomplete: str | None = None  # why the run cannot be judged, when it cannot
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, JSON]) -> GateResult:
+        """From a report's ``gate``; an older report may lack ``status`` and ``incomplete``."""
+        result = super().from_dict(data)
+        result.models = records(ModelGate, result.models)
+        return result
+
+    def label(self, model: str) -> str:
+        """PASS / FAIL for a gated model, ``-`` when no gate is configured or not gated."""
+        entry = next((m for m in self.models if m.model == model), None)
+        if entry is not None and self.incomplete:
+            return "INCOMPLETE"
+        if entry is None or not self.configured:
+            return "-"
+        return "PASS" if entry.passed else "FAIL"
+
+    def lines(self) -> list[str]:
+        head = {"passed": "passed", "incomplete": "incomplete"}.get(self.status, "FAILED")
+        out = [f"pytest-slam gate {head}" + (f" ({self.incomplete})" if self.incomplete else "")]
+        for entry in self.models:
+            out.extend(f"  {entry.model}: {b.message}" for b in entry.breaches)
+        out.extend(f"  session budget: {b}" for b in self.session_breaches)
+        out.extend(f"  note: {n}" for n in self.notes)
+        return out
