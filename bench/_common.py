@@ -153,3 +153,14 @@ def fake_server(
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+# Short chat prompts for the engine benches: small, varied answers from a small model.
+ENGINE_PROMPTS = [
+    "Say hello in one short sentence.",
+    "Name three colours.",
+    "What is the capital of France?",
+    "Write one sentence about the sea.",
+    "Count from one to five.",
+    "Give a one-line tip for writing tests.",
+]

@@ -31,16 +31,20 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from _common import PYTHON, ROOT, Sample, clean_env, footer, header, ratio, run_timed, table
+from _common import (
+    ENGINE_PROMPTS,
+    PYTHON,
+    ROOT,
+    Sample,
+    clean_env,
+    footer,
+    header,
+    ratio,
+    run_timed,
+    table,
+)
 
-PROMPTS = [
-    "Say hello in one short sentence.",
-    "Name three colours.",
-    "What is the capital of France?",
-    "Write one sentence about the sea.",
-    "Count from one to five.",
-    "Give a one-line tip for writing tests.",
-]
+PROMPTS = ENGINE_PROMPTS
 MAX_TOKENS = 48
 MODEL_ID = "SmolLM2-135M-Instruct"
 

@@ -27,16 +27,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _common import PYTHON, Sample, clean_env, footer, header, run_timed, table
+from _common import ENGINE_PROMPTS, PYTHON, Sample, clean_env, footer, header, run_timed, table
 
-PROMPTS = [
-    "Say hello in one short sentence.",
-    "Name three colours.",
-    "What is the capital of France?",
-    "Write one sentence about the sea.",
-    "Count from one to five.",
-    "Give a one-line tip for writing tests.",
-]
+PROMPTS = ENGINE_PROMPTS
 MAX_TOKENS = 32
 MODEL_ID = "SmolLM2-135M-Instruct"
 PYTEST = [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"]

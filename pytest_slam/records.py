@@ -77,6 +77,9 @@ def records(cls: type[T], items: Iterable[T | Mapping[str, JSON]]) -> list[T]:
 class Record:
     """Mixin: ``as_dict`` / ``from_dict`` that ignore unknown keys (newer writers, older readers)."""
 
+    # List fields that hold records, by the record type ``from_dict`` rebuilds them as.
+    NESTED: ClassVar[Mapping[str, type[Record]]] = {}
+
     __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[JSON]]]
 
     def as_dict(self) -> dict[str, JSON]:
@@ -85,7 +88,11 @@ class Record:
     @classmethod
     def from_dict(cls: type[T], data: Mapping[str, JSON]) -> T:
         known = _known(cls)
-        return cls(**{k: v for k, v in data.items() if k in known})
+        found = {k: v for k, v in data.items() if k in known}
+        for name, kind in cls.NESTED.items():
+            if name in found:
+                found[name] = records(kind, found[name])
+        return cls(**found)
 
 
 @dataclass
@@ -224,11 +231,7 @@ class GoldenRecord(Record):
     tests: list[str] = field(default_factory=list)
     judge: dict[str, JSON] = field(default_factory=dict)  # cached judge verdicts, by judge key
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, JSON]) -> GoldenRecord:
-        rec = super().from_dict(data)
-        rec.answers = records(GoldenAnswer, rec.answers)
-        return rec
+    NESTED = {"answers": GoldenAnswer}
 
     @property
     def answer(self) -> GoldenAnswer | None:
@@ -272,11 +275,7 @@ class Pair(Record):
     missing: bool = False
     scores: list[Score] = field(default_factory=list)
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, JSON]) -> Pair:
-        pair = super().from_dict(data)
-        pair.scores = records(Score, pair.scores)
-        return pair
+    NESTED = {"scores": Score}
 
     @property
     def equivalence(self) -> float | None:

@@ -87,3 +87,17 @@ def wait_for(condition: Callable[[], object], seconds: float, what: str) -> None
             return
         time.sleep(0.1)
     raise AssertionError(f"gave up waiting {seconds:.0f} s for {what}")
+
+
+# Two opted-in tests of PRODUCT, for runs whose report is what is under test.
+REPORTED_TESTS = """
+import pytest, product
+
+pytestmark = pytest.mark.slm
+
+def test_refund():
+    assert product.ask("How do I get a refund for order 1182?")
+
+def test_password():
+    assert product.ask("How do I reset my password?")
+"""

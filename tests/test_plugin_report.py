@@ -13,25 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from slam_helpers import PRODUCT
+from slam_helpers import PRODUCT, REPORTED_TESTS
 
 from pytest_slam.run.options import EXIT_GATE_FAILED
 from pytest_slam.testing import FakeOpenAI
 
-TESTS = """
-import pytest, product
-
-pytestmark = pytest.mark.slm
-
-def test_refund():
-    assert product.ask("How do I get a refund for order 1182?")
-
-def test_password():
-    assert product.ask("How do I reset my password?")
-
+TESTS = (
+    REPORTED_TESTS
+    + """
 def test_outage():
     assert product.ask("The app shows error 500 since 9am, we are blocked")
 """
+)
 PYPROJECT = """
 [tool.pytest.ini_options]
 pythonpath = ["."]

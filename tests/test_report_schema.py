@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import test_report_helpers as synth
-from slam_helpers import PRODUCT
+from slam_helpers import PRODUCT, REPORTED_TESTS
 
 from pytest_slam.report.aggregate import aggregate
 from pytest_slam.report.jsonreport import report_dict
@@ -20,17 +20,6 @@ from pytest_slam.report.schema import SCHEMA_PATH, schema_text
 
 jsonschema = pytest.importorskip("jsonschema")
 
-TESTS = """
-import pytest, product
-
-pytestmark = pytest.mark.slm
-
-def test_refund():
-    assert product.ask("How do I get a refund for order 1182?")
-
-def test_password():
-    assert product.ask("How do I reset my password?")
-"""
 PYPROJECT = """
 [tool.pytest.ini_options]
 pythonpath = ["."]
@@ -63,7 +52,7 @@ def test_the_schema_is_a_valid_json_schema() -> None:
 
 def test_a_real_report_validates(pytester: pytest.Pytester, fake_gpt4: Any) -> None:
     """Record the goldens, then a compared run writes the report the schema must describe."""
-    pytester.makepyfile(product=PRODUCT, test_product=TESTS)
+    pytester.makepyfile(product=PRODUCT, test_product=REPORTED_TESTS)
     pytester.makefile(".toml", pyproject=PYPROJECT.format(url=fake_gpt4.base_url))
     recorded = pytester.runpytest("-p", "no:cacheprovider", "--slm-record=new")
     assert recorded.ret == 0, recorded.stdout.str()

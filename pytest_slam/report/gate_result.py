@@ -5,10 +5,9 @@ Apart from ``gate`` (which reads the verdict's rows) so the verdict can hold it 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pytest_slam.records import JSON, Record, records
+from pytest_slam.records import Record
 
 
 @dataclass
@@ -30,11 +29,7 @@ class ModelGate(Record):
     passed: bool
     breaches: list[Breach] = field(default_factory=list)
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, JSON]) -> ModelGate:
-        entry = super().from_dict(data)
-        entry.breaches = records(Breach, entry.breaches)
-        return entry
+    NESTED = {"breaches": Breach}
 
 
 @dataclass
@@ -49,12 +44,7 @@ class GateResult(Record):
     status: str = ""  # "passed" | "failed" | "incomplete"
     incomplete: str | None = None  # why the run cannot be judged, when it cannot
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, JSON]) -> GateResult:
-        """From a report's ``gate``; an older report may lack ``status`` and ``incomplete``."""
-        result = super().from_dict(data)
-        result.models = records(ModelGate, result.models)
-        return result
+    NESTED = {"models": ModelGate}  # an older report may lack ``status`` and ``incomplete``
 
     def label(self, model: str) -> str:
         """PASS / FAIL for a gated model, ``-`` when no gate is configured or not gated."""
