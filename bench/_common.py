@@ -15,6 +15,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -164,3 +165,16 @@ ENGINE_PROMPTS = [
     "Count from one to five.",
     "Give a one-line tip for writing tests.",
 ]
+
+
+def engine_project(prefix: str, url: str, model_id: str, files: dict[str, str]) -> Path:
+    """A throwaway product whose suite (``tests/``) is opted in with one engine as the candidate."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    (root / "tests").mkdir()
+    for name, text in files.items():
+        (root / name).write_text(text)
+    (root / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\npythonpath = ["."]\n\n[tool.slam]\n'
+        f'models = ["{url}#{model_id}"]\nreference = "none"\npaths = ["tests"]\n'
+    )
+    return root

@@ -37,6 +37,7 @@ from _common import (
     ROOT,
     Sample,
     clean_env,
+    engine_project,
     footer,
     header,
     ratio,
@@ -185,15 +186,9 @@ def test_call(i):
 
 
 def agreement(url: str, calls: int) -> None:
-    root = Path(tempfile.mkdtemp(prefix="slam-bench-engine-"))
+    files = {"product.py": PRODUCT, "tests/test_calls.py": TESTS}
+    root = engine_project("slam-bench-engine-", url, MODEL_ID, files)
     try:
-        (root / "tests").mkdir()
-        (root / "product.py").write_text(PRODUCT)
-        (root / "tests" / "test_calls.py").write_text(TESTS)
-        (root / "pyproject.toml").write_text(
-            '[tool.pytest.ini_options]\npythonpath = ["."]\n\n[tool.slam]\n'
-            f'models = ["{url}#{MODEL_ID}"]\nreference = "none"\npaths = ["tests"]\n'
-        )
         env = clean_env(BENCH_PROMPTS=json.dumps(PROMPTS), BENCH_CALLS=str(calls),
                         BENCH_MAX_TOKENS=str(MAX_TOKENS), BENCH_OUT=str(root / "client.jsonl"))  # fmt: skip
         run_timed([PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider",

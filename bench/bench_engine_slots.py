@@ -22,12 +22,21 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _common import ENGINE_PROMPTS, PYTHON, Sample, clean_env, footer, header, run_timed, table
+from _common import (
+    ENGINE_PROMPTS,
+    PYTHON,
+    Sample,
+    clean_env,
+    engine_project,
+    footer,
+    header,
+    run_timed,
+    table,
+)
 
 PROMPTS = ENGINE_PROMPTS
 MAX_TOKENS = 32
@@ -122,15 +131,8 @@ def suite_arm(root: Path, env: dict[str, str], workers: int) -> list[list[float]
 
 def project(url: str, requests: int) -> tuple[Path, dict[str, str], dict[str, str]]:
     """A product, its suite opted in with the engine as candidate; envs for the raw and suite arms."""
-    root = Path(tempfile.mkdtemp(prefix="slam-bench-slots-"))
-    (root / "tests").mkdir()
-    (root / "product.py").write_text(PRODUCT)
-    (root / "raw.py").write_text(RAW)
-    (root / "tests" / "test_requests.py").write_text(TESTS)
-    (root / "pyproject.toml").write_text(
-        '[tool.pytest.ini_options]\npythonpath = ["."]\n\n[tool.slam]\n'
-        f'models = ["{url}#{MODEL_ID}"]\nreference = "none"\npaths = ["tests"]\n'
-    )
+    files = {"product.py": PRODUCT, "raw.py": RAW, "tests/test_requests.py": TESTS}
+    root = engine_project("slam-bench-slots-", url, MODEL_ID, files)
     common = dict(BENCH_PROMPTS=json.dumps(PROMPTS), BENCH_MAX_TOKENS=str(MAX_TOKENS),
                   BENCH_REQUESTS=str(requests), PYTHONPATH=str(root))  # fmt: skip
     # The suite's client talks to the swap proxy (the plugin sets OPENAI_BASE_URL); the raw one

@@ -212,7 +212,8 @@ def _budget_hint(table: Mapping[str, Any]) -> str:
     from pytest_slam.metrics.stats import METRICS, Summary
 
     known = [f"{stat}_{metric}" for stat in Summary.FIELDS for metric in METRICS]
-    unknown = [key for key in table if not re.match(_budget_pattern(), key)]
+    pattern = re.compile(_budget_pattern())
+    unknown = [key for key in table if not pattern.match(key)]
     hint = did_you_mean(unknown, known).strip()
     return f"; {hint}" if hint else ""
 

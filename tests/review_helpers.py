@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from slam_helpers import CHROMIUM, wait_for
 
+from pytest_slam.records import Score
 from pytest_slam.review.pairs import ReviewPair
 from pytest_slam.testing import FakeOpenAI
 
@@ -72,9 +73,9 @@ base_url = "{candidate}"
 
 def pair(key: str, model: str, fuzzy: float, judge: float | None = None) -> ReviewPair:
     """A synthetic pair scored by fuzzy (threshold 0.6) and, when given, a judge without one."""
-    scores = [{"scorer": "fuzzy", "value": fuzzy, "threshold": 0.6, "passed": fuzzy >= 0.6}]
+    scores = [Score("fuzzy", fuzzy, threshold=0.6)]
     if judge is not None:
-        scores.append({"scorer": "judge", "value": judge, "threshold": None, "passed": None})
+        scores.append(Score("judge", judge))
     return ReviewPair("test_x.py", key, model, [{"role": "user", "text": key}], "ref", f"{key}!",
                       tests=[f"test_x.py::test_{key}"], scores=scores)  # fmt: skip
 

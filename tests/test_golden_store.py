@@ -134,19 +134,6 @@ def test_record_checks_the_key_and_the_module(tmp_path):
         store.record("../elsewhere/test_x.py", rec("a"), "t::a")
 
 
-def test_pending_travels_as_json_from_a_worker_to_the_controller(tmp_path):
-    worker = store_at(tmp_path)
-    worker.record(MODULE, rec("a"), "t::a")
-    worker.mark_used(OTHER, "feedfacefeedface", "t::other")
-    payload = json.loads(json.dumps(worker.pending_as_dict()))
-    controller = store_at(tmp_path)
-    controller.merge_pending(payload)
-    assert controller.visited == {MODULE: {rec("a").key}, OTHER: {"feedfacefeedface"}}
-    [path] = controller.flush()
-    assert store_at(tmp_path).lookup(MODULE, rec("a").key).tests == ["t::a"]
-    assert path.name == "test_triage.json"
-
-
 def write_module(tmp_path: Path, module: str, *records: GoldenRecord) -> Path:
     store = store_at(tmp_path)
     for r in records:

@@ -115,3 +115,12 @@ def test_models_option_parsing() -> None:
 def test_the_same_model_twice_is_an_error() -> None:
     with pytest.raises(ModelSpecError, match="selected twice"):
         resolve_all([DEFAULT_MODEL, DEFAULT_MODEL])
+
+
+def test_the_openai_key_goes_only_to_openai_unless_a_table_names_it() -> None:
+    """The user sent OPENAI_API_KEY to OpenAI: another host gets it only through ``api_key_env``."""
+    assert from_table("o", {"provider": "openai"}).api_key_env == "OPENAI_API_KEY"
+    gateway = {"provider": "openai", "base_url": "http://gpu-box:8000/v1"}
+    assert from_table("g", gateway).api_key_env is None
+    named = {**gateway, "api_key_env": "OPENAI_API_KEY"}
+    assert from_table("g", named).api_key_env == "OPENAI_API_KEY"

@@ -9,7 +9,7 @@ import pytest
 import test_report_helpers as synth
 
 from pytest_slam.records import Outcome, Pair, Score
-from pytest_slam.report.aggregate import Verdict, aggregate, pair_equivalence, per_test_rows
+from pytest_slam.report.aggregate import Verdict, aggregate, per_test_rows
 from pytest_slam.report.terminal import render_table
 
 
@@ -120,8 +120,8 @@ def test_model_without_outcomes_and_unknown_models() -> None:
 
 def test_pair_equivalence_of_a_missing_or_unscored_pair_is_none() -> None:
     scored = Pair(0, "k", "golden.json", None, missing=True, scores=[Score("x", 1.0)])
-    assert pair_equivalence(scored) is None
-    assert pair_equivalence(Pair(0, "k", "golden.json", "answer", scores=[])) is None
+    assert scored.equivalence is None
+    assert Pair(0, "k", "golden.json", "answer", scores=[]).equivalence is None
 
 
 def test_an_engine_warm_up_is_a_cold_start_not_a_call_or_a_test(verdict) -> None:

@@ -97,8 +97,9 @@ def chunked_similarity(cand: list[list[float]], ref: list[list[float]]) -> float
     """
     if len(cand) == 1 and len(ref) == 1:
         return cosine(cand[0], ref[0])
-    recall = sum(max(cosine(r, c) for c in cand) for r in ref) / len(ref)
-    precision = sum(max(cosine(c, r) for r in ref) for c in cand) / len(cand)
+    sims = [[cosine(c, r) for r in ref] for c in cand]  # symmetric: each pair computed once
+    recall = sum(max(row[j] for row in sims) for j in range(len(ref))) / len(ref)
+    precision = sum(max(row) for row in sims) / len(cand)
     if recall <= 0 or precision <= 0:
         return min(recall, precision)
     return 2 * recall * precision / (recall + precision)

@@ -28,6 +28,7 @@ REDACTED = "[redacted]"
 SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET")
 SECRET_FIELD_NAMES = frozenset({"api_key", "api-key", "x-api-key", "authorization", "apikey"})
 MIN_ENV_SECRET_LENGTH = 6
+KEY_ENV_NAMES: set[str] = set()  # variables model specs read their keys from, whatever their name
 _KEY_CHARS = r"[A-Za-z0-9_\-]"
 _OPENAI_KEYS = (
     re.compile(rf"\bsk-(?:proj|svcacct|admin)-{_KEY_CHARS}{{8,}}"),
@@ -42,11 +43,18 @@ _VALUE_END = re.compile(r"\s*(?:$|[\"'`,;)\]}>\r\n])")
 _MIN_OPENAI_KEY_TAIL = 3  # ``sk-`` and at least this many characters
 
 
+def secret_env(*names: str | None) -> None:
+    """Treat these environment variables' values as secrets too: a model spec's ``api_key_env``
+    holds a key even when its name has none of ``SECRET_ENV_SUFFIXES``."""
+    KEY_ENV_NAMES.update(name for name in names if name)
+
+
 def _env_secrets() -> list[str]:
     values = {
         v
         for k, v in os.environ.items()
-        if k.upper().endswith(SECRET_ENV_SUFFIXES) and len(v) >= MIN_ENV_SECRET_LENGTH
+        if (k.upper().endswith(SECRET_ENV_SUFFIXES) or k in KEY_ENV_NAMES)
+        and len(v) >= MIN_ENV_SECRET_LENGTH
     }
     return sorted(values, key=len, reverse=True)  # longest first: a key containing another
 

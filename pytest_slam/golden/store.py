@@ -11,8 +11,7 @@ recorded answer is a paid call that a kill must not lose). A write-through store
 when the file is still the one it wrote last (same inode, size and times), and re-serializes only
 the entries that changed, so an answer costs about one fsync and one file write (about 10 ms with
 100 entries in the file, 15 ms with 1,000, on a busy 2-core machine). At the end of a run
-``flush`` writes what is still buffered and folds in the test names visits added since. A
-worker can also hand its buffer to the controller (``pending_as_dict`` / ``merge_pending``).
+``flush`` writes what is still buffered and folds in the test names visits added since.
 
 Locks live in ``<root>/../.slam/locks/`` (never next to the goldens); that folder gets a
 ``.gitignore`` of ``*`` so it never shows up in ``git status``. Lock files are not deleted after
@@ -47,7 +46,7 @@ from pytest_slam.golden.fileformat import (
 )
 from pytest_slam.golden.keys import canonical_request, request_key
 from pytest_slam.golden.lazy import index_golden
-from pytest_slam.records import JSON, GoldenRecord
+from pytest_slam.records import GoldenRecord
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock
@@ -213,25 +212,6 @@ class GoldenStore:
     def visited(self) -> dict[str, set[str]]:
         """Keys visited this run by module: what ``stale`` needs from a single process."""
         return {m: set(keys) for m, keys in self._used.items()}
-
-    def pending_as_dict(self) -> dict[str, JSON]:
-        """This process's buffer as JSON types, for a worker to hand to the controller."""
-        records = {
-            m: {k: rec.as_dict() for k, rec in recs.items()} for m, recs in self._pending.items()
-        }
-        used = {m: {k: sorted(t) for k, t in keys.items()} for m, keys in self._used.items()}
-        return {"records": records, "used": used}
-
-    def merge_pending(self, data: dict[str, JSON]) -> None:
-        """Merge a buffer from ``pending_as_dict`` (another process's) into this one."""
-        for module, recs in data.get("records", {}).items():
-            for rec in recs.values():
-                self.record(module, GoldenRecord.from_dict(rec))
-        for module, keys in data.get("used", {}).items():
-            for key, tests in keys.items():
-                self.mark_used(module, key, "")
-                for test in tests:
-                    self.mark_used(module, key, test)
 
     # -- writing ---------------------------------------------------------------------------
 

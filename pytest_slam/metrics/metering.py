@@ -114,7 +114,7 @@ def cached_prompt_tokens(usage_details: Mapping[str, JSON] | None) -> int:
 
 def price_call(spec: ModelSpec, call: Call, prices: Prices | None) -> None:
     """Set ``call.cost_usd``: the model's own prices, its hourly price, else the price table."""
-    from pytest_slam.metrics.cost import api_call_cost, self_hosted_cost
+    from pytest_slam.metrics.cost import Price, api_call_cost, self_hosted_cost
 
     if call.cost_usd is not None or not call.ok:
         return
@@ -122,10 +122,8 @@ def price_call(spec: ModelSpec, call: Call, prices: Prices | None) -> None:
         call.cost_usd = self_hosted_cost(call.e2e_ms / 1000.0, spec.hourly_usd)
     elif spec.input_usd_per_mtok is not None and spec.output_usd_per_mtok is not None:
         if call.prompt_tokens is not None and call.completion_tokens is not None:
-            call.cost_usd = (
-                call.prompt_tokens * spec.input_usd_per_mtok
-                + call.completion_tokens * spec.output_usd_per_mtok
-            ) / 1e6
+            own = Price(spec.input_usd_per_mtok, spec.output_usd_per_mtok)
+            call.cost_usd = own.cost(call.prompt_tokens, call.completion_tokens)
     else:
         call.cost_usd = api_call_cost(
             spec.model_id,

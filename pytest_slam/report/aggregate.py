@@ -346,11 +346,6 @@ def _count_calls(row: ModelRow, calls: list[Call]) -> None:
     row.calls_replayed = sum(1 for c in calls if c.replayed)
 
 
-def pair_equivalence(pair: Pair) -> float | None:
-    """Mean of the pair's scorer values; None when the golden was missing or nothing scored."""
-    return pair.equivalence
-
-
 def _fill_equivalence(row: ModelRow, pairs: list[Pair]) -> None:
     row.pairs = len(pairs)
     row.missing_golden = sum(1 for p in pairs if p.missing)

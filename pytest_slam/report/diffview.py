@@ -10,6 +10,7 @@ same function in two columns for a failure message.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pytest_slam.compare.tokendiff import Opcode, opcodes, similarity
-from pytest_slam.compare.toolcalls import ToolCall
+from pytest_slam.compare.toolcalls import ToolCall, arguments_of, name_of
 
 # a word or a punctuation mark with the whitespace after it: fewer, more telling tokens than
 # splitting every space off, so a changed phrase reads as one change
@@ -84,14 +85,10 @@ def _cut(text: str) -> str:
 
 def tool_call_line(call: ToolCall) -> str:
     """``get_weather({"city": "Paris"})``: the function and its arguments, compact and sorted."""
-    fn = call.get("function") or call.get("custom") or call
-    args = fn.get("arguments", fn.get("input", ""))
-    try:
-        value = json.loads(args) if isinstance(args, str) else args
-        args = json.dumps(value, sort_keys=True, ensure_ascii=False)
-    except ValueError:
-        pass  # not JSON: shown as the model wrote it
-    return f"{fn.get('name') or '?'}({' '.join(str(args).split())})"
+    args = arguments_of(call)
+    with contextlib.suppress(ValueError):  # not JSON: shown as the model wrote it
+        args = json.dumps(json.loads(args), sort_keys=True, ensure_ascii=False)
+    return f"{name_of(call) or '?'}({' '.join(args.split())})"
 
 
 def answer_text(text: str, tool_calls: Sequence[ToolCall] | None) -> str:
@@ -122,17 +119,13 @@ def _aligned(
     ref_left: list[ToolCall] = []
     cand_left = list(cand)
     for call in ref:
-        match = next((c for c in cand_left if _name(c) == _name(call)), None)
+        match = next((c for c in cand_left if name_of(c) == name_of(call)), None)
         if match is None:
             ref_left.append(call)
         else:
             cand_left.remove(match)
             rows.append((call, match))
     return rows + list(itertools.zip_longest(ref_left, cand_left))
-
-
-def _name(call: ToolCall) -> str:
-    return tool_call_line(call).split("(", 1)[0]
 
 
 def _cell(call: ToolCall | None, width: int) -> str:

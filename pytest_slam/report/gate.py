@@ -57,8 +57,8 @@ class Gate(Record):
         """From ``[tool.slam.gate]``; unknown keys and bad values raise ``ConfigError``."""
         known = {name: float for name in RULES} | {"no_regression": bool, "allow_not_swapped": bool}
         gate = cls(**check_section(SECTION, data or {}, known))
-        for name in ("min_pass_rate", "min_mean_equivalence", "min_equivalence_lower",
-                     "min_pass_rate_lower"):  # fmt: skip
+        shares = [name for name, (_, side, _) in RULES.items() if side == "min"]  # all in 0..1
+        for name in shares:
             value = getattr(gate, name)
             if value is not None and not 0 <= value <= 1:
                 raise ConfigError(

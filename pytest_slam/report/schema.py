@@ -64,10 +64,3 @@ def schema() -> dict[str, JSON]:
 def schema_text() -> str:
     """The schema as the checked-in file holds it (``report.schema.json``)."""
     return json.dumps(schema(), indent=2) + "\n"
-
-
-def write_schema(path: Path = SCHEMA_PATH) -> Path:
-    """Regenerate the checked-in schema; returns the path written."""
-    from pytest_slam.golden.fileformat import atomic_write
-
-    return atomic_write(path, schema_text())

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.golden.store import GoldenStore
-from pytest_slam.records import JSON, Outcome, Pair, Score, records
+from pytest_slam.records import JSON, Outcome, Pair, Score
 
 
 @dataclass
@@ -31,9 +31,6 @@ class ReviewPair:
     candidate: str
     tests: list[str] = field(default_factory=list)
     scores: list[Score] = field(default_factory=list)  # as in the report's pair
-
-    def __post_init__(self) -> None:
-        self.scores = records(Score, self.scores)  # also given as the report's dicts
 
     @property
     def answer_hash(self) -> str:
@@ -78,13 +75,11 @@ def answer_text(text: str | None, tool_calls: JSON) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
-def collect(
-    outcomes: Iterable[Outcome | Mapping[str, JSON]], store: GoldenStore
-) -> tuple[list[ReviewPair], int]:
+def collect(outcomes: Iterable[Outcome], store: GoldenStore) -> tuple[list[ReviewPair], int]:
     """The pairs to review, in report order, and how many candidate answers had no golden answer."""
     pairs: dict[str, ReviewPair] = {}
     missing = 0
-    for outcome in records(Outcome, outcomes):
+    for outcome in outcomes:
         for pair in outcome.pairs:
             made = _pair(outcome, pair, store)
             if made is None:

@@ -153,6 +153,8 @@ class Checker:
             for index, call in enumerate(ctx.calls):
                 if call.ok:
                     self._pair(ctx, index, call, verdict, failed)
+                else:  # unanswered, yet the test asked for this entry: never stale for it
+                    self.reference.store.mark_used(ctx.module, _key(call), ctx.test)
         self._score(item, ctx, verdict)
         self._budget(item, ctx, verdict)
         self._keep_judge_calls(ctx)

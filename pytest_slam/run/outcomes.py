@@ -65,7 +65,7 @@ def build_outcome(
         outcome.repeat = dict(verdict.repeat) if verdict.repeat is not None else None
         if verdict.problems:
             outcome.message = "\n".join(verdict.problems)
-    if outcome.outcome == "passed" and not _answered(ctx) and not declares_no_calls(item):
+    if outcome.outcome == "passed" and not _answered(ctx) and not _excused(item, ctx):
         outcome.outcome = NOT_SWAPPED
         outcome.message = not_swapped_message(item.nodeid, model, ctx, outcome.egress)
     return outcome.as_dict()
@@ -80,6 +80,12 @@ def _status(report: pytest.TestReport) -> str:
 def _answered(ctx: TestContext | None) -> bool:
     """Whether the candidate answered at least one of the test's calls."""
     return ctx is not None and any(c.ok and c.role == "candidate" for c in ctx.calls)
+
+
+def _excused(item: pytest.Item, ctx: TestContext | None) -> bool:
+    """``calls=0`` excuses a test that made no candidate call, not one whose calls all failed."""
+    tried = ctx is not None and any(c.role == "candidate" for c in ctx.calls)
+    return declares_no_calls(item) and not tried
 
 
 def declares_no_calls(item: pytest.Item) -> bool:

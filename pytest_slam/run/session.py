@@ -574,6 +574,10 @@ def build(config: pytest.Config, settings: Settings, armed: bool) -> SlamSession
                 "have to start; name a running endpoint (http://HOST:PORT/v1#MODEL) or openai:MODEL."
             )
         session.embeddings_spec = spec
+    from pytest_slam.golden.redact import secret_env
+
+    keyed = [*specs.values(), session.reference_spec, session.judge_spec, session.embeddings_spec]
+    secret_env(*(spec.api_key_env for spec in keyed if spec is not None))
     return session
 
 

@@ -189,6 +189,14 @@ def _check_vllm_args(name: str, engine: dict[str, JSON]) -> None:
         raise ModelSpecError(f"{line} Other `vllm serve` flags go in extra_args.")
 
 
+def _default_key_env(provider: str, urls: list[str]) -> str | None:
+    """OPENAI_API_KEY for OpenAI's own endpoint only: the user sent that key to OpenAI, so a gateway
+    or a self-hosted server named with ``provider = "openai"`` gets it only by ``api_key_env``."""
+    if provider == "openai" and all(u.rstrip("/") == OPENAI_URL for u in urls):
+        return "OPENAI_API_KEY"
+    return None
+
+
 def from_table(name: str, data: dict[str, JSON]) -> ModelSpec:
     """A ``[tool.slam.models.NAME]`` table -> ModelSpec; unknown keys are an error, not ignored."""
     check_table(name, data)
@@ -202,7 +210,7 @@ def from_table(name: str, data: dict[str, JSON]) -> ModelSpec:
         provider=provider,
         model_id=str(data.get("model", name)),
         base_urls=[u.rstrip("/") for u in urls],
-        api_key_env=data.get("api_key_env", "OPENAI_API_KEY" if provider == "openai" else None),
+        api_key_env=data.get("api_key_env", _default_key_env(provider, urls)),
         engine_args=dict(data.get("engine", {})),
         input_usd_per_mtok=data.get("input_per_mtok"),
         output_usd_per_mtok=data.get("output_per_mtok"),

@@ -144,7 +144,13 @@ class SwapRouter:
             result = self.meter.metered(
                 target.spec, lambda: forward_chat(target, body, relay, cap=cap)
             )
-        if ctx is not None and result.call.role == "candidate":
+        # Only the running test's own candidate gives it evidence: a call on another model's route
+        # (a client kept from that model's test) is answered, never counted for this one.
+        if (
+            ctx is not None
+            and result.call.role == "candidate"
+            and target.spec.name == ctx.model.name
+        ):
             ctx.add(result.call)
         return result
 
