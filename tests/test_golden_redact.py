@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_slam.golden.keys import request_key
-from pytest_slam.golden.redact import REDACTED, scrub, scrub_text
+from pytest_slam.golden.redact import REDACTED, _scrub, scrub, scrub_text
 from pytest_slam.golden.store import GoldenStore
 from pytest_slam.records import GoldenAnswer, GoldenRecord
 
@@ -98,3 +100,54 @@ def test_every_key_shape_and_bearer_token_is_redacted(text, kept):
 @pytest.mark.parametrize("text", ORDINARY)
 def test_ordinary_words_are_not_secrets(text):
     assert scrub_text(text, []) == text
+
+
+# Pieces a string in a report is made of: words, every secret shape above, secret field names,
+# characters JSON escapes, and an environment secret with a quote in it.
+PIECES = [
+    *(t for t, _ in SECRETS), *ORDINARY, "hello", "café", 'say "hi"', "back\\slash", "\n",
+    "acme-4f9a8b7c", 'pa"ss-w0rd', "API_KEY", "Authorization", "x-api-key",
+]  # fmt: skip
+
+
+_LEAVES = st.one_of(
+    st.none(), st.integers(), st.floats(allow_nan=False),
+    st.lists(st.sampled_from(PIECES), max_size=3).map(" ".join),
+)  # fmt: skip
+_KEYS = st.sampled_from(["text", "api_key", "Api-Key", "n", "x"])
+_DOCUMENTS = st.recursive(
+    _LEAVES,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(_DOCUMENTS)
+def test_the_quick_look_never_skips_what_the_walk_would_redact(data: object) -> None:
+    """``scrub`` looks at the serialized object first and walks it only when something could be a
+    secret; whatever the object, the result is the walk's own."""
+    secrets = ["acme-4f9a8b7c", 'pa"ss-w0rd']
+    assert scrub(data, secrets) == _scrub(data, secrets)
+
+
+ALONE = [  # each kind of secret as the only one in a document: the quick look must send it on
+    *({"text": t} for t, _ in SECRETS),
+    {"text": "config: acme-4f9a8b7c"},
+    {"text": 'pass: pa"ss-w0rd'},
+    {"Api-Key": "plain-value"},
+    [{"x-api-key": "v"}],
+]
+
+
+@pytest.mark.parametrize("data", ALONE, ids=range(len(ALONE)))
+def test_each_kind_of_secret_alone_is_redacted(data: object) -> None:
+    # The quoted secret is known only where it is the one looked for: JSON text escapes its quote.
+    secrets = ['pa"ss-w0rd'] if "pa" in str(data) else ["acme-4f9a8b7c"]
+    scrubbed = scrub(data, secrets)
+    assert scrubbed == _scrub(data, secrets) != data
+
+
+def test_a_report_with_nothing_secret_is_not_copied() -> None:
+    data = [{"text": "Refunds take five days.", "n": 3}]
+    assert scrub(data, ["acme-4f9a8b7c"]) is data
+    assert scrub([{"text": "use sk-abc123"}], []) == [{"text": f"use {REDACTED}"}]

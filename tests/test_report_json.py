@@ -16,7 +16,13 @@ from pytest_slam.records import ModelSpec
 from pytest_slam.report.aggregate import Verdict, aggregate
 from pytest_slam.report.gate import Gate, apply_gate, evaluate
 from pytest_slam.report.gate_result import Breach, GateResult
-from pytest_slam.report.jsonreport import SCHEMA_ID, ReportError, load_report, write_json
+from pytest_slam.report.jsonreport import (
+    SCHEMA_ID,
+    ReportError,
+    load_report,
+    report_dict,
+    write_json,
+)
 
 SCHEMA_MD = os.path.join(os.path.dirname(__file__), "..", "pytest_slam", "report", "SCHEMA.md")
 
@@ -73,6 +79,20 @@ def test_document_layout(written) -> None:
     with_calls = next(o for o in data["outcomes"] if o["calls"])
     assert with_calls["calls"][0]["tpot_ms"] is not None
     assert not [p for p in path.parent.iterdir() if p.name != "slam.json"]  # no temp left
+
+
+def test_one_line_per_outcome_and_the_same_document(written) -> None:
+    """The file is the indented document, except that each outcome is one line (so a committed
+    baseline's diff is a line per test), and it parses to exactly what was written."""
+    path, verdict, outcomes = written
+    text = path.read_text()
+    lines = text.splitlines()
+    start = lines.index('  "outcomes": [')
+    rows = lines[start + 1 : start + 1 + len(outcomes)]
+    assert [json.loads(row.strip().rstrip(",")) for row in rows] == json.loads(text)["outcomes"]
+    assert lines[start + 1 + len(outcomes) :] == ["  ]", "}"]
+    expected = report_dict(verdict, outcomes)
+    assert {**json.loads(text), "generated_at": None} == {**expected, "generated_at": None}
 
 
 def test_every_written_field_is_documented_in_schema_md(written) -> None:

@@ -106,6 +106,10 @@ class Prices:
     source: str = field(default_factory=_default_source)
     overrides: Mapping[str, Price] = field(default_factory=dict)
     genai_prices: bool = True
+    # Every call is priced: each model id is looked up once (the sources do not change in a run).
+    _found: dict[str, tuple[Price, PriceSource] | None] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def get(self, model_id: str) -> Price | None:
         """The price of ``model_id``, or None when no source knows it."""
@@ -119,6 +123,11 @@ class Prices:
 
     def lookup(self, model_id: str) -> tuple[Price, PriceSource] | None:
         """The price of ``model_id`` and the source it came from, first match wins."""
+        if model_id not in self._found:
+            self._found[model_id] = self._lookup(model_id)
+        return self._found[model_id]
+
+    def _lookup(self, model_id: str) -> tuple[Price, PriceSource] | None:
         override = _family_get(self.overrides, model_id)
         if override is not None:
             return override, "override"

@@ -20,7 +20,12 @@ PREFIX = "slam_"
 def attach(
     item: pytest.Item, report: pytest.TestReport, outcome: Outcome | Mapping[str, JSON]
 ) -> None:
-    """Set this test's ``slam_*`` properties, replacing any from an earlier phase of the test."""
+    """Set this test's ``slam_*`` properties, replacing any from an earlier phase of the test;
+    nothing when no file is written that carries them (``--junitxml``, pytest-reportlog's
+    ``--report-log``; an xdist worker is given the same options)."""
+    option = item.config.option
+    if not (getattr(option, "xmlpath", None) or getattr(option, "report_log", None)):
+        return
     from pytest_slam.report.junit import junit_properties
 
     props = junit_properties(outcome)

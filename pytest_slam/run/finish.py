@@ -276,8 +276,11 @@ def _write(slam: SlamSession, verdict: Verdict, outcomes: list[Outcome]) -> None
     from pytest_slam.report.html import write_html
     from pytest_slam.report.jsonreport import write_json
 
-    # A key quoted in a prompt or an answer never reaches a report: scrubbed once, for both files.
-    clean = records(Outcome, scrub([o.as_dict() for o in outcomes]))
+    # A key quoted in a prompt or an answer never reaches a report: scrubbed once, for both files
+    # (the records are rebuilt only when a secret was found: scrub hands back what it was given).
+    plain: JSON = [o.as_dict() for o in outcomes]
+    scrubbed = scrub(plain)
+    clean = outcomes if scrubbed is plain else records(Outcome, scrubbed)
     for path, kind, flag, write in ((slam.settings.report, "JSON", options.REPORT, write_json),
                                     (slam.settings.html, "HTML", options.HTML, write_html)):  # fmt: skip
         if not path:

@@ -422,6 +422,7 @@ class SlamSession:
             lambda: proxy.base_url,
             hosts,
             lambda r: self.redirected.add(r.original_url.split("/")[2]),
+            server=proxy,
         )
 
     def reference_client(self, item: pytest.Item) -> ReferenceClient:

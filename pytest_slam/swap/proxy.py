@@ -32,6 +32,7 @@ import socket
 import socketserver
 import sys
 import threading
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Protocol
 
@@ -39,6 +40,7 @@ import h11
 
 from pytest_slam.swap import upstream
 from pytest_slam.swap.chat import ChatResult, Relay, Target
+from pytest_slam.swap.local import LocalAnswer, Workers
 from pytest_slam.swap.peer import owner_uid
 from pytest_slam.swap.upstream import JSONObject
 
@@ -57,7 +59,8 @@ HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization",
      "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length", "expect"}
 )  # fmt: skip
-SSE_HEADERS = [("Content-Type", "text/event-stream"), ("Transfer-Encoding", "chunked")]
+SSE_HEADERS = [("Content-Type", "text/event-stream")]
+CHUNKED = [("Transfer-Encoding", "chunked")]
 REFUSED = (
     "pytest-slam: this swap proxy serves only the pytest run that started it; the request has no "
     "valid run secret in its URL or comes from another user's process. Use the OPENAI_BASE_URL "
@@ -123,12 +126,195 @@ def _json_object(body: bytes) -> JSONObject:
     return data
 
 
+class Responder(Protocol):
+    """Where an answer is written: the loopback socket (``_Wire``, h11) or a caller in this process
+    (``local.LocalAnswer``). An answer is ``whole``, or ``head`` then ``data``... then ``end``."""
+
+    def whole(self, status: int, headers: list[tuple[str, str]], payload: bytes) -> None: ...
+
+    def head(self, status: int, headers: list[tuple[str, str]]) -> None: ...
+
+    def data(self, data: bytes) -> None: ...
+
+    def end(self) -> None: ...
+
+
+def unserved(method: str) -> str | None:
+    """Why a method is refused, or None."""
+    if method in METHODS:
+        return None
+    return f"pytest-slam: the swap proxy does not serve {method} requests"
+
+
+class Exchange:
+    """One request whose guard passed: routed, forwarded, recorded and answered through a Responder.
+
+    It knows no transport, so a call that came over the loopback socket and one handed over in
+    process (local.py) get the same statuses, headers, bodies and streams.
+    """
+
+    def __init__(self, router: Router, out: Responder) -> None:
+        self.router, self.out = router, out
+
+    def serve(self, method: str, rest: str, headers: list[tuple[str, str]], body: bytes) -> None:
+        """``rest``: the request target after the secret (``/v1/...`` or ``/slam/ROUTE/v1/...``)."""
+        try:
+            route, path = split_route(rest)
+            query = rest.partition("?")[2]
+            router = self.router
+            swapped = method == "POST" and router.swapping(route)
+            if swapped and path == CHAT_PATH:
+                self.chat(route, _json_object(body))
+            elif swapped and path == RESPONSES_PATH and not router.serves_responses(route):
+                self.responses(route, _json_object(body))
+            elif swapped and path == EMBEDDINGS_PATH:
+                status, payload = router.embeddings(route, _json_object(body), headers)
+                extra = [("x-should-retry", "false")] if status >= 400 else []
+                self.send(status, payload, extra)
+            else:
+                self.raw(method, route, path + ("?" + query if query else ""), headers, body)
+        except RouteError as exc:
+            self.error(exc.status, str(exc))
+
+    def chat(self, route: str, body: JSONObject) -> None:
+        stream = _Stream(self.out) if body.get("stream") else None
+        result = self.router.chat(route, body, stream.send if stream else None)
+        if stream is not None and stream.started:
+            if result.call.error is not None:  # broke off mid-stream: say why in the stream
+                stream.fail(f"pytest-slam: {result.call.error}")
+            stream.finish()
+        elif result.call.error is not None and result.error_body is None:
+            self.error(result.status, f"pytest-slam: {result.call.error}")
+        elif result.error_body is not None:
+            extra = [("Retry-After", result.retry_after)] if result.retry_after else []
+            self.send(result.status, result.error_body, extra)
+        elif stream is not None:  # served without upstream chunks (a golden replay)
+            stream.replay(result)
+        else:
+            self.send(200, json.dumps(result.completion).encode())
+
+    def responses(self, route: str, body: JSONObject) -> None:
+        """A Responses API call to a Chat Completions candidate: translated (responses.py) and sent
+        through the router's chat, so it is recorded, paired, scored and timed like a chat call."""
+        from pytest_slam.swap import responses
+
+        stream = _Stream(self.out) if body.get("stream") else None
+        router = self.router
+
+        def chat(chat_body: JSONObject, relay: Relay | None) -> responses.ChatOutcome:
+            # A ChatResult is a ChatOutcome; the Protocol's members are settable, which makes mypy
+            # compare ``call`` invariantly (read-only members in responses.py would make this a no-op).
+            return router.chat(route, chat_body, relay)
+
+        reply = responses.serve(body, chat, stream.send if stream else None)
+        if reply is not None:  # these errors are final (a retry asks the same): say so
+            extra = [("x-should-retry", "false")] if reply.status >= 400 else []
+            self.send(reply.status, reply.payload, extra)
+        elif stream is not None:
+            stream.end()
+
+    def raw(
+        self, method: str, route: str, path: str, headers: list[tuple[str, str]], body: bytes
+    ) -> None:
+        """Anything not swapped: relayed as is. Passthrough carries the caller's own headers (its key,
+        organization, project, custom headers); a candidate gets the caller's body with its own key
+        and its own model name (a natively served Responses call, ``responses = true``)."""
+        target = self.router.target(route)
+        if target.role == "passthrough":
+            origin = next((v for n, v in headers if n == REDIRECTED), None)
+            if origin is not None:  # its key belongs to that host, not to the original endpoint
+                raise RouteError(409, f"pytest-slam: a call to {origin} was redirected here "
+                                      "outside an opted-in test; it is not forwarded")  # fmt: skip
+            sent = forwarded_headers(headers)
+        else:
+            keep = ("content-type", "accept", "accept-encoding")
+            sent = [(n, v) for n, v in headers if n in keep]
+            if target.api_key:
+                sent.append(("Authorization", f"Bearer {target.api_key}"))
+            if method == "POST":
+                body = _as_candidate(body, target, path)
+        try:
+            resp = upstream.forward(target.base_url, method, path, sent, body,
+                                    upstream.timeout_for(target.spec))  # fmt: skip
+        except upstream.UpstreamUnreachable as exc:
+            raise RouteError(
+                502, f"pytest-slam: {target.base_url} is unreachable ({exc})"
+            ) from None
+        relayed = [(n, v) for n, v in resp.raw.getheaders() if n.lower() not in HOP_BY_HOP]
+        if resp.raw.length is not None:  # sized: one write
+            self.send(resp.status, resp.read(), relayed, content_type=None)
+            return
+        self.out.head(resp.status, relayed)
+        while block := resp.raw.read1(BLOCK):
+            self.out.data(block)
+        self.out.end()
+
+    def send(
+        self,
+        status: int,
+        payload: bytes,
+        extra: list[tuple[str, str]] | None = None,
+        content_type: str | None = "application/json",
+    ) -> None:
+        headers = [("Content-Type", content_type)] if content_type else []
+        self.out.whole(status, [*headers, *(extra or [])], payload)
+
+    def error(self, status: int, message: str) -> None:
+        payload = json.dumps({"error": {"message": message, "type": "pytest_slam", "code": status}})
+        # The SDK would retry 5xx with backoff; these errors are final, so say so.
+        self.send(status, payload.encode(), [("x-should-retry", "false")])
+
+
 class _Refuse(Exception):
     """Answer with this error now and close: the rest of the request is not read."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+class _Wire:
+    """A Responder on the connection's socket, framed by h11; a streamed body is chunked."""
+
+    def __init__(self, handler: _Connection) -> None:
+        self.handler = handler
+        self.conn = handler.conn
+        self.pending = b""  # a head not sent yet: it goes out with the first chunk
+        self.chunked = False
+
+    def whole(self, status: int, headers: list[tuple[str, str]], payload: bytes) -> None:
+        """Status line, headers and body in one write.
+
+        The caller is often a thread of this same process: headers written on their own wake it to
+        parse them, and the two threads then trade the GIL once more before the body goes out.
+        """
+        headers = [*headers, ("Content-Length", str(len(payload)))]
+        if self.conn.their_state is not h11.DONE:
+            headers.append(("Connection", "close"))
+        conn = self.conn
+        out = conn.send(h11.Response(status_code=status, headers=headers, reason=_reason(status)))
+        self.handler.write(out + conn.send(h11.Data(data=payload)) + conn.send(h11.EndOfMessage()))
+
+    def head(self, status: int, headers: list[tuple[str, str]]) -> None:
+        head = h11.Response(status_code=status, headers=[*headers, *CHUNKED],
+                            reason=_reason(status))  # fmt: skip
+        self.pending = self.conn.send(head)
+        # HTTP/1.1 callers get the chunked framing h11 would write, framed here: h11's send costs
+        # several microseconds per event, for every streamed token. An HTTP/1.0 caller's stream is
+        # delimited by closing the connection instead, so h11 frames (and ends) it.
+        self.chunked = self.conn.their_http_version != b"1.0"
+
+    def data(self, data: bytes) -> None:
+        if not data:  # an empty chunk would end a chunked body
+            return
+        chunk = b"%x\r\n%b\r\n" % (len(data), data) if self.chunked else None
+        out = self.pending + (chunk or self.conn.send(h11.Data(data=data)))
+        self.pending = b""
+        self.handler.write(out)
+
+    def end(self) -> None:
+        out, self.pending = self.pending + self.conn.send(h11.EndOfMessage()), b""
+        self.handler.write(out)
 
 
 class _Connection(socketserver.BaseRequestHandler):
@@ -142,6 +328,7 @@ class _Connection(socketserver.BaseRequestHandler):
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.settimeout(self.server.idle_s)
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=HEAD_LIMIT)
+        self.wire = _Wire(self)
         self.trusted = self.server.trusts(self.client_address)
         self.got_bytes = False  # of the request under way: an idle timeout before any says nothing
 
@@ -163,7 +350,7 @@ class _Connection(socketserver.BaseRequestHandler):
             if event is h11.PAUSED:  # h11 pauses only after a whole request, which is never read on
                 raise _Refuse(400, "pytest-slam: data after the request before its answer")
             if self.conn.they_are_waiting_for_100_continue:
-                self._write(self.conn.send(h11.InformationalResponse(status_code=100, headers=[])))
+                self.write(self.conn.send(h11.InformationalResponse(status_code=100, headers=[])))
             try:
                 data = self.sock.recv(BLOCK)
             except TimeoutError:
@@ -209,12 +396,12 @@ class _Connection(socketserver.BaseRequestHandler):
             )
         declared = next((v for n, v in request.headers if n == b"content-length"), b"0")
         if int(declared) > self.server.body_limit:
-            raise _Refuse(413, f"pytest-slam: request body over {self.server.body_limit} bytes")
+            raise _Refuse(413, self.server.too_large)
         parts, size = [], 0
         while isinstance(event := self._next(), h11.Data):
             size += len(event.data)
             if size > self.server.body_limit:
-                raise _Refuse(413, f"pytest-slam: request body over {self.server.body_limit} bytes")
+                raise _Refuse(413, self.server.too_large)
             parts.append(event.data)
         if not isinstance(event, h11.EndOfMessage):
             raise _Refuse(400, "pytest-slam: the request body ended early")
@@ -229,155 +416,32 @@ class _Connection(socketserver.BaseRequestHandler):
         if not self.trusted or not self.server.authorized(target):
             raise _Refuse(401, REFUSED)
         method = request.method.decode("latin-1")
-        if method not in METHODS:
-            raise _Refuse(405, f"pytest-slam: the swap proxy does not serve {method} requests")
-        rest = target[len(self.server.secret) + 1 :]
+        refused = unserved(method)
+        if refused:
+            raise _Refuse(405, refused)
         body = self._body(request)
-        try:
-            route, path = split_route(rest)
-            query = rest.partition("?")[2]
-            router = self.server.router
-            swapped = method == "POST" and router.swapping(route)
-            if swapped and path == CHAT_PATH:
-                self._chat(route, _json_object(body))
-            elif swapped and path == RESPONSES_PATH and not router.serves_responses(route):
-                self._responses(route, _json_object(body))
-            elif swapped and path == EMBEDDINGS_PATH:
-                status, payload = router.embeddings(route, _json_object(body), _text(request))
-                extra = [("x-should-retry", "false")] if status >= 400 else []
-                self._send(status, payload, extra)
-            else:
-                self._raw(method, route, path + ("?" + query if query else ""), _text(request),
-                          body)  # fmt: skip
-        except RouteError as exc:
-            self._error(exc.status, str(exc))
-
-    def _chat(self, route: str, body: JSONObject) -> None:
-        stream = _Stream(self) if body.get("stream") else None
-        result = self.server.router.chat(route, body, stream.send if stream else None)
-        if stream is not None and stream.started:
-            if result.call.error is not None:  # broke off mid-stream: say why in the stream
-                stream.fail(f"pytest-slam: {result.call.error}")
-            stream.finish()
-        elif result.call.error is not None and result.error_body is None:
-            self._error(result.status, f"pytest-slam: {result.call.error}")
-        elif result.error_body is not None:
-            extra = [("Retry-After", result.retry_after)] if result.retry_after else []
-            self._send(result.status, result.error_body, extra)
-        elif stream is not None:  # served without upstream chunks (a golden replay)
-            stream.replay(result)
-        else:
-            self._send(200, json.dumps(result.completion).encode())
-
-    def _responses(self, route: str, body: JSONObject) -> None:
-        """A Responses API call to a Chat Completions candidate: translated (responses.py) and sent
-        through the router's chat, so it is recorded, paired, scored and timed like a chat call."""
-        from pytest_slam.swap import responses
-
-        stream = _Stream(self) if body.get("stream") else None
-        router = self.server.router
-
-        def chat(chat_body: JSONObject, relay: Relay | None) -> responses.ChatOutcome:
-            # A ChatResult is a ChatOutcome; the Protocol's members are settable, which makes mypy
-            # compare ``call`` invariantly (read-only members in responses.py would make this a no-op).
-            return router.chat(route, chat_body, relay)
-
-        reply = responses.serve(body, chat, stream.send if stream else None)
-        if reply is not None:  # these errors are final (a retry asks the same): say so
-            extra = [("x-should-retry", "false")] if reply.status >= 400 else []
-            self._send(reply.status, reply.payload, extra)
-        elif stream is not None:
-            stream.end()
-
-    def _raw(
-        self, method: str, route: str, path: str, headers: list[tuple[str, str]], body: bytes
-    ) -> None:
-        """Anything not swapped: relayed as is. Passthrough carries the caller's own headers (its key,
-        organization, project, custom headers); a candidate gets the caller's body with its own key
-        and its own model name (a natively served Responses call, ``responses = true``)."""
-        target = self.server.router.target(route)
-        if target.role == "passthrough":
-            origin = next((v for n, v in headers if n == REDIRECTED), None)
-            if origin is not None:  # its key belongs to that host, not to the original endpoint
-                raise RouteError(409, f"pytest-slam: a call to {origin} was redirected here "
-                                      "outside an opted-in test; it is not forwarded")  # fmt: skip
-            sent = forwarded_headers(headers)
-        else:
-            keep = ("content-type", "accept", "accept-encoding")
-            sent = [(n, v) for n, v in headers if n in keep]
-            if target.api_key:
-                sent.append(("Authorization", f"Bearer {target.api_key}"))
-            if method == "POST":
-                body = _as_candidate(body, target, path)
-        try:
-            resp = upstream.forward(target.base_url, method, path, sent, body,
-                                    upstream.timeout_for(target.spec))  # fmt: skip
-        except upstream.UpstreamUnreachable as exc:
-            raise RouteError(
-                502, f"pytest-slam: {target.base_url} is unreachable ({exc})"
-            ) from None
-        relayed = [(n, v) for n, v in resp.raw.getheaders() if n.lower() not in HOP_BY_HOP]
-        if resp.raw.length is not None:  # sized: one write
-            self._send(resp.status, resp.read(), relayed, content_type=None)
-            return
-        headers = [*relayed, ("Transfer-Encoding", "chunked")]
-        head = h11.Response(status_code=resp.status, headers=headers, reason=_reason(resp.status))
-        out = self.conn.send(head)
-        while block := resp.raw.read1(BLOCK):
-            self._write(out + self.conn.send(h11.Data(data=block)))
-            out = b""
-        self._write(out + self.conn.send(h11.EndOfMessage()))
+        headers = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in request.headers]
+        Exchange(self.server.router, self.wire).serve(
+            method, target[len(self.server.secret) + 1 :], headers, body
+        )
 
     # -- writing ----------------------------------------------------------------------------
 
-    def _write(self, data: bytes) -> None:
+    def write(self, data: bytes) -> None:
         if data:
             self.sock.sendall(data)
-
-    def _send(
-        self,
-        status: int,
-        payload: bytes,
-        extra: list[tuple[str, str]] | None = None,
-        content_type: str | None = "application/json",
-    ) -> None:
-        """Status line, headers and body in one write.
-
-        The caller is often a thread of this same process: headers written on their own wake it to
-        parse them, and the two threads then trade the GIL once more before the body goes out.
-        """
-        headers = [("Content-Type", content_type)] if content_type else []
-        headers += [*(extra or []), ("Content-Length", str(len(payload)))]
-        if self.conn.their_state is not h11.DONE:
-            headers.append(("Connection", "close"))
-        out = self.conn.send(
-            h11.Response(status_code=status, headers=headers, reason=_reason(status))
-        )
-        self._write(
-            out + self.conn.send(h11.Data(data=payload)) + self.conn.send(h11.EndOfMessage())
-        )
-
-    def _error(self, status: int, message: str) -> None:
-        payload = json.dumps({"error": {"message": message, "type": "pytest_slam", "code": status}})
-        # The SDK would retry 5xx with backoff; these errors are final, so say so.
-        self._send(status, payload.encode(), [("x-should-retry", "false")])
 
     def _refuse(self, status: int, message: str) -> None:
         """An error before the request was read whole: said, then the connection is closed."""
         if self.conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
             return  # already answering: closing is all that is left
         try:
-            self._error(status, message)
+            Exchange(self.server.router, self.wire).error(status, message)
         except h11.LocalProtocolError:  # no request line parsed yet (a timeout mid-head): by hand
             payload = json.dumps({"error": {"message": message, "code": status}}).encode()
             head = b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
-            self._write(head % (status, _reason(status), len(payload)) + b"Connection: close\r\n\r\n"
-                        + payload)  # fmt: skip
-
-
-def _text(request: h11.Request) -> list[tuple[str, str]]:
-    """A request's headers as text (names lower-case), for the calls that pass them on."""
-    return [(n.decode("latin-1"), v.decode("latin-1")) for n, v in request.headers]
+            self.write(head % (status, _reason(status), len(payload)) + b"Connection: close\r\n\r\n"
+                       + payload)  # fmt: skip
 
 
 def _as_candidate(body: bytes, target: Target, path: str) -> bytes:
@@ -404,40 +468,29 @@ def _reason(status: int) -> bytes:
 
 
 class _Stream:
-    """Server-sent events to a streaming caller; headers go out with the first chunk."""
+    """Server-sent events to a streaming caller; the head goes out with the first event."""
 
-    def __init__(self, handler: _Connection) -> None:
-        self.handler = handler
-        self.conn = handler.conn
+    def __init__(self, out: Responder) -> None:
+        self.out = out
         self.started = False
-        # HTTP/1.1 callers get the chunked framing h11 would write, framed here: h11's send costs
-        # several microseconds per event, for every streamed token. An HTTP/1.0 caller's stream is
-        # delimited by closing the connection instead, so h11 frames (and ends) it.
-        self.chunked = self.conn.their_http_version != b"1.0"
 
     def send(self, payload: bytes) -> None:
-        out = b""
         if not self.started:
-            out = self.conn.send(h11.Response(status_code=200, headers=SSE_HEADERS, reason=b"OK"))
+            self.out.head(200, SSE_HEADERS)
             self.started = True
-        self.handler._write(out + self._data(b"data: " + payload + b"\n\n"))
-
-    def _data(self, data: bytes) -> bytes:
-        """One body chunk as it goes on the wire (h11's state does not depend on chunk sizes)."""
-        if self.started and self.chunked:
-            return b"%x\r\n%b\r\n" % (len(data), data)
-        return self.conn.send(h11.Data(data=data))
+        self.out.data(b"data: " + payload + b"\n\n")
 
     def fail(self, message: str) -> None:
         """An error event, which the SDK raises as openai.APIError with this message."""
         self.send(json.dumps({"error": {"message": message, "type": "pytest_slam"}}).encode())
 
     def finish(self) -> None:
-        self.handler._write(self._data(b"data: [DONE]\n\n") + self.conn.send(h11.EndOfMessage()))
+        self.out.data(b"data: [DONE]\n\n")
+        self.out.end()
 
     def end(self) -> None:
         """The end of a stream that has no ``[DONE]`` (Responses API events end on their own)."""
-        self.handler._write(self.conn.send(h11.EndOfMessage()))
+        self.out.end()
 
     def replay(self, result: ChatResult) -> None:
         from pytest_slam.swap.chat import stream_events
@@ -476,6 +529,7 @@ class SwapProxy(socketserver.ThreadingTCPServer):
         self.idle_s, self.body_limit = idle_s, body_limit
         self.uid = os.getuid() if hasattr(os, "getuid") else None
         self._thread: threading.Thread | None = None
+        self.workers = Workers("slam-local")
 
     @property
     def origin(self) -> str:
@@ -492,6 +546,39 @@ class SwapProxy(socketserver.ThreadingTCPServer):
         """Whether a request target starts with ``/SECRET/``, compared in constant time."""
         head = target[1 : len(self.secret) + 2].encode("latin-1")
         return hmac.compare_digest(head, self._prefix)
+
+    @property
+    def too_large(self) -> str:
+        return f"pytest-slam: request body over {self.body_limit} bytes"
+
+    def answer_local(
+        self, method: str, target: str, headers: list[tuple[str, str]], body: bytes
+    ) -> LocalAnswer | None:
+        """Serve a request of this process without the socket (local.py), or None when it lacks
+        the secret (then it goes over the socket, which refuses it). ``headers``: names lower-case."""
+        if not self.authorized(target):
+            return None
+        answer = LocalAnswer()
+        exchange = Exchange(self.router, answer)
+        refused = unserved(method) or (self.too_large if len(body) > self.body_limit else None)
+
+        def job(release: Callable[[], None]) -> None:
+            answer.on_complete = release
+            try:
+                if refused:
+                    exchange.error(405 if unserved(method) else 413, refused)
+                else:
+                    exchange.serve(method, target[len(self.secret) + 1 :], headers, body)
+            except (OSError, http.client.HTTPException):  # the caller left, or upstream broke
+                answer.drop("pytest-slam: the swap proxy's call broke off")
+            except Exception as exc:  # as handle_error says it for a socket connection
+                print(f"pytest-slam: the swap proxy dropped a call ({exc!r})", file=sys.stderr)
+                answer.drop(f"pytest-slam: the swap proxy dropped the call ({exc!r})")
+            finally:
+                answer.finish()
+
+        self.workers.submit(job)
+        return answer
 
     def trusts(self, peer: tuple[str, int]) -> bool:
         """A connection from a socket another user owns is refused; an unknown owner is not."""
@@ -514,3 +601,4 @@ class SwapProxy(socketserver.ThreadingTCPServer):
     def stop(self) -> None:
         self.shutdown()
         self.server_close()
+        self.workers.stop()

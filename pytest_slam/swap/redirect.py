@@ -39,10 +39,11 @@ from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlencode
 
 from pytest_slam.records import JSON
+from pytest_slam.swap.local import LocalAnswer
 
 DEFAULT_HOSTS = ("api.openai.com", "*.openai.azure.com", "*.cognitiveservices.azure.com")
 HEADER = "x-slam-redirected-from"
@@ -78,13 +79,29 @@ class Redirected:
     model: str | None = None
 
 
+class LocalServer(Protocol):
+    """The swap proxy as this module reaches it in process (``proxy.SwapProxy``)."""
+
+    @property
+    def local(self) -> tuple[str, int]: ...
+
+    def answer_local(
+        self, method: str, target: str, headers: list[tuple[str, str]], body: bytes
+    ) -> LocalAnswer | None: ...
+
+
 @dataclass
 class Redirect:
-    """Which hosts go where: ``base_url`` is called per request (the proxy URL carries a secret)."""
+    """Which hosts go where: ``base_url`` is called per request (the proxy URL carries a secret);
+    ``server``, when given, answers requests addressed to it in process (local.py)."""
 
     base_url: Callable[[], str]
     hosts: tuple[str, ...] = DEFAULT_HOSTS
     on_redirect: Callable[[Redirected], None] | None = None
+    server: LocalServer | None = None
+
+    def is_server(self, host: str, port: int | None) -> bool:
+        return self.server is not None and (host, port) == self.server.local
 
     def matches(self, host: str, port: int | None = None) -> bool:
         """A listed host (shell-style patterns such as ``*.openai.azure.com``, or ``host:port``)."""
@@ -127,10 +144,12 @@ def install(
     proxy_base_url: Callable[[], str] | str,
     hosts: Iterable[str] = DEFAULT_HOSTS,
     on_redirect: Callable[[Redirected], None] | None = None,
+    server: LocalServer | None = None,
 ) -> Redirect:
-    """Send listed hosts' requests to ``proxy_base_url`` until ``uninstall`` of the returned rule."""
+    """Send listed hosts' requests to ``proxy_base_url`` until ``uninstall`` of the returned rule;
+    with ``server``, synchronous requests to it (and listed hosts') are answered in process."""
     base = proxy_base_url if callable(proxy_base_url) else (lambda: str(proxy_base_url))
-    redirect = Redirect(base, tuple(hosts), on_redirect)
+    redirect = Redirect(base, tuple(hosts), on_redirect, server)
     for stack in _stacks():
         _wrap(stack)
     _installed.append(redirect)
@@ -167,11 +186,15 @@ def bypass() -> Iterator[None]:
         _bypass.reset(token)
 
 
-def _rule_for(request: Any) -> Redirect | None:
+def _rule_for(request: Any, local: bool = False) -> Redirect | None:
+    """The rule for a request to a listed host, or (``local``) to the proxy itself."""
     redirect = active()
     if redirect is None or _bypass.get():
         return None
-    return redirect if redirect.matches(request.url.host, request.url.port) else None
+    host, port = request.url.host, request.url.port
+    if redirect.matches(host, port) or (local and redirect.is_server(host, port)):
+        return redirect
+    return None
 
 
 @functools.cache
@@ -198,11 +221,17 @@ def _wrap(stack: ModuleType) -> None:
     )
 
     def handle_request(self: Any, request: Any) -> Any:
-        redirect = _rule_for(request)
+        redirect = _rule_for(request, local=True)
         if redirect is None:
             return sync_original(self, request)
         request.read()
-        return sync_original(_via(self, stack, False), _rewrite(redirect, stack, request))
+        transport = self
+        if not redirect.is_server(request.url.host, request.url.port):
+            request, transport = _rewrite(redirect, stack, request), _via(self, stack, False)
+        answer = _answer_local(redirect, request)
+        if answer is None:
+            return sync_original(transport, request)
+        return _local_response(stack, request, answer)
 
     async def handle_async_request(self: Any, request: Any) -> Any:
         redirect = _rule_for(request)
@@ -233,6 +262,59 @@ def _rewrite(redirect: Redirect, stack: ModuleType, request: Any) -> Any:
     return stack.Request(
         request.method, new_url, headers=headers, content=content, extensions=request.extensions
     )
+
+
+def _answer_local(redirect: Redirect, request: Any) -> LocalAnswer | None:
+    if redirect.server is None:
+        return None
+    headers = [(n.decode("latin-1").lower(), v.decode("latin-1")) for n, v in request.headers.raw]
+    target = request.url.raw_path.decode("ascii")
+    return redirect.server.answer_local(request.method, target, headers, request.content)
+
+
+def _local_response(stack: ModuleType, request: Any, answer: LocalAnswer) -> Any:
+    """The httpx response a transport would build from the answer, within the caller's read
+    timeout; the errors are the ones the transport raises for a slow or broken server."""
+    timeout = (request.extensions.get("timeout") or {}).get("read")
+    if not answer.wait(timeout):
+        answer.close()
+        raise stack.ReadTimeout(f"pytest-slam: no answer within {timeout:g} s", request=request)
+    if answer.failure is not None and not answer.status:
+        raise stack.RemoteProtocolError(answer.failure, request=request)
+    extensions = {"http_version": b"HTTP/1.1"}
+    if answer.payload is not None:
+        return stack.Response(answer.status, headers=answer.headers, content=answer.payload,
+                              request=request, extensions=extensions)  # fmt: skip
+    body = _body_class(stack)(answer, timeout, request)
+    return stack.Response(answer.status, headers=answer.headers, stream=body, request=request,
+                          extensions=extensions)  # fmt: skip
+
+
+class _LocalBody:
+    """A streamed local answer as a response body; mixed into ``stack.SyncByteStream`` (httpx
+    checks the type) by ``_body_class``, one class per HTTP stack."""
+
+    stack: ModuleType
+
+    def __init__(self, answer: LocalAnswer, timeout: float | None, request: Any) -> None:
+        self.answer, self.timeout, self.request = answer, timeout, request
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self.answer.chunks(self.timeout)
+        except TimeoutError as exc:
+            raise self.stack.ReadTimeout(f"pytest-slam: {exc}", request=self.request) from None
+        except ConnectionError as exc:
+            raise self.stack.RemoteProtocolError(str(exc), request=self.request) from None
+
+    def close(self) -> None:
+        """The caller is done (or gave up): the server side stops as at a closed socket."""
+        self.answer.close()
+
+
+@functools.cache
+def _body_class(stack: ModuleType) -> type[_LocalBody]:
+    return type("LocalBody", (_LocalBody, stack.SyncByteStream), {"stack": stack})
 
 
 def _with_model(content: bytes, deployment: str) -> bytes:

@@ -1,0 +1,216 @@
+"""Calls of the test process reach the swap proxy in memory (swap/local.py), and see what they would
+over its loopback socket: the same answers, streams, errors, retries and timeouts.
+
+Real parts throughout: the openai SDK's default sync client, the SwapProxy and SwapRouter the plugin
+starts, a running test context, and FakeOpenAI on loopback as the candidate. The proxy counts the
+socket connections it accepts, so each test can tell which way a call went.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import openai
+import pytest
+from slam_helpers import wait_for
+
+from pytest_slam.swap import redirect
+from pytest_slam.swap.models import resolve
+from pytest_slam.swap.proxy import SwapProxy
+from pytest_slam.swap.router import SwapRouter, TestContext, Upstream
+from pytest_slam.testing import FakeOpenAI
+
+ANSWER = "Refunds take five to seven business days."
+MESSAGES = [{"role": "user", "content": "How long does a refund take?"}]
+
+
+class CountingProxy(SwapProxy):
+    """The real proxy, counting the socket connections it accepts."""
+
+    def __init__(self, *args: object, **kw: object) -> None:
+        super().__init__(*args, **kw)  # type: ignore[arg-type]
+        self.sockets = 0
+
+    def process_request(self, request: object, client_address: object) -> None:
+        self.sockets += 1
+        super().process_request(request, client_address)  # type: ignore[arg-type]
+
+
+@dataclass
+class Swap:
+    proxy: CountingProxy
+    router: SwapRouter
+    ctx: TestContext
+    fake: FakeOpenAI
+
+    def client(self, **kw: object) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.proxy.base_url, api_key="sk-product", **kw)  # type: ignore[arg-type]
+
+
+def _swap(fake: FakeOpenAI, local: bool) -> Iterator[Swap]:
+    spec = resolve(fake.base_url + "#cand")
+    router = SwapRouter({spec.name: spec}, Upstream(fake.base_url))
+    proxy = CountingProxy(router).start()
+    ctx = TestContext("tests/test_x.py::test_x[cand]", "test_x", "tests/test_x.py", spec)
+    router.active = ctx
+    rule = redirect.install(lambda: proxy.base_url, server=proxy if local else None)
+    try:
+        yield Swap(proxy, router, ctx, fake)
+    finally:
+        redirect.uninstall(rule)
+        router.active = None
+        proxy.stop()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(ANSWER, model="cand-model") as server:
+        yield server
+
+
+@pytest.fixture
+def swap(fake: FakeOpenAI) -> Iterator[Swap]:
+    yield from _swap(fake, local=True)
+
+
+@pytest.fixture
+def over_socket(fake: FakeOpenAI) -> Iterator[Swap]:
+    yield from _swap(fake, local=False)
+
+
+def _ask(client: openai.OpenAI, stream: bool) -> tuple[str, str | None]:
+    if stream:
+        chunks = client.chat.completions.create(model="gpt-4", messages=MESSAGES, stream=True)
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        return text, None
+    reply = client.chat.completions.create(model="gpt-4", messages=MESSAGES)
+    return reply.choices[0].message.content or "", reply.choices[0].finish_reason
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_a_call_is_answered_and_recorded_without_a_socket(swap: Swap, stream: bool) -> None:
+    with swap.client(max_retries=0) as client:
+        text, finish = _ask(client, stream)
+    assert text == ANSWER
+    assert finish in (None, "stop")
+    assert swap.proxy.sockets == 0  # in memory: the proxy's socket never saw it
+    [call] = swap.ctx.calls
+    assert (call.text, call.model, call.streamed, call.error) == (ANSWER, "cand", stream, None)
+    assert call.ttft_ms is not None and call.e2e_ms is not None
+    assert swap.fake.requests[-1].json["stream"] is True  # timed from a stream, as over the socket
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_the_answer_is_the_one_the_socket_gives(fake: FakeOpenAI, stream: bool) -> None:
+    """Field by field, the SDK object a product reads is the same either way (ids and times aside)."""
+    seen = []
+    for local in (True, False):
+        with contextlib.closing(_swap(fake, local)) as swaps:
+            swap = next(swaps)
+            with swap.client(max_retries=0) as client:
+                raw = client.chat.completions.with_raw_response.create(
+                    model="gpt-4", messages=MESSAGES, stream=stream, logprobs=True, top_logprobs=2
+                )
+                if stream:
+                    body = [c.model_dump(exclude={"id", "created"}) for c in raw.parse()]
+                else:
+                    body = raw.parse().model_dump(exclude={"id", "created"})
+            headers = {k: v for k, v in raw.headers.items() if k not in ("date", "content-length")}
+            seen.append((raw.status_code, headers.get("content-type"), body))
+            assert swap.proxy.sockets == (0 if local else 1)
+    assert seen[0] == seen[1]
+
+
+def test_an_upstream_error_keeps_its_status_body_and_retry_advice() -> None:
+    limited = FakeOpenAI(ANSWER, fail=[429, 429])  # two calls rate-limited, with Retry-After
+    with limited, contextlib.closing(_swap(limited, local=True)) as swaps:
+        swap = next(swaps)
+        with swap.client(max_retries=0) as client:
+            with pytest.raises(openai.RateLimitError) as caught:
+                client.chat.completions.create(model="gpt-4", messages=MESSAGES)
+            assert caught.value.status_code == 429
+            assert caught.value.response.headers.get("retry-after")
+        with swap.client(max_retries=2) as client:  # the SDK retries it, as over the socket
+            assert _ask(client, stream=False)[0] == ANSWER
+        assert swap.proxy.sockets == 0
+        assert [c.error_kind for c in swap.ctx.calls] == ["http", "http", None]
+
+
+def test_the_callers_own_timeout_holds_and_the_call_still_ends_server_side() -> None:
+    slow = FakeOpenAI(ANSWER, latency_s=1.5)
+    with slow, contextlib.closing(_swap(slow, local=True)) as swaps:
+        swap = next(swaps)
+        with (
+            swap.client(max_retries=0, timeout=0.2) as client,
+            pytest.raises(openai.APITimeoutError),
+        ):
+            client.chat.completions.create(model="gpt-4", messages=MESSAGES)
+        assert swap.ctx.calls == []  # not yet: the model is still answering
+        # As over the socket, the server side goes on with the call the caller gave up on.
+        wait_for(lambda: swap.ctx.calls, 10, "the abandoned call to end")
+        assert swap.ctx.calls[0].text == ANSWER
+        assert swap.proxy.sockets == 0
+
+
+def test_a_stream_the_caller_stops_reading_ends_and_the_next_call_works(swap: Swap) -> None:
+    with swap.client(max_retries=0) as client:
+        stream = client.chat.completions.create(model="gpt-4", messages=MESSAGES, stream=True)
+        first = next(iter(stream))
+        stream.close()  # a product that read enough
+        assert first.choices[0].delta.content is not None
+        assert _ask(client, stream=False)[0] == ANSWER
+    assert swap.proxy.sockets == 0
+
+
+def test_calls_from_threads_are_each_answered_and_recorded(swap: Swap) -> None:
+    with swap.client(max_retries=0) as client, concurrent.futures.ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: _ask(client, stream=False)[0], range(16)))
+    assert answers == [ANSWER] * 16
+    assert len(swap.ctx.calls) == 16
+    assert swap.proxy.sockets == 0
+
+
+def test_a_request_without_the_run_secret_goes_to_the_socket_and_is_refused(swap: Swap) -> None:
+    origin = swap.proxy.origin
+    c = openai.OpenAI(base_url=f"{origin}/not-the-secret/v1", api_key="sk-x", max_retries=0)
+    with c, pytest.raises(openai.AuthenticationError):
+        c.chat.completions.create(model="gpt-4", messages=MESSAGES)
+    assert swap.proxy.sockets == 1
+    assert swap.ctx.calls == []
+
+
+def test_a_fault_in_serving_is_one_line_and_a_broken_connection_for_the_caller(
+    swap: Swap, capfd: pytest.CaptureFixture[str]
+) -> None:
+    def broken_reference(*_: object) -> None:
+        raise RuntimeError("reference store unreadable")
+
+    swap.router.reference = broken_reference  # type: ignore[assignment]
+    ref = openai.OpenAI(base_url=swap.proxy.url_for("ref"), api_key="sk-x", max_retries=0)
+    with ref, pytest.raises(openai.APIConnectionError):
+        ref.chat.completions.create(model="gpt-4", messages=MESSAGES)
+    err = capfd.readouterr().err
+    assert err.count("pytest-slam: the swap proxy dropped a call") == 1
+    assert "reference store unreadable" in err and "Traceback" not in err
+
+
+def test_async_clients_still_go_over_the_socket(swap: Swap) -> None:
+    import asyncio
+
+    async def ask() -> str:
+        async with openai.AsyncOpenAI(base_url=swap.proxy.base_url, api_key="sk-x") as client:
+            reply = await client.chat.completions.create(model="gpt-4", messages=MESSAGES)
+            return reply.choices[0].message.content or ""
+
+    assert asyncio.run(ask()) == ANSWER
+    assert swap.proxy.sockets == 1
+    assert len(swap.ctx.calls) == 1
+
+
+def test_the_bypass_for_the_plugins_own_calls_keeps_the_socket(swap: Swap) -> None:
+    with redirect.bypass(), swap.client(max_retries=0) as client:
+        assert _ask(client, stream=False)[0] == ANSWER
+    assert swap.proxy.sockets == 1
