@@ -131,6 +131,10 @@ def clean_env(**extra: str) -> dict[str, str]:
     """This environment without an outer swap's OpenAI variables, plus ``extra``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "PYTEST_"))}
     env.pop("GITHUB_STEP_SUMMARY", None)
+    # Bytecode is cached, as on a developer's machine or a CI cache: with PYTHONDONTWRITEBYTECODE
+    # (set on some shared machines) every import compiles from source, and the modules a run first
+    # imports during its tests would pass for per-case cost.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.update(extra)
     return env
 

@@ -1,6 +1,6 @@
 """What pytest and pytest-slam add per case, and what the plugin costs at start-up, by hand.
 
-    python bench/bench_overhead.py [--cases 200] [--repeats 5] [--before OTHER_TREE]
+    python bench/bench_overhead.py [--cases 200] [--base 0] [--repeats 5] [--before OTHER_TREE]
 
 The same requests go to a fast OpenAI-compatible server on loopback (FakeOpenAI in its own process):
 (a) a plain loop with the openai client, (b) a pytest suite calling that client with the plugin
@@ -8,10 +8,13 @@ disabled (``-p no:slam``), (c) the same suite opted in to pytest-slam: the swap 
 (recorded once first, then replayed), the fuzzy scorer, and the JSON and HTML reports. Two more
 plugin arms split (c) up: the swap alone (``--slm-reference=none``), and goldens without the files.
 
-Per case is the slope: (run with N cases - run with 0 cases) / N, timed inside each ``python -m
-pytest`` process by a conftest stopwatch from the end of collection to the last unconfigure hook:
-interpreter start and imports (whose noise on a shared machine would swamp a per-case figure) stay
-out, everything that grows with the cases counts, the plugin's end-of-run reports included. (a) is
+Per case is the slope: (run with N cases - run with B cases) / (N - B), B from ``--base`` (0 by
+default), timed inside each ``python -m pytest`` process by a conftest stopwatch from the end of
+collection to the last unconfigure hook: interpreter start and imports (whose noise on a shared
+machine would swamp a per-case figure) stay out, everything that grows with the cases counts, the
+plugin's end-of-run reports included. With B = 0 the slope also carries what the plugin does once
+in a run with tests (the first test's imports, the report template); ``--base 200`` leaves that
+out of the slope and prints it as a row of its own, the once-per-run cost. (a) is
 timed inside its process, around the loop only. Start-up is whole processes (wall and CPU). Wall
 time is the figure; CPU time (the process's own threads, the swap proxy's included, not the
 server's) moves much less when other work shares the machine, so it is shown beside it.
@@ -60,8 +63,10 @@ STARTUP_TARGET_S = 0.3
 class Bench:
     """The suite in a temp folder and a command per arm; every figure is a list of samples."""
 
-    def __init__(self, root: Path, candidate_url: str, cases: int, before: str | None) -> None:
-        self.root, self.cases, self.before = root, cases, before
+    def __init__(
+        self, root: Path, candidate_url: str, cases: int, base: int, before: str | None
+    ) -> None:
+        self.root, self.cases, self.base, self.before = root, cases, base, before
         self.direct = {"OPENAI_BASE_URL": candidate_url, "OPENAI_API_KEY": "sk-bench"}
         self.samples: dict[str, Sample] = {}
 
@@ -86,18 +91,24 @@ class Bench:
         self.add("loop.cpu", cpu / self.cases * 1000)
 
     def arm(self, name: str, tree: str | None = None, as_name: str | None = None) -> None:
-        """One run with N cases and one with none; the slope of the in-run clock is per case."""
+        """Runs with N cases, with B cases (when B > 0) and with none; the slope of the in-run
+        clock between N and B is per case, and what B's run took beyond B cases is once per run."""
         extra, plugin = ARMS[name]
         env, env_empty = self.env(self.cases, plugin, tree), self.env(0, plugin, tree)
         name = as_name or name
         full, full_clock = self.timed([*PYTEST, *extra], env, (0,))
         empty, empty_clock = self.timed([*PYTEST, *extra], env_empty, (NO_TESTS,))
+        base_clock = empty_clock
+        if self.base:
+            _, base_clock = self.timed([*PYTEST, *extra], self.env(self.base, plugin, tree), (0,))
         self.add(f"{name}.full", full.wall)
         self.add(f"{name}.empty", empty.wall)
         self.add(f"{name}.empty_cpu", empty.cpu)
         for unit in ("wall", "cpu"):
-            per_case = (full_clock[unit] - empty_clock[unit]) / self.cases * 1000
-            self.add(f"{name}.{unit}", per_case)
+            per_case = (full_clock[unit] - base_clock[unit]) / (self.cases - self.base)
+            self.add(f"{name}.{unit}", per_case * 1000)
+            once = base_clock[unit] - empty_clock[unit] - per_case * self.base
+            self.add(f"{name}.once_{unit}", once)
 
     def timed(self, args: list[str], env: dict[str, str], ok: tuple[int, ...]) -> tuple[Any, dict]:
         """The process's timing, and the suite's stopwatch (end of collection to unconfigure)."""
@@ -130,7 +141,8 @@ def per_case_table(bench: Bench) -> None:
     s, n = bench.samples, bench.cases
     base = s["loop.wall"].median
     rounds = len(s["loop.wall"].values)
-    print(f"### Per case ({n} cases; median (min-max) of {rounds} rounds)\n")
+    slope = f"slope from {bench.base} to {n} cases" if bench.base else f"{n} cases"
+    print(f"### Per case ({slope}; median (min-max) of {rounds} rounds)\n")
     rows = [["(a) plain loop, openai client", "-", s["loop.wall"].show(), s["loop.cpu"].show(),
              "1.00x"]]  # fmt: skip
     for arm in ARMS:
@@ -170,6 +182,14 @@ def target_table(bench: Bench) -> None:
     collect = d("collect_slam", "collect_pytest")
     rows.append([f"plugin cost of --collect-only, {bench.cases} cases", collect.show() + " s", "-",
                  f"<= {STARTUP_TARGET_S} s", _met(collect.median, STARTUP_TARGET_S)])  # fmt: skip
+    if bench.base:
+        once, once_cpu = (
+            d("slam.once_wall", "pytest.once_wall"),
+            d("slam.once_cpu", "pytest.once_cpu"),
+        )
+        rows.append(["plugin's once-per-run cost in a run with tests (first test's imports, "
+                     "report set-up), (c) - (b)", once.show() + " s", once_cpu.show() + " s", "-",
+                     "-"])  # fmt: skip
     rows.append(["recording the goldens first (--slm-record=new, once)",
                  bench.samples["record"].show() + " s", "-", "-", "-"])  # fmt: skip
     table(["figure", "wall, median (min-max)", "CPU", "target", "met (wall)"], rows)
@@ -196,6 +216,7 @@ def _met(value: float, target: float | None) -> str:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=200, help="Chat requests per run")
+    parser.add_argument("--base", type=int, default=0, help="Cases of the slope's smaller run")
     parser.add_argument("--repeats", type=int, default=5, help="Rounds of every arm")
     parser.add_argument("--keep", action="store_true", help="Keep the temp suite folder")
     parser.add_argument("--before", help="Also run (c) with PYTHONPATH=BEFORE, interleaved")
@@ -207,7 +228,9 @@ def main(argv: list[str]) -> int:
                 fake_server(answer=REFERENCE_ANSWER) as reference:  # fmt: skip
             suite = write_suite(root, candidate, reference)
             before = str(Path(args.before).resolve()) if args.before else None
-            bench = Bench(suite, candidate, args.cases, before)
+            if not 0 <= args.base < args.cases:
+                parser.error("--base must be at least 0 and below --cases")
+            bench = Bench(suite, candidate, args.cases, args.base, before)
             bench.record_goldens()
             for index in range(args.repeats):
                 bench.round(index)

@@ -155,6 +155,24 @@ def test_the_callers_own_timeout_holds_and_the_call_still_ends_server_side() -> 
         assert swap.proxy.sockets == 0
 
 
+def test_a_plain_call_is_served_in_the_callers_thread_a_stream_or_a_hurried_one_by_a_worker(
+    swap: Swap,
+) -> None:
+    """A plain call under the SDK's default timeout cannot be cut short by it before the model's
+    own timeout would: it is served in place. A stream must reach the caller while it is made,
+    and a caller with a shorter timeout must be able to give up: those go to a worker."""
+    with swap.client(max_retries=0) as client:
+        assert _ask(client, stream=False)[0] == ANSWER
+        assert swap.proxy.workers.started == 0
+        assert _ask(client, stream=True)[0] == ANSWER
+        assert swap.proxy.workers.started == 1
+    with swap.client(max_retries=0, timeout=5.0) as client:
+        assert _ask(client, stream=False)[0] == ANSWER
+        assert _ask(client, stream=False)[0] == ANSWER  # the same worker, free again
+    assert swap.proxy.workers.started == 1
+    assert len(swap.ctx.calls) == 4
+
+
 def test_a_stream_the_caller_stops_reading_ends_and_the_next_call_works(swap: Swap) -> None:
     with swap.client(max_retries=0) as client:
         stream = client.chat.completions.create(model="gpt-4", messages=MESSAGES, stream=True)

@@ -142,6 +142,11 @@ class Workers:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
 
+    @property
+    def started(self) -> int:
+        """Threads started so far (and not yet stopped)."""
+        return self._threads
+
     def submit(self, job: Job) -> None:
         with self._lock:
             if self._idle:

@@ -24,6 +24,11 @@ refuses it loudly). A redirected request carries ``x-slam-redirected-from: <sche
 Raw ``httpx``/``httpx2`` calls to a listed host are redirected the same way. Not reached: clients
 on another HTTP stack (``DefaultAioHttpClient``, ``requests``), websockets (Realtime), and a
 transport the product wrote itself. Only listed hosts are touched, never other traffic.
+
+With ``server`` (the run's SwapProxy), a synchronous request to the proxy itself, or one redirected
+to it, does not go over loopback: the proxy answers it in memory (local.py) and this module turns
+the answer into the response, or the timeout and connection errors, that the transport would have
+produced. Async clients and other processes keep the socket.
 """
 
 from __future__ import annotations
@@ -86,7 +91,12 @@ class LocalServer(Protocol):
     def local(self) -> tuple[str, int]: ...
 
     def answer_local(
-        self, method: str, target: str, headers: list[tuple[str, str]], body: bytes
+        self,
+        method: str,
+        target: str,
+        headers: list[tuple[str, str]],
+        body: bytes,
+        timeout: float | None = None,
     ) -> LocalAnswer | None: ...
 
 
@@ -192,8 +202,8 @@ def _rule_for(request: Any, local: bool = False) -> Redirect | None:
     if redirect is None or _bypass.get():
         return None
     host, port = request.url.host, request.url.port
-    if redirect.matches(host, port) or (local and redirect.is_server(host, port)):
-        return redirect
+    if (local and redirect.is_server(host, port)) or redirect.matches(host, port):
+        return redirect  # the proxy itself first: most requests, and a tuple compare
     return None
 
 
@@ -269,13 +279,20 @@ def _answer_local(redirect: Redirect, request: Any) -> LocalAnswer | None:
         return None
     headers = [(n.decode("latin-1").lower(), v.decode("latin-1")) for n, v in request.headers.raw]
     target = request.url.raw_path.decode("ascii")
-    return redirect.server.answer_local(request.method, target, headers, request.content)
+    server = redirect.server
+    return server.answer_local(request.method, target, headers, request.content, _timeout(request))
+
+
+def _timeout(request: Any) -> float | None:
+    """The caller's read timeout (httpx keeps it on the request), in seconds; None: none."""
+    value = (request.extensions.get("timeout") or {}).get("read")
+    return None if value is None else float(value)
 
 
 def _local_response(stack: ModuleType, request: Any, answer: LocalAnswer) -> Any:
     """The httpx response a transport would build from the answer, within the caller's read
     timeout; the errors are the ones the transport raises for a slow or broken server."""
-    timeout = (request.extensions.get("timeout") or {}).get("read")
+    timeout = _timeout(request)
     if not answer.wait(timeout):
         answer.close()
         raise stack.ReadTimeout(f"pytest-slam: no answer within {timeout:g} s", request=request)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from pytest_slam.records import Call, ModelSpec
+from pytest_slam.swap import upstream
 from pytest_slam.swap.chat import ChatResult, Relay, Target, forward_chat, generation_cap
 from pytest_slam.swap.models import OPENAI_URL, api_key
 from pytest_slam.swap.proxy import RouteError
@@ -119,6 +120,12 @@ class SwapRouter:
         with self._lock:
             turn = self._turns.setdefault(spec.name, itertools.cycle(spec.base_urls))
             return next(turn)
+
+    def longest_wait(self) -> float:
+        """The longest a call may wait on an upstream without data: the largest ``timeout_s`` of
+        the models, or the default timeout of any other upstream."""
+        waits = [upstream.timeout_for(spec) for spec in self.models.values()]
+        return max([upstream.DEFAULT_TIMEOUT_S, *waits])
 
     def swapping(self, route: str) -> bool:
         """Whether a chat call on this route is swapped (and recorded) or passed through untouched."""
