@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -50,8 +51,8 @@ class Swap:
         return openai.OpenAI(base_url=self.proxy.base_url, api_key="sk-product", **kw)  # type: ignore[arg-type]
 
 
-def _swap(fake: FakeOpenAI, local: bool) -> Iterator[Swap]:
-    spec = resolve(fake.base_url + "#cand")
+def _swap(fake: FakeOpenAI, local: bool, timeout_s: float | None = None) -> Iterator[Swap]:
+    spec = dataclasses.replace(resolve(fake.base_url + "#cand"), timeout_s=timeout_s)
     router = SwapRouter({spec.name: spec}, Upstream(fake.base_url))
     proxy = CountingProxy(router).start()
     ctx = TestContext("tests/test_x.py::test_x[cand]", "test_x", "tests/test_x.py", spec)
@@ -118,7 +119,7 @@ def test_the_answer_is_the_one_the_socket_gives(fake: FakeOpenAI, stream: bool) 
                     body = [c.model_dump(exclude={"id", "created"}) for c in raw.parse()]
                 else:
                     body = raw.parse().model_dump(exclude={"id", "created"})
-            headers = {k: v for k, v in raw.headers.items() if k not in ("date", "content-length")}
+            headers = {k: v for k, v in raw.headers.items() if k != "date"}
             seen.append((raw.status_code, headers.get("content-type"), body))
             assert swap.proxy.sockets == (0 if local else 1)
     assert seen[0] == seen[1]
@@ -179,8 +180,41 @@ def test_a_stream_the_caller_stops_reading_ends_and_the_next_call_works(swap: Sw
         first = next(iter(stream))
         stream.close()  # a product that read enough
         assert first.choices[0].delta.content is not None
-        assert _ask(client, stream=False)[0] == ANSWER
+        for _ in range(2):  # a stream again, on the worker that served the one left unread
+            assert _ask(client, stream=True)[0] == ANSWER
     assert swap.proxy.sockets == 0
+    # The abandoned answer's connection was closed, not reused: no request was sent twice.
+    assert [r.path for r in swap.fake.requests] == ["/v1/chat/completions"] * 3
+
+
+def test_the_client_times_and_closes_a_plain_answer_as_one_off_a_connection(swap: Swap) -> None:
+    with swap.client(max_retries=0) as client:
+        raw = client.chat.completions.with_raw_response.create(model="gpt-4", messages=MESSAGES)
+        assert raw.elapsed.total_seconds() >= 0
+        assert raw.headers["content-length"] == str(len(raw.content))
+        with client.chat.completions.with_streaming_response.create(
+            model="gpt-4", messages=MESSAGES
+        ) as streamed:
+            assert ANSWER in b"".join(streamed.iter_bytes()).decode()
+    assert swap.proxy.workers.started == 0  # both served in the caller's thread
+
+
+def test_served_in_place_the_callers_own_timeout_still_ends_the_call() -> None:
+    """A model that keeps sending tokens never trips its own ``timeout_s``; over the socket the
+    caller's read timeout would end such a call, so in place its deadline does, and the call is
+    recorded as unanswered (the product never saw an answer)."""
+    slow = FakeOpenAI(ANSWER, latency_s=3.0, ttft_s=0.0)  # a token every 0.3 s or so
+    with slow, contextlib.closing(_swap(slow, local=True, timeout_s=1.0)) as swaps:
+        swap = next(swaps)
+        with (
+            swap.client(max_retries=0, timeout=1.0) as client,
+            pytest.raises(openai.APITimeoutError),
+        ):
+            client.chat.completions.create(model="gpt-4", messages=MESSAGES)
+        assert swap.proxy.workers.started == 0  # in place: 1.0 s >= the model's timeout_s
+        [call] = swap.ctx.calls
+        assert call.error_kind == "timeout" and not call.text
+        assert "the caller's own timeout (1 s) ran out" in (call.error or "")
 
 
 def test_calls_from_threads_are_each_answered_and_recorded(swap: Swap) -> None:

@@ -11,6 +11,7 @@ import http.client
 import json
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from pytest_slam.records import JSON, Call, ModelSpec
@@ -18,6 +19,22 @@ from pytest_slam.swap import upstream
 from pytest_slam.swap.upstream import JSONObject
 
 Relay = Callable[[bytes], None]
+
+
+@dataclass
+class Deadline:
+    """When the caller's own timeout ends (a perf_counter moment), for a call served in the
+    caller's thread (proxy.answer_local), where nothing else would end it; ``passed`` once it did."""
+
+    at: float
+    passed: bool = False
+
+
+CALLER_DEADLINE: ContextVar[Deadline | None] = ContextVar("slam_caller_deadline", default=None)
+
+
+class CallerGaveUp(Exception):
+    """The caller's own timeout ran out before the answer ended."""
 
 
 @dataclass
@@ -222,10 +239,15 @@ def forward_chat(
                 capped=cap is not None, cap=cap)  # fmt: skip
     timeout = upstream.timeout_for(target.spec) if timeout is None else timeout
     start = time.perf_counter()
+    limit = CALLER_DEADLINE.get()
+    deadline = None if limit is None else limit.at
+    wait = timeout if deadline is None else max(min(timeout, deadline - start), 0.001)
     try:
         resp = upstream.post(target.base_url, "/chat/completions",
-                             upstream_body(body, target.spec, cap), target.api_key, timeout)  # fmt: skip
+                             upstream_body(body, target.spec, cap), target.api_key, wait)  # fmt: skip
     except upstream.UpstreamTimeout:
+        if deadline is not None and time.perf_counter() >= deadline:
+            return _gave_up(call, target, start, limit)
         call.error = (f"model {target.spec.name!r} at {target.base_url} sent no answer within "
                       f"{timeout:g} s (its timeout_s)")  # fmt: skip
         call.error_kind = "timeout"
@@ -244,15 +266,36 @@ def forward_chat(
         return ChatResult(call, status=resp.status, error_body=payload,
                           retry_after=resp.headers.get("retry-after"))  # fmt: skip
     try:
-        acc = _consume(resp, start, relay, _wants_usage(body), timeout)
+        acc = _consume(resp, start, relay, _wants_usage(body), timeout, deadline)
     except CandidateFault as exc:
+        if deadline is not None and time.perf_counter() >= deadline:  # a stall past it
+            resp.abandon()
+            return _gave_up(call, target, start, limit)
         call.error = f"model {target.spec.name!r} at {target.base_url}: {exc}"
         call.error_kind = "fault"
         call.e2e_ms = (time.perf_counter() - start) * 1000.0
-        resp.raw.close()  # the rest of this answer cannot be trusted, nor its connection reused
+        resp.abandon()  # the rest of this answer cannot be trusted, nor its connection reused
         return ChatResult(call, status=502)
+    except CallerGaveUp:
+        resp.abandon()
+        return _gave_up(call, target, start, limit)
+    except BaseException:  # the caller hung up mid-stream, or an interrupt: stop reading here
+        resp.abandon()
+        raise
     _fill(call, acc)
     return ChatResult(call, completion=acc.completion())
+
+
+def _gave_up(call: Call, target: Target, start: float, limit: Deadline | None) -> ChatResult:
+    """The caller's own timeout ended the call: the product saw no answer, so none is recorded."""
+    waited = (limit.at if limit is not None else start) - start
+    if limit is not None:
+        limit.passed = True
+    call.error = (f"the caller's own timeout ({waited:.3g} s) ran out before model "
+                  f"{target.spec.name!r} at {target.base_url} finished its answer")  # fmt: skip
+    call.error_kind = "timeout"
+    call.e2e_ms = (time.perf_counter() - start) * 1000.0
+    return ChatResult(call, status=504)
 
 
 def _wants_usage(body: JSONObject) -> bool:
@@ -260,9 +303,15 @@ def _wants_usage(body: JSONObject) -> bool:
 
 
 def _consume(
-    resp: upstream.Response, start: float, relay: Relay | None, usage: bool, timeout: float
+    resp: upstream.Response,
+    start: float,
+    relay: Relay | None,
+    usage: bool,
+    timeout: float,
+    deadline: float | None = None,
 ) -> Accumulator:
-    """Fold the answer into an Accumulator, relaying chunks; CandidateFault when it is not whole."""
+    """Fold the answer into an Accumulator, relaying chunks; CandidateFault when it is not whole,
+    CallerGaveUp when ``deadline`` passes first."""
     acc = Accumulator(start)
     ctype = resp.headers.get("content-type", "")
     if not ctype.startswith("text/event-stream"):
@@ -280,7 +329,10 @@ def _consume(
         if payload is None:
             break
         chunk = _chunk(payload)
-        acc.feed(chunk, time.perf_counter())
+        now = time.perf_counter()
+        if deadline is not None and now >= deadline:
+            raise CallerGaveUp
+        acc.feed(chunk, now)
         count += 1
         if relay is not None and (chunk.get("choices") or usage):
             relay(payload)  # a caller that hung up raises here, and is not the model's fault

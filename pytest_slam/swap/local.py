@@ -40,6 +40,7 @@ class LocalAnswer:
         self.failure: str | None = None  # why the server side broke off
         self.closed = False  # the caller is gone: writing more is a broken pipe
         self.ended = False
+        self.timed_out = False  # served in place, the caller's own timeout ended it (proxy.py)
         self.on_complete: Callable[[], None] | None = None  # the worker is free from here on
         self._head = threading.Lock()
         self._head.acquire()
@@ -49,6 +50,9 @@ class LocalAnswer:
     # -- written by the worker (proxy.Responder) --------------------------------------------------
 
     def whole(self, status: int, headers: list[tuple[str, str]], payload: bytes) -> None:
+        if self._signalled:  # a second answer: as a socket that already sent one, a broken call
+            self.drop("pytest-slam: the swap proxy answered the call twice")
+            return
         self.payload = payload
         self._complete()
         self._start(status, headers)
@@ -64,9 +68,11 @@ class LocalAnswer:
             self._chunks.put(data)
 
     def end(self) -> None:
+        if self._chunks is None:  # an end with no head: nothing a caller could read
+            self.drop("pytest-slam: the swap proxy ended the call without an answer")
+            return
         self._complete()
-        if self._chunks is not None:
-            self._chunks.put(_END)
+        self._chunks.put(_END)
 
     def _complete(self) -> None:
         """Before the caller can see the last of the answer (it may send its next call at once)."""

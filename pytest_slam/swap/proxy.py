@@ -37,6 +37,7 @@ import socket
 import socketserver
 import sys
 import threading
+import time
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Protocol
@@ -44,7 +45,7 @@ from typing import Protocol
 import h11
 
 from pytest_slam.swap import upstream
-from pytest_slam.swap.chat import ChatResult, Relay, Target
+from pytest_slam.swap.chat import CALLER_DEADLINE, ChatResult, Deadline, Relay, Target
 from pytest_slam.swap.local import LocalAnswer, Workers
 from pytest_slam.swap.peer import owner_uid
 from pytest_slam.swap.upstream import JSONObject
@@ -252,8 +253,12 @@ class Exchange:
             self.send(resp.status, resp.read(), relayed, content_type=None)
             return
         self.out.head(resp.status, relayed)
-        while block := resp.raw.read1(BLOCK):
-            self.out.data(block)
+        try:
+            while block := resp.raw.read1(BLOCK):
+                self.out.data(block)
+        except BaseException:  # the caller left mid-body: the rest stays unread, the link unused
+            resp.abandon()
+            raise
         self.out.end()
 
     def send(
@@ -574,11 +579,13 @@ class SwapProxy(socketserver.ThreadingTCPServer):
         the secret (then it goes over the socket, which refuses it). ``headers``: names lower-case;
         ``timeout``: the caller's read timeout in seconds (None: none).
 
-        A call that does not stream is served right here, in the caller's thread, when its own
-        timeout could not end it before an upstream's would (``Router.longest_wait``): handing it
-        to a worker and back cost 0.4 ms of a 3.5 ms test (bench_overhead.py). A stream, or a
-        caller with a shorter timeout, is served by a worker while the caller waits as long as it
-        would on the socket.
+        A chat call that does not stream is served right here, in the caller's thread, when its
+        timeout is at least the longest an upstream may stall (``Router.longest_wait``): handing
+        it to a worker and back cost 0.4 ms of a 3.5 ms test (bench_overhead.py). Its timeout
+        still holds (``chat.CALLER_DEADLINE``): when it runs out first, the caller gets the read
+        timeout the socket would have given and the call is recorded as unanswered (over the
+        socket the proxy would finish it after the caller left). A stream, another endpoint, or a
+        caller in a hurry is served by a worker while the caller waits as it would on the socket.
         """
         if not self.authorized(target):
             return None
@@ -601,13 +608,27 @@ class SwapProxy(socketserver.ThreadingTCPServer):
             finally:
                 answer.finish()
 
-        # ``"stream"`` absent means no stream; present (even as false), the worker decides safely.
-        patient = timeout is None or timeout >= self.router.longest_wait()
-        if patient and b'"stream"' not in body:
-            job(_nothing)
+        if self._in_place(method, target, body, timeout):
+            limit = None if timeout is None else Deadline(time.perf_counter() + timeout)
+            token = CALLER_DEADLINE.set(limit)
+            try:
+                job(_nothing)
+            finally:
+                CALLER_DEADLINE.reset(token)
+            answer.timed_out = limit is not None and limit.passed
         else:
             self.workers.submit(job)
         return answer
+
+    def _in_place(self, method: str, target: str, body: bytes, timeout: float | None) -> bool:
+        """A plain chat call to a candidate (``"stream"`` absent from the body means no stream;
+        present, even as false, a worker serves it, which is always right) of a patient caller."""
+        path = target.partition("?")[0]
+        if method != "POST" or not path.endswith(CHAT_PATH) or "/slam/ref/" in path:
+            return False
+        if b'"stream"' in body:
+            return False
+        return timeout is None or timeout >= self.router.longest_wait()
 
     def trusts(self, peer: tuple[str, int]) -> bool:
         """A connection from a socket another user owns is refused; an unknown owner is not."""

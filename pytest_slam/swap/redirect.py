@@ -291,19 +291,30 @@ def _timeout(request: Any) -> float | None:
 
 def _local_response(stack: ModuleType, request: Any, answer: LocalAnswer) -> Any:
     """The httpx response a transport would build from the answer, within the caller's read
-    timeout; the errors are the ones the transport raises for a slow or broken server."""
+    timeout; the errors are the ones the transport raises for a slow or broken server. The
+    framing headers are the ones the socket's answer carries (a length, or chunked)."""
     timeout = _timeout(request)
-    if not answer.wait(timeout):
+    try:
+        came = answer.wait(timeout)
+    except BaseException:  # an interrupt while waiting: the server side stops, as on a socket
+        answer.close()
+        raise
+    if not came or answer.timed_out:
         answer.close()
         raise stack.ReadTimeout(f"pytest-slam: no answer within {timeout:g} s", request=request)
     if answer.failure is not None and not answer.status:
         raise stack.RemoteProtocolError(answer.failure, request=request)
     extensions = {"http_version": b"HTTP/1.1"}
     if answer.payload is not None:
-        return stack.Response(answer.status, headers=answer.headers, content=answer.payload,
-                              request=request, extensions=extensions)  # fmt: skip
+        # A stream, not ``content=``: the client times and closes the body as it does one read
+        # off a connection (``response.elapsed``, ``with_streaming_response``).
+        headers = [*answer.headers, ("Content-Length", str(len(answer.payload)))]
+        return stack.Response(answer.status, headers=headers,
+                              stream=stack.ByteStream(answer.payload), request=request,
+                              extensions=extensions)  # fmt: skip
+    headers = [*answer.headers, ("Transfer-Encoding", "chunked")]
     body = _body_class(stack)(answer, timeout, request)
-    return stack.Response(answer.status, headers=answer.headers, stream=body, request=request,
+    return stack.Response(answer.status, headers=headers, stream=body, request=request,
                           extensions=extensions)  # fmt: skip
 
 

@@ -122,10 +122,10 @@ class SwapRouter:
             return next(turn)
 
     def longest_wait(self) -> float:
-        """The longest a call may wait on an upstream without data: the largest ``timeout_s`` of
-        the models, or the default timeout of any other upstream."""
+        """The longest a candidate call may wait on its model without data: the largest
+        ``timeout_s`` of the models (the default timeout when there are none)."""
         waits = [upstream.timeout_for(spec) for spec in self.models.values()]
-        return max([upstream.DEFAULT_TIMEOUT_S, *waits])
+        return max(waits, default=upstream.DEFAULT_TIMEOUT_S)
 
     def swapping(self, route: str) -> bool:
         """Whether a chat call on this route is swapped (and recorded) or passed through untouched."""

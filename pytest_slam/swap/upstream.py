@@ -84,9 +84,17 @@ class Response:
     headers: dict[str, str]
     raw: http.client.HTTPResponse
     done: bool = False  # events() saw ``[DONE]``: the stream ended as the API ends it
+    pool_key: tuple[str, str, int] | None = None  # this thread's connection that carries it
 
     def read(self) -> bytes:
         return self.raw.read()
+
+    def abandon(self) -> None:
+        """Stop reading part-way (the caller left, or was interrupted): the connection still holds
+        the rest of the answer, so it is closed, never reused for this thread's next request."""
+        self.raw.close()
+        if self.pool_key is not None:
+            _drop(*self.pool_key)
 
     def events(self) -> Iterator[bytes]:
         """The ``data:`` payloads of an SSE stream, as bytes, ending before ``[DONE]``.
@@ -202,7 +210,8 @@ def forward(
             if attempt == 0:
                 continue  # a kept-alive connection the server had closed
             raise UpstreamUnreachable(f"{type(exc).__name__}: {exc}") from exc
-        return Response(raw.status, {k.lower(): v for k, v in raw.getheaders()}, raw)
+        got = {k.lower(): v for k, v in raw.getheaders()}
+        return Response(raw.status, got, raw, pool_key=(scheme, host, port))
     raise AssertionError("unreachable")
 
 
