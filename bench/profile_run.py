@@ -39,7 +39,11 @@ from _suite import CANDIDATE_ANSWER, REFERENCE_ANSWER, write_suite
 # (module, attribute path, label): the steps timed; a missing one is listed, not fatal.
 STEPS = [
     ("pytest_slam.run.session", "configure", "configure: settings, specs, proxy start"),
-    ("pytest_slam.swap.proxy", "Exchange.serve", "swap: one request, whole (a worker thread)"),
+    (
+        "pytest_slam.swap.proxy",
+        "Exchange.serve",
+        "swap: one request, whole (test thread or worker)",
+    ),
     (
         "pytest_slam.swap.router",
         "SwapRouter.chat",

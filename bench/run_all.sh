@@ -8,7 +8,7 @@ mkdir -p results
 run() { local name=$1; shift; echo "== $name"; python "$@" | tee "results/$name.md"; }
 run swap_hop bench_swap_hop.py --profile
 run overhead bench_overhead.py
-run overhead_1000 bench_overhead.py --cases 1000 --repeats 3
+run overhead_1000 bench_overhead.py --cases 1000 --base 200 --repeats 5
 run profile_run profile_run.py
 run scaling bench_scaling.py
 run golden bench_golden.py
