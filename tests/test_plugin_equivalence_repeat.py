@@ -85,3 +85,37 @@ def test_each_run_is_checked_and_its_pairs_are_kept(pytester: pytest.Pytester, f
     passed = [p["scores"][0]["passed"] for p in outcome["pairs"]]
     assert passed == [True, False]
     assert len(fake_gpt4.requests) == 1  # the same request: recorded once, replayed after
+
+
+def test_a_run_whose_failed_calls_the_product_swallowed_is_not_a_pass(
+    pytester: pytest.Pytester,
+) -> None:
+    """A product that falls back when the model errors still "passes" its own assertion; the run
+    had no answer from the candidate, so it does not count towards the pass rate."""
+    from pytest_slam.testing import FakeOpenAI
+
+    with FakeOpenAI("A real answer.", model="cand", fail=[500]) as candidate:  # run 1's call
+        pytester.makefile(".toml", pyproject="[tool.slam]\nreference = 'none'\n")
+        pytester.makepyfile(test_fallback="""
+            import openai, pytest
+
+            @pytest.mark.slm(reference=False)
+            def test_fallback(slm_model):
+                client = slm_model.client
+                try:
+                    text = client.chat.completions.create(
+                        model="gpt-4", messages=[{"role": "user", "content": "Hi"}]
+                    ).choices[0].message.content
+                except openai.APIError:
+                    text = "a canned fallback"
+                assert text
+            """)  # fmt: skip
+        result = pytester.runpytest(f"--slm-models={candidate.base_url}#cand", "--slm-repeat=2",
+                                    "--slm-report=report.json")  # fmt: skip
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*passed 1 of 2 runs (rate 0.50), below pass_fraction 1.00",
+        "*run 1: no call of this run was answered by the candidate (1 failed; HTTP 500*",
+    ])  # fmt: skip
+    (outcome,) = json.loads((pytester.path / "report.json").read_text())["outcomes"]
+    assert outcome["repeat"] == {"runs": 2, "passed": 1, "rate": 0.5}

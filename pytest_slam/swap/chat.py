@@ -286,6 +286,14 @@ def forward_chat(
     return ChatResult(call, completion=acc.completion())
 
 
+def caller_left(call: Call) -> None:
+    """An answer that came after the caller gave up (its own timeout): the product never saw it,
+    so it is recorded as unanswered, never as evidence for the candidate."""
+    call.error = (f"the caller gave up (its own timeout) before model {call.model!r} at "
+                  f"{call.endpoint} answered; the answer came after {call.e2e_ms or 0:.0f} ms")  # fmt: skip
+    call.error_kind = "timeout"
+
+
 def _gave_up(call: Call, target: Target, start: float, limit: Deadline | None) -> ChatResult:
     """The caller's own timeout ended the call: the product saw no answer, so none is recorded."""
     waited = (limit.at if limit is not None else start) - start

@@ -128,6 +128,9 @@ class LocalAnswer:
     def close(self) -> None:
         self.closed = True
 
+    def gone(self) -> bool:
+        return self.closed
+
 
 Job = Callable[[Callable[[], None]], None]  # called with ``release``: the caller waits no more
 

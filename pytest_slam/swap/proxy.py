@@ -33,6 +33,7 @@ import http.client
 import json
 import os
 import secrets
+import select
 import socket
 import socketserver
 import sys
@@ -45,7 +46,14 @@ from typing import Protocol
 import h11
 
 from pytest_slam.swap import upstream
-from pytest_slam.swap.chat import CALLER_DEADLINE, ChatResult, Deadline, Relay, Target
+from pytest_slam.swap.chat import (
+    CALLER_DEADLINE,
+    ChatResult,
+    Deadline,
+    Relay,
+    Target,
+    caller_left,
+)
 from pytest_slam.swap.local import LocalAnswer, Workers
 from pytest_slam.swap.peer import owner_uid
 from pytest_slam.swap.upstream import JSONObject
@@ -146,6 +154,10 @@ class Responder(Protocol):
 
     def end(self) -> None: ...
 
+    def gone(self) -> bool:
+        """Whether the caller is known to have left before its answer (its own timeout)."""
+        ...
+
 
 def unserved(method: str) -> str | None:
     """Why a method is refused, or None."""
@@ -187,6 +199,7 @@ class Exchange:
     def chat(self, route: str, body: JSONObject) -> None:
         stream = _Stream(self.out) if body.get("stream") else None
         result = self.router.chat(route, body, stream.send if stream else None)
+        left = stream is None and result.call.ok and self.out.gone()
         if stream is not None and stream.started:
             if result.call.error is not None:  # broke off mid-stream: say why in the stream
                 stream.fail(f"pytest-slam: {result.call.error}")
@@ -200,6 +213,8 @@ class Exchange:
             stream.replay(result)
         else:
             self.send(200, json.dumps(result.completion).encode())
+        if left:  # answered after the product gave up (its own timeout): it never saw the answer
+            caller_left(result.call)
 
     def responses(self, route: str, body: JSONObject) -> None:
         """A Responses API call to a Chat Completions candidate: translated (responses.py) and sent
@@ -327,6 +342,16 @@ class _Wire:
     def end(self) -> None:
         out, self.pending = self.pending + self.conn.send(h11.EndOfMessage()), b""
         self.handler.write(out)
+
+    def gone(self) -> bool:
+        """The client closed its side (an HTTP client does on a read timeout): a zero-wait look,
+        then a peek (a socket with a timeout would otherwise wait for data before peeking)."""
+        sock = self.handler.sock
+        try:
+            readable, _, _ = select.select([sock], [], [], 0)
+            return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):  # reset, or already closed
+            return True
 
 
 class _Connection(socketserver.BaseRequestHandler):
