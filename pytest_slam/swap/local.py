@@ -67,10 +67,11 @@ class LocalAnswer:
         if data and self._chunks is not None:
             self._chunks.put(data)
 
-    def end(self) -> None:
+    def end(self, last: bytes = b"") -> None:
         if self._chunks is None:  # an end with no head: nothing a caller could read
             self.drop("pytest-slam: the swap proxy ended the call without an answer")
             return
+        self.data(last)
         self._complete()
         self._chunks.put(_END)
 

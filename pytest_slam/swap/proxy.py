@@ -152,7 +152,9 @@ class Responder(Protocol):
 
     def data(self, data: bytes) -> None: ...
 
-    def end(self) -> None: ...
+    def end(self, last: bytes = b"") -> None:
+        """The end of a streamed body, with ``last`` as its last chunk (one write on a socket)."""
+        ...
 
     def gone(self) -> bool:
         """Whether the caller is known to have left before its answer (its own timeout)."""
@@ -332,16 +334,19 @@ class _Wire:
         self.chunked = self.conn.their_http_version != b"1.0"
 
     def data(self, data: bytes) -> None:
-        if not data:  # an empty chunk would end a chunked body
-            return
-        chunk = b"%x\r\n%b\r\n" % (len(data), data) if self.chunked else None
-        out = self.pending + (chunk or self.conn.send(h11.Data(data=data)))
-        self.pending = b""
+        if data:  # an empty chunk would end a chunked body
+            out, self.pending = self.pending + self._frame(data), b""
+            self.handler.write(out)
+
+    def end(self, last: bytes = b"") -> None:
+        framed = self._frame(last) if last else b""
+        out, self.pending = self.pending + framed + self.conn.send(h11.EndOfMessage()), b""
         self.handler.write(out)
 
-    def end(self) -> None:
-        out, self.pending = self.pending + self.conn.send(h11.EndOfMessage()), b""
-        self.handler.write(out)
+    def _frame(self, data: bytes) -> bytes:
+        if self.chunked:
+            return b"%x\r\n%b\r\n" % (len(data), data)
+        return self.conn.send(h11.Data(data=data))
 
     def gone(self) -> bool:
         """The client closed its side (an HTTP client does on a read timeout): a zero-wait look,
@@ -526,8 +531,7 @@ class _Stream:
         self.send(json.dumps({"error": {"message": message, "type": "pytest_slam"}}).encode())
 
     def finish(self) -> None:
-        self.out.data(b"data: [DONE]\n\n")
-        self.out.end()
+        self.out.end(b"data: [DONE]\n\n")
 
     def end(self) -> None:
         """The end of a stream that has no ``[DONE]`` (Responses API events end on their own)."""
