@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -51,8 +50,8 @@ class Swap:
         return openai.OpenAI(base_url=self.proxy.base_url, api_key="sk-product", **kw)  # type: ignore[arg-type]
 
 
-def _swap(fake: FakeOpenAI, local: bool, timeout_s: float | None = None) -> Iterator[Swap]:
-    spec = dataclasses.replace(resolve(fake.base_url + "#cand"), timeout_s=timeout_s)
+def _swap(fake: FakeOpenAI, local: bool) -> Iterator[Swap]:
+    spec = resolve(fake.base_url + "#cand")
     router = SwapRouter({spec.name: spec}, Upstream(fake.base_url))
     proxy = CountingProxy(router).start()
     ctx = TestContext("tests/test_x.py::test_x[cand]", "test_x", "tests/test_x.py", spec)
@@ -143,7 +142,8 @@ def test_an_upstream_error_keeps_its_status_body_and_retry_advice() -> None:
 @pytest.mark.parametrize("local", [True, False], ids=["in-memory", "socket"])
 def test_an_answer_that_comes_after_the_caller_gave_up_is_not_evidence(local: bool) -> None:
     """The caller's read timeout ends its wait, as on any server; the call goes on server side and
-    ends, but the product never saw that answer, so it is recorded as unanswered."""
+    ends, but the product never saw that answer, so it is recorded as unanswered. (An explicit
+    ``stream=False`` is served by a worker in memory, which goes on as the socket's handler does.)"""
     slow = FakeOpenAI(ANSWER, latency_s=1.5)
     with slow, contextlib.closing(_swap(slow, local=local)) as swaps:
         swap = next(swaps)
@@ -151,29 +151,26 @@ def test_an_answer_that_comes_after_the_caller_gave_up_is_not_evidence(local: bo
             swap.client(max_retries=0, timeout=0.2) as client,
             pytest.raises(openai.APITimeoutError),
         ):
-            client.chat.completions.create(model="gpt-4", messages=MESSAGES)
+            client.chat.completions.create(model="gpt-4", messages=MESSAGES, stream=False)
         assert swap.ctx.calls == []  # not yet: the model is still answering
         wait_for(lambda: swap.ctx.calls, 10, "the abandoned call to end")
         [call] = swap.ctx.calls
         assert call.error_kind == "timeout" and not call.ok
         assert "the caller gave up (its own timeout)" in (call.error or "")
         assert swap.proxy.sockets == (0 if local else 1)
+        assert swap.proxy.workers.started == (1 if local else 0)
 
 
-def test_a_plain_call_is_served_in_the_callers_thread_a_stream_or_a_hurried_one_by_a_worker(
-    swap: Swap,
-) -> None:
-    """A plain call under the SDK's default timeout cannot be cut short by it before the model's
-    own timeout would: it is served in place. A stream must reach the caller while it is made,
-    and a caller with a shorter timeout must be able to give up: those go to a worker."""
+def test_a_plain_call_is_served_in_the_callers_thread_a_stream_by_a_worker(swap: Swap) -> None:
+    """A plain call, whatever its timeout (its deadline holds in place), is served in the caller's
+    thread; a stream must reach the caller while it is made, so a worker serves it."""
+    for timeout in (None, 5.0):
+        with swap.client(max_retries=0, timeout=timeout) as client:
+            assert _ask(client, stream=False)[0] == ANSWER
+    assert swap.proxy.workers.started == 0
     with swap.client(max_retries=0) as client:
-        assert _ask(client, stream=False)[0] == ANSWER
-        assert swap.proxy.workers.started == 0
         assert _ask(client, stream=True)[0] == ANSWER
-        assert swap.proxy.workers.started == 1
-    with swap.client(max_retries=0, timeout=5.0) as client:
-        assert _ask(client, stream=False)[0] == ANSWER
-        assert _ask(client, stream=False)[0] == ANSWER  # the same worker, free again
+        assert _ask(client, stream=True)[0] == ANSWER  # the same worker, free again
     assert swap.proxy.workers.started == 1
     assert len(swap.ctx.calls) == 4
 
@@ -208,17 +205,19 @@ def test_served_in_place_the_callers_own_timeout_still_ends_the_call() -> None:
     caller's read timeout would end such a call, so in place its deadline does, and the call is
     recorded as unanswered (the product never saw an answer)."""
     slow = FakeOpenAI(ANSWER, latency_s=3.0, ttft_s=0.0)  # a token every 0.3 s or so
-    with slow, contextlib.closing(_swap(slow, local=True, timeout_s=1.0)) as swaps:
+    with slow, contextlib.closing(_swap(slow, local=True)) as swaps:
         swap = next(swaps)
         with (
             swap.client(max_retries=0, timeout=1.0) as client,
             pytest.raises(openai.APITimeoutError),
         ):
             client.chat.completions.create(model="gpt-4", messages=MESSAGES)
-        assert swap.proxy.workers.started == 0  # in place: 1.0 s >= the model's timeout_s
+        assert swap.proxy.workers.started == 0  # in place
         [call] = swap.ctx.calls
         assert call.error_kind == "timeout" and not call.text
-        assert "the caller's own timeout (1 s) ran out" in (call.error or "")
+        assert "the caller gave up (its own timeout of 1 s) before model 'cand'" in (
+            call.error or ""
+        )
 
 
 def test_calls_from_threads_are_each_answered_and_recorded(swap: Swap) -> None:

@@ -247,7 +247,7 @@ def forward_chat(
                              upstream_body(body, target.spec, cap), target.api_key, wait)  # fmt: skip
     except upstream.UpstreamTimeout:
         if deadline is not None and time.perf_counter() >= deadline:
-            return _gave_up(call, target, start, limit)
+            return _gave_up(call, start, limit)
         call.error = (f"model {target.spec.name!r} at {target.base_url} sent no answer within "
                       f"{timeout:g} s (its timeout_s)")  # fmt: skip
         call.error_kind = "timeout"
@@ -270,7 +270,7 @@ def forward_chat(
     except CandidateFault as exc:
         if deadline is not None and time.perf_counter() >= deadline:  # a stall past it
             resp.abandon()
-            return _gave_up(call, target, start, limit)
+            return _gave_up(call, start, limit)
         call.error = f"model {target.spec.name!r} at {target.base_url}: {exc}"
         call.error_kind = "fault"
         call.e2e_ms = (time.perf_counter() - start) * 1000.0
@@ -278,7 +278,7 @@ def forward_chat(
         return ChatResult(call, status=502)
     except CallerGaveUp:
         resp.abandon()
-        return _gave_up(call, target, start, limit)
+        return _gave_up(call, start, limit)
     except BaseException:  # the caller hung up mid-stream, or an interrupt: stop reading here
         resp.abandon()
         raise
@@ -286,22 +286,20 @@ def forward_chat(
     return ChatResult(call, completion=acc.completion())
 
 
-def caller_left(call: Call) -> None:
-    """An answer that came after the caller gave up (its own timeout): the product never saw it,
-    so it is recorded as unanswered, never as evidence for the candidate."""
-    call.error = (f"the caller gave up (its own timeout) before model {call.model!r} at "
-                  f"{call.endpoint} answered; the answer came after {call.e2e_ms or 0:.0f} ms")  # fmt: skip
+def caller_left(call: Call, timeout_s: float | None = None) -> None:
+    """The product's client gave up (its own read timeout) before this call's answer reached it:
+    the product never saw the answer, so the call counts as unanswered, never as evidence."""
+    after = "" if timeout_s is None else f" of {timeout_s:.3g} s"
+    call.error = (f"the caller gave up (its own timeout{after}) before model {call.model!r} at "
+                  f"{call.endpoint} answered")  # fmt: skip
     call.error_kind = "timeout"
 
 
-def _gave_up(call: Call, target: Target, start: float, limit: Deadline | None) -> ChatResult:
-    """The caller's own timeout ended the call: the product saw no answer, so none is recorded."""
-    waited = (limit.at if limit is not None else start) - start
+def _gave_up(call: Call, start: float, limit: Deadline | None) -> ChatResult:
+    """The caller's deadline ended the call in its own thread (proxy.answer_local)."""
     if limit is not None:
         limit.passed = True
-    call.error = (f"the caller's own timeout ({waited:.3g} s) ran out before model "
-                  f"{target.spec.name!r} at {target.base_url} finished its answer")  # fmt: skip
-    call.error_kind = "timeout"
+    caller_left(call, (limit.at if limit is not None else start) - start)
     call.e2e_ms = (time.perf_counter() - start) * 1000.0
     return ChatResult(call, status=504)
 

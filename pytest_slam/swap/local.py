@@ -4,12 +4,13 @@ The openai SDK's synchronous client in the test process is the caller of almost 
 Over loopback, each call paid for HTTP framing and parsing on both sides and for the GIL traded
 between the caller's thread and the proxy's handler: 0.9 ms of a 2.4 ms call (bench_swap_hop.py).
 redirect.py hands such a request to ``SwapProxy.answer_local`` instead, which serves it with the
-same ``Exchange`` the socket handler uses, on a worker thread, while the caller waits with its own
-read timeout. So the call sees what it would over the socket: the same status, headers, body or
-stream, the same retries after an error, and the same timeout when the model is slow; and the
-server side goes on recording a call whose caller gave up, as it does over the socket.
+same ``Exchange`` the socket handler uses: a plain call in the caller's own thread (with its read
+timeout as a deadline), a stream on a worker thread while the caller reads it as it is written.
+So the call sees what it would over the socket: the same status, headers, body or stream, the same
+retries after an error, and the same timeout when the model is slow; an answer the caller gave up
+on is recorded as unanswered, as it is over the socket.
 
-``LocalAnswer`` is the Responder the worker writes and the caller reads. ``Workers`` are daemon
+``LocalAnswer`` is the Responder the exchange writes and the caller reads. ``Workers`` are daemon
 threads: a model that hangs must never hold up the interpreter's exit (a ThreadPoolExecutor's
 threads are joined at exit), and a busy worker never queues a call behind it (a new thread starts
 when none is idle, as the socket server starts one per connection).

@@ -95,8 +95,6 @@ class Router(Protocol):
         self, route: str, body: JSONObject, headers: list[tuple[str, str]]
     ) -> tuple[int, bytes]: ...
 
-    def longest_wait(self) -> float: ...
-
 
 class RouteError(Exception):
     """A request the proxy refuses, with the HTTP status and the message the SDK will raise."""
@@ -608,13 +606,11 @@ class SwapProxy(socketserver.ThreadingTCPServer):
         the secret (then it goes over the socket, which refuses it). ``headers``: names lower-case;
         ``timeout``: the caller's read timeout in seconds (None: none).
 
-        A chat call that does not stream is served right here, in the caller's thread, when its
-        timeout is at least the longest an upstream may stall (``Router.longest_wait``): handing
-        it to a worker and back cost 0.4 ms of a 3.5 ms test (bench_overhead.py). Its timeout
-        still holds (``chat.CALLER_DEADLINE``): when it runs out first, the caller gets the read
-        timeout the socket would have given and the call is recorded as unanswered (over the
-        socket the proxy would finish it after the caller left). A stream, another endpoint, or a
-        caller in a hurry is served by a worker while the caller waits as it would on the socket.
+        A chat call that does not stream is served right here, in the caller's thread: handing
+        it to a worker and back is two thread wake-ups per call. Its timeout still holds
+        (``chat.CALLER_DEADLINE``): when it runs out first, the caller gets the read timeout the
+        socket would have given and the call is recorded as unanswered. A stream, another endpoint
+        or the reference is served by a worker while the caller waits as it would on the socket.
         """
         if not self.authorized(target):
             return None
@@ -637,7 +633,7 @@ class SwapProxy(socketserver.ThreadingTCPServer):
             finally:
                 answer.finish()
 
-        if self._in_place(method, target, body, timeout):
+        if self._in_place(method, target, body):
             limit = None if timeout is None else Deadline(time.perf_counter() + timeout)
             token = CALLER_DEADLINE.set(limit)
             try:
@@ -649,15 +645,13 @@ class SwapProxy(socketserver.ThreadingTCPServer):
             self.workers.submit(job)
         return answer
 
-    def _in_place(self, method: str, target: str, body: bytes, timeout: float | None) -> bool:
-        """A plain chat call to a candidate (``"stream"`` absent from the body means no stream;
-        present, even as false, a worker serves it, which is always right) of a patient caller."""
+    def _in_place(self, method: str, target: str, body: bytes) -> bool:
+        """A plain chat call to a candidate: ``"stream"`` absent from the body means no stream;
+        present, even as false, a worker serves it, which is always right."""
         path = target.partition("?")[0]
         if method != "POST" or not path.endswith(CHAT_PATH) or "/slam/ref/" in path:
             return False
-        if b'"stream"' in body:
-            return False
-        return timeout is None or timeout >= self.router.longest_wait()
+        return b'"stream"' not in body
 
     def trusts(self, peer: tuple[str, int]) -> bool:
         """A connection from a socket another user owns is refused; an unknown owner is not."""

@@ -279,8 +279,9 @@ def _answer_local(redirect: Redirect, request: Any) -> LocalAnswer | None:
         return None
     headers = [(n.decode("latin-1").lower(), v.decode("latin-1")) for n, v in request.headers.raw]
     target = request.url.raw_path.decode("ascii")
-    server = redirect.server
-    return server.answer_local(request.method, target, headers, request.content, _timeout(request))
+    return redirect.server.answer_local(
+        request.method, target, headers, request.content, _timeout(request)
+    )
 
 
 def _timeout(request: Any) -> float | None:

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from pytest_slam.records import Call, ModelSpec
-from pytest_slam.swap import upstream
 from pytest_slam.swap.chat import ChatResult, Relay, Target, forward_chat, generation_cap
 from pytest_slam.swap.models import OPENAI_URL, api_key
 from pytest_slam.swap.proxy import RouteError
@@ -120,12 +119,6 @@ class SwapRouter:
         with self._lock:
             turn = self._turns.setdefault(spec.name, itertools.cycle(spec.base_urls))
             return next(turn)
-
-    def longest_wait(self) -> float:
-        """The longest a candidate call may wait on its model without data: the largest
-        ``timeout_s`` of the models (the default timeout when there are none)."""
-        waits = [upstream.timeout_for(spec) for spec in self.models.values()]
-        return max(waits, default=upstream.DEFAULT_TIMEOUT_S)
 
     def swapping(self, route: str) -> bool:
         """Whether a chat call on this route is swapped (and recorded) or passed through untouched."""
