@@ -96,7 +96,25 @@ class EquivalenceTable(BaseModel):
     by: str = Field(
         default="fuzzy", description="scorer name", json_schema_extra={"enum": _names(_scorers())}
     )
-    at_least: float | None = Field(default=None, ge=0, le=1, description="fail below this score")
+    at_least: float | None = Field(
+        default=None, ge=0, le=1, description="the pass band: at or above it a pair is equivalent"
+    )
+    fail_below: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="the fail band (slam calibrate): below it a pair is different, between the "
+        "bands undecided; unset, every pair below at_least is different",
+    )
+    then: list[Literal["judge", "review"]] = Field(
+        default_factory=list,
+        description='the next evidence for undecided pairs, cheapest first: "judge", "review"',
+    )
+    modules: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="per test module (path as in the node id): its own scorer and bands, "
+        "written by slam calibrate where that module has labels enough",
+    )
 
     @field_validator("by")
     @classmethod

@@ -245,10 +245,19 @@ class Score(Record):
     scorer: str
     value: float
     explanation: str = ""
-    threshold: float | None = None
+    threshold: float | None = None  # the pass band: at or above it, "equivalent"
+    fail_below: float | None = None  # the fail band (calibrated): below it, "different"
+    # "equivalent" | "different" | "undecided" (compare/bands.py); None: no verdict was asked for
+    verdict: str | None = None
+    decided_by: str | None = (
+        None  # the evidence that decided: threshold, bands, structure, judge, review
+    )
 
     @property
     def passed(self) -> bool | None:
+        """True when equivalent, False when different, None when undecided or not judged."""
+        if self.verdict is not None:
+            return {"equivalent": True, "different": False}.get(self.verdict)
         return None if self.threshold is None else self.value >= self.threshold
 
     def as_dict(self) -> dict[str, JSON]:
@@ -283,6 +292,18 @@ class Pair(Record):
         if self.missing or not self.scores:
             return None
         return sum(s.value for s in self.scores) / len(self.scores)
+
+    @property
+    def verdict(self) -> str | None:
+        """The pair's verdict over its scores (one per choice): any "different" makes it
+        different, else any "undecided" undecided, else "equivalent"; None when no score has one."""
+        found = {s.verdict for s in self.scores if s.verdict is not None}
+        if not found or self.missing:
+            return None
+        for verdict in ("different", "undecided"):
+            if verdict in found:
+                return verdict
+        return "equivalent"
 
 
 @dataclass

@@ -114,6 +114,18 @@ WRONG_TYPES: dict[str, tuple[str, str]] = {
         'equivalence = { at_least = "high" }',
         "[tool.slam.equivalence] at_least = 'high' must be a number",
     ),
+    "equivalence.fail_below": (
+        'equivalence = { fail_below = "low" }',
+        "[tool.slam.equivalence] fail_below = 'low' must be a number",
+    ),
+    "equivalence.then": (
+        'equivalence = { then = ["jury"] }',
+        "[tool.slam.equivalence] then",
+    ),
+    "equivalence.modules": (
+        "equivalence = { modules = 3 }",
+        "[tool.slam.equivalence] modules = 3 must be a table",
+    ),
     "prices.as_of": ("prices = { as_of = [1] }", "[tool.slam.prices] as_of = [1] must be a string"),
     "prices.source": ("prices = { source = 1 }", "[tool.slam.prices] source = 1 must be a string"),
     "prices.MODEL": ("prices = { gpt-4 = 3 }", "[tool.slam.prices] 'gpt-4': expected a table like"),

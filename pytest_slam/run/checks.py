@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # the compare wing loads when a test is first scored
 
 EQUIVALENCE_MARK = "slm_equivalence"
 BUDGET_MARK = "slm_budget"
+EQUIVALENCE_KEYS = ("fail_below", "then", "modules")  # [tool.slam.equivalence] keys beside `by`
 JUDGE_MAX_TOKENS = 512
 PLAN = pytest.StashKey["ScoringPlan"]()
 UNJUDGED = "unjudged"  # Call.error_kind of a judge call that gave no readable verdict
@@ -373,6 +374,8 @@ class Checker:
         by = config.pop("by", "fuzzy")
         by = by.strip().lower() if isinstance(by, str) else by
         at_least = config.pop("at_least", None)
+        for key in EQUIVALENCE_KEYS:  # the verdict's own keys, not the scorer's options
+            config.pop(key, None)
         if by == "judge" and self.judge is not None:
             config.setdefault("complete", self.judge.complete)
             config.setdefault("model", self.judge.spec.name)
