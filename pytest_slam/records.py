@@ -315,7 +315,8 @@ class Outcome(Record):
     nodeid: str
     test: str  # nodeid without the model parameter: the same test across models
     model: str
-    outcome: str = "passed"  # passed | failed | skipped | error | not_swapped (outcomes.py)
+    # passed | failed | skipped | error | not_swapped | candidate_failed (run/outcomes.py)
+    outcome: str = "passed"
     duration_s: float = 0.0
     calls: list[Call] = field(default_factory=list)
     pairs: list[Pair] = field(default_factory=list)

@@ -79,8 +79,8 @@ def test_said_no_calls_but_asked():
 
 
 def test_calls_zero_does_not_excuse_calls_the_candidate_failed(pytester: pytest.Pytester) -> None:
-    """``slm(calls=0)`` exempts a test that makes no call; one that made calls and got no answer
-    to any of them is still no evidence for the candidate."""
+    """``slm(calls=0)`` exempts a test that makes no call; one whose call the candidate failed is
+    a failed test of the candidate, whatever the product did with the error."""
     with FakeOpenAI("never", model="gpt-4o-mini", fail=[500]) as mini:
         pytester.makefile(".toml", pyproject=f"""
 [tool.pytest.ini_options]
@@ -98,4 +98,5 @@ base_url = "{mini.base_url}"
         assert mini.hits == 1
     result.assert_outcomes(passed=1)
     (outcome,) = json.loads((pytester.path / "r.json").read_text())["outcomes"]
-    assert outcome["outcome"] == "not_swapped"
+    assert outcome["outcome"] == "candidate_failed"
+    assert outcome["calls"][0]["error_kind"] == "http"

@@ -13,8 +13,9 @@ import socketserver
 import threading
 from collections.abc import Iterator
 
+import openai
 import pytest
-from slam_helpers import PRODUCT
+from slam_helpers import PRODUCT, swap_proxy
 
 from pytest_slam.records import ModelSpec
 from pytest_slam.swap import upstream
@@ -158,3 +159,66 @@ def test_a_stream_that_stalls_past_the_timeout_is_a_fault_not_a_hang() -> None:
         )
     assert result.status == 502
     assert "the stream stalled: nothing for 0.5 s after" in (result.call.error or "")
+
+
+# -- a request goes out once ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_a_candidate_that_drops_the_connection_gets_the_post_once(stream: bool) -> None:
+    """The hop never resends on its own: the caller said ``max_retries=0``, so one POST."""
+    with FakeOpenAI(fail=["timeout"], timeout_sleep_s=0) as dropping:  # reads, then hangs up
+        with swap_proxy(dropping.base_url) as proxy:
+            client = openai.OpenAI(base_url=proxy.url_for("m/cand"), api_key="sk-x", max_retries=0)
+            with client, pytest.raises(openai.APIStatusError) as caught:
+                reply = client.chat.completions.create(
+                    model="gpt-4", messages=[{"role": "user", "content": "q"}], stream=stream
+                )
+                if stream:
+                    list(reply)
+        assert dropping.hits == 1
+    assert caught.value.status_code == 502
+    assert "is unreachable (RemoteDisconnected" in caught.value.message
+
+
+def test_a_passthrough_post_reaches_the_upstream_once() -> None:
+    """Outside an opted-in test a POST (an upload here) is relayed as is, and once."""
+    with FakeOpenAI(fail=["timeout"], timeout_sleep_s=0) as dropping:
+        with swap_proxy(dropping.base_url) as proxy:
+            client = openai.OpenAI(base_url=proxy.base_url, api_key="sk-own", max_retries=0)
+            with client, pytest.raises(openai.APIStatusError) as caught:
+                client.files.create(file=("a.jsonl", b"{}\n"), purpose="fine-tune")
+        assert [(r.method, r.path) for r in dropping.requests] == [("POST", "/v1/files")]
+    assert caught.value.status_code == 502
+
+
+class _OneEach(socketserver.StreamRequestHandler):
+    """Answers one request per connection as if keeping it alive, then hangs up without a word."""
+
+    def handle(self) -> None:
+        length = 0
+        self.rfile.readline()
+        while (header := self.rfile.readline()) not in (b"\r\n", b""):
+            name, _, value = header.decode().partition(":")
+            length = int(value) if name.lower() == "content-length" else length
+        self.rfile.read(length)
+        self.server.served += 1  # type: ignore[attr-defined]
+        body = b'{"ok": true}'
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+
+
+def test_only_a_kept_alive_connection_found_closed_is_tried_again_once() -> None:
+    """The second POST goes out on the kept-alive connection the server has closed: nothing of it
+    was read there, so it is sent again, once, on a fresh connection; the server serves it once."""
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _OneEach)
+    server.served = 0  # type: ignore[attr-defined]
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    try:
+        for _ in range(2):
+            assert upstream.post(base, "/chat/completions", {}, None, 10).read() == b'{"ok": true}'
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert server.served == 2  # type: ignore[attr-defined]

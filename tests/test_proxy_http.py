@@ -7,6 +7,7 @@ upstream; requests are written byte by byte on raw sockets, as a broken or hosti
 from __future__ import annotations
 
 import json
+import select
 import socket
 from collections.abc import Iterator
 
@@ -179,3 +180,26 @@ def test_requests_the_proxy_cannot_serve_get_a_4xx(
     reply = exchange(proxy, line + head + body)
     assert status(reply) == expected, reply[:300]
     still_serves(proxy)
+
+
+@pytest.mark.parametrize("part", ["head", "body"])
+def test_a_request_trickled_in_is_cut_off_at_its_deadline(upstream: FakeOpenAI, part: str) -> None:
+    """A byte every 0.05 s never lets the idle time (5 s) run out; the whole request's deadline
+    (0.5 s here, ``SwapProxy(request_s=...)``) ends it with a 408 while bytes are still unsent."""
+    with swap_proxy(upstream.base_url, idle_s=5.0, request_s=0.5) as proxy:
+        head = post(proxy, b"Content-Length: %d\r\n" % len(BODY))
+        sent, trickle = (b"", head + BODY) if part == "head" else (head, BODY)
+        with socket.create_connection(proxy.server_address, timeout=30) as sock:
+            sock.sendall(sent)
+            unsent = len(trickle)
+            for byte in trickle:
+                if select.select([sock], [], [], 0.05)[0]:
+                    break  # the proxy answered
+                sock.sendall(bytes([byte]))
+                unsent -= 1
+            reply = b""
+            while chunk := sock.recv(65536):
+                reply += chunk
+        assert unsent > 0  # answered before the request was whole
+        assert status(reply) == 408 and b"not sent whole within 0.5 s" in reply
+        still_serves(proxy)

@@ -143,3 +143,21 @@ def test_allow_not_swapped_turns_the_rule_off() -> None:
     assert result.passed and not result.configured
     with pytest.raises(ConfigError, match="allow_not_swapped"):
         Gate.from_config({"allow_not_swapped": "yes"})
+
+
+def test_a_test_whose_candidate_failed_a_call_fails_the_gate_with_no_switch() -> None:
+    """It passed its assertions (the product caught the timeout): a failed test all the same, and
+    a breach that ``allow_not_swapped`` does not turn off, named with the error kind."""
+    outcomes = copy.deepcopy(synth.qwen_outcomes())
+    failed = synth.call(synth.QWEN, "", None, 500.0, None, None, None, key="k_triage",
+                        error="the caller gave up", error_kind="timeout")  # fmt: skip
+    outcomes[0].update(outcome="candidate_failed", calls=[failed, *outcomes[0]["calls"]])
+    verdict = aggregate(outcomes, synth.run_info((synth.QWEN,)))
+    (row,) = verdict.models
+    assert (row.tests_passed, row.tests_failed, row.pass_rate) == (3, 1, 0.75)
+    assert (row.tests_candidate_failed, row.candidate_failures) == (1, {"timeout": 1})
+    result = evaluate(Gate.from_config({"allow_not_swapped": True}), verdict)
+    assert not result.passed and result.configured
+    (breach,) = result.models[0].breaches
+    assert (breach.rule, breach.measured) == ("candidate_failed", 1)
+    assert breach.message.startswith("candidate_failed: timeout: 1 of 4 tests (1 test(s) passed")

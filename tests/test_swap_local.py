@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -159,6 +160,43 @@ def test_an_answer_that_comes_after_the_caller_gave_up_is_not_evidence(local: bo
         assert "the caller gave up (its own timeout)" in (call.error or "")
         assert swap.proxy.sockets == (0 if local else 1)
         assert swap.proxy.workers.started == (1 if local else 0)
+
+
+@pytest.mark.parametrize("local", [True, False], ids=["in-memory", "socket"])
+def test_a_stream_whose_caller_gave_up_is_a_failed_call(local: bool) -> None:
+    """The caller's read timeout ends its wait for the first chunk; when that chunk comes, the
+    caller is gone: the call is recorded then, failed, never left out."""
+    slow = FakeOpenAI(ANSWER, latency_s=1.5, ttft_s=1.0)
+    with slow, contextlib.closing(_swap(slow, local=local)) as swaps:
+        swap = next(swaps)
+        with (
+            swap.client(max_retries=0, timeout=0.2) as client,
+            pytest.raises(openai.APITimeoutError),
+        ):
+            _ask(client, stream=True)
+        wait_for(lambda: swap.ctx.calls, 10, "the abandoned stream to be recorded")
+        [call] = swap.ctx.calls
+        assert call.error_kind == "timeout" and call.streamed and call.e2e_ms
+        assert "the caller stopped reading" in (call.error or "")
+
+
+def test_a_call_still_in_flight_when_the_test_ends_is_recorded_failed_once() -> None:
+    """The test's end (``settle``) records the call its caller gave up on; the call's own end,
+    later, adds nothing."""
+    slow = FakeOpenAI(ANSWER, latency_s=1.0)
+    with slow, contextlib.closing(_swap(slow, local=False)) as swaps:
+        swap = next(swaps)
+        with (
+            swap.client(max_retries=0, timeout=0.2) as client,
+            pytest.raises(openai.APITimeoutError),
+        ):
+            _ask(client, stream=False)
+        swap.ctx.settle(0.05)
+        [call] = swap.ctx.calls
+        assert call.error_kind == "timeout" and call.e2e_ms is not None and call.e2e_ms >= 150
+        assert "it was still in flight when the test ended" in (call.error or "")
+        time.sleep(1.5)  # the model answers at 1.0 s, to a caller long gone
+        assert len(swap.ctx.calls) == 1 and swap.ctx.flights == []
 
 
 def test_a_plain_call_is_served_in_the_callers_thread_a_stream_by_a_worker(swap: Swap) -> None:

@@ -25,7 +25,10 @@ from pytest_slam.records import JSON, Call, ModelSpec, Outcome, Pair, Record, re
 from pytest_slam.report.gate_result import GateResult
 
 NOT_SWAPPED = "not_swapped"  # passed, but the candidate answered none of its calls (outcomes.py)
-OUTCOME_SEVERITY = {"skipped": 0, "passed": 1, NOT_SWAPPED: 2, "failed": 3, "error": 4}
+CANDIDATE_FAILED = "candidate_failed"  # passed, but a candidate call failed: a failed test
+OUTCOME_SEVERITY = {
+    "skipped": 0, "passed": 1, NOT_SWAPPED: 2, CANDIDATE_FAILED: 3, "failed": 4, "error": 5
+}  # fmt: skip
 CAUSES = (
     "likely causes: a client whose explicit base_url the swap does not redirect (list its host in "
     "[tool.slam] redirect_hosts), a mocked or monkeypatched client, or an API the swap does not "
@@ -82,6 +85,10 @@ class ModelRow(Record):
     tests_errored: int = 0
     tests_skipped: int = 0
     tests_not_swapped: int = 0  # no evidence either way: not in pass_rate; the gate fails on it
+    # passed their assertions with a candidate call that failed (outcome candidate_failed): in
+    # tests_failed too; the gate fails on them. By the failed calls' error kind: kind -> tests
+    tests_candidate_failed: int = 0
+    candidate_failures: dict[str, int] = field(default_factory=dict)
     pass_rate: float | None = None
     calls: int = 0
     calls_errored: int = 0
@@ -308,6 +315,7 @@ def model_row(model: str, outcomes: list[Outcome], ref_cost: float | None) -> Mo
     row = ModelRow(model=model)
     tests = [o for o in outcomes if o.outcome != ENGINE]
     _count_tests(row, tests)
+    _count_candidate_failures(row, tests)
     calls = [c for o in tests for c in o.candidate_calls()]
     _count_calls(row, calls)
     row.cold_starts = sum(1 for o in outcomes for c in o.candidate_calls() if c.cold_start)
@@ -333,11 +341,22 @@ def latency_calls(calls: list[Call]) -> list[Call]:
 def _count_tests(row: ModelRow, outcomes: list[Outcome]) -> None:
     kinds = [o.outcome for o in outcomes]
     row.tests_passed = kinds.count("passed")
-    row.tests_failed = kinds.count("failed")
+    row.tests_failed = kinds.count("failed") + kinds.count(CANDIDATE_FAILED)
     row.tests_errored = kinds.count("error")
     row.tests_skipped = kinds.count("skipped")
     row.tests_not_swapped = kinds.count(NOT_SWAPPED)
     row.pass_rate = row.tests_passed / row.tests_run if row.tests_run else None
+
+
+def _count_candidate_failures(row: ModelRow, outcomes: list[Outcome]) -> None:
+    """Tests whose candidate failed a call the product swallowed: in all, and per error kind."""
+    kinds: dict[str, int] = {}
+    for outcome in outcomes:
+        if outcome.outcome == CANDIDATE_FAILED:
+            row.tests_candidate_failed += 1
+            for kind in {c.error_kind or "error" for c in outcome.candidate_calls() if not c.ok}:
+                kinds[kind] = kinds.get(kind, 0) + 1
+    row.candidate_failures = dict(sorted(kinds.items()))
 
 
 def _count_calls(row: ModelRow, calls: list[Call]) -> None:
@@ -370,7 +389,7 @@ def passes_by_test(outcomes: list[Outcome]) -> dict[str, float]:
     """1.0 or 0.0 per test that ran (skips left out), averaged over its runs."""
     from pytest_slam.compare.uncertainty import per_unit
 
-    ran = [o for o in outcomes if o.outcome in ("passed", "failed", "error")]
+    ran = [o for o in outcomes if o.outcome in ("passed", "failed", "error", CANDIDATE_FAILED)]
     return per_unit((o.test, float(o.outcome == "passed")) for o in ran)
 
 

@@ -19,7 +19,15 @@ from dataclasses import dataclass, field
 
 from pytest_slam.records import JSON, ModelSpec, Record
 from pytest_slam.report import fmt
-from pytest_slam.report.aggregate import ENGINE, NOT_SWAPPED, ModelRow, PerTestRow, RunInfo, Verdict
+from pytest_slam.report.aggregate import (
+    CANDIDATE_FAILED,
+    ENGINE,
+    NOT_SWAPPED,
+    ModelRow,
+    PerTestRow,
+    RunInfo,
+    Verdict,
+)
 from pytest_slam.report.config import check_section
 from pytest_slam.report.jsonreport import Report, ReportError, load_report
 
@@ -187,7 +195,7 @@ def _rise_pct(old: float | None, new: float | None) -> float | None:
 def _check_outcome(diff: BaselineDiff, old: PerTestRow, new: PerTestRow) -> None:
     """Passed, then failed, errored or not swapped is a regression: a test that stopped reaching
     the candidate lost the evidence it gave, even though its assertions still pass."""
-    bad = ("failed", "error", NOT_SWAPPED)
+    bad = ("failed", "error", NOT_SWAPPED, CANDIDATE_FAILED)
     if old.outcome == "passed" and new.outcome in bad:
         diff.regressions.append(
             Change(new.model, "outcome", old.outcome, new.outcome, "regressed", new.test)

@@ -6,7 +6,10 @@ The reference row is never gated.
 
 One rule is on without a ``[tool.slam.gate]`` table: a test that passed with no call the candidate
 answered (outcome ``not_swapped``) is a breach, because the verdict must not rest on calls that did
-not happen; ``allow_not_swapped = true`` turns it off.
+not happen; ``allow_not_swapped = true`` turns it off. Another has no switch: a test whose
+assertions passed although a candidate call failed (an error, a timeout, refused, cut off, given
+up on: the product caught it) is a breach, ``candidate_failed``, named with the error kinds. (A
+test that failed outright already fails the run.)
 
 A run that did not run to its end (Ctrl-C, ``-x``/``--maxfail``, a lost worker) or ran no test at
 all is ``incomplete``: never passed, whatever its partial numbers say (``incomplete_reason``).
@@ -91,7 +94,7 @@ def evaluate(
     if diff is not None:
         notes.extend(diff.notes)
     passed = all(e.passed for e in entries) and not session
-    unswapped = any(b.rule == NOT_SWAPPED_RULE for e in entries for b in e.breaches)
+    unswapped = any(b.rule in ALWAYS_ON for e in entries for b in e.breaches)
     configured = gate.configured or bool(session) or unswapped
     status = "incomplete" if incomplete else "passed" if passed else "failed"
     passed = passed and not incomplete
@@ -131,10 +134,26 @@ def _check_model(gate: Gate, row: ModelRow, diff: BaselineDiff | None) -> ModelG
         breaches.append(Breach(row.model, "no_regression", len(changes), 0, message))
     if row.tests_not_swapped and not gate.allow_not_swapped:
         breaches.append(_not_swapped(row))
+    if row.tests_candidate_failed:
+        breaches.append(_candidate_failed(row))
     return ModelGate(row.model, not breaches, breaches)
 
 
 NOT_SWAPPED_RULE = "not_swapped"
+CANDIDATE_FAILED_RULE = "candidate_failed"
+ALWAYS_ON = (NOT_SWAPPED_RULE, CANDIDATE_FAILED_RULE)  # breached with no [tool.slam.gate] table
+
+
+def _candidate_failed(row: ModelRow) -> Breach:
+    """Tests that passed although a candidate call failed: the product hid the failure."""
+    tests = row.tests_run + row.tests_not_swapped
+    kinds = "; ".join(f"{k}: {n} of {tests} tests" for k, n in row.candidate_failures.items())
+    message = (
+        f"{CANDIDATE_FAILED_RULE}: {kinds} ({row.tests_candidate_failed} test(s) passed their "
+        f"assertions although {row.model} failed a call, so they count as failed; see each "
+        "test's message)"
+    )
+    return Breach(row.model, CANDIDATE_FAILED_RULE, row.tests_candidate_failed, 0, message)
 
 
 def _not_swapped(row: ModelRow) -> Breach:

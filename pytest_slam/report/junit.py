@@ -6,7 +6,9 @@ the ``slam_`` prefix and the unit, values are plain numbers or strings.
 ``slam_outcome`` is the slam outcome, which can differ from the testcase's own: a test whose
 assertions passed with no call the candidate answered stays a passing testcase (the product's
 assertions decided that) but says ``slam_outcome = not_swapped`` with the reason in
-``slam_not_swapped``; the run's gate fails on it (report/gate.py).
+``slam_not_swapped``; one whose assertions passed although a candidate call failed says
+``slam_outcome = candidate_failed`` with the failed calls in ``slam_candidate_failed``. The run's
+gate fails on both (report/gate.py).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from pytest_slam.records import JSON, Call, Outcome, Pair, records
-from pytest_slam.report.aggregate import NOT_SWAPPED, latency_calls
+from pytest_slam.report.aggregate import CANDIDATE_FAILED, NOT_SWAPPED, latency_calls
 
 Property = tuple[str, str | int | float | bool]  # (name, value) as record_property takes it
 
@@ -26,6 +28,8 @@ def junit_properties(outcome: Outcome | Mapping[str, JSON]) -> list[Property]:
     props.append(("slam_outcome", record.outcome))
     if record.outcome == NOT_SWAPPED:
         props.append(("slam_not_swapped", record.message or ""))
+    elif record.outcome == CANDIDATE_FAILED:
+        props.append(("slam_candidate_failed", record.message or ""))
     calls = record.candidate_calls()
     props.append(("slam_calls", len(calls)))
     props.extend(_scores(record.pairs))

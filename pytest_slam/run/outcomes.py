@@ -3,11 +3,16 @@
 The Outcome rides on the test report as plain data, because reports are what xdist carries from the
 workers to the controller (stash data does not travel).
 
-A candidate never passes on calls it did not answer: a test whose assertions passed but that made no
-call the candidate answered gets the outcome ``not_swapped`` (missing evidence, its own outcome).
-The pytest outcome of the test stays what its assertions decided; the slam outcome, the reports and
-the gate say "not swapped". ``@pytest.mark.slm(calls=0)`` marks a test that makes no model call on
-purpose.
+A candidate never passes on calls it did not answer. Every candidate call that did not come back
+whole (an error status, a timeout, refused, cut off, or given up on by its caller) is a failed call
+of the test's candidate, also when the product caught the error and its assertions passed: such a
+test gets the slam outcome ``candidate_failed``, with a message naming the calls' error kinds; it
+counts as a failed test in the pass rate, and the gate fails on it (report/gate.py). A test whose
+assertions passed but that sent its candidate no call gets the outcome ``not_swapped`` (missing
+evidence, its own outcome). The pytest outcome of the test stays what its assertions decided; the
+slam outcome, the reports and the gate say "candidate failed" or "not swapped".
+``@pytest.mark.slm(calls=0)`` marks a test that makes no model call on purpose. Under
+``--slm-repeat`` each run is judged so already (run/repeat.py), and the pass fraction decides.
 
 One final outcome per test per model: a rerun attempt (pytest-rerunfailures' ``rerun`` reports) is
 dropped, a later attempt replaces an earlier one, and a teardown error replaces the passing call it
@@ -16,13 +21,20 @@ followed instead of counting the test twice.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING, Protocol
 
 import pytest
 
 from pytest_slam.metrics.metering import outcome_energy
-from pytest_slam.records import JSON, Outcome
-from pytest_slam.report.aggregate import CAUSES, FIXES, NOT_SWAPPED, OUTCOME_SEVERITY
+from pytest_slam.records import JSON, Call, Outcome
+from pytest_slam.report.aggregate import (
+    CANDIDATE_FAILED,
+    CAUSES,
+    FIXES,
+    NOT_SWAPPED,
+    OUTCOME_SEVERITY,
+)
 from pytest_slam.run.optin import base_test_id
 
 if TYPE_CHECKING:
@@ -65,9 +77,16 @@ def build_outcome(
         outcome.repeat = dict(verdict.repeat) if verdict.repeat is not None else None
         if verdict.problems:
             outcome.message = "\n".join(verdict.problems)
-    if outcome.outcome == "passed" and not _answered(ctx) and not _excused(item, ctx):
+    candidate = [c for c in ctx.calls if c.role == "candidate"] if ctx is not None else []
+    failed = [c for c in candidate if not c.ok]
+    if failed and (verdict is None or verdict.repeat is None):
+        if outcome.outcome == "passed" or outcome.message is None:
+            outcome.message = failed_calls_message(item.nodeid, model, candidate, failed)
+        if outcome.outcome == "passed":
+            outcome.outcome = CANDIDATE_FAILED
+    elif outcome.outcome == "passed" and not candidate and not declares_no_calls(item):
         outcome.outcome = NOT_SWAPPED
-        outcome.message = not_swapped_message(item.nodeid, model, ctx, outcome.egress)
+        outcome.message = not_swapped_message(item.nodeid, model, outcome.egress)
     return outcome.as_dict()
 
 
@@ -77,34 +96,29 @@ def _status(report: pytest.TestReport) -> str:
     return report.outcome
 
 
-def _answered(ctx: TestContext | None) -> bool:
-    """Whether the candidate answered at least one of the test's calls."""
-    return ctx is not None and any(c.ok and c.role == "candidate" for c in ctx.calls)
-
-
-def _excused(item: pytest.Item, ctx: TestContext | None) -> bool:
-    """``calls=0`` excuses a test that made no candidate call, not one whose calls all failed."""
-    tried = ctx is not None and any(c.role == "candidate" for c in ctx.calls)
-    return declares_no_calls(item) and not tried
-
-
 def declares_no_calls(item: pytest.Item) -> bool:
     """``@pytest.mark.slm(calls=0)``: the test makes no model call on purpose."""
     mark = item.get_closest_marker("slm")
     return mark is not None and mark.kwargs.get("calls", None) == 0
 
 
-def not_swapped_message(nodeid: str, model: str, ctx: TestContext | None, egress: list[str]) -> str:
+def not_swapped_message(nodeid: str, model: str, egress: list[str]) -> str:
     """One line: what happened, the likely causes and the fix."""
-    tried = len(ctx.calls) if ctx is not None else 0
-    what = (
-        f"its {tried} call(s) to {model} all failed" if tried
-        else f"no call reached {model}"
-    )  # fmt: skip
     left = f"; it connected off the machine to {', '.join(dict.fromkeys(egress))}" if egress else ""
     return (
-        f"pytest-slam: {nodeid} passed but is not swapped: {what}{left}, so it is no evidence "
-        f"for {model}; {CAUSES}; {FIXES}"
+        f"pytest-slam: {nodeid} passed but is not swapped: no call reached {model}{left}, so it "
+        f"is no evidence for {model}; {CAUSES}; {FIXES}"
+    )
+
+
+def failed_calls_message(nodeid: str, model: str, calls: list[Call], failed: list[Call]) -> str:
+    """One line: how many of the test's calls the candidate failed, of which kinds, the first."""
+    kinds = Counter(c.error_kind or "error" for c in failed)
+    shown = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
+    return (
+        f"pytest-slam: {nodeid}: {len(failed)} of {len(calls)} call(s) to {model} failed "
+        f"({shown}), so the test counts as failed for {model}, also when the product caught "
+        f"the error: {failed[0].error}"
     )
 
 

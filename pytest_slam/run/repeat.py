@@ -7,8 +7,8 @@ pass_fraction`` (default 1.0: every run must pass). The first run goes through p
 plugins' handling applies to every run. Fixtures are set up once: every run gets the same fixture
 values (as Hypothesis examples do). Each run sees only its own calls in ``slm_model.calls``, and is
 checked on its own (pairing, scoring, budgets): a run passes when the function raised nothing,
-the checks found no problem, and the candidate answered at least one of the run's calls when it
-made any (a run whose failed calls the product swallowed is a failed run, never a pass). The
+the checks found no problem, and none of the run's candidate calls failed (a run whose failed
+call the product swallowed is a failed run, never a pass). The
 Outcome keeps every run's calls and pairs, and
 ``repeat = {"runs": N, "passed": k, "rate": k/N}``. A skip (or an imperative xfail) in any run ends
 the test as such. Tests opted in to the swap only; others run once, as always.
@@ -105,6 +105,7 @@ def _end_run(slam: SlamSession, item: pytest.Function, ctx: TestContext, result:
     """Check the run's own calls, fold them into the test's, and note why the run failed."""
     import dataclasses
 
+    ctx.settle()  # a call still in flight is a failed call of this run
     with ctx.lock:
         run_calls, ctx.calls = ctx.calls, []
         every_call.extend(run_calls)
@@ -118,14 +119,17 @@ def _end_run(slam: SlamSession, item: pytest.Function, ctx: TestContext, result:
         result.failures.append((result.runs, _first_line(error)))
     elif verdict.problems:
         result.failures.append((result.runs, verdict.problems[0]))
-    elif run_calls and not any(c.ok for c in run_calls):
-        # The product swallowed every failed call of this run: no answer, so no pass to count.
+    elif any(not c.ok for c in run_calls):
+        # The product swallowed a failed call of this run: the candidate failed it all the same.
         result.failures.append((result.runs, _unanswered(run_calls)))
 
 
 def _unanswered(calls: list[Call]) -> str:
-    first = next((c.error for c in calls if c.error), None) or "no answer"
-    return f"no call of this run was answered by the candidate ({len(calls)} failed; {first})"
+    failed = [c for c in calls if not c.ok]
+    first = failed[0].error or "no answer"
+    if len(failed) == len(calls):
+        return f"no call of this run was answered by the candidate ({len(calls)} failed; {first})"
+    return f"{len(failed)} of {len(calls)} call(s) of this run failed at the candidate ({first})"
 
 
 def _is_xfail(error: BaseException) -> bool:

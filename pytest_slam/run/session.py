@@ -444,9 +444,13 @@ class SlamSession:
         except (KeyboardInterrupt, SystemExit):
             raise  # stopping: ask nothing more of any model
         except BaseException:
+            if ctx is not None:
+                ctx.settle()  # a call still in flight is a failed call of this test
             if ctx is not None and checker is not None:
                 item.stash[VERDICT] = checker.run(item, ctx, failed=True)
             raise
+        if ctx is not None:
+            ctx.settle()
         if ctx is None or checker is None:
             return result
         verdict = item.stash[VERDICT] = checker.run(item, ctx, failed=False)

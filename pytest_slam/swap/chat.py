@@ -27,6 +27,7 @@ class Deadline:
     caller's thread (proxy.answer_local), where nothing else would end it; ``passed`` once it did."""
 
     at: float
+    timeout_s: float  # the caller's own read timeout, as the product set it
     passed: bool = False
 
 
@@ -35,6 +36,11 @@ CALLER_DEADLINE: ContextVar[Deadline | None] = ContextVar("slam_caller_deadline"
 
 class CallerGaveUp(Exception):
     """The caller's own timeout ran out before the answer ended."""
+
+
+class CallerStopped(Exception):
+    """A chunk could not be written to a streaming caller: it closed its side (its own timeout,
+    or it stopped reading) before the answer ended."""
 
 
 @dataclass
@@ -279,6 +285,11 @@ def forward_chat(
     except CallerGaveUp:
         resp.abandon()
         return _gave_up(call, start, limit)
+    except CallerStopped:
+        resp.abandon()
+        caller_left(call, stopped=True)
+        call.e2e_ms = (time.perf_counter() - start) * 1000.0
+        return ChatResult(call, status=499)
     except BaseException:  # the caller hung up mid-stream, or an interrupt: stop reading here
         resp.abandon()
         raise
@@ -286,12 +297,17 @@ def forward_chat(
     return ChatResult(call, completion=acc.completion())
 
 
-def caller_left(call: Call, timeout_s: float | None = None) -> None:
+def caller_left(call: Call, timeout_s: float | None = None, stopped: bool = False) -> None:
     """The product's client gave up (its own read timeout) before this call's answer reached it:
-    the product never saw the answer, so the call counts as unanswered, never as evidence."""
+    the product never saw the answer (``stopped``: not all of a stream), so the call is a failed
+    call of the candidate, never evidence."""
     after = "" if timeout_s is None else f" of {timeout_s:.3g} s"
-    call.error = (f"the caller gave up (its own timeout{after}) before model {call.model!r} at "
-                  f"{call.endpoint} answered")  # fmt: skip
+    if stopped:
+        call.error = (f"the caller stopped reading (its own timeout, or it closed the stream) "
+                      f"before model {call.model!r} at {call.endpoint} ended its answer")  # fmt: skip
+    else:
+        call.error = (f"the caller gave up (its own timeout{after}) before model {call.model!r} "
+                      f"at {call.endpoint} answered")  # fmt: skip
     call.error_kind = "timeout"
 
 
@@ -299,7 +315,7 @@ def _gave_up(call: Call, start: float, limit: Deadline | None) -> ChatResult:
     """The caller's deadline ended the call in its own thread (proxy.answer_local)."""
     if limit is not None:
         limit.passed = True
-    caller_left(call, (limit.at if limit is not None else start) - start)
+    caller_left(call, limit.timeout_s if limit is not None else None)
     call.e2e_ms = (time.perf_counter() - start) * 1000.0
     return ChatResult(call, status=504)
 
@@ -341,7 +357,7 @@ def _consume(
         acc.feed(chunk, now)
         count += 1
         if relay is not None and (chunk.get("choices") or usage):
-            relay(payload)  # a caller that hung up raises here, and is not the model's fault
+            _relay(relay, payload)
     if not resp.done and not any(c.finish_reason for c in acc.choices.values()):
         raise CandidateFault(f"the stream ended after {count} chunk(s) with no finish_reason "
                              "and no [DONE] (truncated)")  # fmt: skip
@@ -391,8 +407,16 @@ def _whole(
         chunk = json.loads(payload)
         acc.feed(chunk, now)
         if relay is not None and (chunk.get("choices") or usage):
-            relay(payload)
+            _relay(relay, payload)
     return acc
+
+
+def _relay(relay: Relay, payload: bytes) -> None:
+    """A write to a caller that hung up fails here; that is the caller's leaving, not a fault."""
+    try:
+        relay(payload)
+    except OSError:
+        raise CallerStopped from None
 
 
 def _fill(call: Call, acc: Accumulator) -> None:

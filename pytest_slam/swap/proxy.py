@@ -16,8 +16,9 @@ While swapping, ``/chat/completions`` is recorded; ``/responses`` is translated 
 to the candidate (embeddings.py); anything else is relayed with the candidate's key and model name.
 
 HTTP is parsed by h11 (framing, Content-Length, chunked bodies, header syntax); this module adds the
-limits (head and body size, idle time) and the performance habits: head and body in one write,
-TCP_NODELAY, keep-alive, and SSE relayed chunk by chunk. It never logs headers or keys.
+limits (head and body size, idle time between reads, a deadline for the whole request) and the
+performance habits: head and body in one write, TCP_NODELAY, keep-alive, and SSE relayed chunk by
+chunk. It never logs headers or keys.
 
 A request is served by an ``Exchange``, which writes its answer to a ``Responder`` and knows no
 transport: ``_Wire`` for a socket connection, ``local.LocalAnswer`` for a call of this very process
@@ -52,7 +53,6 @@ from pytest_slam.swap.chat import (
     Deadline,
     Relay,
     Target,
-    caller_left,
 )
 from pytest_slam.swap.local import LocalAnswer, Workers
 from pytest_slam.swap.peer import owner_uid
@@ -67,6 +67,8 @@ BLOCK = 65536
 HEAD_LIMIT = 64 * 1024  # request line and headers, bytes
 BODY_LIMIT = 32 * 1024 * 1024  # a chat request with images stays far below; a 50 MB upload does not
 IDLE_S = 120.0  # longer than any client's keep-alive expiry (httpx: 5 s), so it never races a reuse
+REQUEST_S = 300.0  # a whole request (head, body) from its first byte: a trickle cannot hold on
+DRAIN_S = 1.0  # after a refusal, how long what the client still sends is read (then closed)
 METHODS = ("GET", "POST", "DELETE")
 # Not passed on, either way: hop-by-hop headers (RFC 9110 7.6.1), and the framing this hop sets.
 HOP_BY_HOP = frozenset(
@@ -83,7 +85,13 @@ REFUSED = (
 
 
 class Router(Protocol):
-    def chat(self, route: str, body: JSONObject, relay: Relay | None) -> ChatResult: ...
+    def chat(
+        self,
+        route: str,
+        body: JSONObject,
+        relay: Relay | None,
+        gone: Callable[[], bool] | None = None,
+    ) -> ChatResult: ...
 
     def target(self, route: str) -> Target: ...
 
@@ -198,8 +206,7 @@ class Exchange:
 
     def chat(self, route: str, body: JSONObject) -> None:
         stream = _Stream(self.out) if body.get("stream") else None
-        result = self.router.chat(route, body, stream.send if stream else None)
-        left = stream is None and result.call.ok and self.out.gone()
+        result = self.router.chat(route, body, stream.send if stream else None, self.out.gone)
         if stream is not None and stream.started:
             if result.call.error is not None:  # broke off mid-stream: say why in the stream
                 stream.fail(f"pytest-slam: {result.call.error}")
@@ -213,8 +220,6 @@ class Exchange:
             stream.replay(result)
         else:
             self.send(200, json.dumps(result.completion).encode())
-        if left:  # answered after the product gave up (its own timeout): it never saw the answer
-            caller_left(result.call)
 
     def responses(self, route: str, body: JSONObject) -> None:
         """A Responses API call to a Chat Completions candidate: translated (responses.py) and sent
@@ -227,7 +232,7 @@ class Exchange:
         def chat(chat_body: JSONObject, relay: Relay | None) -> responses.ChatOutcome:
             # A ChatResult is a ChatOutcome; the Protocol's members are settable, which makes mypy
             # compare ``call`` invariantly (read-only members in responses.py would make this a no-op).
-            return router.chat(route, chat_body, relay)
+            return router.chat(route, chat_body, relay, self.out.gone)
 
         reply = responses.serve(body, chat, stream.send if stream else None)
         if reply is not None:  # these errors are final (a retry asks the same): say so
@@ -371,6 +376,7 @@ class _Connection(socketserver.BaseRequestHandler):
         self.wire = _Wire(self)
         self.trusted = self.server.trusts(self.client_address)
         self.got_bytes = False  # of the request under way: an idle timeout before any says nothing
+        self.began = 0.0  # when its first byte came (time.monotonic)
 
     def handle(self) -> None:
         try:
@@ -392,15 +398,28 @@ class _Connection(socketserver.BaseRequestHandler):
             if self.conn.they_are_waiting_for_100_continue:
                 self.write(self.conn.send(h11.InformationalResponse(status_code=100, headers=[])))
             try:
+                if self.got_bytes:  # the rest of a request: by its deadline too
+                    self.sock.settimeout(min(self.server.idle_s, self._left()))
                 data = self.sock.recv(BLOCK)
             except TimeoutError:
                 if self.got_bytes:
-                    raise _Refuse(
-                        408, "pytest-slam: the request was not finished in time"
-                    ) from None
+                    raise _Refuse(408, self._late) from None
                 return h11.ConnectionClosed()
-            self.got_bytes = True
+            if not self.got_bytes:
+                self.got_bytes, self.began = True, time.monotonic()
             self.conn.receive_data(data)
+
+    def _left(self) -> float:
+        """Seconds left of the request's deadline (``SwapProxy.request_s``); _Refuse when none."""
+        left = self.began + self.server.request_s - time.monotonic()
+        if left <= 0:
+            raise _Refuse(408, self._late)
+        return left
+
+    @property
+    def _late(self) -> str:
+        return (f"pytest-slam: the request was not sent whole within {self.server.request_s:g} s "
+                f"(or {self.server.idle_s:g} s passed with no data)")  # fmt: skip
 
     def _one(self) -> bool:
         """Serve one request; whether the connection can carry another."""
@@ -423,8 +442,12 @@ class _Connection(socketserver.BaseRequestHandler):
         """After a refusal: stop sending, and read (briefly, boundedly) what the client still sends,
         so that closing with unread data does not reset the connection before it reads the answer."""
         self.sock.shutdown(socket.SHUT_WR)
-        self.sock.settimeout(1.0)
+        end = time.monotonic() + DRAIN_S
         for _ in range(64):
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            self.sock.settimeout(left)
             if not self.sock.recv(BLOCK):
                 return
 
@@ -460,6 +483,7 @@ class _Connection(socketserver.BaseRequestHandler):
         if refused:
             raise _Refuse(405, refused)
         body = self._body(request)
+        self.sock.settimeout(self.server.idle_s)  # read whole: the answer's writes have no deadline
         headers = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in request.headers]
         Exchange(self.server.router, self.wire).serve(
             method, target[len(self.server.secret) + 1 :], headers, body
@@ -563,13 +587,14 @@ class SwapProxy(socketserver.ThreadingTCPServer):
         secret: str | None = None,
         idle_s: float = IDLE_S,
         body_limit: int = BODY_LIMIT,
+        request_s: float = REQUEST_S,
     ) -> None:
         super().__init__(("127.0.0.1", port), _Connection)
         self.router = router
         self.local = ("127.0.0.1", int(self.server_address[1]))  # the bound address, typed
         self.secret = secret or secrets.token_urlsafe(24)
         self._prefix = f"{self.secret}/".encode()
-        self.idle_s, self.body_limit = idle_s, body_limit
+        self.idle_s, self.body_limit, self.request_s = idle_s, body_limit, request_s
         self.uid = os.getuid() if hasattr(os, "getuid") else None
         self._thread: threading.Thread | None = None
         self.workers = Workers("slam-local")
@@ -634,7 +659,7 @@ class SwapProxy(socketserver.ThreadingTCPServer):
                 answer.finish()
 
         if self._in_place(method, target, body):
-            limit = None if timeout is None else Deadline(time.perf_counter() + timeout)
+            limit = None if timeout is None else Deadline(time.perf_counter() + timeout, timeout)
             token = CALLER_DEADLINE.set(limit)
             try:
                 job(_nothing)

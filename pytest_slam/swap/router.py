@@ -1,21 +1,32 @@
 """The swap router: which model answers a call, and the record of every call a test made.
 
 One router per test process. The running test sets ``active``; calls arriving at the proxy while a test
-is active go to that test's candidate and are recorded on it. Calls outside an opted-in test go to the
-upstream the product had configured, unchanged (the plugin changes nothing outside opted-in tests): with
-the caller's own headers, so the environment's key goes only where the caller itself sent it.
+is active go to that test's candidate and are recorded on it: every one, answered or failed. A call
+is in flight from when it is sent to when it ends; one still in flight when the test ends (its
+caller gave up, or never waited) is recorded then as a failed call (``TestContext.settle``). Calls
+outside an opted-in test go to the upstream the product had configured, unchanged (the plugin
+changes nothing outside opted-in tests): with the caller's own headers, so the environment's key
+goes only where the caller itself sent it.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from pytest_slam.records import Call, ModelSpec
-from pytest_slam.swap.chat import ChatResult, Relay, Target, forward_chat, generation_cap
+from pytest_slam.swap.chat import (
+    ChatResult,
+    Relay,
+    Target,
+    caller_left,
+    forward_chat,
+    generation_cap,
+)
 from pytest_slam.swap.models import OPENAI_URL, api_key
 from pytest_slam.swap.proxy import RouteError
 from pytest_slam.swap.upstream import JSONObject
@@ -23,6 +34,7 @@ from pytest_slam.swap.upstream import JSONObject
 ReferenceChat = Callable[["TestContext | None", JSONObject, "Relay | None"], ChatResult]
 # The reference's recorded completion tokens for a request (its golden answer), or None.
 ReferenceTokens = Callable[["TestContext", JSONObject], "int | None"]
+SETTLE_S = 0.5  # at a test's end, how long a call still in flight may take to end on its own
 
 
 class Meter(Protocol):
@@ -40,6 +52,23 @@ class Embedder(Protocol):
 
 
 @dataclass
+class Flight:
+    """A candidate call sent and not yet ended: what its record says if it never ends in time."""
+
+    call: Call  # model, endpoint, request and start, as forward_chat records them
+    start: float  # time.perf_counter()
+    abandoned: bool = False  # recorded at the test's end: its own end comes too late
+
+    def unended(self) -> Call:
+        """The call as the test's end finds it: a failed call, with the time it had taken."""
+        call = self.call
+        caller_left(call)
+        call.error = f"{call.error}: it was still in flight when the test ended"
+        call.e2e_ms = (time.perf_counter() - self.start) * 1000.0
+        return call
+
+
+@dataclass
 class TestContext:
     """The opted-in test that is running now, and what its model calls produced."""
 
@@ -52,10 +81,44 @@ class TestContext:
     calls: list[Call] = field(default_factory=list)
     reference_calls: list[Call] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    flights: list[Flight] = field(default_factory=list)  # candidate calls in flight
+
+    def __post_init__(self) -> None:
+        self._ended = threading.Condition(self.lock)
 
     def add(self, call: Call) -> None:
         with self.lock:
             (self.calls if call.role == "candidate" else self.reference_calls).append(call)
+
+    def begin(self, target: Target, body: JSONObject) -> Flight:
+        """A candidate call is sent: in flight until ``end``, or until the test's end."""
+        call = Call(model=target.spec.name, role=target.role, request=body,
+                    endpoint=target.base_url, streamed=bool(body.get("stream")),
+                    started_at=time.time())  # fmt: skip
+        flight = Flight(call, time.perf_counter())
+        with self.lock:
+            self.flights.append(flight)
+        return flight
+
+    def end(self, flight: Flight, call: Call) -> None:
+        """The call ended, answered or failed: recorded, unless the test's end recorded it."""
+        with self._ended:
+            if flight.abandoned:
+                return
+            self.flights.remove(flight)
+            self.calls.append(call)
+            self._ended.notify_all()
+
+    def settle(self, wait_s: float = SETTLE_S) -> None:
+        """At the end of the test (or of a ``--slm-repeat`` run), before its outcome is built:
+        calls still in flight get ``wait_s`` to end; any left are recorded now as failed calls
+        (the caller gave up on them, or never waited), so no call goes unaccounted for."""
+        with self._ended:
+            self._ended.wait_for(lambda: not self.flights, timeout=wait_s)
+            for flight in self.flights:
+                flight.abandoned = True
+                self.calls.append(flight.unended())
+            self.flights.clear()
 
 
 @dataclass
@@ -130,7 +193,15 @@ class SwapRouter:
         spec = None if route == "ref" else self._spec(route)
         return spec is not None and spec.responses
 
-    def chat(self, route: str, body: JSONObject, relay: Relay | None) -> ChatResult:
+    def chat(
+        self,
+        route: str,
+        body: JSONObject,
+        relay: Relay | None,
+        gone: Callable[[], bool] | None = None,
+    ) -> ChatResult:
+        """Answer one chat call; ``gone`` says whether its caller left before the answer went out
+        (then the call was no answer to it: ``caller_left``)."""
         ctx = self.active
         if route == "ref":
             if self.reference is None:
@@ -138,20 +209,27 @@ class SwapRouter:
             return self.reference(ctx, body, relay)
         target = self.target(route)
         cap = self.cap(ctx, target, body)
-        if self.meter is None:
-            result = forward_chat(target, body, relay, cap=cap)
-        else:  # GPU energy of calls to GPU-served models (metering.EnergyMeter)
-            result = self.meter.metered(
-                target.spec, lambda: forward_chat(target, body, relay, cap=cap)
-            )
         # Only the running test's own candidate gives it evidence: a call on another model's route
         # (a client kept from that model's test) is answered, never counted for this one.
-        if (
-            ctx is not None
-            and result.call.role == "candidate"
-            and target.spec.name == ctx.model.name
-        ):
-            ctx.add(result.call)
+        own = ctx is not None and target.role == "candidate" and target.spec.name == ctx.model.name
+        flight = ctx.begin(target, body) if ctx is not None and own else None
+        try:
+            if self.meter is None:
+                result = forward_chat(target, body, relay, cap=cap)
+            else:  # GPU energy of calls to GPU-served models (metering.EnergyMeter)
+                result = self.meter.metered(
+                    target.spec, lambda: forward_chat(target, body, relay, cap=cap)
+                )
+        except BaseException as exc:  # an interrupt, or a fault of the swap: still a failed call
+            if ctx is not None and flight is not None:
+                flight.call.error = f"the swap proxy's call broke off ({exc!r})"
+                flight.call.error_kind = "fault"
+                ctx.end(flight, flight.call)
+            raise
+        if gone is not None and result.call.error_kind != "timeout" and gone():
+            caller_left(result.call)  # it gave up first: the product never saw this answer
+        if ctx is not None and flight is not None:
+            ctx.end(flight, result.call)
         return result
 
     def cap(self, ctx: TestContext | None, target: Target, body: JSONObject) -> int | None:

@@ -110,7 +110,7 @@ class Response:
                 if payload == b"[DONE]":
                     self.done = True
                     # Read the end of the chunked body: a response left open makes the next request
-                    # on this kept-alive connection fail after it was sent, and the retry sends it twice.
+                    # on this kept-alive connection fail after it was sent.
                     self.raw.read()
                     return
                 if payload is not None:
@@ -170,7 +170,7 @@ def post(
     api_key: str | None,
     timeout: float = DEFAULT_TIMEOUT_S,
 ) -> Response:
-    """POST JSON to ``base_url + path`` on this thread's kept-alive connection (one retry on a stale one)."""
+    """POST JSON to ``base_url + path`` on this thread's kept-alive connection (``forward``)."""
     headers = [*JSON_HEADERS, ("Authorization", f"Bearer {api_key}")] if api_key else JSON_HEADERS
     return forward(base_url, "POST", path, headers, json.dumps(body).encode(), timeout)
 
@@ -185,12 +185,16 @@ def forward(
 ) -> Response:
     """Send ``method base_url+path`` with exactly ``headers`` (plus Host and Content-Length).
 
-    One retry when a kept-alive connection turns out closed before any answer came back.
+    Sent once: only the caller's own retries send a request again. The one exception is a
+    kept-alive connection of this thread's pool that the server had closed while it was idle
+    (``_stale``): the request never reached it, so it goes once more on a fresh connection. A fresh
+    connection that breaks is never retried: the server may have the request already.
     """
     scheme, host, port, prefix = split_url(base_url)
     host_header = host if port == (443 if scheme == "https" else 80) else f"{host}:{port}"
     for attempt in (0, 1):
         conn = _connection(scheme, host, port, timeout)
+        reused = conn.sock is not None  # an open socket of an earlier request
         try:
             conn.putrequest(method, prefix + path, skip_host=True, skip_accept_encoding=True)
             conn.putheader("Host", host_header)
@@ -207,12 +211,19 @@ def forward(
             _drop(scheme, host, port)
             if isinstance(exc, TimeoutError):
                 raise UpstreamTimeout(f"no answer within {timeout:g} s") from exc
-            if attempt == 0:
-                continue  # a kept-alive connection the server had closed
+            if attempt == 0 and reused and _stale(exc):
+                continue
             raise UpstreamUnreachable(f"{type(exc).__name__}: {exc}") from exc
         got = {k.lower(): v for k, v in raw.getheaders()}
         return Response(raw.status, got, raw, pool_key=(scheme, host, port))
     raise AssertionError("unreachable")
+
+
+def _stale(exc: BaseException) -> bool:
+    """Whether a kept-alive connection was found closed before any byte of an answer: the send
+    failed, or the server closed without a status line (``RemoteDisconnected``, a reset). A status
+    line that came broken (``BadStatusLine``) is an answer begun: never resent."""
+    return isinstance(exc, BrokenPipeError | ConnectionResetError | ConnectionAbortedError)
 
 
 def error_message(status: int, body: bytes) -> str:
