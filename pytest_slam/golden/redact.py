@@ -157,4 +157,6 @@ def scrub_answer(answer: GoldenAnswer) -> GoldenAnswer:
     """The answer as its golden file keeps it, secrets replaced; ``answer`` itself if it holds none."""
     plain: JSON = answer.as_dict()
     clean = scrub(plain)
-    return answer if clean is plain or not isinstance(clean, dict) else GoldenAnswer.from_dict(clean)
+    return (
+        answer if clean is plain or not isinstance(clean, dict) else GoldenAnswer.from_dict(clean)
+    )
