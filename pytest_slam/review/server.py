@@ -50,7 +50,7 @@ OTHER_USER = "forbidden: this review server serves only the user who started `sl
 CROSS_ORIGIN = "forbidden: a verdict is saved only from the review page itself"
 LAUNCH_USED = "forbidden: this launch link was used already; open the URL `slam review` printed"
 JSON_TYPE = "application/json"
-REQUEST_S = 10.0  # one whole request, head and body, from its first byte: the page's take ms
+REQUEST_S = 10.0  # one whole request, head and body, from its first byte (the page needs ms)
 IDLE_S = 60.0  # a kept-alive connection with no request in this long is closed
 
 
@@ -126,7 +126,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        self.trusted = self.server.trusts(self.client_address)
+        owner = owner_uid(self.client_address, self.server.local)  # None: unknown (not Linux)
+        self.trusted = owner is None or not hasattr(os, "getuid") or owner == os.getuid()
 
     def handle_one_request(self) -> None:
         """One request under its deadline, counted from its first byte (not the idle wait)."""
@@ -287,14 +288,8 @@ class _Server(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", port), _Handler)
         self.session, self.request_s = session, request_s
         self.local = ("127.0.0.1", int(self.server_address[1]))
-        self.uid = os.getuid() if hasattr(os, "getuid") else None
         self.hosts = {f"127.0.0.1:{self.server_port}", f"localhost:{self.server_port}"}
         self.origins = {f"http://{host}" for host in self.hosts}
-
-    def trusts(self, peer: tuple[str, int]) -> bool:
-        """A connection from a socket another user owns is refused; an unknown owner is not."""
-        uid = owner_uid(peer, self.local)
-        return uid is None or self.uid is None or uid == self.uid
 
     def handle_error(self, request: object, client_address: object) -> None:
         """A connection that broke (or was cut off) ends quietly; anything else is one line."""
