@@ -97,3 +97,17 @@ def test_a_symlinked_golden_is_written_through_and_stays_a_link(tmp_path):
     assert sorted(p.name for p in link.parent.iterdir()) == [link.name]  # no temp file left
     assert durable.flush() == [link] and link.is_symlink()  # the end of the run: still a link
     assert set(on_disk(durable_at(tmp_path))) == {rec("a").key, rec("b").key}
+
+
+def test_pruning_the_last_entry_of_a_symlinked_golden_keeps_the_link(tmp_path):
+    target = tmp_path / "shared" / "test_product.json"
+    durable_at(tmp_path / "elsewhere").record(MODULE, rec("a"), "t::a")
+    target.parent.mkdir(parents=True)
+    durable_at(tmp_path / "elsewhere").path_for(MODULE).rename(target)
+    link = durable_at(tmp_path).path_for(MODULE)
+    link.parent.mkdir(parents=True)
+    link.symlink_to(target)
+
+    assert store_at(tmp_path).prune([(MODULE, rec("a").key)]) == 1
+    assert link.is_symlink() and json.loads(target.read_text(encoding="utf-8"))["entries"] == {}
+    assert store_at(tmp_path).load(MODULE).entries == {}
