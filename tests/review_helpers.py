@@ -113,10 +113,14 @@ def slam(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedPro
 
 
 @contextlib.contextmanager
-def review_server(cwd: Path, *args: str) -> Iterator[str]:
-    """`slam review --no-browser` as the user runs it; yields the URL it prints."""
-    cmd = [sys.executable, "-m", "pytest_slam.cli", "review", "--no-browser", *args]
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def review_server(cwd: Path, *args: str, browser: Path | None = None) -> Iterator[str]:
+    """`slam review --no-browser` as the user runs it; yields the URL it prints. With ``browser``
+    (an executable), `slam review` opens its page with it, as it would with $BROWSER."""
+    flags = ["--no-browser"] if browser is None else []
+    env = {**os.environ, "BROWSER": str(browser)} if browser is not None else None
+    cmd = [sys.executable, "-m", "pytest_slam.cli", "review", *flags, *args]
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)  # fmt: skip
     try:
         line = proc.stdout.readline()  # type: ignore[union-attr]
         assert "http://127.0.0.1:" in line, line + proc.stderr.read()  # type: ignore[union-attr]
@@ -126,19 +130,37 @@ def review_server(cwd: Path, *args: str) -> Iterator[str]:
         proc.wait(timeout=30)
 
 
-def http(url: str, body: Any = None, host: str | None = None) -> tuple[int, str]:
-    """GET (or POST JSON) on loopback; the status and the text, errors included."""
+def http(
+    url: str, body: Any = None, host: str | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, str]:
+    """GET (or POST JSON) on loopback; the status and the text, errors included. ``headers``
+    replace the ones set here (``Content-Type``) or add to them (``Origin``)."""
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method="POST" if data else "GET")
     if data:
         req.add_header("Content-Type", "application/json")
     if host:
         req.add_header("Host", host)
+    for name, value in (headers or {}).items():
+        req.add_header(name, value)
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
+
+
+def processes_holding(text: str) -> list[tuple[int, str]]:
+    """Every live process (of any user) whose argv holds ``text``: what ``ps`` shows them all."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes()
+        except OSError:  # gone meanwhile, or not a process
+            continue
+        if text.encode() in argv:
+            found.append((int(proc.name), argv.replace(b"\0", b" ").decode(errors="replace")))
+    return found
 
 
 class Browser:

@@ -4,6 +4,7 @@ bytes are those a buffered flush writes, and writers in other processes are merg
 from __future__ import annotations
 
 import json
+import os
 
 from test_golden_store import MODULE, rec, store_at
 
@@ -74,3 +75,39 @@ def test_a_file_built_entry_by_entry_is_the_canonical_json_dump(tmp_path):
     assert dump_golden(golden, cache) == canonical  # every entry's text from the cache
     del golden.entries[odd.key]
     assert dump_golden(golden, cache) == dump_golden(golden) and len(cache) == 2
+
+
+def test_a_symlinked_golden_is_written_through_and_stays_a_link(tmp_path):
+    """A team that keeps its goldens elsewhere and links them in: a record updates the target."""
+    durable = durable_at(tmp_path)
+    link = durable.path_for(MODULE)
+    target = tmp_path / "shared" / "goldens" / "test_product.json"
+    durable_at(tmp_path / "elsewhere").record(MODULE, rec("a"), "t::a")  # a golden to link to
+    target.parent.mkdir(parents=True)
+    durable_at(tmp_path / "elsewhere").path_for(MODULE).rename(target)
+    link.parent.mkdir(parents=True)
+    link.symlink_to(os.path.relpath(target, link.parent))  # relative, as git stores a link
+
+    durable.record(MODULE, rec("b"), "t::b")
+    assert link.is_symlink() and link.resolve() == target.resolve()
+    assert set(json.loads(target.read_text(encoding="utf-8"))["entries"]) == {
+        rec("a").key,
+        rec("b").key,
+    }
+    assert sorted(p.name for p in link.parent.iterdir()) == [link.name]  # no temp file left
+    assert durable.flush() == [link] and link.is_symlink()  # the end of the run: still a link
+    assert set(on_disk(durable_at(tmp_path))) == {rec("a").key, rec("b").key}
+
+
+def test_pruning_the_last_entry_of_a_symlinked_golden_keeps_the_link(tmp_path):
+    target = tmp_path / "shared" / "test_product.json"
+    durable_at(tmp_path / "elsewhere").record(MODULE, rec("a"), "t::a")
+    target.parent.mkdir(parents=True)
+    durable_at(tmp_path / "elsewhere").path_for(MODULE).rename(target)
+    link = durable_at(tmp_path).path_for(MODULE)
+    link.parent.mkdir(parents=True)
+    link.symlink_to(target)
+
+    assert store_at(tmp_path).prune([(MODULE, rec("a").key)]) == 1
+    assert link.is_symlink() and json.loads(target.read_text(encoding="utf-8"))["entries"] == {}
+    assert store_at(tmp_path).load(MODULE).entries == {}

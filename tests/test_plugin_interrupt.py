@@ -118,11 +118,18 @@ def test_ctrl_c_during_a_call_is_one_line_and_the_gate_is_incomplete(
 
 
 @pytest.mark.parametrize("workers", [None, 2])
-def test_ctrl_c_while_the_engine_loads_leaves_nothing_running(
+def test_ctrl_c_while_the_engine_loads_leaves_nothing_running_nor_an_older_report(
     pytester: pytest.Pytester, workers: int | None
 ) -> None:
+    older = pytester.path / "run.json"  # an earlier run's report, at the path this run writes
+    older.write_text('{"schema": "pytest-slam/report/1", "gate": {"status": "passed"}}\n')
     out = _interrupted(pytester, "engine", workers)
     assert "passed" not in out.split("KeyboardInterrupt")[0].lower()
+    assert not older.exists()  # with -n 2 the engines start before pytest's sessionfinish can run
+    assert (
+        "JSON report: none, the run was interrupted before any test reported; the older "
+        "run.json was removed" in " ".join(out.split())
+    ), out
 
 
 # -- a run that tested nothing is not a passed gate -----------------------------------------------
@@ -183,7 +190,7 @@ def test_an_incomplete_gate_never_passes_even_with_no_rules() -> None:
     result = evaluate(Gate(), verdict, incomplete="the run was interrupted")
     assert (result.passed, result.status) == (False, "incomplete")
     assert result.lines() == ["pytest-slam gate incomplete (the run was interrupted)"]
-    assert evaluate(Gate(), verdict).status == "passed"
+    assert evaluate(Gate(), verdict).status == "not_configured"
 
 
 STOPS_EARLY = """

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 import test_report_helpers as synth
+from slam_helpers import PRODUCT, said, write_pyproject
 
 from pytest_slam.report.aggregate import aggregate
 from pytest_slam.report.baseline import diff_baseline
 from pytest_slam.report.config import ConfigError
 from pytest_slam.report.gate import Gate, apply_gate, check_tables, evaluate
 from pytest_slam.report.jsonreport import write_json
+from pytest_slam.testing import FakeOpenAI
 
 
 @pytest.fixture(scope="module")
@@ -46,11 +49,47 @@ def test_passing_gate_and_labels() -> None:
     assert gated is verdict and gated.gate is result  # in place: renderers share it
 
 
-def test_no_gate_configured_labels_dash() -> None:
+def test_no_gate_configured_labels_dash_and_passes_nothing() -> None:
     verdict = aggregate(synth.outcomes(), synth.run_info())
     result = evaluate(Gate(), verdict)
-    assert result.passed and not result.configured
+    assert (result.passed, result.configured, result.status) == (None, False, "not_configured")
+    assert [m.passed for m in result.models] == [None, None, None]
+    assert result.tests_failed == sum(r.tests_failed + r.tests_errored for r in verdict.models) > 0
+    assert result.lines() == ["pytest-slam gate not configured"]
     assert [r.gate for r in apply_gate(verdict, result).rows] == ["-", "-", "-", "-"]
+
+
+NO_GATE_TESTS = """
+import pytest, product
+
+pytestmark = pytest.mark.slm
+
+def test_refund():
+    assert "refund" in product.ask("How do I get a refund?")
+
+def test_password():
+    assert "never" in product.ask("How do I reset my password?")
+"""
+
+
+def test_a_run_with_failed_tests_and_no_gate_says_not_configured_not_passed(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(product=PRODUCT, test_product=NO_GATE_TESTS)
+    with FakeOpenAI(lambda req: "About: " + req["messages"][-1]["content"]) as mini:
+        write_pyproject(pytester, mini.base_url)
+        result = pytester.runpytest("-p", "no:cacheprovider", "--slm-report=r.json")
+    result.assert_outcomes(passed=1, failed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    gate = json.loads((pytester.path / "r.json").read_text())["gate"]
+    assert gate == {
+        "passed": None, "configured": False, "status": "not_configured", "incomplete": None,
+        "tests_failed": 1, "models": [{"model": "mini", "passed": None, "breaches": []}],
+        "session_breaches": [], "notes": [],
+    }  # fmt: skip
+    summary = said(result)  # the terminal agrees: no gate verdict, the model's gate cell is "-"
+    assert "gate:" not in summary and "PASS" not in summary
+    result.stdout.re_match_lines([r"mini +- +1/2 "])
 
 
 def test_unmeasured_metric_is_a_breach_not_a_pass() -> None:
@@ -140,7 +179,7 @@ def test_not_swapped_fails_the_gate_by_default_even_without_rules() -> None:
 def test_allow_not_swapped_turns_the_rule_off() -> None:
     gate = Gate.from_config({"allow_not_swapped": True})
     result = evaluate(gate, _unswapped_verdict())
-    assert result.passed and not result.configured
+    assert (result.passed, result.configured, result.status) == (None, False, "not_configured")
     with pytest.raises(ConfigError, match="allow_not_swapped"):
         Gate.from_config({"allow_not_swapped": "yes"})
 

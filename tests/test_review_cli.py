@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import re
 import socket
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
 
-from review_helpers import http, make_project, review_server, run_suite, slam
+import pytest
+from review_helpers import http, make_project, processes_holding, review_server, run_suite, slam
+from slam_helpers import wait_for
 
 from pytest_slam.golden.store import GoldenStore
 from pytest_slam.report.jsonreport import load_report
@@ -87,3 +94,62 @@ def test_a_busy_port_and_a_broken_review_file_are_one_line_each(pytester) -> Non
     done = slam(project, "review", "--stats")
     assert done.returncode == 1 and len(done.stderr.splitlines()) == 1
     assert done.stderr.startswith(f"slam review: {review.relative_to(project)}:1: not a review")
+
+
+# A browser as `slam review` starts one ($BROWSER): it keeps its argv, opens the page and stays open
+# until the test is done looking at every process's argv.
+BROWSER = """#!{python}
+import json, pathlib, sys, time, urllib.request
+out = pathlib.Path({out!r})
+(out / "argv.json").write_text(json.dumps(sys.argv))
+with urllib.request.urlopen(sys.argv[1], timeout=60) as resp:  # follows the launch redirect
+    page = resp.read().decode()
+    seen = {{"status": resp.status, "url": resp.url, "pairs": page.count('<section class="pair"')}}
+(out / "opened.json").write_text(json.dumps(seen))
+deadline = time.monotonic() + 120
+while not (out / "close").exists() and time.monotonic() < deadline:
+    time.sleep(0.05)
+"""
+
+
+needs_proc = pytest.mark.skipif(
+    not Path("/proc/self/cmdline").exists(), reason="reads every process's argv in /proc (Linux)"
+)
+
+
+@needs_proc
+def test_no_process_argv_holds_the_token_while_the_browser_is_open(pytester, tmp_path) -> None:
+    project = make_project(pytester)
+    out = tmp_path / "browser"
+    out.mkdir()
+    browser = out / "browser"
+    browser.write_text(BROWSER.format(python=sys.executable, out=str(out)))
+    browser.chmod(0o755)
+    try:
+        with review_server(project, "--reviewer", "ana", browser=browser) as url:
+            token = urlsplit(url).path.strip("/")
+            wait_for((out / "opened.json").exists, 60, "the browser to open the review page")
+            assert json.loads((out / "opened.json").read_text()) == {
+                "status": 200, "url": url, "pairs": 6,
+            }  # fmt: skip
+            assert processes_holding(str(browser))  # the browser is still open...
+            assert processes_holding(token) == []  # ...and no process's argv holds the token
+            (launch,) = json.loads((out / "argv.json").read_text())[1:]
+            assert launch.startswith(f"http://127.0.0.1:{urlsplit(url).port}/launch/")
+            assert http(launch) == (403, "forbidden: this launch link was used already; open "
+                                         "the URL `slam review` printed")  # fmt: skip
+    finally:
+        (out / "close").touch()
+
+
+@needs_proc
+def test_the_argv_scan_sees_other_processes(tmp_path) -> None:
+    """The scan above could fail: a process with a marker in its argv is found."""
+    marker = f"slam-marker-{tmp_path.name}"
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", marker])
+    try:
+        wait_for(lambda: processes_holding(marker), 30, "the marked process")
+        assert [pid for pid, _ in processes_holding(marker)] == [sleeper.pid]
+    finally:
+        sleeper.kill()
+        sleeper.wait(timeout=30)

@@ -117,7 +117,7 @@ def _stats(store: GoldenStore, pairs: list[ReviewPair], export: str | None) -> i
 def _serve(
     store: GoldenStore, todo: list[ReviewPair], reviewer: str, args: argparse.Namespace
 ) -> int:
-    from pytest_slam.review.server import ReviewSession, serve, url
+    from pytest_slam.review.server import ReviewSession, launch_url, serve, url
 
     session = ReviewSession(store, todo, reviewer)
     try:
@@ -129,10 +129,8 @@ def _serve(
     left = len(todo) - len(session.done)
     print(f"slam review: {left} of {len(todo)} pair(s) to review as {reviewer!r}; open "
           f"{url(server)}  (Ctrl-C to stop)", flush=True)  # fmt: skip
-    if not args.no_browser:
-        import webbrowser
-
-        webbrowser.open(url(server))
+    if not args.no_browser:  # a one-time launch URL: the token is in no process's argv
+        _open_browser(launch_url(server))
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -142,3 +140,14 @@ def _serve(
     print(f"slam review: {session.saved} verdict(s) saved beside the goldens in {store.dir}",
           file=sys.stderr)  # fmt: skip
     return 0
+
+
+def _open_browser(address: str) -> None:
+    """Start the browser ($BROWSER, else the desktop's) beside the server: a command-line browser
+    may wait for its page, which only the running server can answer."""
+    import threading
+    import webbrowser
+
+    threading.Thread(
+        target=webbrowser.open, args=(address,), name="slam-browser", daemon=True
+    ).start()

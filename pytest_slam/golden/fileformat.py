@@ -249,9 +249,15 @@ def atomic_write(path: str | os.PathLike[str], text: str) -> Path:
     The package's one writer of files people keep (goldens, reports, the stale list). The file gets
     the mode it had, or the one ``open()`` would give it (0o666 less the umask): ``mkstemp`` makes
     0600, which a CI artifact or a shared checkout cannot read. Returns the path written.
+
+    A symlink is written through: its target is replaced and the link kept (``os.replace`` on the
+    link itself would swap it for a regular file, silently cutting it from what it points at).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink():  # the whole chain, relative links included; no folder made through one
+        path = Path(os.path.realpath(path))
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~current_umask()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -14,6 +14,10 @@ What counts as a secret (a heuristic; it errs towards redacting, but leaves pros
   characters, so a placeholder like ``x`` in CI does not blank every ``x``);
 - any value under a mapping key such as ``api_key`` or ``authorization``.
 A secret inside a longer text is replaced in place, so an answer that quotes a key keeps its words.
+
+A recording run uses the reference's answer as its golden file keeps it (``scrub_answer``): the
+text it scores, compares and shows in a failure message is the one a replay reads, so a key never
+reaches a junit file or a CI log and both runs give the same score.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from pytest_slam.records import JSON
+from pytest_slam.records import JSON, GoldenAnswer
 
 REDACTED = "[redacted]"
 SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET")
@@ -147,3 +151,12 @@ def _scrub(obj: JSON, secrets: list[str]) -> JSON:
     if isinstance(obj, list | tuple):
         return [_scrub(v, secrets) for v in obj]
     return obj
+
+
+def scrub_answer(answer: GoldenAnswer) -> GoldenAnswer:
+    """The answer as its golden file keeps it, secrets replaced; ``answer`` itself if it holds none."""
+    plain: JSON = answer.as_dict()
+    clean = scrub(plain)
+    return (
+        answer if clean is plain or not isinstance(clean, dict) else GoldenAnswer.from_dict(clean)
+    )

@@ -24,6 +24,7 @@ from typing import Protocol
 
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.golden.keys import request_key
+from pytest_slam.golden.redact import scrub_answer
 from pytest_slam.golden.store import GoldenStore
 from pytest_slam.records import (
     JSON,
@@ -217,8 +218,13 @@ class ReferenceService:
         self, module: str, test: str, key: str, body: dict[str, JSON],
         old: GoldenRecord | None = None,
     ) -> GoldenRecord:  # fmt: skip
-        """Ask the real reference (every sample first; a failure writes nothing), then save it."""
-        answers = kept_answers(old, [answer_from(self.ask(body)) for _ in range(self.samples)])
+        """Ask the real reference (every sample first; a failure writes nothing), then save it.
+
+        The answers are redacted first (``scrub_answer``): this run scores, compares and shows
+        the text the golden file keeps, as a replay does, and a re-record compares like with like.
+        """
+        fresh = [scrub_answer(answer_from(self.ask(body))) for _ in range(self.samples)]
+        answers = kept_answers(old, fresh)
         unchanged = old is not None and answers == old.answers
         rec = GoldenRecord(key=key, request=body, answers=answers, tests=[test],
                            judge=dict(old.judge) if unchanged and old else {})  # fmt: skip

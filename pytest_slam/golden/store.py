@@ -263,10 +263,11 @@ class GoldenStore:
         return parse_golden(path, text, self.reference), _digest(text)
 
     def _write(self, module: str, golden: GoldenFile, digest: bytes | None) -> bool:
-        """Write if the text changed; a file left with no entries is removed."""
+        """Write if the text changed; a file left with no entries is removed (a symlinked one is
+        written empty through its link: the link stays, as for any write)."""
         path = golden.path
         self._mine.pop(module, None)
-        if not golden.entries:
+        if not golden.entries and not path.is_symlink():
             existed = path.exists()
             path.unlink(missing_ok=True)
             return existed

@@ -25,7 +25,7 @@ from pytest_slam.report import fmt
 from pytest_slam.report.aggregate import ModelRow, Verdict
 from pytest_slam.report.baseline import BaselineDiff
 from pytest_slam.report.config import ConfigError, check_section
-from pytest_slam.report.gate_result import Breach, GateResult, ModelGate
+from pytest_slam.report.gate_result import NOT_CONFIGURED, Breach, GateResult, ModelGate
 
 SECTION = "tool.slam.gate"
 INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED (this module does not import pytest)
@@ -96,9 +96,14 @@ def evaluate(
     passed = all(e.passed for e in entries) and not session
     unswapped = any(b.rule in ALWAYS_ON for e in entries for b in e.breaches)
     configured = gate.configured or bool(session) or unswapped
+    failed = sum(row.tests_failed + row.tests_errored for row in verdict.models)
+    if not configured:  # no rule judged: neither passed nor failed
+        entries = [ModelGate(e.model, None) for e in entries]
+    if not configured and not incomplete:
+        return GateResult(None, False, entries, [], notes, NOT_CONFIGURED, tests_failed=failed)
     status = "incomplete" if incomplete else "passed" if passed else "failed"
     passed = passed and not incomplete
-    return GateResult(passed, configured, entries, session, notes, status, incomplete)
+    return GateResult(passed, configured, entries, session, notes, status, incomplete, failed)
 
 
 def incomplete_reason(

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 from pytest_slam.records import Record
 
+NOT_CONFIGURED = "not_configured"  # no gate rule applied: the gate says nothing, tests decide
+
 
 @dataclass
 class Breach(Record):
@@ -26,7 +28,7 @@ class ModelGate(Record):
     """One candidate against every rule: passed when it broke none."""
 
     model: str
-    passed: bool
+    passed: bool | None  # None: no gate rule applied
     breaches: list[Breach] = field(default_factory=list)
 
     NESTED = {"breaches": Breach}
@@ -36,13 +38,14 @@ class ModelGate(Record):
 class GateResult(Record):
     """The gate's outcome for the run: overall, per model, and session-level breaches."""
 
-    passed: bool
+    passed: bool | None  # None when no rule applied (status "not_configured"): not a pass
     configured: bool
     models: list[ModelGate] = field(default_factory=list)
     session_breaches: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    status: str = ""  # "passed" | "failed" | "incomplete"
+    status: str = ""  # "passed" | "failed" | "incomplete" | "not_configured"
     incomplete: str | None = None  # why the run cannot be judged, when it cannot
+    tests_failed: int = 0  # candidate tests that failed or errored, gate or no gate
 
     NESTED = {"models": ModelGate}  # an older report may lack ``status`` and ``incomplete``
 
@@ -56,7 +59,8 @@ class GateResult(Record):
         return "PASS" if entry.passed else "FAIL"
 
     def lines(self) -> list[str]:
-        head = {"passed": "passed", "incomplete": "incomplete"}.get(self.status, "FAILED")
+        head = {"passed": "passed", "incomplete": "incomplete",
+                NOT_CONFIGURED: "not configured"}.get(self.status, "FAILED")  # fmt: skip
         out = [f"pytest-slam gate {head}" + (f" ({self.incomplete})" if self.incomplete else "")]
         for entry in self.models:
             out.extend(f"  {entry.model}: {b.message}" for b in entry.breaches)

@@ -1,16 +1,29 @@
 """The review server: 127.0.0.1, a random port, and a per-session token as the URL's first segment.
 
-A request without the token, or with a Host other than the loopback address it listens on (a DNS
-rebinding page), gets 403 before anything is read. The page's Content-Security-Policy allows only
-its own nonce-tagged script and requests to this server, so even a rendering bug could neither run
-an answer's script nor send anything elsewhere. Stdlib only: a handful of requests per minute.
+Who may use it: a request without the token, with a Host other than the loopback address it listens
+on (a DNS rebinding page), or from a socket another user owns (``swap/peer.py``, as the swap proxy
+checks) gets 403 before its body is read; a POST must come from the page itself (no foreign
+``Origin``) and be exactly ``application/json``. Each request, head and body, must arrive within
+``REQUEST_S`` of its first byte: a client trickling bytes is cut off, never holds a thread.
+
+The token never sits in a process's argv (``/proc/*/cmdline`` is readable by every local user): the
+browser is handed a launch URL, ``/launch/NONCE``, that is answered once, with a redirect to the
+token's URL, and refused after (``launch_url``).
+
+The page's Content-Security-Policy allows only its own nonce-tagged script and requests to this
+server, so even a rendering bug could neither run an answer's script nor send anything elsewhere.
+Stdlib only: a handful of requests per minute.
 """
 
 from __future__ import annotations
 
 import hmac
+import io
 import json
+import os
 import secrets
+import socket
+import sys
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,11 +40,18 @@ from pytest_slam.review.verdicts import (
     review_path,
     save_verdicts,
 )
+from pytest_slam.swap.peer import owner_uid
 
 MAX_BODY = 64 * 1024
 MAX_NOTE = 2000
 CHOICES = ("a", "b", "tie", "both_bad")
 FORBIDDEN = "forbidden: open the exact URL `slam review` printed (it holds this session's token)"
+OTHER_USER = "forbidden: this review server serves only the user who started `slam review`"
+CROSS_ORIGIN = "forbidden: a verdict is saved only from the review page itself"
+LAUNCH_USED = "forbidden: this launch link was used already; open the URL `slam review` printed"
+JSON_TYPE = "application/json"
+REQUEST_S = 10.0  # one whole request, head and body, from its first byte (the page needs ms)
+IDLE_S = 60.0  # a kept-alive connection with no request in this long is closed
 
 
 @dataclass
@@ -42,6 +62,7 @@ class ReviewSession:
     pairs: list[ReviewPair]
     reviewer: str
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    launch: str | None = field(default_factory=lambda: secrets.token_urlsafe(24))  # once: None
     done: set[str] = field(default_factory=set)
     saved: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -53,6 +74,16 @@ class ReviewSession:
             seen |= {v.ident for v in read_verdicts(review_path(self.store, module))}
         self.done = {p.id for p in self.pairs  # resumable: this reviewer's pairs are done
                      if (p.key, p.model, p.answer_hash, self.reviewer) in seen}  # fmt: skip
+
+    def launched(self, nonce: str) -> bool:
+        """True the first time the launch nonce is presented, and never again."""
+        with self.lock:
+            ok = self.launch is not None and hmac.compare_digest(
+                nonce.encode(), self.launch.encode()
+            )
+            if ok:
+                self.launch = None
+            return ok
 
     def page(self, nonce: str) -> str:
         with self.lock:
@@ -88,21 +119,57 @@ def _candidate_view(choice: str, pair: ReviewPair) -> str:
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+    timeout = IDLE_S  # each read; the whole request has REQUEST_S (``_Deadline``)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the terminal shows the URL and the end summary, not a request log
 
+    def setup(self) -> None:
+        super().setup()
+        owner = owner_uid(self.client_address, self.server.local)  # None: unknown (not Linux)
+        self.trusted = owner is None or not hasattr(os, "getuid") or owner == os.getuid()
+
+    def handle_one_request(self) -> None:
+        """One request under its deadline, counted from its first byte (not the idle wait)."""
+        try:  # the idle wait: up to IDLE_S for a first byte (rfile is buffered: it can peek)
+            if not isinstance(self.rfile, io.BufferedReader) or not self.rfile.peek(1):
+                self.close_connection = True  # the client closed the connection
+                return
+        except OSError:  # idle too long (TimeoutError), or a reset
+            self.close_connection = True
+            return
+        self.deadline = _Deadline(self.connection, self.server.request_s)
+        try:
+            super().handle_one_request()
+        finally:
+            self.deadline.cancel()
+        if self.deadline.expired:
+            self.close_connection = True
+
     def _route(self) -> str | None:
-        """The path after the token, or None (403 sent) without the token or a loopback Host."""
+        """The path after the token, or None (403 sent) without the token, a loopback Host or the
+        same user; ``/launch/NONCE`` is answered here (once) with a redirect to the token's URL."""
         srv = self.server
         host = self.headers.get("Host", "")
         prefix, _, rest = self.path.lstrip("/").partition("/")
+        if not self.trusted:
+            self._send(403, OTHER_USER.encode(), "text/plain; charset=utf-8")
+            return None
+        if host in srv.hosts and prefix == "launch" and self.command == "GET":
+            self._launch(rest.split("?", 1)[0])
+            return None
         if host not in srv.hosts or not hmac.compare_digest(
             prefix.encode(), srv.session.token.encode()
         ):
             self._send(403, FORBIDDEN.encode(), "text/plain; charset=utf-8")
             return None
         return rest.split("?", 1)[0]
+
+    def _launch(self, nonce: str) -> None:
+        if not self.server.session.launched(nonce):
+            self._send(403, LAUNCH_USED.encode(), "text/plain; charset=utf-8")
+            return
+        self._send(303, b"", "text/plain; charset=utf-8", location=f"/{self.server.session.token}/")
 
     def _is_for(self, route: str) -> bool:
         """True when the request is for ``route``; otherwise its 403 or 404 has been sent."""
@@ -121,22 +188,34 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         if not self._is_for("verdict"):
             return
+        origin = self.headers.get("Origin")
+        if origin is not None and origin not in self.server.origins:  # another site's page
+            self._json(403, {"error": CROSS_ORIGIN})
+            return
         length = self.headers.get("Content-Length", "")
-        json_type = "application/json" in self.headers.get("Content-Type", "")
-        if not json_type or not length.isdigit() or int(length) > MAX_BODY:
-            self._json(400, {"error": f"send a JSON verdict under {MAX_BODY} bytes"})
+        if not _is_json(self.headers.get("Content-Type", "")) or not length.isdigit() \
+                or int(length) > MAX_BODY:  # fmt: skip
+            self._json(400, {"error": f"send a JSON verdict ({JSON_TYPE}) under {MAX_BODY} bytes"})
+            return
+        body = self.rfile.read(int(length))
+        if not self.deadline.done():
             return
         try:
-            self._json(200, self.server.session.record(json.loads(self.rfile.read(int(length)))))
+            self._json(200, self.server.session.record(json.loads(body)))
         except (ValueError, AttributeError) as exc:
             self._json(400, {"error": str(exc)})
         except (ReviewError, OSError) as exc:
             self._json(500, {"error": f"not saved: {exc}"})
 
     def _json(self, status: int, body: dict[str, JSON]) -> None:
-        self._send(status, json.dumps(body).encode(), "application/json")
+        self._send(status, json.dumps(body).encode(), JSON_TYPE)
 
-    def _send(self, status: int, body: bytes, ctype: str, csp: str | None = None) -> None:
+    def _send(
+        self, status: int, body: bytes, ctype: str, csp: str | None = None,
+        location: str | None = None,
+    ) -> None:  # fmt: skip
+        if not self.deadline.done():
+            return  # cut off already: nothing more is said on this connection
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
@@ -145,11 +224,56 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("X-Content-Type-Options", "nosniff")
         if csp:
             self.send_header("Content-Security-Policy", csp)
+        if location:
+            self.send_header("Location", location)
         if status >= 400:  # a refused request's body may be unread: never parse it as the next
             self.close_connection = True
             self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(body)
+
+
+class _Deadline:
+    """Cuts a connection off when its request is not all read in time: one timer per request."""
+
+    def __init__(self, sock: socket.socket, seconds: float) -> None:
+        self.sock, self.expired, self.finished = sock, False, False
+        self.lock = threading.Lock()
+        self.timer = threading.Timer(seconds, self._expire)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def done(self) -> bool:
+        """The request is read: the deadline stops. False when it had expired first."""
+        with self.lock:
+            self.finished = True
+            self.timer.cancel()
+            return not self.expired
+
+    def cancel(self) -> None:
+        with self.lock:
+            self.finished = True
+            self.timer.cancel()
+
+    def _expire(self) -> None:
+        with self.lock:
+            if self.finished:
+                return
+            self.expired = True
+        try:  # the reading thread wakes to an ended stream; nothing more is read or answered
+            self.sock.sendall(b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n"
+                              b"Connection: close\r\n\r\n")  # fmt: skip
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def _is_json(ctype: str) -> bool:
+    """Exactly ``application/json``, with at most a UTF-8 charset: not a type that merely names it
+    (``text/plain; application/json`` is what a cross-site form can send without asking)."""
+    media, _, params = ctype.partition(";")
+    extra = params.strip().lower().replace(" ", "")
+    return media.strip().lower() == JSON_TYPE and extra in ("", "charset=utf-8")
 
 
 def _csp(nonce: str) -> str:
@@ -160,16 +284,30 @@ def _csp(nonce: str) -> str:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, session: ReviewSession, port: int = 0) -> None:
+    def __init__(self, session: ReviewSession, port: int = 0, request_s: float = REQUEST_S) -> None:
         super().__init__(("127.0.0.1", port), _Handler)
-        self.session = session
+        self.session, self.request_s = session, request_s
+        self.local = ("127.0.0.1", int(self.server_address[1]))
         self.hosts = {f"127.0.0.1:{self.server_port}", f"localhost:{self.server_port}"}
+        self.origins = {f"http://{host}" for host in self.hosts}
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A connection that broke (or was cut off) ends quietly; anything else is one line."""
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, OSError):
+            print(f"slam review: dropped a connection ({exc!r})", file=sys.stderr)
 
 
-def serve(session: ReviewSession, port: int = 0) -> _Server:
-    """A bound server (call ``serve_forever``); its URL is ``url(server)``."""
-    return _Server(session, port)
+def serve(session: ReviewSession, port: int = 0, request_s: float = REQUEST_S) -> _Server:
+    """A bound server (call ``serve_forever``); its URL is ``url(server)``. ``request_s``: the
+    deadline of one whole request."""
+    return _Server(session, port, request_s)
 
 
 def url(server: _Server) -> str:
     return f"http://127.0.0.1:{server.server_port}/{server.session.token}/"
+
+
+def launch_url(server: _Server) -> str:
+    """What the browser is started with: no token, and good for one visit (then 403)."""
+    return f"http://127.0.0.1:{server.server_port}/launch/{server.session.launch}"

@@ -212,6 +212,8 @@ def _report(slam: SlamSession, exitstatus: int) -> int:
 
     outcomes = records(Outcome, [*slam.outcomes, *slam.engine_outcomes()])  # from the reports
     if not outcomes:
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            slam.summary.extend(drop_older_reports(slam))
         return exitstatus
     verdict = aggregate(outcomes, run_info(slam))
     diff = _baseline(slam, verdict)
@@ -228,6 +230,25 @@ def _report(slam: SlamSession, exitstatus: int) -> int:
     slam.summary[:0] = render_table(verdict, width)
     slam.summary.extend(fit_lines(tail, width))
     return options.EXIT_GATE_FAILED if failed else exitstatus
+
+
+def drop_older_reports(slam: SlamSession) -> list[str]:
+    """A run interrupted before any test reported (Ctrl-C while an engine warms up) writes no
+    report; one an older run left at its path would read as this run's, so it is removed. What
+    was removed, one line each."""
+    lines = []
+    for path, kind in ((slam.settings.report, "JSON"), (slam.settings.html, "HTML")):
+        if not path or not os.path.lexists(path):
+            continue
+        try:
+            os.unlink(path)
+        except OSError as exc:
+            lines.append(f"{kind} report: the older {path} is not this run's and could not be "
+                         f"removed ({exc.strerror or exc}); delete it")  # fmt: skip
+            continue
+        lines.append(f"{kind} report: none, the run was interrupted before any test reported; "
+                     f"the older {path} was removed")  # fmt: skip
+    return lines
 
 
 def _human_review(slam: SlamSession, verdict: Verdict) -> list[str]:

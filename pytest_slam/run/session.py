@@ -290,7 +290,19 @@ class SlamSession:
         if self.armed and self.role != "worker" and not self.config.option.collectonly:
             self.mark_run_started()
         if self.armed and self.role == "controller" and not self.config.option.collectonly:
-            self.start_engines()
+            try:
+                self.start_engines()
+            except KeyboardInterrupt:  # pytest skips sessionfinish (and its summary) from here
+                self._interrupted_at_start()
+                raise
+
+    def _interrupted_at_start(self) -> None:
+        from pytest_slam.run.finish import drop_older_reports
+
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        for line in drop_older_reports(self):
+            if terminal is not None:
+                terminal.write_line(f"pytest-slam: {line}")
 
     def mark_run_started(self) -> None:
         from pytest_slam.golden.stale import mark_run_started
