@@ -24,6 +24,7 @@ from pytest_slam.metrics.metering import outcome_energy
 from pytest_slam.records import JSON, Outcome
 from pytest_slam.report.aggregate import CAUSES, FIXES, NOT_SWAPPED, OUTCOME_SEVERITY
 from pytest_slam.run.optin import base_test_id
+from pytest_slam.run.scoring import plain_mark
 
 if TYPE_CHECKING:
     from pytest_slam.run.verdict import TestVerdict
@@ -55,6 +56,7 @@ def build_outcome(
         outcome=_status(report),
         duration_s=report.duration,
         egress=seen_by(item.nodeid),
+        equivalence=plain_mark(item),
     )
     if ctx is not None:
         outcome.calls = list(ctx.calls)

@@ -1,0 +1,99 @@
+"""The scorer and the verdict rule one test uses, from its three scopes, narrowest first.
+
+The test's ``slm_equivalence`` mark, else ``[tool.slam.equivalence.modules."<module>"]`` (the module
+path as in the node id, as ``slam calibrate`` writes it), else ``[tool.slam.equivalence]``; each scope
+updates the one below key by key. Pure data in, pure data out: the run (``checks.Checker``) and
+``slam rescore`` (which has the mark as the report recorded it) read the same configuration the same
+way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_slam.compare.decide import Rule
+from pytest_slam.records import JSON
+from pytest_slam.settings import TOML
+
+if TYPE_CHECKING:
+    from pytest_slam.compare.base import Scorer
+    from pytest_slam.compare.judge import JudgeScorer
+    from pytest_slam.compare.toolcalls import ToolCallScorer
+
+EQUIVALENCE_MARK = "slm_equivalence"
+CASCADE = ("judge", "review")  # the evidence ``then`` may name, cheapest first
+DEFAULT_BY = "fuzzy"
+
+
+@dataclass
+class ScoringPlan:
+    """The scorer one test uses for all its pairs, its verdict rule, or why it could not be built."""
+
+    by: str
+    at_least: float | None
+    rule: Rule = field(default_factory=Rule)
+    then: list[str] = field(default_factory=list)  # the cascade for undecided pairs
+    auto: bool = False  # no scorer named: a request that asks for JSON is compared structurally
+    scorer: Scorer | None = None  # None only with an error
+    error: str | None = None
+    tools: ToolCallScorer | None = None  # for answers with tool calls; None only with an error
+    judge: JudgeScorer | None = None  # the cascade's judge, when ``then`` names it
+    json: Scorer | None = None  # the structural scorer of JSON answers, when ``auto``
+
+
+def mark_table(item: pytest.Item) -> dict[str, object] | None:
+    """The test's ``slm_equivalence`` mark as one table (its first argument is ``by``)."""
+    mark = item.get_closest_marker(EQUIVALENCE_MARK)
+    if mark is None:
+        return None
+    table = dict(mark.kwargs)
+    if mark.args:
+        table["by"] = mark.args[0]
+    return table
+
+
+def plain_mark(item: pytest.Item) -> dict[str, JSON] | None:
+    """The mark as plain JSON data for the report (None when it holds a Python object)."""
+    table = mark_table(item)
+    if table is None:
+        return None
+    try:
+        plain: dict[str, JSON] = json.loads(json.dumps(table))
+    except (TypeError, ValueError):
+        return None
+    return plain
+
+
+def scoped_config(
+    equivalence: Mapping[str, TOML], module: str, mark: Mapping[str, object] | None
+) -> dict[str, object]:
+    """The test's equivalence table: the top level, updated by its module's, then by its mark."""
+    config: dict[str, object] = {k: v for k, v in equivalence.items() if k != "modules"}
+    modules = equivalence.get("modules")
+    if isinstance(modules, Mapping):
+        scope = modules.get(module)
+        config.update(scope if isinstance(scope, Mapping) else {})
+    config.update(mark or {})
+    return config
+
+
+def wants_json(request: Mapping[str, JSON]) -> bool:
+    """Whether a chat request asks for JSON output: ``response_format`` json_object or
+    json_schema (what ``client.beta.chat.completions.parse()`` and ``.parse()`` send)."""
+    fmt = request.get("response_format")
+    return isinstance(fmt, Mapping) and fmt.get("type") in ("json_object", "json_schema")
+
+
+def request_schema(request: Mapping[str, JSON]) -> dict[str, JSON] | None:
+    """The JSON Schema a ``response_format`` of type json_schema carries, if any."""
+    fmt = request.get("response_format")
+    if not isinstance(fmt, Mapping) or fmt.get("type") != "json_schema":
+        return None
+    spec = fmt.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, Mapping) else None
+    return dict(schema) if isinstance(schema, Mapping) else None
