@@ -6,7 +6,9 @@ The reference row is never gated.
 
 One rule is on without a ``[tool.slam.gate]`` table: a test that passed with no call the candidate
 answered (outcome ``not_swapped``) is a breach, because the verdict must not rest on calls that did
-not happen; ``allow_not_swapped = true`` turns it off.
+not happen; ``allow_not_swapped = true`` turns it off. Likewise an undecided pair (the project asked
+for a verdict, and neither its bands nor the cascade could give one) is missing evidence: a breach
+naming the fix unless ``allow_undecided = true``.
 
 A run that did not run to its end (Ctrl-C, ``-x``/``--maxfail``, a lost worker) or ran no test at
 all is ``incomplete``: never passed, whatever its partial numbers say (``incomplete_reason``).
@@ -51,11 +53,14 @@ class Gate(Record):
     min_pass_rate_lower: float | None = None
     no_regression: bool = False
     allow_not_swapped: bool = False
+    allow_undecided: bool = False
 
     @classmethod
     def from_config(cls, data: Mapping[str, JSON] | None) -> Gate:
         """From ``[tool.slam.gate]``; unknown keys and bad values raise ``ConfigError``."""
-        known = {name: float for name in RULES} | {"no_regression": bool, "allow_not_swapped": bool}
+        known = {name: float for name in RULES} | dict.fromkeys(
+            ("no_regression", "allow_not_swapped", "allow_undecided"), bool
+        )
         gate = cls(**check_section(SECTION, data or {}, known))
         shares = [name for name, (_, side, _) in RULES.items() if side == "min"]  # all in 0..1
         for name in shares:
@@ -91,7 +96,7 @@ def evaluate(
     if diff is not None:
         notes.extend(diff.notes)
     passed = all(e.passed for e in entries) and not session
-    unswapped = any(b.rule == NOT_SWAPPED_RULE for e in entries for b in e.breaches)
+    unswapped = any(b.rule in ON_BY_DEFAULT for e in entries for b in e.breaches)
     configured = gate.configured or bool(session) or unswapped
     status = "incomplete" if incomplete else "passed" if passed else "failed"
     passed = passed and not incomplete
@@ -131,10 +136,26 @@ def _check_model(gate: Gate, row: ModelRow, diff: BaselineDiff | None) -> ModelG
         breaches.append(Breach(row.model, "no_regression", len(changes), 0, message))
     if row.tests_not_swapped and not gate.allow_not_swapped:
         breaches.append(_not_swapped(row))
+    if row.pairs_undecided and not gate.allow_undecided:
+        breaches.append(_undecided(row))
     return ModelGate(row.model, not breaches, breaches)
 
 
 NOT_SWAPPED_RULE = "not_swapped"
+UNDECIDED_RULE = "undecided"
+ON_BY_DEFAULT = (NOT_SWAPPED_RULE, UNDECIDED_RULE)  # rules that apply with no [tool.slam.gate]
+
+
+def _undecided(row: ModelRow) -> Breach:
+    """Pairs the project asked a verdict for and got none: missing evidence, so no pass."""
+    message = (
+        f"{UNDECIDED_RULE}: {row.pairs_undecided} pair(s) of {row.model} are undecided (between "
+        "the bands, no judge or reviewer verdict): missing evidence. Decide them: label pairs and "
+        '`slam calibrate`, send them to the judge ([tool.slam.equivalence] then = ["judge"]), or '
+        f'review them (`slam review`, then = ["review"]); or accept them with [{SECTION}] '
+        "allow_undecided = true"
+    )
+    return Breach(row.model, UNDECIDED_RULE, row.pairs_undecided, 0, message)
 
 
 def _not_swapped(row: ModelRow) -> Breach:

@@ -284,10 +284,19 @@ class Checker:
         candidate, reference = answer_text(c_text, c_tools), answer_text(r_text, r_tools)
         for step in plan.then:
             if step == "judge" and plan.judge is not None:
+                from pytest_slam.compare.judge import JudgeUnjudged
+
                 made = len(self.judge.calls) if self.judge is not None else 0
                 cache = self._judge_cache(ctx, rec) if rec is not None else None
-                judged = plan.judge.score(candidate, reference, question=question_of(call.request),
-                                          cache=cache)  # fmt: skip
+                try:
+                    judged = plan.judge.score(candidate, reference, cache=cache,
+                                              question=question_of(call.request))  # fmt: skip
+                except JudgeUnjudged as exc:  # unreadable twice: still undecided, never a 0
+                    self._note_unjudged(ctx, pair, exc)
+                    continue
+                except JudgeNotCached:  # slam rescore: the judge never saw this pair
+                    self.not_cached += 1
+                    continue
                 Rule(judge_mode="grade").apply(judged)
                 score.replayed = self.judge is None or len(self.judge.calls) == made
                 _decide(score, judged.verdict, "judge", judged.explanation)
@@ -355,8 +364,11 @@ class Checker:
             return self._score_json(plan.json, call.request, candidate, reference)
         if isinstance(scorer, JudgeScorer):
             cache = self._judge_cache(ctx, rec) if rec is not None else None
-            return scorer.score(candidate, reference, question=question_of(call.request),
-                                cache=cache)  # fmt: skip
+            made = len(self.judge.calls) if self.judge is not None else 0
+            score = scorer.score(candidate, reference, question=question_of(call.request),
+                                 cache=cache)  # fmt: skip
+            score.replayed = self.judge is None or len(self.judge.calls) == made
+            return score
         return scorer.score(candidate, reference)
 
     @staticmethod
