@@ -584,7 +584,9 @@ def _lower(first: Score, second: Score) -> Score:
 
 
 def _part(scorer: str) -> str:
-    return {"tool_calls": "tool calls", "json_schema": "schema"}.get(scorer, "text")
+    return {"tool_calls": "tool calls", "json": "fields", "json_schema": "schema"}.get(
+        scorer, "text"
+    )
 
 
 def text_hash_of(answer: str) -> str:
