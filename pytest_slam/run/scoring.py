@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 EQUIVALENCE_MARK = "slm_equivalence"
 CASCADE = ("judge", "review")  # the evidence ``then`` may name, cheapest first
 DEFAULT_BY = "fuzzy"
+VERDICT_KEYS = ("at_least", "fail_below", "then")  # keys of every scorer, not a scorer's options
 
 
 @dataclass
@@ -75,10 +76,14 @@ def scoped_config(
     """The test's equivalence table: the top level, updated by its module's, then by its mark."""
     config: dict[str, object] = {k: v for k, v in equivalence.items() if k != "modules"}
     modules = equivalence.get("modules")
-    if isinstance(modules, Mapping):
-        scope = modules.get(module)
-        config.update(scope if isinstance(scope, Mapping) else {})
-    config.update(mark or {})
+    scope = modules.get(module) if isinstance(modules, Mapping) else None
+    for layer in (scope if isinstance(scope, Mapping) else None, mark):
+        if layer is None:
+            continue
+        if "by" in layer and layer["by"] != config.get("by", DEFAULT_BY):
+            # another scorer: the options of the one below are not its options
+            config = {k: v for k, v in config.items() if k in VERDICT_KEYS}
+        config.update(layer)
     return config
 
 
