@@ -48,5 +48,5 @@ def test_undecided_pairs_come_first_in_either_order() -> None:
     undecided.scores[0].verdict = "undecided"
     decided.scores[0].verdict = "equivalent"
     for order in ("report", "informative"):
-        assert [p.key for p in ordered([decided, other, undecided], order)][0] == "b"
+        assert ordered([decided, other, undecided], order)[0].key == "b"
     assert [p.key for p in ordered([decided, other, undecided], "report")] == ["b", "a", "c"]

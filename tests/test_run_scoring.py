@@ -46,3 +46,6 @@ def test_json_output_is_what_response_format_asks_for() -> None:
     assert request_schema({"response_format": parsed}) == schema
     assert not wants_json({"response_format": {"type": "text"}}) and not wants_json({})
     assert request_schema({"response_format": {"type": "json_object"}}) is None
+    responses = {"text": {"format": {"type": "json_schema", "name": "T", "schema": schema}}}
+    assert wants_json(responses) and request_schema(responses) == schema
+    assert not wants_json({"text": {"format": {"type": "text"}}})

@@ -87,18 +87,27 @@ def scoped_config(
     return config
 
 
-def wants_json(request: Mapping[str, JSON]) -> bool:
-    """Whether a chat request asks for JSON output: ``response_format`` json_object or
-    json_schema (what ``client.beta.chat.completions.parse()`` and ``.parse()`` send)."""
+def _output_format(request: Mapping[str, JSON]) -> Mapping[str, JSON] | None:
+    """A chat request's ``response_format``, or a Responses request's ``text.format``."""
     fmt = request.get("response_format")
-    return isinstance(fmt, Mapping) and fmt.get("type") in ("json_object", "json_schema")
+    if fmt is None and isinstance(request.get("text"), Mapping):
+        fmt = request["text"].get("format")
+    return fmt if isinstance(fmt, Mapping) else None
+
+
+def wants_json(request: Mapping[str, JSON]) -> bool:
+    """Whether a request asks for JSON output: json_object or json_schema (what
+    ``client.chat.completions.parse()`` and ``client.responses.parse()`` send)."""
+    fmt = _output_format(request)
+    return fmt is not None and fmt.get("type") in ("json_object", "json_schema")
 
 
 def request_schema(request: Mapping[str, JSON]) -> dict[str, JSON] | None:
-    """The JSON Schema a ``response_format`` of type json_schema carries, if any."""
-    fmt = request.get("response_format")
-    if not isinstance(fmt, Mapping) or fmt.get("type") != "json_schema":
+    """The JSON Schema a json_schema output format carries, if any (chat nests it under
+    ``json_schema``, Responses puts it in the format itself)."""
+    fmt = _output_format(request)
+    if fmt is None or fmt.get("type") != "json_schema":
         return None
-    spec = fmt.get("json_schema")
+    spec = fmt.get("json_schema", fmt)
     schema = spec.get("schema") if isinstance(spec, Mapping) else None
     return dict(schema) if isinstance(schema, Mapping) else None
