@@ -334,3 +334,15 @@ def test_slam_rescore_gives_the_new_configurations_verdicts_without_any_model(
     assert slam(pytester.path, "rescore", "r.json").returncode == 0
     broken = slam(pytester.path, "rescore", "missing.json")
     assert broken.returncode != 0 and broken.stderr.startswith("slam rescore: pytest-slam report")
+
+
+def test_a_cascade_to_the_judge_without_a_judge_model_says_how_to_configure_one(
+    pytester: pytest.Pytester, servers: tuple[FakeOpenAI, FakeOpenAI]
+) -> None:
+    reference, candidate = servers
+    _project(pytester, reference, CASCADE)
+    result = _run(pytester, candidate, "--slm-record=new")
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines([
+        "*scorer 'fuzzy': then = ?\"judge\"? needs a judge model: set ?tool.slam? judge*"
+    ])  # fmt: skip
