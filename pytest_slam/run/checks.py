@@ -278,14 +278,13 @@ class Checker:
                  rec: GoldenRecord | None, score: Score,
                  sides: tuple[Choice, Choice, int]) -> None:  # fmt: skip
         """The next evidence for an undecided score, cheapest first, until one decides it."""
+        from pytest_slam.compare.judge import JudgeUnjudged
         from pytest_slam.review.pairs import answer_text
 
         (c_text, c_tools), (r_text, r_tools), index = sides
         candidate, reference = answer_text(c_text, c_tools), answer_text(r_text, r_tools)
         for step in plan.then:
             if step == "judge" and plan.judge is not None:
-                from pytest_slam.compare.judge import JudgeUnjudged
-
                 made = len(self.judge.calls) if self.judge is not None else 0
                 cache = self._judge_cache(ctx, rec) if rec is not None else None
                 try:
