@@ -321,7 +321,9 @@ def test_slam_rescore_gives_the_new_configurations_verdicts_without_any_model(
         "far": ("different", "bands"),
     }
     page = (pytester.path / "new.html").read_text()
-    assert "1 / 1 / 1" in page and '<span class="verdict undecided">undecided (bands)</span>' in page
+    assert (
+        "1 / 1 / 1" in page and '<span class="verdict undecided">undecided (bands)</span>' in page
+    )
     assert (reference.hits, candidate.hits) == hits  # no model was called
     # a judge in the cascade: rescore asks it nothing; the pair it never saw stays undecided
     with FakeOpenAI("Rating: [[9]]", model="gpt-4-judge") as judge:
