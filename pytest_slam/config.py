@@ -172,6 +172,7 @@ class PriceTable(BaseModel):
 _DESCRIBED = {
     "no_regression": "fail on a regression from --slm-baseline",
     "allow_not_swapped": "a test that passed with no swapped call is not a breach",
+    "allow_undecided": "undecided pairs (missing evidence) are not a breach",
     "equivalence_drop": "drop in mean equivalence",
     "latency_increase_pct": "p95 E2E increase, percent",
     "latency_increase_ms": "and at least this many ms",

@@ -252,6 +252,10 @@ class Score(Record):
     decided_by: str | None = (
         None  # the evidence that decided: threshold, bands, structure, judge, review
     )
+    # The evidence configured for a pair the score leaves undecided, cheapest first ("judge",
+    # "review"): a pair decided before the judge saved its calls.
+    then: list[str] = field(default_factory=list)
+    replayed: bool = False  # decided by the judge's verdict cached in the golden file: no call
 
     @property
     def passed(self) -> bool | None:
@@ -325,6 +329,9 @@ class Outcome(Record):
     energy_j: float | None = None
     message: str | None = None
     egress: list[str] = field(default_factory=list)  # host:port sent off the machine (egress.py)
+    # The test's slm_equivalence mark as plain data ({"by": ..., "at_least": ...}): what
+    # `slam rescore` applies again; None without a mark (or one that is not plain data).
+    equivalence: dict[str, JSON] | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, JSON]) -> Outcome:

@@ -223,6 +223,10 @@ UNKNOWN_KEYS: dict[str, tuple[str, str]] = {
         "gate = { min_pass = 0.9 }",
         "[tool.slam.gate] has unknown keys ['min_pass']; did you mean 'min_pass_rate'?",
     ),
+    "gate allow_undecided": (
+        "gate = { allow_undecide = true }",
+        "[tool.slam.gate] has unknown keys ['allow_undecide']; did you mean 'allow_undecided'?",
+    ),
     "baseline": (
         "baseline = { latency_increase = 5 }",
         "[tool.slam.baseline] has unknown keys ['latency_increase']; did you mean",

@@ -230,10 +230,12 @@ def test_n_choices_and_logprobs_reach_the_product_and_each_choice_is_scored(
         _project(pytester, reference, CHOICES_TEST.replace("SECOND", "Lyon."))
         models = f"--slm-models={candidate.base_url}#cand"
         recorded = pytester.runpytest(models, "--slm-record=new", "--slm-report=r.json")
-        recorded.assert_outcomes(passed=1)
+        # exact is structural: it decides on its own, and choice 1 differs, so the test fails
+        recorded.assert_outcomes(failed=1)
+        recorded.stdout.fnmatch_lines(["*call 1: equivalence 0.00 < 1.00 (exact): choice 1:*"])
         assert reference.hits == 1  # one request key: streaming is transport
         replayed = pytester.runpytest(models, "--slm-report=replay.json")
-        replayed.assert_outcomes(passed=1)
+        replayed.assert_outcomes(failed=1)
         assert reference.hits == 1
     (answer,) = next(iter(_golden(pytester).values()))["answers"]
     assert answer["other_choices"][0]["text"] == "Paris is the capital."
@@ -242,7 +244,10 @@ def test_n_choices_and_logprobs_reach_the_product_and_each_choice_is_scored(
         pairs = _outcome(pytester, report)["pairs"]
         assert len(pairs) == 2  # the plain call and the streamed one
         for pair in pairs:  # choice i of the candidate against choice i of the reference
-            assert [(s["value"], s["explanation"][:9]) for s in pair["scores"]] == [
-                (1.0, "choice 0:"),
-                (0.0, "choice 1:"),
+            assert [
+                (s["value"], s["explanation"][:9], s["verdict"], s["decided_by"])
+                for s in pair["scores"]
+            ] == [
+                (1.0, "choice 0:", "equivalent", "structure"),
+                (0.0, "choice 1:", "different", "structure"),
             ]

@@ -175,21 +175,28 @@ def _similarity_run(change: str = "") -> Verdict:
     return aggregate(outcomes, info)
 
 
-def test_similarity_alone_on_long_answers_is_called_a_weak_verdict_once() -> None:
+def test_similarity_with_no_verdict_asked_for_says_once_how_to_get_one() -> None:
     verdict = _similarity_run()
     (note,) = verdict.notes
     assert note.startswith(
-        "weak verdict: fuzzy similarity alone decides 5 long open-ended answer(s) (median "
-        "reference answer 150 words) with no calibration; on such answers it agrees poorly with "
-        "graded quality"
+        "no verdict: 5 pair(s) have fuzzy similarity only, reported with its interval; none is "
+        "called equivalent or different (median reference answer 150 words: on long open-ended "
+        "answers similarity agrees poorly with graded quality"
     )
-    for how in ("--slm-samples=3", "[tool.slam] judge", "`slam calibrate`", "`slam review`"):
+    for how in ("`slam calibrate`", "at_least", "[tool.slam] judge", 'then = ["judge"]',
+                "`slam review`"):  # fmt: skip
         assert how in note
     assert Verdict.from_dict(verdict.as_dict()).notes == [note]  # kept in the JSON report
     said = " ".join(" ".join(render_table(verdict, width=100)).split())
-    assert said.count("weak verdict:") == 1 and note in said
+    assert said.count("no verdict:") == 1 and note in said
 
 
-@pytest.mark.parametrize("change", ["at_least", "judge", "samples", "short"])
-def test_no_weak_verdict_note_when_calibrated_or_short(change: str) -> None:
+@pytest.mark.parametrize("change", ["at_least", "judge"])
+def test_no_note_when_a_verdict_was_asked_for(change: str) -> None:
     assert _similarity_run(change).notes == []
+
+
+@pytest.mark.parametrize("change", ["samples", "short"])
+def test_short_answers_or_samples_still_have_no_verdict_but_no_length_warning(change: str) -> None:
+    (note,) = _similarity_run(change).notes
+    assert note.startswith("no verdict: 5 pair(s)") and "median reference answer" not in note

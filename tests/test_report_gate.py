@@ -145,7 +145,7 @@ def test_config_errors_name_the_keys() -> None:
         Gate.from_config({"max_latency": 3})
     assert str(info.value) == (
         "[tool.slam.gate] has unknown key(s) max_latency; known keys: allow_not_swapped, "
-        "max_cost_ratio, max_p95_e2e_ms, min_equivalence_lower, min_mean_equivalence, "
+        "allow_undecided, max_cost_ratio, max_p95_e2e_ms, min_equivalence_lower, min_mean_equivalence, "
         "min_pass_rate, min_pass_rate_lower, no_regression"
     )
     with pytest.raises(ConfigError, match=r"min_pass_rate = 95 must be a fraction in 0\.\.1"):

@@ -41,3 +41,12 @@ def test_order_of_a_and_b_is_stable_and_mixed() -> None:
     firsts = [p.candidate_is_a for p in pairs]
     assert firsts == [p.candidate_is_a for p in (pair(f"k{i}", "m", 0.5) for i in range(40))]
     assert 10 < sum(firsts) < 30
+
+
+def test_undecided_pairs_come_first_in_either_order() -> None:
+    decided, undecided, other = pair("a", "m", 0.9), pair("b", "m", 0.5), pair("c", "m", 0.1)
+    undecided.scores[0].verdict = "undecided"
+    decided.scores[0].verdict = "equivalent"
+    for order in ("report", "informative"):
+        assert ordered([decided, other, undecided], order)[0].key == "b"
+    assert [p.key for p in ordered([decided, other, undecided], "report")] == ["b", "a", "c"]

@@ -8,6 +8,7 @@
     slam report schema                  the JSON Schema every report validates against
     slam calibrate [--report RUN.json | --labels FILE.jsonl] [--dry-run]   threshold from verdicts
     slam review [--stats] [--model M] [--test T]   blind human review page, or its figures
+    slam rescore RUN.json [-o NEW.json] [--html NEW.html]   verdicts again, no model called
     slam config schema | reference | check   the [tool.slam] table's JSON Schema, docs, validation
 
 Golden commands take their defaults (folder, reference) from ``[tool.slam]`` in ./pyproject.toml.
@@ -108,6 +109,15 @@ def review_parser(sub: Subparsers, settings: Settings) -> None:
     )
 
 
+def rescore_parser(sub: Subparsers, settings: Settings) -> None:
+    from pytest_slam.cli.rescore import add_arguments, cmd_rescore
+
+    parser = sub.add_parser(
+        "rescore", help="Score a run's stored answers again with the current configuration"
+    )
+    add_arguments(parser).set_defaults(func=cmd_rescore, settings=settings)
+
+
 def build_parser(settings: Settings) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="slam", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -116,6 +126,7 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
     config_parser(sub)
     calibrate_parser(sub, settings)
     review_parser(sub, settings)
+    rescore_parser(sub, settings)
     return parser
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from pytest_slam.compare.decide import is_structural
 from pytest_slam.compare.uncertainty import Comparison, Interval
 from pytest_slam.metrics.cost import cost_ratio, per_1000
 from pytest_slam.metrics.latency import LATENCY_METRICS
@@ -40,7 +41,6 @@ FIXES = (
     "@pytest.mark.slm(swap=False)"
 )
 ENGINE = "engine"  # the outcome of an engine's warm-up call: a cold start, not a product test
-SIMILARITY = ("fuzzy", "semantic")  # scorers that are a weak verdict on long open-ended answers
 LONG_ANSWER_WORDS = 100  # median reference answer length above which they are (issue 12)
 
 
@@ -112,6 +112,16 @@ class ModelRow(Record):
     judge_cost_usd: float | None = None  # total over the run
     judge_e2e_p50_ms: float | None = None
     unjudged: int = 0  # pairs the judge gave no readable verdict for, after a retry
+    # the three outcomes (compare/bands.py), over scored pairs; no_verdict: similarity only reported
+    pairs_equivalent: int = 0
+    pairs_different: int = 0
+    pairs_undecided: int = 0  # missing evidence: the gate fails on them unless allow_undecided
+    pairs_no_verdict: int = 0
+    # the cascade (then = ["judge"]): pairs the judge decided by a call made in this run, by a
+    # verdict replayed from the golden file, and pairs decided before the judge (calls saved)
+    judge_asked: int = 0
+    judge_replayed: int = 0
+    judge_saved: int = 0
     ttft_p50_ms: float | None = None
     e2e_p50_ms: float | None = None
     e2e_p95_ms: float | None = None
@@ -249,40 +259,48 @@ def aggregate(outcomes: Iterable[OutcomeLike], run_info: RunInfo) -> Verdict:
                    notes=weak_verdict_notes(ordered, run_info))  # fmt: skip
 
 
-def weak_verdict_notes(outcomes: list[Outcome], run_info: RunInfo) -> list[str]:
-    """One warning when similarity alone decides long open-ended answers with no calibration.
+HOW_TO_DECIDE = (
+    "to get a verdict: calibrate bands from labelled pairs (`slam calibrate`), set at_least "
+    'yourself, configure a judge ([tool.slam] judge, then = ["judge"]) or review the pairs '
+    "(`slam review`)"
+)
 
-    On such answers fuzzy and semantic scores agree poorly with graded quality (kappa 0.03-0.19
-    against a judge, bench/README.md), so the mean equivalence is a weak verdict; the note says
-    how to make it stronger. Reference samples (``samples`` > 1), a judge score or an
-    ``at_least`` threshold on the pair (as ``slam calibrate`` writes) count as calibration.
+
+def weak_verdict_notes(outcomes: list[Outcome], run_info: RunInfo) -> list[str]:
+    """One note, once per run, when similarity was reported but nothing decided a pair.
+
+    Uncalibrated similarity is no verdict: on open-ended answers fuzzy and semantic scores agree
+    poorly with graded quality (kappa 0.03-0.19 against a judge, bench/README.md). Such a pair is
+    neither equivalent nor different; the note says how to get a verdict, and on long answers why.
     """
     from statistics import median
 
-    if int(run_info.settings.get("samples") or 1) > 1:
+    open_ended = [p for o in outcomes for p in o.pairs if _similarity_only(p)]
+    if not open_ended:
         return []
-    decided = [p for o in outcomes for p in o.pairs if _similarity_decides(p)]
-    if not decided:
-        return []
-    words = median(len((p.reference_text or "").split()) for p in decided)
-    if words <= LONG_ANSWER_WORDS:
-        return []
-    scorers = " and ".join(sorted({s.scorer for p in decided for s in p.scores}))
+    words = median(len((p.reference_text or "").split()) for p in open_ended)
+    scorers = " and ".join(sorted({s.scorer for p in open_ended for s in p.scores}))
+    long = (
+        f" (median reference answer {words:.0f} words: on long open-ended answers similarity "
+        "agrees poorly with graded quality, bench/README.md)"
+        if words > LONG_ANSWER_WORDS and int(run_info.settings.get("samples") or 1) <= 1
+        else ""
+    )
     return [
-        f"weak verdict: {scorers} similarity alone decides {len(decided)} long open-ended "
-        f"answer(s) (median reference answer {words:.0f} words) with no calibration; on such "
-        "answers it agrees poorly with graded quality (bench/README.md). Strengthen it: record "
-        'reference samples (--slm-samples=3), add a judge ([tool.slam] judge, by = "judge"), '
-        "choose a threshold from labelled pairs (`slam calibrate`), or review answers by hand "
-        "(`slam review`)"
+        f"no verdict: {len(open_ended)} pair(s) have {scorers} similarity only, reported with its "
+        f"interval; none is called equivalent or different{long}; {HOW_TO_DECIDE}"
     ]
 
 
-def _similarity_decides(pair: Pair) -> bool:
-    """A scored pair whose every score is fuzzy or semantic similarity with no threshold."""
+def _similarity_only(pair: Pair) -> bool:
+    """A scored pair whose every score is similarity with no verdict asked for."""
     if pair.missing or pair.reference_text is None or not pair.scores:
         return False
-    return all(s.scorer in SIMILARITY and s.threshold is None for s in pair.scores)
+    return all(
+        s.verdict is None and s.threshold is None and s.scorer != "judge"
+        and not is_structural(s.scorer)
+        for s in pair.scores
+    )  # fmt: skip
 
 
 def final_outcomes(ordered: list[Outcome]) -> list[Outcome]:
@@ -320,6 +338,7 @@ def model_row(model: str, outcomes: list[Outcome], ref_cost: float | None) -> Mo
     _count_calls(row, calls)
     row.cold_starts = sum(1 for o in outcomes for c in o.candidate_calls() if c.cold_start)
     _fill_equivalence(row, [p for o in tests for p in o.pairs])
+    _fill_verdicts(row, [p for o in tests for p in o.pairs])
     _fill_intervals(row, tests)
     _fill_judge(row, [c for o in tests for c in o.calls if c.role == "judge"])
     _fill_latency(row, calls)
@@ -376,6 +395,27 @@ def _fill_equivalence(row: ModelRow, pairs: list[Pair]) -> None:
         for score in [] if pair.missing else pair.scores:
             by_scorer.setdefault(score.scorer, []).append(score.value)
     row.equivalence_by_scorer = {k: sum(v) / len(v) for k, v in sorted(by_scorer.items())}
+
+
+CHEAP = ("threshold", "bands", "structure")  # evidence that decides before the judge
+
+
+def _fill_verdicts(row: ModelRow, pairs: list[Pair]) -> None:
+    """How many pairs are equivalent, different, undecided or have no verdict; what the judge
+    decided (asked now or replayed) and what was decided before it."""
+    scored = [p for p in pairs if not p.missing and p.scores]
+    verdicts = [p.verdict for p in scored]
+    row.pairs_equivalent = verdicts.count("equivalent")
+    row.pairs_different = verdicts.count("different")
+    row.pairs_undecided = verdicts.count("undecided")
+    row.pairs_no_verdict = verdicts.count(None)
+    judged = [p for p in scored if any(s.decided_by == "judge" for s in p.scores)]
+    row.judge_replayed = sum(1 for p in judged if all(s.replayed for s in p.scores))
+    row.judge_asked = len(judged) - row.judge_replayed
+    row.judge_saved = sum(
+        1 for p in scored
+        if all(s.decided_by in CHEAP and "judge" in s.then for s in p.scores)
+    )  # fmt: skip
 
 
 def request_equivalence(outcomes: list[Outcome]) -> dict[str, float]:

@@ -9,7 +9,9 @@ answered (outcome ``not_swapped``) is a breach, because the verdict must not res
 not happen; ``allow_not_swapped = true`` turns it off. Another has no switch: a test whose
 assertions passed although a candidate call failed (an error, a timeout, refused, cut off, given
 up on: the product caught it) is a breach, ``candidate_failed``, named with the error kinds. (A
-test that failed outright already fails the run.)
+test that failed outright already fails the run.) And an undecided pair (the project asked for a
+verdict, and neither its bands nor the cascade could give one) is missing evidence: a breach
+naming the fix unless ``allow_undecided = true``.
 
 A run that did not run to its end (Ctrl-C, ``-x``/``--maxfail``, a lost worker) or ran no test at
 all is ``incomplete``: never passed, whatever its partial numbers say (``incomplete_reason``).
@@ -54,11 +56,14 @@ class Gate(Record):
     min_pass_rate_lower: float | None = None
     no_regression: bool = False
     allow_not_swapped: bool = False
+    allow_undecided: bool = False
 
     @classmethod
     def from_config(cls, data: Mapping[str, JSON] | None) -> Gate:
         """From ``[tool.slam.gate]``; unknown keys and bad values raise ``ConfigError``."""
-        known = {name: float for name in RULES} | {"no_regression": bool, "allow_not_swapped": bool}
+        known = {name: float for name in RULES} | dict.fromkeys(
+            ("no_regression", "allow_not_swapped", "allow_undecided"), bool
+        )
         gate = cls(**check_section(SECTION, data or {}, known))
         shares = [name for name, (_, side, _) in RULES.items() if side == "min"]  # all in 0..1
         for name in shares:
@@ -94,7 +99,7 @@ def evaluate(
     if diff is not None:
         notes.extend(diff.notes)
     passed = all(e.passed for e in entries) and not session
-    unswapped = any(b.rule in ALWAYS_ON for e in entries for b in e.breaches)
+    unswapped = any(b.rule in ON_BY_DEFAULT for e in entries for b in e.breaches)
     configured = gate.configured or bool(session) or unswapped
     failed = sum(row.tests_failed + row.tests_errored for row in verdict.models)
     if not configured:  # no rule judged: neither passed nor failed
@@ -141,12 +146,13 @@ def _check_model(gate: Gate, row: ModelRow, diff: BaselineDiff | None) -> ModelG
         breaches.append(_not_swapped(row))
     if row.tests_candidate_failed:
         breaches.append(_candidate_failed(row))
+    if row.pairs_undecided and not gate.allow_undecided:
+        breaches.append(_undecided(row))
     return ModelGate(row.model, not breaches, breaches)
 
 
 NOT_SWAPPED_RULE = "not_swapped"
 CANDIDATE_FAILED_RULE = "candidate_failed"
-ALWAYS_ON = (NOT_SWAPPED_RULE, CANDIDATE_FAILED_RULE)  # breached with no [tool.slam.gate] table
 
 
 def _candidate_failed(row: ModelRow) -> Breach:
@@ -159,6 +165,26 @@ def _candidate_failed(row: ModelRow) -> Breach:
         "test's message)"
     )
     return Breach(row.model, CANDIDATE_FAILED_RULE, row.tests_candidate_failed, 0, message)
+
+
+UNDECIDED_RULE = "undecided"
+ON_BY_DEFAULT = (
+    NOT_SWAPPED_RULE,
+    CANDIDATE_FAILED_RULE,
+    UNDECIDED_RULE,
+)  # with no [tool.slam.gate]
+
+
+def _undecided(row: ModelRow) -> Breach:
+    """Pairs the project asked a verdict for and got none: missing evidence, so no pass."""
+    message = (
+        f"{UNDECIDED_RULE}: {row.pairs_undecided} pair(s) of {row.model} are undecided (between "
+        "the bands, no judge or reviewer verdict): missing evidence. Decide them: label pairs and "
+        '`slam calibrate`, send them to the judge ([tool.slam.equivalence] then = ["judge"]), or '
+        f'review them (`slam review`, then = ["review"]); or accept them with [{SECTION}] '
+        "allow_undecided = true"
+    )
+    return Breach(row.model, UNDECIDED_RULE, row.pairs_undecided, 0, message)
 
 
 def _not_swapped(row: ModelRow) -> Breach:

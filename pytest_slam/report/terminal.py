@@ -51,6 +51,14 @@ COLUMNS: tuple[Column, ...] = (
     Column("not_swapped", "not swapped", "tests not swapped", 0, _unswapped, optional=True),
     Column("pass_rate", "pass", "pass rate", 7, lambda r: fmt.pct(r.pass_rate)),
     Column("equivalence", "equiv", "mean equivalence", 1, lambda r: _equiv(r)),
+    Column(
+        "verdicts",
+        "eq/diff/und",
+        "pairs equivalent/different/undecided",
+        1,
+        lambda r: _verdicts(r),
+        optional=True,
+    ),
     Column("worst", "worst", "worst equivalence", 4, lambda r: fmt.score(r.equivalence_worst)),
     Column("ttft", "TTFT p50", "TTFT p50", 4, lambda r: fmt.ms(r.ttft_p50_ms)),
     Column("e2e_p50", "E2E p50", "E2E p50", 6, lambda r: fmt.ms(r.e2e_p50_ms)),
@@ -71,6 +79,13 @@ def _name(row: ModelRow) -> str:
 
 def _equiv(row: ModelRow) -> str:
     return "ref" if row.is_reference else fmt.score(row.equivalence_mean)
+
+
+def _verdicts(row: ModelRow) -> str:
+    decided = row.pairs_equivalent + row.pairs_different + row.pairs_undecided
+    if row.is_reference or not decided:
+        return fmt.NA
+    return f"{row.pairs_equivalent}/{row.pairs_different}/{row.pairs_undecided}"
 
 
 def _cost(row: ModelRow) -> str:
@@ -209,6 +224,7 @@ def notes(verdict: Verdict, intervals: bool = True) -> list[str]:
         out.append(f"{missing} call(s) had no golden answer and were not scored")
     out.extend(accounting_notes(verdict))
     out.extend(judge_notes(verdict))
+    out.extend(verdict_notes(verdict))
     out.extend(verdict.notes)
     return out + (uncertainty_notes(verdict) if intervals else [])
 
@@ -233,6 +249,26 @@ def judge_notes(verdict: Verdict) -> list[str]:
     if unjudged:
         text += f"; {unjudged} pair(s) unjudged (no readable verdict after a retry; not scored 0)"
     return [text + "; not counted in the candidate figures"]
+
+
+def verdict_notes(verdict: Verdict) -> list[str]:
+    """Per model: its pairs by verdict, and what the cascade's judge did (asked, replayed from the
+    golden files, saved because cheaper evidence decided first). None when no pair was decided."""
+    out = []
+    for row in verdict.models:
+        counts = [(row.pairs_equivalent, "equivalent"), (row.pairs_different, "different"),
+                  (row.pairs_undecided, "undecided (missing evidence)"),
+                  (row.pairs_no_verdict, "no verdict (similarity only)")]  # fmt: skip
+        if not any(n for n, _ in counts[:3]):
+            continue
+        text = f"verdicts for {row.model}: " + ", ".join(f"{n} {what}" for n, what in counts if n)
+        if row.judge_asked or row.judge_replayed or row.judge_saved:
+            cost = fmt.usd(row.judge_cost_usd) if row.judge_cost_usd is not None else "unpriced"
+            text += (f"; judge: {row.judge_asked} pair(s) asked ({row.judge_calls} call(s), "
+                     f"{cost}), {row.judge_replayed} replayed from the golden files, "
+                     f"{row.judge_saved} saved (decided before the judge)")  # fmt: skip
+        out.append(text)
+    return out
 
 
 def uncertainty_notes(verdict: Verdict) -> list[str]:

@@ -161,6 +161,14 @@ def informativeness(pair: ReviewPair) -> tuple[int, float]:
     return rank, min(margins, default=1.0)
 
 
+def undecided(pair: ReviewPair) -> bool:
+    """Whether the run left the pair undecided: no band, judge or reviewer could call it."""
+    return any(score.verdict == "undecided" for score in pair.scores)
+
+
 def ordered(pairs: list[ReviewPair], order: str) -> list[ReviewPair]:
-    """``report`` keeps the report's order (by test, then model); ``informative`` sorts as above."""
-    return sorted(pairs, key=informativeness) if order == "informative" else list(pairs)
+    """Undecided pairs first (a human verdict is what they lack: the run takes it from the review
+    file next time), then ``report`` keeps the report's order (by test, then model) and
+    ``informative`` sorts as above."""
+    kept = sorted(pairs, key=informativeness) if order == "informative" else list(pairs)
+    return sorted(kept, key=lambda pair: not undecided(pair))

@@ -2,13 +2,19 @@
 check the budgets. The result is a list of problems (the test fails with them) and the Pairs the report
 shows. The test's own assertions already ran; these add what the swap knows.
 
-A test's scorer comes from its ``slm_equivalence`` mark or ``[tool.slam] equivalence``; it is built
-once per distinct (scorer, threshold, options) in the run and shared by every test that asks for
-the same one (scorers keep no state between scores). A judge scorer gets the ``[tool.slam] judge``
-model and keeps each verdict in the ``judge`` dict of the pair's golden record, written when the
-store flushes, so a CI run replays verdicts without the judge. In replay mode
-(``--slm-record=none``) the golden files are never written: a verdict not cached yet is asked of
-the judge, kept in memory for this run, and the run summary says how to cache it.
+A test's scorer and verdict rule come from its ``slm_equivalence`` mark, its module's table or
+``[tool.slam] equivalence`` (``scoring.py``); a scorer is built once per distinct configuration in
+the run and shared by every test that asks for the same one (scorers keep no state between scores).
+Each score gets a verdict (``compare/decide.py``): equivalent, different, undecided, or none when
+the project asked for none. An undecided pair goes down the cascade the project configured
+(``then = ["judge", "review"]``): the judge, then a stored ``slam review`` verdict. A different
+pair fails the test; an undecided one does not (it is missing evidence, counted in the report).
+
+A judge scorer gets the ``[tool.slam] judge`` model and keeps each verdict in the ``judge`` dict
+of the pair's golden record, written when the store flushes, so a CI run replays verdicts without
+the judge. In replay mode (``--slm-record=none``) the golden files are never written: a verdict not
+cached yet is asked of the judge, kept in memory for this run, and the run summary says how to
+cache it.
 """
 
 from __future__ import annotations
@@ -19,14 +25,26 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pytest
 
+from pytest_slam.compare.bands import DIFFERENT, UNDECIDED
+from pytest_slam.compare.base import ScorerError
+from pytest_slam.compare.decide import Rule
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.golden.reference import MissingGolden, ReferenceFailed, ReferenceService
 from pytest_slam.metrics.metering import measure
 from pytest_slam.records import JSON, Call, GoldenRecord, ModelSpec, Pair, Score
+from pytest_slam.run.scoring import (
+    CASCADE,
+    DEFAULT_BY,
+    ScoringPlan,
+    mark_table,
+    request_schema,
+    scoped_config,
+    wants_json,
+)
 from pytest_slam.run.verdict import TestVerdict, merged_verdict
 from pytest_slam.settings import TOML
 from pytest_slam.swap.router import TestContext
@@ -34,31 +52,24 @@ from pytest_slam.swap.router import TestContext
 if TYPE_CHECKING:  # the compare wing loads when a test is first scored
     from pytest_slam.compare.base import Scorer
     from pytest_slam.compare.judge import MemoryJudgeCache
-    from pytest_slam.compare.toolcalls import ToolCallScorer
     from pytest_slam.golden.store import GoldenStore
     from pytest_slam.metrics.cost import Prices
+    from pytest_slam.review.verdicts import HumanVerdict
 
-EQUIVALENCE_MARK = "slm_equivalence"
 BUDGET_MARK = "slm_budget"
-EQUIVALENCE_KEYS = ("fail_below", "then", "modules")  # [tool.slam.equivalence] keys beside `by`
 JUDGE_MAX_TOKENS = 512
 PLAN = pytest.StashKey["ScoringPlan"]()
 UNJUDGED = "unjudged"  # Call.error_kind of a judge call that gave no readable verdict
-NO_JUDGE = (
-    "by='judge' needs a judge model: set [tool.slam] judge to any model spec "
-    "(judge = 'openai:gpt-4o', or 'http://127.0.0.1:8000/v1#MODEL')"
+_SET_JUDGE = (
+    "set [tool.slam] judge to any model spec (judge = 'openai:gpt-4o', or "
+    "'http://127.0.0.1:8000/v1#MODEL')"
 )
+NO_JUDGE = f"by='judge' needs a judge model: {_SET_JUDGE}"
+NO_CASCADE_JUDGE = f'then = ["judge"] needs a judge model: {_SET_JUDGE}'
 
 
-@dataclass
-class ScoringPlan:
-    """The scorer one test uses for all its pairs, or why it could not be built."""
-
-    by: str
-    at_least: float | None
-    scorer: Scorer | None = None  # None only with an error
-    error: str | None = None
-    tools: ToolCallScorer | None = None  # for answers with tool calls; None only with an error
+class JudgeNotCached(ScorerError):
+    """A judge verdict that is not cached, asked where no judge may be called (``slam rescore``)."""
 
 
 @dataclass
@@ -71,12 +82,15 @@ class JudgeModel:
     spec: ModelSpec
     timeout_s: float = 120.0
     calls: list[Call] = field(default_factory=list)  # made since the last test: Checker takes them
+    offline: bool = False  # cached verdicts only (slam rescore): a verdict not cached stays unknown
 
     def complete(self, messages: list[dict[str, str]]) -> str:
         from pytest_slam.compare.base import ScorerUnavailable
         from pytest_slam.swap.chat import Target, forward_chat
 
         spec = self.spec
+        if self.offline:
+            raise JudgeNotCached(f"judge {spec.name!r} has no cached verdict for this pair")
         if not spec.base_urls:
             raise ScorerUnavailable(f"judge {spec.name!r} has no running server; {_JUDGE_FIX}")
         key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
@@ -139,6 +153,9 @@ class Checker:
     judge_memory: MemoryJudgeCache | None = None  # verdicts replay mode cannot write
     # Plans by canonical (scorer, threshold, options): one scorer per distinct configuration.
     plans: dict[str, ScoringPlan] = field(default_factory=dict)
+    golden_store: GoldenStore | None = None  # the goldens without a reference (slam rescore)
+    reviews: dict[str, list[HumanVerdict]] = field(default_factory=dict)  # by module, read once
+    not_cached: int = 0  # pairs whose judge verdict was not cached (slam rescore: not asked)
 
     def run(self, item: pytest.Item, ctx: TestContext, failed: bool) -> TestVerdict:
         """This test's verdict: merged over its runs under ``--slm-repeat``, else checked now."""
@@ -197,13 +214,16 @@ class Checker:
     # -- scoring ----------------------------------------------------------------------------------
 
     def _score(self, item: pytest.Item, ctx: TestContext, verdict: TestVerdict) -> None:
-        from pytest_slam.compare.base import ScorerError
+        self.score_pairs(self.plan_for(item), ctx, verdict)
+
+    def score_pairs(self, plan: ScoringPlan, ctx: TestContext, verdict: TestVerdict) -> None:
+        """Score every pair with a golden answer, decide each score and send the undecided down
+        the cascade; a different score is a problem of the test."""
         from pytest_slam.compare.judge import JudgeUnjudged
 
         todo = [p for p in verdict.pairs if p.reference_text is not None]
         if not todo:
             return
-        plan = self.plan_for(item)
         if plan.error is not None or plan.scorer is None or plan.tools is None:
             verdict.problems.append(f"scorer {plan.by!r}: {plan.error}")
             return
@@ -214,21 +234,25 @@ class Checker:
             except JudgeUnjudged as exc:  # unreadable twice: no verdict, never a 0
                 self._note_unjudged(ctx, pair, exc)
                 continue
+            except JudgeNotCached:  # slam rescore: a verdict the judge never gave is not made up
+                self.not_cached += 1
+                continue
             except ScorerError as exc:  # the scorer's backend is down: the same for every pair
                 verdict.problems.append(f"call {pair.call_index + 1}: scorer {plan.by!r}: {exc}")
                 return
             sides = _choices(ctx.calls[pair.call_index], pair, rec)
             for index, score in enumerate(scores):
                 pair.scores.append(score)
-                if score.passed is False:
-                    verdict.problems.append(_failed(pair, score, plan, sides, index))
+                if score.verdict == DIFFERENT:
+                    verdict.problems.append(_failed(pair, score, sides, index))
 
     def _score_pair(self, plan: ScoringPlan, ctx: TestContext, pair: Pair,
                     rec: GoldenRecord | None) -> list[Score]:  # fmt: skip
         """One score per choice: the candidate's choice i against the reference's choice i.
 
         A request with ``n`` > 1 gets ``n`` scores on its pair (the pair's equivalence is their
-        mean, and each one below ``at_least`` fails the test); otherwise one score.
+        mean, and each one called different fails the test); otherwise one score. Each score is
+        decided, and an undecided one goes down the cascade.
         """
         call = ctx.calls[pair.call_index]
         cands, refs = _choices(call, pair, rec)
@@ -241,9 +265,77 @@ class Checker:
                 score = self._score_choice(plan, ctx, call, rec, cand, ref)
             if max(len(cands), len(refs)) > 1:
                 score.explanation = f"choice {index}: {score.explanation}"
-            score.threshold = plan.at_least
+            plan.rule.apply(score)
+            score.then = list(plan.then)
+            if score.verdict is None and plan.then:  # no bands: similarity decided nothing
+                score.verdict = UNDECIDED
+            if score.verdict == UNDECIDED and cand is not None and ref is not None:
+                self._cascade(plan, ctx, call, pair, rec, score, (cand, ref, index))
             scores.append(score)
         return scores
+
+    def _cascade(self, plan: ScoringPlan, ctx: TestContext, call: Call, pair: Pair,
+                 rec: GoldenRecord | None, score: Score,
+                 sides: tuple[Choice, Choice, int]) -> None:  # fmt: skip
+        """The next evidence for an undecided score, cheapest first, until one decides it."""
+        from pytest_slam.compare.judge import JudgeUnjudged
+        from pytest_slam.review.pairs import answer_text
+
+        (c_text, c_tools), (r_text, r_tools), index = sides
+        candidate, reference = answer_text(c_text, c_tools), answer_text(r_text, r_tools)
+        for step in plan.then:
+            if step == "judge" and plan.judge is not None:
+                made = len(self.judge.calls) if self.judge is not None else 0
+                cache = self._judge_cache(ctx, rec) if rec is not None else None
+                try:
+                    judged = plan.judge.score(candidate, reference, cache=cache,
+                                              question=question_of(call.request))  # fmt: skip
+                except JudgeUnjudged as exc:  # unreadable twice: still undecided, never a 0
+                    self._note_unjudged(ctx, pair, exc)
+                    continue
+                except JudgeNotCached:  # slam rescore: the judge never saw this pair
+                    self.not_cached += 1
+                    continue
+                Rule(judge_mode="grade").apply(judged)
+                score.replayed = self.judge is None or len(self.judge.calls) == made
+                _decide(score, judged.verdict, "judge", judged.explanation)
+            elif step == "review" and index == 0:
+                human = self._human_verdict(ctx, pair.key, text_hash_of(candidate))
+                if human is not None:
+                    _decide(score, human[0], "review", human[1])
+            if score.verdict != UNDECIDED:
+                return
+
+    def _human_verdict(self, ctx: TestContext, key: str, answer: str) -> tuple[str, str] | None:
+        """The stored ``slam review`` verdict on this answer: (verdict, why), or None.
+
+        Several reviewers: the majority of "not worse" (win or tie) against worse; a tie is no
+        verdict."""
+        from pytest_slam.review.stats import passed_by_human
+
+        found = [v for v in self._reviews(ctx.module)
+                 if v.key == key and v.model == ctx.model.name and v.answer_hash == answer]  # fmt: skip
+        if not found:
+            return None
+        good = sum(passed_by_human(v.verdict) for v in found)
+        if 2 * good == len(found):
+            return None
+        said = ", ".join(f"{v.reviewer or 'a reviewer'}: {v.verdict}" for v in found)
+        return ("equivalent" if 2 * good > len(found) else DIFFERENT), f"review ({said})"
+
+    def _reviews(self, module: str) -> list[HumanVerdict]:
+        """The module's stored review verdicts, read once per module."""
+        from pytest_slam.review.verdicts import ReviewError, read_verdicts, review_path
+
+        if module not in self.reviews:
+            store = self.store
+            try:
+                found = read_verdicts(review_path(store, module)) if store is not None else []
+            except ReviewError as exc:
+                self.summary.append(f"review verdicts not read: {exc}")
+                found = []
+            self.reviews[module] = found
+        return self.reviews[module]
 
     def _score_choice(self, plan: ScoringPlan, ctx: TestContext, call: Call,
                       rec: GoldenRecord | None, cand: Choice, ref: Choice) -> Score:  # fmt: skip
@@ -259,9 +351,7 @@ class Checker:
         if tools_only or not (c_text.strip() and r_text.strip()):
             return tools
         text = self._score_text(plan, ctx, call, rec, c_text, r_text)
-        return Score(f"{tools.scorer}+{text.scorer}", min(tools.value, text.value),
-                     f"tool calls {tools.value:.2f}: {tools.explanation}; "
-                     f"text {text.value:.2f}: {text.explanation}")  # fmt: skip
+        return _lower(tools, text)
 
     def _score_text(self, plan: ScoringPlan, ctx: TestContext, call: Call,
                     rec: GoldenRecord | None, candidate: str, reference: str) -> Score:  # fmt: skip
@@ -269,21 +359,49 @@ class Checker:
 
         scorer = plan.scorer
         assert scorer is not None  # _score stops at a plan without scorers
+        if plan.auto and plan.json is not None and wants_json(call.request):
+            return self._score_json(plan.json, call.request, candidate, reference)
         if isinstance(scorer, JudgeScorer):
             cache = self._judge_cache(ctx, rec) if rec is not None else None
-            return scorer.score(candidate, reference, question=question_of(call.request),
-                                cache=cache)  # fmt: skip
+            made = len(self.judge.calls) if self.judge is not None else 0
+            score = scorer.score(candidate, reference, question=question_of(call.request),
+                                 cache=cache)  # fmt: skip
+            score.replayed = self.judge is None or len(self.judge.calls) == made
+            return score
         return scorer.score(candidate, reference)
 
+    @staticmethod
+    def _score_json(scorer: Scorer, request: dict[str, JSON], candidate: str,
+                    reference: str) -> Score:  # fmt: skip
+        """A request that asked for JSON, with no scorer named: its fields compared (json), and
+        the candidate checked against the request's own schema when it carries one."""
+        from pytest_slam.compare.base import MissingExtra
+        from pytest_slam.compare.registry import get_scorer
+
+        fields = scorer.score(candidate, reference)
+        schema = request_schema(request)
+        if schema is None:
+            return fields
+        try:
+            valid = get_scorer("json_schema", schema=schema).score(candidate, reference)
+        except (MissingExtra, ValueError):  # no jsonschema, or a schema it cannot read
+            return fields
+        return _lower(fields, valid)
+
+    @property
+    def store(self) -> GoldenStore | None:
+        return self.reference.store if self.reference is not None else self.golden_store
+
     def _judge_cache(self, ctx: TestContext, rec: GoldenRecord) -> GoldenJudgeCache | None:
-        if self.reference is None:
+        store = self.store
+        if store is None:
             return None
         if self.judge_memory is None:
             from pytest_slam.compare.judge import MemoryJudgeCache
 
             self.judge_memory = MemoryJudgeCache()
-        return GoldenJudgeCache(self.reference.store, ctx.module, rec, ctx.test,
-                                self.record_mode != "none", self.judge_memory,
+        writes = self.record_mode != "none" and self.reference is not None
+        return GoldenJudgeCache(store, ctx.module, rec, ctx.test, writes, self.judge_memory,
                                 self._note_unsaved)  # fmt: skip
 
     def _keep_judge_calls(self, ctx: TestContext) -> None:
@@ -307,79 +425,92 @@ class Checker:
                             f"call {pair.call_index + 1}: {exc}")  # fmt: skip
 
     def _note_unsaved(self, module: str) -> None:
+        if self.judge is not None and self.judge.offline:
+            return
         line = (f"judge verdicts for {module} were asked but not cached (replay mode, "
                 f"--slm-record=none); cache them with: pytest --slm-record=new {module}")  # fmt: skip
         if line not in self.summary:
             self.summary.append(line)
 
     def plan_for(self, item: pytest.Item) -> ScoringPlan:
-        """The test's scorer, kept on the item (repeats and pairs share it) and shared by every
-        test of the run that asks for the same scorer, threshold and options."""
+        """The test's plan, kept on the item (repeats and pairs share it)."""
         plan = item.stash.get(PLAN, None)
         if plan is None:
-            by, at_least, options = self.scoring_for(item)
-            key = self._plan_key(by, at_least, options)
-            plan = self.plans.get(key) if key is not None else None
-            if plan is None:
-                plan = self._build_plan(by, at_least, options)
-                if key is not None:
-                    self.plans[key] = plan
-            item.stash[PLAN] = plan
+            module = item.nodeid.split("::", 1)[0]
+            plan = item.stash[PLAN] = self.plan_from(module, mark_table(item))
         return plan
 
-    def _plan_key(self, by: object, at_least: object, options: dict[str, object]) -> str | None:
+    def plan_from(self, module: str, mark: dict[str, object] | None) -> ScoringPlan:
+        """The plan of a test in ``module`` with ``mark``, shared by every test of the run that
+        asks for the same scorer, bands, cascade and options."""
+        config = scoped_config(self.equivalence, module, mark)
+        key = self._plan_key(config)
+        plan = self.plans.get(key) if key is not None else None
+        if plan is None:
+            plan = self._build_plan(config)
+            if key is not None:
+                self.plans[key] = plan
+        return plan
+
+    def _plan_key(self, config: dict[str, object]) -> str | None:
         """A canonical JSON text of the scoring configuration; None when it has none (a ready
         Scorer object, an option that is not plain data, a ``complete`` other than the judge's)."""
-        complete = options.get("complete")
+        complete = config.get("complete")
         if complete is not None and (self.judge is None or complete != self.judge.complete):
             return None
-        if not isinstance(by, str):
+        if not isinstance(config.get("by", ""), str):
             return None
-        plain = {k: v for k, v in options.items() if k != "complete"}
+        plain = {k: v for k, v in config.items() if k != "complete"}
         try:
-            return json.dumps([by, at_least, plain], sort_keys=True)
+            return json.dumps(plain, sort_keys=True)
         except (TypeError, ValueError):
             return None
 
-    def _build_plan(self, by: object, at_least: object, options: dict[str, object]) -> ScoringPlan:
-        from pytest_slam.compare.base import Scorer, ScorerError
+    def _build_plan(self, config: dict[str, object]) -> ScoringPlan:
+        from pytest_slam.compare.bands import Bands
+        from pytest_slam.compare.base import Scorer
+        from pytest_slam.compare.judge import JudgeScorer
         from pytest_slam.compare.registry import SCORERS, get_scorer
         from pytest_slam.compare.toolcalls import ToolCallScorer
 
+        options = dict(config)
+        by = options.pop("by", None)
+        auto = by is None
+        by = DEFAULT_BY if by is None else by.strip().lower() if isinstance(by, str) else by
+        at_least, fail_below = options.pop("at_least", None), options.pop("fail_below", None)
+        then = options.pop("then", None) or []
+        if by == "judge" and self.judge is not None:
+            options.setdefault("complete", self.judge.complete)
+            options.setdefault("model", self.judge.spec.name)
         threshold = at_least if isinstance(at_least, int | float) else None
-        plan = ScoringPlan(getattr(by, "name", str(by)), threshold)
-        if at_least is not None and not (isinstance(at_least, int | float) and 0 <= at_least <= 1):
-            plan.error = f"at_least must be a number between 0 and 1, not {at_least!r}"
+        plan = ScoringPlan(getattr(by, "name", str(by)), threshold, auto=auto)
+        try:
+            bands = Bands(*cast("tuple[float | None, float | None]", (at_least, fail_below)))
+        except ValueError as exc:
+            plan.error = str(exc)
+            return plan
+        plan.rule = Rule(bands.at_least, bands.fail_below, str(options.get("mode", "grade")))
+        if not (isinstance(then, list) and set(then) <= set(CASCADE)):
+            plan.error = f'then = {then!r} must list "judge" and/or "review", cheapest first'
+        elif "judge" in then and self.judge is None:
+            plan.error = NO_CASCADE_JUDGE
         elif by == "judge" and "complete" not in options:
             plan.error = NO_JUDGE
         elif not isinstance(by, str | Scorer):
             plan.error = f"unknown scorer {by!r}; known scorers: {', '.join(SCORERS)}"
         else:
+            plan.then = [str(step) for step in then]
             try:
                 plan.scorer = get_scorer(by, **options)
+                if "judge" in plan.then and self.judge is not None:
+                    plan.judge = JudgeScorer(complete=self.judge.complete,
+                                             model=self.judge.spec.name)  # fmt: skip
+                plan.json = get_scorer("json") if auto else None
             except (ScorerError, ValueError, TypeError) as exc:
                 plan.error = str(exc)
             else:  # answers with tool calls: a json scorer lends its options (ignore, tolerance)
                 plan.tools = ToolCallScorer.like(plan.scorer)
         return plan
-
-    def scoring_for(self, item: pytest.Item) -> tuple[object, object, dict[str, object]]:
-        """The scorer for this test: its ``slm_equivalence`` mark, else ``[tool.slam] equivalence``."""
-        config = dict(self.equivalence)
-        mark = item.get_closest_marker(EQUIVALENCE_MARK)
-        if mark is not None:
-            config.update(mark.kwargs)
-            if mark.args:
-                config["by"] = mark.args[0]
-        by = config.pop("by", "fuzzy")
-        by = by.strip().lower() if isinstance(by, str) else by
-        at_least = config.pop("at_least", None)
-        for key in EQUIVALENCE_KEYS:  # the verdict's own keys, not the scorer's options
-            config.pop(key, None)
-        if by == "judge" and self.judge is not None:
-            config.setdefault("complete", self.judge.complete)
-            config.setdefault("model", self.judge.spec.name)
-        return by, at_least, config
 
     # -- budgets ----------------------------------------------------------------------------------
 
@@ -435,16 +566,55 @@ def _choices(call: Call, pair: Pair, rec: GoldenRecord | None) -> tuple[list[Cho
     return cands, refs
 
 
-def _failed(pair: Pair, score: Score, plan: ScoringPlan,
-            sides: tuple[list[Choice], list[Choice]], index: int) -> str:  # fmt: skip
-    """The problem line of a score below ``at_least``; tool calls follow, side by side."""
+def _decide(score: Score, verdict: str | None, evidence: str, why: str) -> None:
+    """A later step of the cascade decided an undecided score (or left it undecided)."""
+    if verdict is None or verdict == UNDECIDED:
+        return
+    score.verdict, score.decided_by = verdict, evidence
+    score.explanation = f"{score.explanation}; {why}"
+
+
+def _lower(first: Score, second: Score) -> Score:
+    """Two scores of one answer as one: the lower value (an answer is as good as its worse part),
+    both explanations."""
+    return Score(f"{first.scorer}+{second.scorer}", min(first.value, second.value),
+                 f"{_part(first.scorer)} {first.value:.2f}: {first.explanation}; "
+                 f"{_part(second.scorer)} {second.value:.2f}: {second.explanation}")  # fmt: skip
+
+
+def _part(scorer: str) -> str:
+    return {"tool_calls": "tool calls", "json": "fields", "json_schema": "schema"}.get(
+        scorer, "text"
+    )
+
+
+def text_hash_of(answer: str) -> str:
+    """The hash ``slam review`` keys a candidate answer by."""
+    from pytest_slam.review.pairs import text_hash
+
+    return text_hash(answer)
+
+
+def _failed(pair: Pair, score: Score, sides: tuple[list[Choice], list[Choice]], index: int) -> str:
+    """The problem line of a score called different; tool calls follow, side by side."""
     from pytest_slam.report.diffview import tool_calls_side_by_side
 
-    line = (f"call {pair.call_index + 1}: equivalence {score.value:.2f} < {plan.at_least:.2f} "
-            f"({score.scorer}): {score.explanation}")  # fmt: skip
+    line = f"call {pair.call_index + 1}: {why_different(score)}"
     cands, refs = sides
     cand = cands[index][1] if index < len(cands) else None
     ref = refs[index][1] if index < len(refs) else None
     if not (cand or ref):
         return line
     return "\n    ".join([line, *tool_calls_side_by_side(ref, cand)])
+
+
+def why_different(score: Score) -> str:
+    """Why a score is "different", by the evidence that said so."""
+    if score.decided_by in ("judge", "review") and score.scorer != "judge":
+        return (f"{score.decided_by} says different ({score.scorer} {score.value:.2f} was "
+                f"undecided): {score.explanation}")  # fmt: skip
+    if score.decided_by == "bands" and score.fail_below is not None:
+        return (f"equivalence {score.value:.2f} < {score.fail_below:.2f}, the fail band "
+                f"({score.scorer}): {score.explanation}")  # fmt: skip
+    limit = score.threshold if score.threshold is not None else 0.0
+    return f"equivalence {score.value:.2f} < {limit:.2f} ({score.scorer}): {score.explanation}"

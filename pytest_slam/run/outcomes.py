@@ -36,6 +36,7 @@ from pytest_slam.report.aggregate import (
     OUTCOME_SEVERITY,
 )
 from pytest_slam.run.optin import base_test_id
+from pytest_slam.run.scoring import plain_mark
 
 if TYPE_CHECKING:
     from pytest_slam.run.verdict import TestVerdict
@@ -67,6 +68,7 @@ def build_outcome(
         outcome=_status(report),
         duration_s=report.duration,
         egress=seen_by(item.nodeid),
+        equivalence=plain_mark(item),
     )
     if ctx is not None:
         outcome.calls = list(ctx.calls)

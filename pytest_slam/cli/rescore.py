@@ -1,0 +1,147 @@
+"""``slam rescore REPORT``: every pair's scores and verdicts again, from a run's stored answers.
+
+The JSON report keeps each candidate call (request, text, tool calls, other choices), each pair's
+reference answer and each test's ``slm_equivalence`` mark; the golden files keep the judge's cached
+verdicts and ``slam review``'s. With the current ``[tool.slam]`` configuration (scorers, bands, the
+cascade) the run's own checks score every pair again, calling no model: the judge answers from its
+cache only, and a pair it never saw stays undecided and is counted. The per-model summary and the
+gate follow, with the run's exit status for the gate; ``-o`` and ``--html`` write the new reports.
+For iterating on scorers and bands in seconds. Test outcomes are the run's: a test's own
+assertions are not run again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pytest_slam.records import ModelSpec, Outcome
+from pytest_slam.settings import Settings
+
+if TYPE_CHECKING:
+    from pytest_slam.golden.store import GoldenStore
+    from pytest_slam.report.aggregate import Verdict
+    from pytest_slam.run.checks import Checker
+
+EXIT_OK, EXIT_USAGE = 0, 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("report", help="JSON report written by --slm-report")
+    parser.add_argument("-o", "--output", default=None, help="write the rescored JSON report here")
+    parser.add_argument("--html", default=None, help="write the rescored HTML report here")
+    return parser
+
+
+def cmd_rescore(args: argparse.Namespace) -> int:
+    from pytest_slam.report.aggregate import aggregate
+    from pytest_slam.report.jsonreport import ReportError, load_report
+    from pytest_slam.report.terminal import gate_lines, render_table
+
+    try:
+        report = load_report(args.report)
+    except ReportError as exc:
+        raise SystemExit(f"slam rescore: {exc}") from None
+    settings: Settings = args.settings
+    reference = str(report.verdict.run.settings.get("reference") or settings.reference)
+    checker = checker_for(settings, _store(Path(settings.golden_dir), reference))
+    outcomes = [rescore_outcome(checker, o) for o in report.outcomes]
+    verdict = aggregate(outcomes, report.verdict.run)
+    failed = _gate(settings, verdict, report.verdict)
+    width = shutil.get_terminal_size((100, 24)).columns
+    lines = render_table(verdict, width)
+    if checker.not_cached:
+        lines.append(
+            f"{checker.not_cached} pair(s) the judge has not seen stay undecided: rescore calls "
+            "no model; cache their verdicts with a run (pytest --slm-record=new)"
+        )
+    lines.extend(checker.summary)
+    lines.extend(gate_lines(verdict))
+    lines.extend(_write(args, verdict, outcomes))
+    print("\n".join(lines))
+    return _exit_status(failed)
+
+
+def checker_for(settings: Settings, store: GoldenStore) -> Checker:
+    """The run's checker over the golden files, with a judge that answers from its cache only."""
+    from pytest_slam.metrics.cost import Prices
+    from pytest_slam.run.checks import Checker, JudgeModel
+    from pytest_slam.swap.models import resolve
+
+    judge = None
+    if settings.judge:
+        judge = JudgeModel(resolve(settings.judge, settings.model_table), offline=True)
+    return Checker(None, dict(settings.equivalence), Prices.from_config(settings.prices),
+                   judge=judge, golden_store=store)  # fmt: skip
+
+
+def rescore_outcome(checker: Checker, outcome: Outcome) -> Outcome:
+    """The outcome with its pairs scored again (the judge's calls of the run are dropped: a
+    rescore makes none, and the run's were for verdicts that may no longer be asked)."""
+    from pytest_slam.golden.fileformat import GoldenError
+    from pytest_slam.run.optin import module_of
+    from pytest_slam.run.verdict import TestVerdict
+    from pytest_slam.swap.router import TestContext
+
+    if not outcome.pairs:
+        return outcome
+    module = module_of(outcome.test or outcome.nodeid)
+    spec = ModelSpec(outcome.model, "", outcome.model)
+    ctx = TestContext(outcome.nodeid, outcome.test, module, spec, calls=list(outcome.calls))
+    verdict = TestVerdict(pairs=outcome.pairs)
+    for pair in outcome.pairs:
+        pair.scores = []
+        store = checker.store
+        try:
+            rec = store.lookup(module, pair.key) if store is not None and not pair.missing else None
+        except (GoldenError, ValueError):
+            rec = None
+        if rec is not None:
+            verdict.records[pair.call_index] = rec
+    checker.score_pairs(checker.plan_from(module, outcome.equivalence), ctx, verdict)
+    outcome.calls = [c for c in outcome.calls if c.role != "judge"]
+    return outcome
+
+
+def _store(root: Path, reference: str) -> GoldenStore:
+    from pytest_slam.golden.store import GoldenStore
+
+    return GoldenStore(root, reference)
+
+
+def _gate(settings: Settings, verdict: Verdict, before: Verdict) -> bool:
+    """Apply the configured gate; True when it failed (an incomplete run never passes)."""
+    from pytest_slam.report.config import ConfigError
+    from pytest_slam.report.gate import Gate, apply_gate, evaluate
+
+    try:
+        gate = Gate.from_config(settings.gate)
+    except ConfigError as exc:
+        raise SystemExit(f"slam rescore: {exc}") from None
+    incomplete = before.gate.incomplete if before.gate is not None else None
+    result = evaluate(gate, verdict, None, None, incomplete=incomplete)
+    apply_gate(verdict, result)
+    return result.configured and not result.passed
+
+
+def _write(args: argparse.Namespace, verdict: Verdict, outcomes: list[Outcome]) -> list[str]:
+    from pytest_slam.report.html import write_html
+    from pytest_slam.report.jsonreport import write_json
+
+    said = []
+    for path, kind, write in ((args.output, "JSON", write_json), (args.html, "HTML", write_html)):
+        if path:
+            try:
+                said.append(f"{kind} report: {write(path, verdict, outcomes)}")
+            except OSError as exc:
+                raise SystemExit(f"slam rescore: {path} not written ({exc.strerror or exc}); "
+                                 "give a writable path") from None  # fmt: skip
+    return said
+
+
+def _exit_status(failed: bool) -> int:
+    from pytest_slam.run.options import EXIT_GATE_FAILED
+
+    return EXIT_GATE_FAILED if failed else EXIT_OK
