@@ -80,7 +80,7 @@ def test_removed_test_is_stale_only_in_full_runs_and_prune_removes_only_it(
         result.assert_outcomes(passed=1)
         result.stdout.fnmatch_lines(["stale golden entries not checked: *"])
         refused = slam(pytester, "golden", "prune")
-        assert refused.returncode == 1 and "refusing to prune: the last run was partial" in (
+        assert refused.returncode == 2 and "refusing to prune: the last run was partial" in (
             refused.stderr
         )
 
