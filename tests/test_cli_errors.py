@@ -218,6 +218,10 @@ CASES: dict[str, tuple[Files, list[str], str]] = {
         {"run.json": report(models={"a": 5})}, RENDER, "(models: Input should be a valid array)"
     ),
     "report: run a number": ({"run.json": report(run=5)}, RENDER, "(run: Input should be an obj"),
+    "report: -o where no file can be": (
+        {"run.json": report(), "afile": b"x"}, [*RENDER, "-o", "afile/x.html"],
+        "slam report render: cannot write afile/x.html (",
+    ),
     "report diff: no file": ({}, DIFF, "slam report diff: pytest-slam report not found: run.json"),
     "report diff: a list": ({"run.json": b"[1]"}, DIFF, "top level is not an object"),
     "report diff: wrong type": ({"run.json": report(tests=[{"test": 1}])}, DIFF, "(tests.0.test:"),
