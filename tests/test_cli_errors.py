@@ -17,6 +17,7 @@ import pytest
 import test_report_helpers as synth
 
 from pytest_slam.cli import main
+from pytest_slam.golden.fileformat import GoldenFile, dump_golden
 from pytest_slam.golden.keys import request_key
 from pytest_slam.golden.stale import STALE_SCHEMA
 from pytest_slam.golden.store import GoldenStore
@@ -30,6 +31,7 @@ REQUEST = {"model": "gpt-4", "messages": [{"role": "user", "content": "hi"}]}
 KEY = request_key(REQUEST)
 STALE = Path(".slam/golden-stale.json")
 TRASH = Path(".slam/trash/20260101T000000.000000Z.jsonl")
+GOLDEN = "__slam__/openai-gpt-4/tests/test_x.json"
 BOM = b"\xef\xbb\xbf"
 NOT_UTF8 = b"\xff\xfe{}\n"
 RUN_TO_ITS_END = "run the whole suite with pytest to its end first"
@@ -60,6 +62,12 @@ def openai_line(response: object) -> bytes:
 
 def report(**over: object) -> bytes:
     return json.dumps({"schema": "pytest-slam/report/1", "generated_at": "", **over}).encode()
+
+
+def golden_text() -> bytes:
+    """A golden file holding the one entry, as the store writes it."""
+    rec = GoldenRecord(KEY, REQUEST, [GoldenAnswer(text="hello")])
+    return dump_golden(GoldenFile(Path("x.json"), "openai:gpt-4", {KEY: rec})).encode()
 
 
 FOLDER = None  # a file's content that means "make a folder here"
@@ -113,6 +121,11 @@ CASES: dict[str, tuple[Files, list[str], str]] = {
     ),
     "prune: --stale-report a folder": (
         {"d": FOLDER}, [*PRUNE, "--stale-report", "d"], "d: a folder, not a stale report"
+    ),
+    "prune: a golden file broken": (
+        {str(STALE): stale(entries=[["tests/test_a.py", KEY], [MODULE, KEY]]),
+         "__slam__/openai-gpt-4/tests/test_a.json": golden_text(), GOLDEN: b"{oops"}, PRUNE,
+        "test_x.json:1: not valid JSON, it looks truncated or hand-edited",
     ),
     # `slam golden import`: the log and --module
     "import: no file": ({}, IMPORT, "log.jsonl: no JSONL file; pass the log as UTF-8 JSON Lines"),
@@ -293,7 +306,7 @@ def test_a_bad_input_is_one_line_with_exit_2_and_nothing_written(
 
 
 def golden_entries(root: Path) -> list[str]:
-    path = root / "__slam__" / "openai-gpt-4" / "tests" / "test_x.json"
+    path = root / GOLDEN
     return sorted(json.loads(path.read_text(encoding="utf-8"))["entries"]) if path.exists() else []
 
 

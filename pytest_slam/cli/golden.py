@@ -166,6 +166,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
         if not entries:
             print("nothing to prune: the last complete run found no stale entries")
             return 0
+        for module in sorted({module for module, _ in entries}):
+            store.load(module)  # a broken golden file stops the prune before any file changes
         for module, key in entries:
             verb = "would remove" if args.dry_run else "remove"
             print(f"{verb} {module} {key}{_recorded_for(store, module, key)}")
