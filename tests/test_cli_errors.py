@@ -201,6 +201,10 @@ CASES: dict[str, tuple[Files, list[str], str]] = {
         {str(TRASH): trash(entry())}, [*RESTORE, "--reference", "openai:gpt-4o"],
         "holds entries of 'openai:gpt-4', not 'openai:gpt-4o'. Fix: leave out --reference",
     ),
+    "restore: a golden file broken": (
+        {str(TRASH): trash(entry(module="tests/test_a.py"), entry()), GOLDEN: b"{oops"}, RESTORE,
+        "test_x.json:1: not valid JSON, it looks truncated or hand-edited",
+    ),
     # `slam golden stats`
     "stats: --root is a file": (
         {"afile": b"x"}, ["golden", "stats", "--root", "afile"], "afile: a file, not a golden"

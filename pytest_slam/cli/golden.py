@@ -24,7 +24,7 @@ import argparse
 import json
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -166,8 +166,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
         if not entries:
             print("nothing to prune: the last complete run found no stale entries")
             return 0
-        for module in sorted({module for module, _ in entries}):
-            store.load(module)  # a broken golden file stops the prune before any file changes
+        _all_readable(store, entries)
         for module, key in entries:
             verb = "would remove" if args.dry_run else "remove"
             print(f"{verb} {module} {key}{_recorded_for(store, module, key)}")
@@ -180,6 +179,13 @@ def cmd_prune(args: argparse.Namespace) -> int:
     except (GoldenError, OSError) as exc:
         return _fail(exc)
     return 0
+
+
+def _all_readable(store: GoldenStore, entries: Iterable[tuple[str, object]]) -> None:
+    """Read every golden file a command will change before it changes any: a broken one raises
+    ``GoldenError`` (its one line) while every file is still as it was."""
+    for module in sorted({module for module, _ in entries}):
+        store.load(module)
 
 
 def undo_command(trash: Path) -> str:
@@ -222,6 +228,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
         trash = read_trash(path)
         root = args.root or trash.store_root() or store_root(args)
         store = GoldenStore(root, args.reference or trash.reference)
+        _all_readable(store, trash.items)
         restored, kept = restore(store, trash)
         for module, key in restored:
             print(f"restore {module} {key}")
