@@ -76,7 +76,7 @@ def targets_of(args: argparse.Namespace) -> Targets:
     try:
         return Targets(args.max_pass_error, args.max_fail_error, 1 - args.confidence, args.min_count)
     except ValueError as exc:
-        raise CalibrationRefused(f"--{exc}; for example 0.05") from None
+        raise CalibrationRefused(f"--{exc}") from None
 
 
 def scorers_of(args: argparse.Namespace) -> dict[str, tuple[str, dict[str, str]]]:
@@ -103,7 +103,7 @@ def labelled(args: argparse.Namespace) -> list[LabelledPair]:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    pairs = pairs_from_jsonl(args.evaluate)
+    pairs = pairs_from_jsonl(args.evaluate, "--evaluate")
     if not pairs:
         raise CalibrationRefused(f"--evaluate {args.evaluate}: no labelled pairs in it")
     _, doc = read_pyproject(args.pyproject)

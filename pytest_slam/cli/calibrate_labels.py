@@ -52,18 +52,17 @@ def read_text(path: Path, what: str, fix: str) -> str:
         raise CalibrationRefused(f"{what} {path}: cannot be read ({exc.strerror}); {fix}") from None
 
 
-def pairs_from_jsonl(path: Path) -> list[LabelledPair]:
+def pairs_from_jsonl(path: Path, option: str = "--labels") -> list[LabelledPair]:
     """Labelled pairs from a JSON Lines file, every line checked; the first bad one is refused."""
-    text = read_text(path, "--labels", "pass a JSON Lines file of labelled pairs")
+    text = read_text(path, option, "pass a JSON Lines file of labelled pairs")
     out = []
     for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
-            out.append(_row(path, n, line))
+            out.append(_row(f"{option} {path}:{n}", n, line))
     return out
 
 
-def _row(path: Path, n: int, line: str) -> LabelledPair:
-    where = f"--labels {path}:{n}"
+def _row(where: str, n: int, line: str) -> LabelledPair:
     try:
         row = json.loads(line)
     except json.JSONDecodeError as exc:

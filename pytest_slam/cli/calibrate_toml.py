@@ -53,7 +53,7 @@ def figures(result: ScopeResult, targets: Targets) -> list[str]:
         f"{MARK} from {result.pairs} labelled pairs ({result.prompts} prompts): pass error <= "
         f"{targets.max_pass_error} and fail error <= {targets.max_fail_error} at "
         f"{1 - targets.delta:.0%} confidence (Learn then Test, exact binomial, Bonferroni over "
-        f"{result.scorers_tried} scorers, bands of {targets.min_count}+ pairs); errors with 95% "
+        f"{result.scorers_tried} scorer{'s' if result.scorers_tried != 1 else ''}, bands of {targets.min_count}+ pairs); errors with 95% "
         "Clopper-Pearson intervals"
     ]
     for c in sorted(result.tried, key=lambda c: c is not result.chosen):

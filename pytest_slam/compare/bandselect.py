@@ -46,9 +46,11 @@ class Targets:
         for name in ("max_pass_error", "max_fail_error", "delta"):
             value = getattr(self, name)
             if not 0 < value < 1:
-                raise ValueError(f"{name.replace('_', '-')} must be between 0 and 1, not {value}")
+                raise ValueError(
+                    f"{name.replace('_', '-')} {value}: must be between 0 and 1, e.g. 0.05"
+                )
         if self.min_count < 1:
-            raise ValueError(f"min-count must be at least 1, not {self.min_count}")
+            raise ValueError(f"min-count {self.min_count}: must be at least 1, e.g. 20")
 
 
 @dataclass(frozen=True)

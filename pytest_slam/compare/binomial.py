@@ -17,11 +17,10 @@ def lower_tail(k: int, n: int, p: float) -> float:
         return 1.0
     if p >= 1.0:
         return 0.0
-    log_p, log_q = math.log(p), math.log1p(-p)
-    log_terms = [
-        math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q
-        for i in range(k + 1)
-    ]
+    log_ratio = math.log(p) - math.log1p(-p)
+    log_terms = [n * math.log1p(-p)]  # log P(X = 0), then each term from the one before
+    for i in range(k):
+        log_terms.append(log_terms[-1] + math.log((n - i) / (i + 1)) + log_ratio)
     top = max(log_terms)
     return min(1.0, math.exp(top) * sum(math.exp(t - top) for t in log_terms))
 

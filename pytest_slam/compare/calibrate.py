@@ -179,5 +179,7 @@ def calibrate(pairs: Sequence[LabelledPair], targets: Targets, resamples: int = 
                 own.append(result)
     done = {r.scope for r in own}
     rest = [p for p in pairs if p.module not in done]
+    if len(own) == 1 and not rest:
+        own, rest = [], list(pairs)  # one module holds every label: the top-level table is its
     top = calibrate_scope(TOP, rest if len(rest) >= MIN_PAIRS else pairs, targets, scorers, resamples)  # fmt: skip
     return [top, *own]
