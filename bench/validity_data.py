@@ -48,8 +48,11 @@ def mt_bench_graded() -> list[LabelledPair]:
         for cand in rec["candidates"].values():
             grade = cand.get("grade")
             if grade is not None and cand.get("answer") is not None:
-                out.append(LabelledPair(f"mt-{rec['question_id']}", cand["answer"],
-                                        rec["gpt4_answer"], int(grade >= GOOD_GRADE), grade / 10))  # fmt: skip
+                label = int(grade >= GOOD_GRADE)
+                unit = f"mt-{rec['question_id']}"
+                out.append(
+                    LabelledPair(unit, cand["answer"], rec["gpt4_answer"], label, grade / 10)
+                )
     return out
 
 

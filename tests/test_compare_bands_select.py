@@ -57,7 +57,7 @@ def test_clear_bands_are_found_and_the_middle_left_undecided() -> None:
 
 
 def test_a_band_that_cannot_be_certified_is_not_set() -> None:
-    scores, labels = bands_data(4000, 1)
+    scores, _ = bands_data(4000, 1)
     noisy = [int(random.Random(i).random() < 0.8) for i in range(len(scores))]  # labels are noise
     choice = choose_bands("fuzzy", scores, noisy, Targets())
     assert (choice.at_least, choice.fail_below, choice.decided) == (None, None, 0)

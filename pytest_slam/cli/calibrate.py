@@ -16,7 +16,11 @@ import argparse
 import json
 from pathlib import Path
 
-from pytest_slam.cli.calibrate_labels import pairs_from_goldens, pairs_from_jsonl, pairs_from_reviews
+from pytest_slam.cli.calibrate_labels import (
+    pairs_from_goldens,
+    pairs_from_jsonl,
+    pairs_from_reviews,
+)
 from pytest_slam.cli.calibrate_toml import (
     current,
     expected,
@@ -74,7 +78,9 @@ def targets_of(args: argparse.Namespace) -> Targets:
             f"--confidence {args.confidence}: must be at least 0.5 and below 1; for example 0.95"
         )
     try:
-        return Targets(args.max_pass_error, args.max_fail_error, 1 - args.confidence, args.min_count)
+        return Targets(
+            args.max_pass_error, args.max_fail_error, 1 - args.confidence, args.min_count
+        )
     except ValueError as exc:
         raise CalibrationRefused(f"--{exc}") from None
 

