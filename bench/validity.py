@@ -123,7 +123,7 @@ def per_set(name: str, pairs: list[LabelledPair], cols: Columns, targets: Target
             splits: int) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:  # fmt: skip
     labels, units = [p.label for p in pairs], [p.unit for p in pairs]
     product = {n: cols[n] for n in available_cols(cols)}
-    runs, extra, base = [], [], []
+    runs, extra, base, alone = [], [], [], []
     feats = [features(p.candidate, p.reference) for p in pairs]
     for seed in range(splits):
         a, b = split(units, seed)
@@ -132,6 +132,10 @@ def per_set(name: str, pairs: list[LabelledPair], cols: Columns, targets: Target
         runs.append(held_out(result.chosen, cols, labels, b))
         base.append(held_out(Choice(BASELINE[0], BASELINE[1], BASELINE[1], 0, Counts(0, 0),
                                     Counts(0, 0)), cols, labels, b))  # fmt: skip
+        only_fail = [choose_bands(n, pick(a, c), pick(a, labels), targets, len(product),
+                                  fail_alone=True) for n, c in product.items()]  # fmt: skip
+        widest = max(only_fail, key=lambda c: c.decided)
+        alone.append(held_out(widest if widest.decided else None, cols, labels, b))
         tried = len(product) + 2
         wider = {n: pick(a, c) for n, c in cols.items()}
         others = [choose_bands(n, wider[n], pick(a, labels), targets, tried) for n in ("length",)]
@@ -141,18 +145,25 @@ def per_set(name: str, pairs: list[LabelledPair], cols: Columns, targets: Target
                   for c in [*others, comb]]  # fmt: skip
     rows = [(name, f"{len(pairs)} / {len(set(units))}", *summary(name, runs, "passed"),
              *summary(name, runs, "failed")[::2],
-             f"{statistics.mean(h.coverage for h in runs):.1%} "
-             f"({min(h.coverage for h in runs):.1%}-{max(h.coverage for h in runs):.1%})",
+             coverage(runs),
              ", ".join(sorted({f'{h.scorer} {h.at_least}/{h.fail_below}' for h in runs})))]  # fmt: skip
+    rows.append((f"{name}: fail band also alone", "", *summary(name, alone, "passed"),
+                 *summary(name, alone, "failed")[::2], coverage(alone),
+                 ", ".join(sorted({f'{h.scorer} {h.at_least}/{h.fail_below}' for h in alone}))))  # fmt: skip
     rows.append((f"{name}: fuzzy token_sort >= 0.7", "", *summary(name, base, "passed"),
                  *summary(name, base, "failed")[::2], "100%", "plain threshold"))  # fmt: skip
     notes = []
     for label in ("length", "combined"):
         mine = [h for s, h in extra if h.scorer == label]
-        notes.append((name, label, f"{len(mine)}/{splits}",
-                      f"{statistics.mean(h.coverage for h in mine):.1%}" if mine else "-",
-                      summary(name, mine, "passed")[2] if mine else "-"))  # fmt: skip
+        notes.append((name, label, f"{len(mine)}/{splits}", coverage(mine) if mine else "-",
+                      summary(name, mine, "passed")[2] if mine else "-",
+                      summary(name, mine, "failed")[2] if mine else "-"))  # fmt: skip
     return rows, notes
+
+
+def coverage(runs: list[Held]) -> str:
+    values = [h.coverage for h in runs]
+    return f"{statistics.mean(values):.1%} ({min(values):.1%}-{max(values):.1%})"
 
 
 def available_cols(cols: Columns) -> list[str]:
@@ -214,8 +225,8 @@ def main() -> None:
            "pass error, 95% upper (pooled)", "fail error, mean", "fail error, 95% upper",
            "coverage = judge calls saved", "bands chosen (scorer at_least/fail_below)"), rows)  # fmt: skip
     print("\n#### Scorers outside the product: certified on the calibration half, held out\n")
-    table(("set", "scorer", "splits it certified", "held-out coverage", "pass error 95% upper"),
-          notes)  # fmt: skip
+    table(("set", "scorer", "splits it certified", "held-out coverage", "pass error 95% upper",
+           "fail error 95% upper"), notes)  # fmt: skip
     print("\n#### Cross-data: bands chosen on all of one set, applied to another\n")
     table(("chosen on", "applied to", "bands", "pass error", "fail error", "coverage"),
           cross(sets, cols, targets))  # fmt: skip

@@ -128,8 +128,12 @@ def choose_bands(
     labels: Sequence[int],
     targets: Targets,
     scorers_tried: int = 1,
+    fail_alone: bool = False,
 ) -> Choice:
-    """Certified bands for one scorer; ``delta`` shared with ``scorers_tried - 1`` others."""
+    """Certified bands for one scorer; ``delta`` shared with ``scorers_tried - 1`` others.
+
+    ``fail_alone``: certify the fail band even where no pass band holds (``Bands`` cannot express
+    that today; the validity bench measures what it would decide)."""
     level = targets.delta / (2 * scorers_tried)
     ordered = sorted(zip(scores, labels, strict=True))
     values = [s for s, _ in ordered]
@@ -146,9 +150,9 @@ def choose_bands(
     start = sequence_start(targets.max_pass_error, level, targets.min_count)
     at_least = certify(pass_steps, targets.max_pass_error, level, start)
     fail_below = None
-    if at_least is not None:
+    if at_least is not None or fail_alone:
         start = sequence_start(targets.max_fail_error, level, targets.min_count)
         found = certify(fail_steps, targets.max_fail_error, level, start)
-        fail_below = 0.0 if found is None else min(found, at_least)
+        fail_below = 0.0 if found is None else min(found, 1.0 if at_least is None else at_least)
     passed, failed = band_counts(scores, labels, at_least, fail_below)
     return Choice(name, at_least, fail_below, n_all, passed, failed)
