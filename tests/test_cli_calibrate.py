@@ -218,6 +218,7 @@ BAD = {
                        "--scorers jaccard: jaccard not available here; choose from"),
     "too few labels": (lambda p: write_jsonl(p / "few.jsonl", labelled_rows(30, 0)) and
                        ["--labels", "few.jsonl"], "needs at least 40 labelled pairs"),
+    "report missing": (lambda p: ["--report", "nope.json"], "report not found: nope.json"),
     "evaluate missing": (lambda p: ["--evaluate", "nope.jsonl"], "--evaluate nope.jsonl: no such file"),
     "dotted keys": (lambda p: (p / "pyproject.toml").write_text(
         '[tool.slam]\nequivalence.by = "fuzzy"\n') and ["--labels", "a.jsonl"],

@@ -11,13 +11,16 @@ error above its target. ``delta`` is split (Bonferroni) over both bands and ever
 picking the scorer with the widest coverage afterwards keeps the guarantee.
 
 The sequence starts at the first threshold whose band holds enough pairs that a band at half the
-target error would be certified (and at least ``min_count``): a rule on the scores alone, so it does not spend
-the test on the labels. The binomial test counts pairs as independent given their scores; pairs of
-one prompt are not, which is why ``slam calibrate``'s held-out figures and the validity bench split
-by prompt (bench/README.md measures how the guarantee holds on held-out prompts).
+target error would be certified (and at least ``min_count``): a rule on the scores alone, so it
+spends no test on the labels, and one unlucky pair among the few strictest does not end the
+sequence. The price: at the defaults a pass band needs some 230 to 400 pairs (1 to 4 scorers). The
+binomial test counts pairs as independent given their scores; pairs of one prompt are not, which is
+why the held-out figures (``--evaluate``, the validity bench) split by prompt and ``slam
+calibrate`` adds a bootstrap interval resampled by prompt (bench/README.md section 10).
 
-A band that cannot be certified is not set. No pass band: nothing is decided by similarity (the
-scope is left out). A pass band without a fail band: ``fail_below = 0.0``, nothing called different.
+A band that cannot be certified is not set. No pass band: no pair is decided by similarity (the
+contract's ``Bands`` needs a pass band for a fail band). A pass band without a fail band:
+``fail_below = 0.0``, nothing called different.
 """
 
 from __future__ import annotations
