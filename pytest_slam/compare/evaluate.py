@@ -32,11 +32,17 @@ class Scope:
 
 
 def scope_of(equivalence: Mapping[str, Any], module: str) -> Scope:
-    """The pair's scope: the top-level table updated by its module's table (as the run does)."""
+    """The pair's scope: the top-level table updated by its module's table (as the run does).
+
+    A module table naming another scorer does not inherit the top level's scorer options (a
+    fuzzy ``method`` means nothing to ``semantic``)."""
     table = {k: v for k, v in equivalence.items() if k != "modules"}
     modules = equivalence.get("modules")
-    if isinstance(modules, Mapping) and isinstance(modules.get(module), Mapping):
-        table.update(modules[module])
+    own = modules.get(module) if isinstance(modules, Mapping) else None
+    if isinstance(own, Mapping):
+        if own.get("by", table.get("by", "fuzzy")) != table.get("by", "fuzzy"):
+            table = {k: v for k, v in table.items() if k in NOT_OPTIONS}
+        table.update(own)
     try:
         bands = Bands(table.get("at_least"), table.get("fail_below"))
     except ValueError as exc:
