@@ -34,7 +34,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import footer, header, table
 from validity_data import DATA, SETS
 
-from pytest_slam.compare.bandselect import Choice, Counts, Targets, band_counts, choose_bands
+from pytest_slam.compare.bandselect import (
+    GRID,
+    Choice,
+    Counts,
+    Targets,
+    band_counts,
+    choose_bands,
+)
 from pytest_slam.compare.binomial import upper_bound
 from pytest_slam.compare.calibrate import (
     BASELINE,
@@ -44,6 +51,7 @@ from pytest_slam.compare.calibrate import (
     score_column,
 )
 from pytest_slam.compare.combined import features, fit
+from pytest_slam.compare.validity import auc
 
 Columns = dict[str, list[float]]
 
@@ -188,6 +196,32 @@ def cross(sets: dict[str, list[LabelledPair]], cols: dict[str, Columns],
     return rows
 
 
+def widest(col: list[float], labels: list[int], target: float, fail: bool) -> str:
+    """The widest band (>= 20 pairs) whose error on these very pairs is within ``target``: a
+    ceiling no method certifying on a sample can pass."""
+    best = (0, -1.0, 0.0)
+    for t in GRID:
+        band = [y for s, y in zip(col, labels, strict=True) if (s < t if fail else s >= t)]
+        wrong = sum(band) if fail else len(band) - sum(band)
+        if len(band) >= 20 and wrong <= target * len(band) and len(band) > best[0]:
+            best = (len(band), t, wrong / len(band))
+    n, t, err = best
+    sign = "<" if fail else ">="
+    return f"{n / len(col):.1%} ({sign} {t:.2f}, {err:.3f})" if n else "none"
+
+
+def ceilings(sets: dict[str, list[LabelledPair]], cols: dict[str, Columns],
+             targets: Targets) -> list[tuple[str, ...]]:  # fmt: skip
+    rows = []
+    for name, pairs in sets.items():
+        labels = [p.label for p in pairs]
+        for scorer, col in cols[name].items():
+            rows.append((name, scorer, f"{auc(col, labels):.3f}",
+                         widest(col, labels, targets.max_pass_error, fail=False),
+                         widest(col, labels, targets.max_fail_error, fail=True)))  # fmt: skip
+    return rows
+
+
 def score_all(pairs: list[LabelledPair], semantic: bool) -> Columns:
     cols = {n: score_column(by, opts, pairs) for n, (by, opts) in available_scorers().items()
             if semantic or by != "semantic"}  # fmt: skip
@@ -227,6 +261,9 @@ def main() -> None:
     print("\n#### Scorers outside the product: certified on the calibration half, held out\n")
     table(("set", "scorer", "splits it certified", "held-out coverage", "pass error 95% upper",
            "fail error 95% upper"), notes)  # fmt: skip
+    print("\n#### Ceiling: the widest band within the target on the very pairs it is measured on\n")
+    table(("set", "scorer", "AUC", "pass band (share, threshold, error)",
+           "fail band (share, threshold, error)"), ceilings(sets, cols, targets))  # fmt: skip
     print("\n#### Cross-data: bands chosen on all of one set, applied to another\n")
     table(("chosen on", "applied to", "bands", "pass error", "fail error", "coverage"),
           cross(sets, cols, targets))  # fmt: skip
