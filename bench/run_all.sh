@@ -15,3 +15,5 @@ run golden bench_golden.py
 run scorers bench_scorers.py
 run engine bench_engine.py
 run engine_slots bench_engine_slots.py
+run validity validity.py
+run validity_loose validity.py --max-pass-error 0.10 --max-fail-error 0.20

@@ -7,19 +7,19 @@ shared data is present).
 
 from __future__ import annotations
 
-import json
 import tomllib
 from pathlib import Path
 
 import pytest
 
 from pytest_slam.cli import main
-from pytest_slam.cli.calibrate import pairs_from_goldens
+from pytest_slam.cli.calibrate_labels import pairs_from_goldens
+from pytest_slam.compare.bandselect import sequence_start
 from pytest_slam.compare.calibrate import MIN_PAIRS, verdict_label
 from pytest_slam.golden.fileformat import GoldenFile, dump_golden
 from pytest_slam.records import GoldenAnswer, GoldenRecord
 
-ALPACA = Path(__file__).resolve().parents[2] / "shared" / "data" / "alpaca_eval_gpt4_vs_slm"
+FUZZY = ["--scorers", "token_sort_ratio,ratio", "--resamples", "100"]
 TOPICS = ["river", "bridge", "garden", "engine", "violin", "harbor", "glacier", "market"]
 
 
@@ -27,7 +27,7 @@ def _project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n: int) -> Path:
     """A project whose golden file holds ``n`` requests, each with one cached judge verdict."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "pyproject.toml").write_text('[tool.slam]\nreference = "openai:gpt-4"\n')
-    golden = GoldenFile(tmp_path / "fixtures/slam/gpt-4/test_x.json", "openai:gpt-4")
+    golden = GoldenFile(tmp_path / "fixtures/slam/openai-gpt-4/test_x.json", "openai:gpt-4")
     for i in range(n):
         topic = TOPICS[i % len(TOPICS)]
         ref = f"The {topic} number {i} is long, old and well known in the region for its history."
@@ -49,29 +49,40 @@ def test_refuses_with_too_few_labels_and_says_how_many(
 ) -> None:
     pyproject = _project(tmp_path, monkeypatch, 12)
     before = pyproject.read_text()
-    assert main(["calibrate"]) == 2
+    assert main(["calibrate", *FUZZY]) == 2
     out = capsys.readouterr().out
     assert f"needs at least {MIN_PAIRS} labelled pairs with 10 of each verdict; found 12 " in out
     assert "(6 equivalent, 6 not)" in out and "--slm-record=new" in out
     assert pyproject.read_text() == before  # nothing written
 
 
-def test_writes_the_threshold_with_its_figures_from_cached_judge_verdicts(
+def test_writes_certified_bands_from_cached_judge_verdicts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pyproject = _project(tmp_path, monkeypatch, 60)
-    assert len(pairs_from_goldens(tmp_path / "fixtures/slam")) == 60
-    assert main(["calibrate", "--resamples", "200"]) == 0
-    assert "written to pyproject.toml" in capsys.readouterr().out
+    pyproject = _project(tmp_path, monkeypatch, 800)
+    pairs = pairs_from_goldens(tmp_path / "fixtures/slam", "openai:gpt-4")
+    assert len(pairs) == 800 and {p.module for p in pairs} == {"test_x.py"}
+    assert main(["calibrate", *FUZZY]) == 0
+    out = capsys.readouterr().out
+    assert "written to pyproject.toml" in out
     text = pyproject.read_text()
     table = tomllib.loads(text)["tool"]["slam"]["equivalence"]
     assert table["by"] == "fuzzy" and table["method"] in ("token_sort_ratio", "ratio")
-    assert 0.3 < table["at_least"] < 0.95
-    assert "# chosen by `slam calibrate` on labelled pairs:" in text
-    assert "kappa 1.00 [1.00, 1.00] (held out 1.00), false-pass 0.00" in text
-    assert main(["calibrate", "--resamples", "200"]) == 0  # again: replaced, not duplicated
-    assert pyproject.read_text().count("[tool.slam.equivalence]") == 1
-    assert pyproject.read_text().count("# chosen by") == 1
+    assert 0.3 < table["fail_below"] <= table["at_least"] < 0.95
+    assert "modules" not in table  # one module holds every label: the top-level table is its
+    assert "pass error 0.000 [0.000, 0.009] (0 of 400)" in text  # judged pairs, none wrong
+
+
+def test_too_few_pairs_for_a_band_write_no_verdict_and_say_what_a_band_needs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pyproject = _project(tmp_path, monkeypatch, 60)
+    pyproject.write_text(pyproject.read_text() + "equivalence = { at_least = 0.7 }\n")
+    assert main(["calibrate", *FUZZY]) == 0
+    needs = sequence_start(0.05, 0.05 / 4, 20)  # two scorers, two bands: delta / 4 each
+    assert f"no pass band certified (a band needs {needs}+ pairs" in capsys.readouterr().out
+    table = tomllib.loads(pyproject.read_text())["tool"]["slam"]["equivalence"]
+    assert table == {"by": "fuzzy", "method": "token_sort_ratio"}  # 0.7 was not earned
 
 
 def test_verdict_labels() -> None:
@@ -79,25 +90,6 @@ def test_verdict_labels() -> None:
     assert verdict_label({"value": 5 / 9, "grade": 6, "candidate": "x"}) == (0, 5 / 9)
     assert verdict_label({"value": 0.5, "mode": "pairwise", "candidate": "x"}) == (1, 0.5)
     assert verdict_label({"value": 0.9, "grade": 9}) is None  # no candidate text: not a pair
-
-
-@pytest.mark.skipif(not ALPACA.is_dir(), reason=f"needs the AlpacaEval data at {ALPACA}")
-def test_human_style_labels_from_real_data(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    lines = []
-    for rec in map(json.loads, (ALPACA / "records.jsonl").read_text().splitlines()[:60]):
-        for model, answer in rec["slm_outputs"].items():
-            pref = rec["gpt4_turbo_judge_preference"].get(model)
-            if answer and pref is not None:
-                lines.append(json.dumps({"unit": rec["idx"], "candidate": answer, "label": pref >= 1.5,
-                                         "reference": rec["gpt4_turbo_output"]}))  # fmt: skip
-    (tmp_path / "labels.jsonl").write_text("\n".join(lines))
-    assert main(["calibrate", "--labels", "labels.jsonl", "--dry-run", "--resamples", "200"]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith("[tool.slam.equivalence]") and "at_least = 0." in out
-    assert not (tmp_path / "pyproject.toml").exists()  # --dry-run writes nothing
 
 
 def test_human_verdicts_from_slam_review_are_labels(
@@ -132,6 +124,12 @@ def test_human_verdicts_from_slam_review_are_labels(
     info = RunInfo(models=[{"name": "cand"}], reference="openai:gpt-4",
                    settings={"reference": "openai:gpt-4"})  # fmt: skip
     write_json(tmp_path / "run.json", aggregate(outcomes, info), outcomes)
-    assert main(["calibrate", "--report", "run.json", "--dry-run", "--resamples", "100"]) == 0
+    assert main(["calibrate", "--report", "run.json", "--dry-run", *FUZZY]) == 0
     out = capsys.readouterr().out
-    assert "44 pairs" in out and "kappa 1.00" in out
+    assert "from 44 labelled pairs (44 prompts)" in out
+    assert "pass error 0.000 [0.000, 0.154] (0 of 22)" in out  # the 0.7 row: every tie above it
+    (store.dir / "test_x.review.jsonl").write_text('{"key": "k1", "verdict": "maybe"}\n')
+    assert main(["calibrate", "--report", "run.json", *FUZZY]) == 2
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and "test_x.review.jsonl:1: not a review verdict" in lines[0]
+    assert not (tmp_path / "pyproject.toml").read_text().count("equivalence")

@@ -1,138 +1,141 @@
-"""``slam calibrate``: gather labelled pairs, measure them (``compare.calibrate``), write the table.
+"""``slam calibrate``: certified bands from the project's labels, written to pyproject.toml.
 
-The labels come from the judge verdicts cached in the golden files (each keeps the candidate text it
-judged: a grade of 7 or more, or a pairwise score of 0.5 or more, is "equivalent"), from the human
-verdicts of ``slam review`` on a run's answers (``--report``: "win" or "tie" is "equivalent"), or
-from a JSON Lines file of verdicts (``{"candidate", "reference", "label", "unit"}``).
+    slam calibrate [--labels FILE.jsonl | --report RUN.json] [--max-pass-error 0.05]
+                   [--max-fail-error 0.10] [--confidence 0.95] [--min-count 20] [--dry-run]
+    slam calibrate --evaluate LABELS.jsonl [--format text|json]
+
+The first form chooses the bands (``compare.calibrate``) and prints the table once, its figures
+and the plain ``fuzzy token_sort >= 0.7`` row as comments above it, then writes it
+(``calibrate_toml``). The second measures the configuration pyproject.toml holds now on labels it
+was not calibrated on. Every bad input is one line naming it and the fix, exit 2, nothing written.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import tomllib
 from pathlib import Path
 
+from pytest_slam.cli.calibrate_labels import (
+    pairs_from_goldens,
+    pairs_from_jsonl,
+    pairs_from_reviews,
+)
+from pytest_slam.cli.calibrate_toml import (
+    current,
+    expected,
+    kept_keys,
+    read_pyproject,
+    table_text,
+    write_table,
+)
+from pytest_slam.compare.bandselect import Targets
 from pytest_slam.compare.calibrate import (
+    SCORERS,
     CalibrationRefused,
     LabelledPair,
+    available_scorers,
     calibrate,
-    table_text,
-    verdict_label,
 )
-from pytest_slam.golden.fileformat import GoldenError, read_golden
-from pytest_slam.review.verdicts import all_verdicts
+from pytest_slam.compare.evaluate import evaluate, evaluation_text
 
-
-def pairs_from_goldens(root: Path) -> list[LabelledPair]:
-    """Labelled pairs from every judge verdict cached in the golden files under ``root``."""
-    out = []
-    for path in sorted(root.rglob("*.json")) if root.is_dir() else []:
-        try:
-            golden = read_golden(path)
-        except GoldenError:
-            continue
-        for rec in golden.entries.values():
-            reference = rec.answers[0].text if rec.answers else ""
-            for verdict in rec.judge.values():
-                found = verdict_label(verdict) if isinstance(verdict, dict) else None
-                if found is not None:
-                    out.append(LabelledPair(rec.key, verdict["candidate"], reference, *found))
-    return out
-
-
-HUMAN_LABELS = {"win": 1, "tie": 1, "loss": 0, "both_bad": 0}  # the candidate's point of view
-
-
-def pairs_from_reviews(report: Path, root: Path, reference: str) -> list[LabelledPair]:
-    """Human verdicts from ``slam review`` (beside the goldens), matched to the report's answers.
-
-    A verdict names the candidate answer by hash; the report holds the text. "win" and "tie" are
-    "equivalent"; each reviewer's verdict is one labelled pair.
-    """
-    from pytest_slam.cli.review import load
-
-    try:
-        store, pairs, _ = load(argparse.Namespace(report=report, root=root, reference=reference))
-    except SystemExit as exc:
-        raise CalibrationRefused(str(exc)) from None
-    by_answer = {(p.key, p.model, p.answer_hash): p for p in pairs}
-    out = []
-    for verdicts_ in all_verdicts(store).values():
-        for v in verdicts_:
-            pair = by_answer.get((v.key, v.model, v.answer_hash))
-            if pair is not None:
-                label = HUMAN_LABELS[v.verdict]
-                out.append(LabelledPair(v.key, pair.candidate, pair.reference, label, label))
-    return out
-
-
-def pairs_from_jsonl(path: Path) -> list[LabelledPair]:
-    """Human (or any) verdicts: one JSON object a line with candidate, reference, label[, unit]."""
-    out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        if not {"candidate", "reference", "label"} <= set(row):
-            raise CalibrationRefused(f"{path}:{n}: needs candidate, reference and label")
-        label = int(bool(row["label"]))
-        out.append(LabelledPair(str(row.get("unit", n)), row["candidate"], row["reference"],
-                                label, float(row.get("grade", label))))  # fmt: skip
-    return out
-
-
-def write_table(pyproject: Path, text: str) -> None:
-    """Put the table in pyproject.toml in place of any earlier equivalence setting, and check it."""
-    old = pyproject.read_text(encoding="utf-8") if pyproject.is_file() else ""
-    current = (tomllib.loads(old).get("tool", {}).get("slam", {}) if old else {}).get("equivalence")
-    if current is not None and "[tool.slam.equivalence]" not in old:
-        raise CalibrationRefused(
-            f"{pyproject} sets [tool.slam] equivalence inline; remove that line and run again, "
-            f"or paste this table yourself:\n{text}"
-        )
-    new = _replace_table(old, text) if current is not None else old.rstrip("\n") + "\n\n" + text
-    tomllib.loads(new)  # never write a file that no longer parses
-    pyproject.write_text(new.lstrip("\n"), encoding="utf-8")
-
-
-def _replace_table(old: str, text: str) -> str:
-    lines = old.splitlines(keepends=True)
-    start = next(i for i, ln in enumerate(lines) if ln.strip() == "[tool.slam.equivalence]")
-    while start > 0 and lines[start - 1].startswith(("#   ", "# chosen by `slam calibrate`")):
-        start -= 1  # the previous run's figures go with its table
-    end = start + 1
-    while end < len(lines) and not lines[end].lstrip().startswith("["):
-        end += 1
-    return "".join(lines[:start]) + text + ("\n" if end < len(lines) else "") + "".join(lines[end:])
+MIN_RESAMPLES = 100
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument("--labels", type=Path, help="JSON Lines of human verdicts instead")
+    parser.add_argument("--labels", type=Path, help="JSON Lines of labelled pairs (candidate, "
+                        "reference, label[, unit, module])")  # fmt: skip
     parser.add_argument("--report", type=Path, help="a run's JSON report: calibrate on the "
                         "human verdicts `slam review` stored for its answers")  # fmt: skip
+    parser.add_argument("--evaluate", type=Path, metavar="LABELS", help="measure the current "
+                        "configuration on these labelled pairs (JSON Lines); writes nothing")  # fmt: skip
+    parser.add_argument("--format", choices=("text", "json"), default="text",
+                        help="--evaluate's output")  # fmt: skip
     parser.add_argument("--pyproject", type=Path, default=Path("pyproject.toml"))
+    parser.add_argument("--max-pass-error", type=float, default=0.05, help="at most this share "
+                        "of the pairs called equivalent may be unacceptable (default 0.05)")  # fmt: skip
+    parser.add_argument("--max-fail-error", type=float, default=0.10, help="at most this share "
+                        "of the pairs called different may be acceptable (default 0.10)")  # fmt: skip
+    parser.add_argument("--confidence", type=float, default=0.95, help="for both errors and "
+                        "every scorer tried together (default 0.95)")  # fmt: skip
+    parser.add_argument("--min-count", type=int, default=20, help="fewest pairs a band may hold")
+    parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (by "
+                        "prompt) for the chosen errors' second interval")  # fmt: skip
+    parser.add_argument("--scorers", help="comma-separated, of: " + ", ".join(
+        n.split()[-1] for n in SCORERS) + " (default: all installed)")  # fmt: skip
     parser.add_argument("--dry-run", action="store_true", help="print the table, write nothing")
-    parser.add_argument("--resamples", type=int, default=1000)
     return parser
 
 
-def cmd_calibrate(args: argparse.Namespace) -> int:
-    """Measure, choose, and write (or print) the threshold; exit 2 when it refuses."""
+def targets_of(args: argparse.Namespace) -> Targets:
+    if args.resamples < MIN_RESAMPLES:
+        raise CalibrationRefused(
+            f"--resamples {args.resamples}: a 95% bootstrap interval needs at least "
+            f"{MIN_RESAMPLES} resamples; pass --resamples 1000 (the default)"
+        )
+    if not 0.5 <= args.confidence < 1:
+        raise CalibrationRefused(
+            f"--confidence {args.confidence}: must be at least 0.5 and below 1; for example 0.95"
+        )
     try:
-        if args.labels:
-            pairs = pairs_from_jsonl(args.labels)
-        elif args.report:
-            pairs = pairs_from_reviews(args.report, args.root, args.reference)
-        else:
-            pairs = pairs_from_goldens(args.root)
-        ranked = calibrate(pairs, args.resamples)
-        text = table_text(ranked[0], ranked[1:])
-        print(text, end="")
-        if not args.dry_run:
-            write_table(args.pyproject, text)
-            print(f"written to {args.pyproject}")
+        return Targets(
+            args.max_pass_error, args.max_fail_error, 1 - args.confidence, args.min_count
+        )
+    except ValueError as exc:
+        raise CalibrationRefused(f"--{exc}") from None
+
+
+def scorers_of(args: argparse.Namespace) -> dict[str, tuple[str, dict[str, str]]]:
+    if not args.scorers:
+        return available_scorers()
+    names = [n.strip() for n in args.scorers.split(",") if n.strip()]
+    found = available_scorers(names)
+    missing = sorted(set(names) - {n.split()[-1] for n in found})
+    if missing or not found:
+        known = ", ".join(n.split()[-1] for n in available_scorers())
+        raise CalibrationRefused(
+            f"--scorers {args.scorers}: {', '.join(missing) or 'none given'} not available here; "
+            f"choose from {known}"
+        )
+    return found
+
+
+def labelled(args: argparse.Namespace) -> list[LabelledPair]:
+    if args.labels:
+        return pairs_from_jsonl(args.labels)
+    if args.report:
+        return pairs_from_reviews(args.report, args.root, args.reference)
+    return pairs_from_goldens(args.root, args.reference)
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    pairs = pairs_from_jsonl(args.evaluate, "--evaluate")
+    if not pairs:
+        raise CalibrationRefused(f"--evaluate {args.evaluate}: no labelled pairs in it")
+    _, doc = read_pyproject(args.pyproject)
+    result = evaluate(pairs, current(doc) or {})
+    print(json.dumps(result, indent=2) if args.format == "json" else evaluation_text(result))
+    return 0
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    targets = targets_of(args)
+    _, doc = read_pyproject(args.pyproject)  # a broken file is refused before any work
+    results = calibrate(labelled(args), targets, args.resamples, scorers_of(args))
+    kept = kept_keys(doc)
+    text = table_text(results, targets, kept)
+    if not args.dry_run:
+        write_table(args.pyproject, text, expected(results, kept))
+    print(text, end="")
+    if not args.dry_run:
+        print(f"written to {args.pyproject}")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Choose and write the bands, or measure the current ones; exit 2 on a bad input."""
+    try:
+        return run_evaluate(args) if args.evaluate else run_calibrate(args)
     except CalibrationRefused as exc:
         print(f"slam calibrate: {exc}")
         return 2
-    return 0

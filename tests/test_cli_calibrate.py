@@ -1,0 +1,244 @@
+"""``slam calibrate`` end to end through ``slam``'s own entry point: labels in, certified bands
+written into every form of pyproject.toml, read back by ``--evaluate`` on other labels; every bad
+input one line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import json
+import random
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from pytest_slam.cli import main
+
+FUZZY = ["--scorers", "token_sort_ratio,token_set_ratio,ratio", "--resamples", "200"]
+WORDS = (
+    "river",
+    "bridge",
+    "garden",
+    "engine",
+    "violin",
+    "harbor",
+    "glacier",
+    "market",
+    "tower",
+    "lantern",
+    "meadow",
+    "canyon",
+    "orchard",
+    "compass",
+    "quarry",
+    "beacon",
+)
+
+
+def labelled_rows(n: int, seed: int, module: str = "") -> list[dict[str, object]]:
+    """Pairs whose fuzzy score tells the label at both ends and nothing in the middle: a close
+    paraphrase is acceptable, an unrelated answer is not, a half-changed one is a coin."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        ref_words = rng.sample(WORDS, 10)
+        kind = rng.random()
+        if kind < 0.4:
+            cand, label = [*ref_words[:9], rng.choice(WORDS)], rng.random() < 0.99
+        elif kind < 0.7:
+            cand, label = [w[::-1] for w in rng.sample(WORDS, 10)], rng.random() < 0.02
+        else:
+            cand, label = [*ref_words[:5], *(w[::-1] for w in ref_words[5:])], rng.random() < 0.5
+        row = {"candidate": " ".join(cand), "reference": " ".join(ref_words), "label": label,
+               "unit": f"{seed}-{i // 2}"}  # fmt: skip
+        rows.append({**row, "module": module} if module else row)
+    return rows
+
+
+def write_jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "a.jsonl", labelled_rows(900, 1))
+    write_jsonl(tmp_path / "b.jsonl", labelled_rows(600, 2))
+    return tmp_path
+
+
+def equivalence(path: Path) -> dict[str, object]:
+    return tomllib.loads(path.read_text(encoding="utf-8"))["tool"]["slam"]["equivalence"]
+
+
+def test_round_trip_calibrate_writes_bands_evaluate_reads_them_back(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text('[tool.slam]\nreference = "openai:gpt-4"\n'
+                         'equivalence = { by = "fuzzy", at_least = 0.7, then = ["judge"] }\n')  # fmt: skip
+    assert main(["calibrate", "--labels", "a.jsonl", *FUZZY]) == 0
+    out = capsys.readouterr().out
+    assert out.count("[tool.slam.equivalence]") == 1  # printed once
+    assert "#   plain  fuzzy token_sort_ratio >= 0.7: pass error 0." in out
+    assert "from 900 labelled pairs (450 prompts): pass error <= 0.05 and fail error <= 0.1" in out
+    table = equivalence(pyproject)
+    assert table["by"] == "fuzzy" and table["then"] == ["judge"]  # the user's cascade is kept
+    assert 0.5 < table["at_least"] <= 1 and 0 < table["fail_below"] < table["at_least"]
+    assert main(["calibrate", "--evaluate", "b.jsonl", "--format", "json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result) == {
+        "pairs",
+        "equivalent",
+        "different",
+        "undecided",
+        "pass_error",
+        "fail_error",
+    }
+    assert result["pairs"] == 600
+    assert result["equivalent"] + result["different"] + result["undecided"] == 600
+    assert result["equivalent"] > 150 and result["different"] > 100 and result["undecided"] > 50
+    passed = result["pass_error"]
+    assert passed["of"] == result["equivalent"] and passed["value"] <= 0.05
+    assert passed["low"] <= passed["value"] <= passed["high"] < 0.08
+    assert result["fail_error"]["value"] <= 0.10
+    assert main(["calibrate", "--evaluate", "b.jsonl"]) == 0  # text by default
+    text = capsys.readouterr().out
+    assert text.startswith("600 labelled pairs: ") and "(95% Clopper-Pearson intervals)" in text
+
+
+FORMS = {
+    "none": '[project]\nname = "x"\n\n[tool.slam]\nreference = "openai:gpt-4"\n',
+    "inline": '[tool.slam]\nreference = "openai:gpt-4"\nequivalence = { by = "semantic" }\n'
+              '\n[tool.ruff]\nline-length = 99\n',
+    "table": '[tool.slam]\nreference = "openai:gpt-4"\n\n# chosen by `slam calibrate` from 3 pairs\n'
+             '#   old figures\n[tool.slam.equivalence]\nby = "fuzzy"\nat_least = 0.7\n'
+             'then = ["review"]\n\n[tool.slam.equivalence.modules."tests/test_old.py"]\n'
+             'by = "fuzzy"\nat_least = 0.9\n\n[tool.ruff]\nline-length = 99\n',
+    "absent": None,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_every_form_of_equivalence_is_replaced_and_the_rest_kept(
+    project: Path, form: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pyproject = project / "other.toml"
+    if FORMS[form] is not None:
+        pyproject.write_text(FORMS[form])
+    before = tomllib.loads(FORMS[form] or "")
+    for _ in range(2):  # again: replaced, not duplicated
+        assert main(["calibrate", "--labels", "a.jsonl", "--pyproject", "other.toml", *FUZZY]) == 0
+    text = pyproject.read_text()
+    after = tomllib.loads(text)
+    assert text.count("[tool.slam.equivalence]") == 1 and text.count("# chosen by") == 1
+    assert "old figures" not in text and "test_old.py" not in text
+    assert after["tool"]["slam"]["equivalence"]["at_least"] > 0.5
+    kept = after["tool"]["slam"]["equivalence"].get("then")
+    assert kept == (["review"] if form == "table" else None)
+    after["tool"]["slam"].pop("equivalence")
+    before.get("tool", {}).get("slam", {}).pop("equivalence", None)
+    assert after == (before or {"tool": {"slam": {}}})  # every other setting as it was
+    capsys.readouterr()
+
+
+def test_a_module_with_labels_enough_gets_its_own_bands(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = random.Random(5)
+    noise = [{**r, "label": rng.random() < 0.5} for r in labelled_rows(300, 3)]  # nothing holds
+    write_jsonl(project / "m.jsonl", labelled_rows(900, 4, module="tests/test_qa.py") + noise)
+    assert main(["calibrate", "--labels", "m.jsonl", *FUZZY]) == 0
+    out = capsys.readouterr().out
+    table = equivalence(project / "pyproject.toml")
+    own = table["modules"]["tests/test_qa.py"]
+    assert own["at_least"] > 0.5 and own["fail_below"] > 0
+    assert "at_least" not in table  # the other 300 pairs certify nothing: no verdict there
+    assert "no band certified: similarity is reported" in out
+    write_jsonl(project / "e.jsonl", labelled_rows(300, 6, module="tests/test_qa.py") + noise)
+    assert main(["calibrate", "--evaluate", "e.jsonl", "--format", "json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["pairs"] == 600 and result["undecided"] >= 300  # the noise is never decided
+    assert result["pass_error"]["value"] <= 0.05
+
+
+def test_labels_parse_strictly_whatever_their_spelling(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ "0" and "false" are not acceptable (``bool("0")`` is True): spelled any allowed way, the
+    same labels give the same evaluation; a UTF-8 byte order mark is accepted."""
+    rows = labelled_rows(600, 2)
+    (project / "pyproject.toml").write_text(
+        '[tool.slam.equivalence]\nby = "fuzzy"\nat_least = 0.85\nfail_below = 0.3\n'
+    )
+    spellings = [(True, False), ("true", "false"), ("1", "0"), (1, 0), ("win", "loss"),
+                 ("tie", "both_bad"), (" TRUE ", "False")]  # fmt: skip
+    outputs = set()
+    for k, (yes, no) in enumerate(spellings):
+        mixed = [{**r, "label": yes if r["label"] else no} for r in rows]
+        path = write_jsonl(project / f"s{k}.jsonl", mixed)
+        if k == 1:
+            path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+        assert main(["calibrate", "--evaluate", path.name, "--format", "json"]) == 0
+        outputs.add(capsys.readouterr().out)
+    assert len(outputs) == 1
+    assert json.loads(outputs.pop())["pass_error"]["value"] < 0.05
+
+
+def bad_line(project: Path, line: str) -> list[str]:
+    (project / "bad.jsonl").write_text(json.dumps(labelled_rows(1, 0)[0]) + "\n" + line + "\n")
+    return ["--labels", "bad.jsonl"]
+
+
+BAD = {
+    "missing labels file": (lambda p: ["--labels", "nope.jsonl"], "--labels nope.jsonl: no such file"),
+    "labels a directory": (lambda p: ["--labels", "."], "--labels .: is a directory"),
+    "non-JSON line": (lambda p: bad_line(p, "{oops"), "bad.jsonl:2: not JSON"),
+    "number line": (lambda p: bad_line(p, "42"), "bad.jsonl:2: a JSON int, not an object"),
+    "null candidate": (lambda p: bad_line(p, '{"candidate": null, "reference": "r", "label": 1}'),
+                       "bad.jsonl:2: candidate is null, not a string"),
+    "unknown label": (lambda p: bad_line(p, '{"candidate": "c", "reference": "r", "label": "yes"}'),
+                      'bad.jsonl:2: label "yes" is not a label; use true/false, 1/0'),
+    "label 2": (lambda p: bad_line(p, '{"candidate": "c", "reference": "r", "label": 2}'),
+                "bad.jsonl:2: label 2 is not a label"),
+    "not UTF-8": (lambda p: (p / "bad.jsonl").write_bytes(b"\xff\xfe{}") and ["--labels", "bad.jsonl"],
+                  "--labels bad.jsonl: not UTF-8 text"),
+    "unparsable pyproject": (lambda p: (p / "broken.toml").write_text("[tool.slam\n") and
+                             ["--labels", "a.jsonl", "--pyproject", "broken.toml"],
+                             "--pyproject broken.toml: not valid TOML"),
+    "resamples 0": (lambda p: ["--labels", "a.jsonl", "--resamples", "0"],
+                    "--resamples 0: a 95% bootstrap interval needs at least 100 resamples"),
+    "pass error 0": (lambda p: ["--labels", "a.jsonl", "--max-pass-error", "0"],
+                     "--max-pass-error 0.0: must be between 0 and 1"),
+    "confidence 95": (lambda p: ["--labels", "a.jsonl", "--confidence", "95"],
+                      "--confidence 95.0: must be at least 0.5 and below 1"),
+    "min count 0": (lambda p: ["--labels", "a.jsonl", "--min-count", "0"],
+                    "--min-count 0: must be at least 1"),
+    "unknown scorer": (lambda p: ["--labels", "a.jsonl", "--scorers", "jaccard"],
+                       "--scorers jaccard: jaccard not available here; choose from"),
+    "too few labels": (lambda p: write_jsonl(p / "few.jsonl", labelled_rows(30, 0)) and
+                       ["--labels", "few.jsonl"], "needs at least 40 labelled pairs"),
+    "report missing": (lambda p: ["--report", "nope.json"], "report not found: nope.json"),
+    "evaluate missing": (lambda p: ["--evaluate", "nope.jsonl"], "--evaluate nope.jsonl: no such file"),
+    "dotted keys": (lambda p: (p / "pyproject.toml").write_text(
+        '[tool.slam]\nequivalence.by = "fuzzy"\n') and ["--labels", "a.jsonl"],
+        "could not put the table in place of its equivalence setting"),
+    "evaluate a judge": (lambda p: (p / "pyproject.toml").write_text(
+        '[tool.slam.equivalence]\nby = "judge"\n') and ["--evaluate", "b.jsonl"],
+        "by = 'judge': --evaluate measures similarity bands without calling a model"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_each_bad_input_is_one_line_exit_2_and_nothing_written(
+    project: Path, case: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make, expected = BAD[case]
+    args = make(project)
+    files = {p: p.read_bytes() for p in project.iterdir() if p.is_file()}
+    assert main(["calibrate", *FUZZY[:2], *args]) == 2
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("slam calibrate: ") and expected in lines[0]
+    assert "Traceback" not in captured.err
+    assert {p: p.read_bytes() for p in project.iterdir() if p.is_file()} == files
