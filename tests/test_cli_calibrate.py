@@ -34,7 +34,9 @@ WORDS = (
 )
 
 
-def labelled_rows(n: int, seed: int, module: str = "") -> list[dict[str, object]]:
+def labelled_rows(
+    n: int, seed: int, module: str = "", close_good: float = 0.99
+) -> list[dict[str, object]]:
     """Pairs whose fuzzy score tells the label at both ends and nothing in the middle: a close
     paraphrase is acceptable, an unrelated answer is not, a half-changed one is a coin."""
     rng = random.Random(seed)
@@ -43,7 +45,7 @@ def labelled_rows(n: int, seed: int, module: str = "") -> list[dict[str, object]
         ref_words = rng.sample(WORDS, 10)
         kind = rng.random()
         if kind < 0.4:
-            cand, label = [*ref_words[:9], rng.choice(WORDS)], rng.random() < 0.99
+            cand, label = [*ref_words[:9], rng.choice(WORDS)], rng.random() < close_good
         elif kind < 0.7:
             cand, label = [w[::-1] for w in rng.sample(WORDS, 10)], rng.random() < 0.02
         else:
@@ -242,3 +244,21 @@ def test_each_bad_input_is_one_line_exit_2_and_nothing_written(
     assert len(lines) == 1 and lines[0].startswith("slam calibrate: ") and expected in lines[0]
     assert "Traceback" not in captured.err
     assert {p: p.read_bytes() for p in project.iterdir() if p.is_file()} == files
+
+
+def test_a_fail_band_alone_is_written_without_a_pass_band_and_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Labels where a close paraphrase is only a coin: no pass band certifies, the fail band does;
+    the table then sets fail_below alone and --evaluate calls nothing equivalent."""
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "a.jsonl", labelled_rows(1600, 4, close_good=0.5))
+    (tmp_path / "pyproject.toml").write_text('[tool.slam]\nreference = "openai:gpt-4"\n')
+    assert main(["calibrate", "--labels", "a.jsonl", *FUZZY]) == 0
+    assert "no pass band certified" in capsys.readouterr().out
+    table = equivalence(tmp_path / "pyproject.toml")
+    assert "at_least" not in table and 0 < table["fail_below"] < 1
+    assert main(["calibrate", "--evaluate", "a.jsonl", "--format", "json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["equivalent"] == 0 and result["different"] > 300
+    assert result["fail_error"]["value"] <= 0.10

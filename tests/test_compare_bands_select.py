@@ -92,3 +92,15 @@ def test_the_guarantee_holds_on_simulated_projects() -> None:
             misses += 1
     assert misses <= 10, f"{misses} of 200 certified pass bands have a true error above 5%"
     assert not math.isnan(true_error[0.8]) and true_error[0.8] == pytest.approx(0.01)
+
+
+def test_a_fail_band_stands_alone_where_no_pass_band_holds() -> None:
+    """Long open-ended answers: high similarity is a coin, low similarity means a worse answer."""
+    rng = random.Random(3)
+    scores = [round(rng.random(), 3) for _ in range(4000)]
+    labels = [int(rng.random() < (0.03 if s < 0.3 else 0.5)) for s in scores]
+    choice = choose_bands("fuzzy", scores, labels, Targets())
+    assert choice.at_least is None and choice.passed.called == 0
+    assert choice.fail_below is not None and 0.2 <= choice.fail_below <= 0.35
+    assert choice.failed.rate <= 0.10 and 0.2 < choice.coverage < 0.36
+    assert choose_bands("fuzzy", scores, labels, Targets(), fail_alone=False).decided == 0

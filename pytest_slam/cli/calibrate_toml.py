@@ -42,8 +42,8 @@ def scope_values(result: ScopeResult) -> dict[str, Any]:
     by, options = SCORERS[chosen.scorer if chosen else BASELINE[0]]
     values: dict[str, Any] = {"by": by, **options}
     if chosen is not None:
-        values["at_least"] = chosen.at_least
-        values["fail_below"] = chosen.fail_below
+        bands = {"at_least": chosen.at_least, "fail_below": chosen.fail_below}
+        values.update({k: v for k, v in bands.items() if v is not None})
     return values
 
 
@@ -62,8 +62,10 @@ def figures(result: ScopeResult, targets: Targets) -> list[str]:
     for c in sorted(result.tried, key=lambda c: c is not result.chosen):
         role = "chosen" if c is result.chosen else "tried "
         if c.at_least is None:
+            fail = (f"different below {c.fail_below}: fail error {error_text(c.failed)}, "
+                    f"decides {c.coverage:.1%}" if c.fail_below else "decides nothing")  # fmt: skip
             lines.append(f"#   {role} {c.scorer}: no pass band certified (a band needs {needs}+ "
-                         "pairs at these targets), decides nothing")  # fmt: skip
+                         f"pairs at these targets); {fail}")  # fmt: skip
             continue
         fail = (f"different below {c.fail_below}: fail error {error_text(c.failed)}"
                 if c.fail_below else "no fail band certified, nothing called different")  # fmt: skip

@@ -18,9 +18,10 @@ binomial test counts pairs as independent given their scores; pairs of one promp
 why the held-out figures (``--evaluate``, the validity bench) split by prompt and ``slam
 calibrate`` adds a bootstrap interval resampled by prompt (bench/README.md section 10).
 
-A band that cannot be certified is not set. No pass band: no pair is decided by similarity (the
-contract's ``Bands`` needs a pass band for a fail band). A pass band without a fail band:
-``fail_below = 0.0``, nothing called different.
+A band that cannot be certified is not set. A fail band alone (long open-ended answers: low
+similarity to the reference does mean a worse answer, high similarity proves nothing) calls pairs
+different or undecided, never equivalent. A pass band without a fail band: ``fail_below = 0.0``,
+nothing called different. Neither: no pair is decided by similarity.
 """
 
 from __future__ import annotations
@@ -131,12 +132,12 @@ def choose_bands(
     labels: Sequence[int],
     targets: Targets,
     scorers_tried: int = 1,
-    fail_alone: bool = False,
+    fail_alone: bool = True,
 ) -> Choice:
     """Certified bands for one scorer; ``delta`` shared with ``scorers_tried - 1`` others.
 
-    ``fail_alone``: certify the fail band even where no pass band holds (``Bands`` cannot express
-    that today; the validity bench measures what it would decide)."""
+    ``fail_alone``: certify the fail band even where no pass band holds (False: only beside a
+    pass band, as a module's table needs: it cannot unset the top level's pass band)."""
     level = targets.delta / (2 * scorers_tried)
     ordered = sorted(zip(scores, labels, strict=True))
     values = [s for s, _ in ordered]
@@ -156,6 +157,9 @@ def choose_bands(
     if at_least is not None or fail_alone:
         start = sequence_start(targets.max_fail_error, level, targets.min_count)
         found = certify(fail_steps, targets.max_fail_error, level, start)
-        fail_below = 0.0 if found is None else min(found, 1.0 if at_least is None else at_least)
+        if found is not None:
+            fail_below = min(found, 1.0 if at_least is None else at_least)
+        elif at_least is not None:
+            fail_below = 0.0  # a pass band alone: nothing called different
     passed, failed = band_counts(scores, labels, at_least, fail_below)
     return Choice(name, at_least, fail_below, n_all, passed, failed)

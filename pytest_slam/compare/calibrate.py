@@ -65,7 +65,7 @@ class ScopeResult:
     @property
     def chosen(self) -> Choice | None:
         """The certified choice deciding the most pairs (earlier scorers win ties)."""
-        held = [c for c in self.tried if c.at_least is not None]
+        held = [c for c in self.tried if c.at_least is not None or c.fail_below is not None]
         return max(held, key=lambda c: c.decided) if held else None
 
 
@@ -185,8 +185,8 @@ def calibrate(pairs: Sequence[LabelledPair], targets: Targets, resamples: int = 
     for module, group in sorted(by_module.items()):
         if module and len(group) >= module_min:
             result = calibrate_scope(module, group, targets, scorers, resamples)
-            if result.chosen is not None:
-                own.append(result)
+            if result.chosen is not None and result.chosen.at_least is not None:
+                own.append(result)  # a fail band alone could not unset the top level's pass band
     done = {r.scope for r in own}
     rest = [p for p in pairs if p.module not in done]
     if len(own) == 1 and not rest:
