@@ -1,8 +1,10 @@
-"""The ``slam`` command: golden answers (refresh, import, stats, prune) and reports (render, diff).
+"""The ``slam`` command: golden answers, reports, configuration, calibration, review, rescoring.
 
     slam golden refresh [PYTEST ARGS]   re-record every golden answer the tests ask for
     slam golden import FILE --module tests/test_x.py
     slam golden stats | slam golden prune | slam golden restore [TRASH]
+    slam golden promote MODEL --report RUN.json   a candidate's answers become the reference's
+    slam golden unpromote BASELINE      put the answers a promote replaced back
     slam report RUN.json [-o RUN.html]  render the HTML report from a saved JSON report
     slam report diff OLD.json NEW.json  what regressed and improved; exit 1 on regression
     slam report schema                  the JSON Schema every report validates against
@@ -12,6 +14,7 @@
     slam config schema | reference | check   the [tool.slam] table's JSON Schema, docs, validation
 
 Golden commands take their defaults (folder, reference) from ``[tool.slam]`` in ./pyproject.toml.
+Every help text is plain text (no RST markup): ``tests/test_cli_help.py`` pins it.
 """
 
 from __future__ import annotations
@@ -45,15 +48,18 @@ def refresh(pytest_args: list[str]) -> int:
 
 
 def golden_parser(sub: Subparsers, settings: Settings) -> None:
-    from pytest_slam.cli.golden import COMMANDS
+    from pytest_slam.cli import promote
+    from pytest_slam.cli.golden import COMMANDS, HELP
 
-    golden = sub.add_parser("golden", help="Golden answers of the reference model")
+    golden = sub.add_parser("golden", help="Golden answers of the reference model: refresh, "
+                            "import, stats, prune, restore, promote, unpromote")  # fmt: skip
     gsub = golden.add_subparsers(dest="golden_command", required=True)
     gsub.add_parser(
         "refresh", help="Re-record every golden answer (runs pytest; extra args pass through)"
     )
-    for name, add, cmd in COMMANDS:
-        parser = add(gsub.add_parser(name))
+    helps = {**HELP, **promote.HELP}
+    for name, add, cmd in (*COMMANDS, *promote.COMMANDS):
+        parser = add(gsub.add_parser(name, help=helps[name], description=helps[name]))
         parser.set_defaults(func=cmd, root=Path(settings.golden_dir), reference=settings.reference)
 
 
@@ -118,8 +124,15 @@ def rescore_parser(sub: Subparsers, settings: Settings) -> None:
     add_arguments(parser).set_defaults(func=cmd_rescore, settings=settings)
 
 
+DESCRIPTION = (
+    "pytest-slam's command line: golden answers of the reference model, reports of a run, the "
+    "[tool.slam] configuration, threshold calibration, blind human review and rescoring. "
+    "Run 'slam COMMAND --help' for a command's options."
+)
+
+
 def build_parser(settings: Settings) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="slam", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="slam", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     golden_parser(sub, settings)
     report_parser(sub)

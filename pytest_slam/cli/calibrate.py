@@ -110,10 +110,12 @@ def _replace_table(old: str, text: str) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--labels", type=Path, help="JSON Lines of human verdicts instead")
     parser.add_argument("--report", type=Path, help="a run's JSON report: calibrate on the "
-                        "human verdicts `slam review` stored for its answers")  # fmt: skip
-    parser.add_argument("--pyproject", type=Path, default=Path("pyproject.toml"))
+                        "human verdicts 'slam review' stored for its answers")  # fmt: skip
+    parser.add_argument("--pyproject", type=Path, default=Path("pyproject.toml"),
+                        help="file to write the table to (default %(default)s)")  # fmt: skip
     parser.add_argument("--dry-run", action="store_true", help="print the table, write nothing")
-    parser.add_argument("--resamples", type=int, default=1000)
+    parser.add_argument("--resamples", type=int, default=1000,
+                        help="bootstrap resamples for the intervals (default %(default)s)")  # fmt: skip
     return parser
 
 
