@@ -16,7 +16,8 @@ import pytest
 from pytest_slam.cli import build_parser
 from pytest_slam.settings import Settings
 
-RST = re.compile(r"`|::|\*\*|\.\. ")  # backticks (``literal``, `role`), literal blocks, bold, directives
+# RST markup: backticks (``literal``, `role`), literal blocks, bold, directives
+RST = re.compile(r"`|::|\*\*|\.\. ")
 
 
 def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -83,7 +84,11 @@ def test_top_level_help_names_every_command(
     ])  # fmt: skip
 
 
-@pytest.mark.parametrize("path", [p for p in ALL if p not in PASS_THROUGH], ids=lambda p: " ".join(p) or "slam")
+def _id(path: tuple[str, ...]) -> str:
+    return " ".join(path) or "slam"
+
+
+@pytest.mark.parametrize("path", [p for p in ALL if p not in PASS_THROUGH], ids=_id)
 def test_each_help_documents_everything_in_plain_text(
     pytester: pytest.Pytester, path: tuple[str, ...]
 ) -> None:
@@ -102,7 +107,9 @@ def test_each_help_documents_everything_in_plain_text(
 
 def test_refresh_is_described_as_pytest_pass_through(pytester: pytest.Pytester) -> None:
     result = pytester.run("slam", "golden", "--help")
-    result.stdout.fnmatch_lines(["    refresh * Re-record every golden answer (runs pytest; extra*"])
+    result.stdout.fnmatch_lines(
+        ["    refresh * Re-record every golden answer (runs pytest; extra*"]
+    )
     assert not RST.search(result.stdout.str())
 
 

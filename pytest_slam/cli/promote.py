@@ -35,7 +35,8 @@ def add_promote_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     parser.add_argument("--report", type=Path, required=True, metavar="RUN.json",
                         help="JSON report of the run (written by --slm-report)")  # fmt: skip
     parser.add_argument("--baseline", metavar="NAME", help="Name to keep the replaced answers "
-                        "under (default: the reference and the UTC time, e.g. gpt-4@20261201T1200Z)")  # fmt: skip
+                        "under (default: the reference and the UTC time, e.g. "
+                        "gpt-4@20261201T120000Z)")  # fmt: skip
     parser.add_argument("--dry-run", action="store_true", help="List the entries, change none")
     return parser
 

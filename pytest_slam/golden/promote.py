@@ -4,8 +4,8 @@
 golden entry, and writes it as that entry's answers (same key, same request, through the store:
 locked, re-read, atomic, redacted). Before any live file changes, the answers it replaces are
 written to a *baseline*: a golden store of its own beside the live one, named
-``<reference>@<UTC time>`` (folder ``<root>/<slug>/``), so the old reference stays readable (and
-replayable with ``--slm-reference`` set to that name) and ``unpromote`` can put it back.
+``<reference>@<UTC time>`` (folder ``<root>/<slug>/``), so the old answers stay readable as golden
+files (``slam golden stats`` lists them) and ``unpromote`` can put them back.
 
 Skipped, and counted: a pair with no golden answer (nothing to replace; record it first), a call
 that failed, an answer cut by pytest-slam's own generation cap (not the candidate's real answer).

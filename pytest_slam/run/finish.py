@@ -291,7 +291,7 @@ def _autosave(
     if slam.config.option.slm_baseline != AUTO:
         return []
     folder = runs_dir(slam.config.rootpath)
-    first = "no earlier run saved, nothing to compare; " if diff is None else ""
+    first = "no earlier run to compare with; " if diff is None else ""
     try:
         path = claim_next(folder)
         try:
