@@ -47,19 +47,24 @@ def refresh(pytest_args: list[str]) -> int:
     return subprocess.call(argv)
 
 
+def command(sub: Subparsers, name: str, text: str) -> argparse.ArgumentParser:
+    """A subcommand whose help line (in its parent's --help) is also its own --help description."""
+    return sub.add_parser(name, help=text, description=text)
+
+
 def golden_parser(sub: Subparsers, settings: Settings) -> None:
     from pytest_slam.cli import promote
     from pytest_slam.cli.golden import COMMANDS, HELP
 
-    golden = sub.add_parser("golden", help="Golden answers of the reference model: refresh, "
-                            "import, stats, prune, restore, promote, unpromote")  # fmt: skip
+    golden = command(sub, "golden", "Golden answers of the reference model: refresh, import, "
+                     "stats, prune, restore, promote, unpromote")  # fmt: skip
     gsub = golden.add_subparsers(dest="golden_command", required=True)
     gsub.add_parser(
         "refresh", help="Re-record every golden answer (runs pytest; extra args pass through)"
     )
     helps = {**HELP, **promote.HELP}
     for name, add, cmd in (*COMMANDS, *promote.COMMANDS):
-        parser = add(gsub.add_parser(name, help=helps[name], description=helps[name]))
+        parser = add(command(gsub, name, helps[name]))
         parser.set_defaults(func=cmd, root=Path(settings.golden_dir), reference=settings.reference)
 
 
@@ -71,11 +76,13 @@ def report_parser(sub: Subparsers) -> None:
         cmd_render,
     )
 
-    report = sub.add_parser("report", help="Render a JSON report as HTML, or diff two reports")
+    report = command(sub, "report", "Render a JSON report as HTML, or diff two reports")
     rsub = report.add_subparsers(dest="report_command", required=True)
-    add_render_arguments(rsub.add_parser("render", help="JSON report -> HTML"))
-    add_diff_arguments(rsub.add_parser("diff", help="Compare two JSON reports"))
-    rsub.add_parser("schema", help="Print the JSON Schema of the JSON report").set_defaults(
+    add_render_arguments(command(rsub, "render", "Render a JSON report as one self-contained HTML "
+                                 "file (slam report RUN.json is short for it)"))  # fmt: skip
+    add_diff_arguments(command(rsub, "diff", "Compare two JSON reports: what regressed and what "
+                               "improved beyond the tolerances; exit 1 on a regression"))  # fmt: skip
+    command(rsub, "schema", "Print the JSON Schema of the JSON report").set_defaults(
         func=_print_report_schema
     )
     rsub.choices["render"].set_defaults(func=cmd_render)
@@ -92,15 +99,13 @@ def _print_report_schema(args: argparse.Namespace) -> int:
 def config_parser(sub: Subparsers) -> None:
     from pytest_slam.cli.config_docs import add_commands
 
-    add_commands(sub.add_parser("config", help="The [tool.slam] table: schema, reference, check"))
+    add_commands(command(sub, "config", "The [tool.slam] table: schema, reference, check"))
 
 
 def calibrate_parser(sub: Subparsers, settings: Settings) -> None:
     from pytest_slam.cli.calibrate import add_arguments, cmd_calibrate
 
-    parser = sub.add_parser(
-        "calibrate", help="Choose the equivalence threshold from labelled pairs"
-    )
+    parser = command(sub, "calibrate", "Choose the equivalence threshold from labelled pairs")
     add_arguments(parser).set_defaults(
         func=cmd_calibrate, root=Path(settings.golden_dir), reference=settings.reference
     )
@@ -109,7 +114,7 @@ def calibrate_parser(sub: Subparsers, settings: Settings) -> None:
 def review_parser(sub: Subparsers, settings: Settings) -> None:
     from pytest_slam.cli.review import add_arguments, cmd_review
 
-    parser = sub.add_parser("review", help="Blind human review of candidate against reference")
+    parser = command(sub, "review", "Blind human review of candidate against reference")
     add_arguments(parser, settings.report).set_defaults(
         func=cmd_review, root=Path(settings.golden_dir), reference=settings.reference
     )
@@ -118,8 +123,8 @@ def review_parser(sub: Subparsers, settings: Settings) -> None:
 def rescore_parser(sub: Subparsers, settings: Settings) -> None:
     from pytest_slam.cli.rescore import add_arguments, cmd_rescore
 
-    parser = sub.add_parser(
-        "rescore", help="Score a run's stored answers again with the current configuration"
+    parser = command(
+        sub, "rescore", "Score a run's stored answers again with the current configuration"
     )
     add_arguments(parser).set_defaults(func=cmd_rescore, settings=settings)
 
