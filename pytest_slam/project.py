@@ -13,12 +13,30 @@ from pytest_slam.settings import TOML, Settings, SettingsError, legacy_golden_di
 
 
 def read_table(pyproject: Path | None) -> dict[str, TOML] | None:
-    """The ``[tool.slam]`` table, or None when the file or the table is absent."""
-    if pyproject is None or not pyproject.is_file():
+    """The ``[tool.slam]`` table, or None when the file or the table is absent.
+
+    A file that cannot be read as TOML (a folder, not UTF-8, a byte-order mark) raises
+    ``SettingsError``: pytest could not read it either.
+    """
+    if pyproject is None or not pyproject.exists():
         return None
     try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        raw = pyproject.read_bytes()
+        data = tomllib.loads(raw.decode("utf-8"))
+    except IsADirectoryError:
+        raise SettingsError(f"{pyproject} is a folder; pyproject.toml must be a file.") from None
+    except OSError as exc:
+        raise SettingsError(f"{pyproject}: cannot read it ({exc.strerror or exc}).") from None
+    except UnicodeDecodeError as exc:
+        raise SettingsError(
+            f"{pyproject}: not UTF-8 text ({exc.reason}); save it as UTF-8."
+        ) from None
     except tomllib.TOMLDecodeError as exc:
+        if raw.startswith(b"\xef\xbb\xbf"):
+            raise SettingsError(
+                f"{pyproject} starts with a byte-order mark, which TOML does not allow; "
+                "save it as UTF-8 without BOM."
+            ) from None
         raise SettingsError(f"{pyproject}: not valid TOML ({exc}).") from exc
     tool = data.get("tool")
     return tool.get("slam") if isinstance(tool, dict) else None

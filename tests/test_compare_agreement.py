@@ -6,7 +6,8 @@ Agreement is measured three ways: Spearman's rho between similarity and preferen
 pairs; ROC AUC of similarity for "the judge preferred the small model" (preference > 1.5, the
 one threshold chosen here: the midpoint of the judge's scale); and Spearman's rho between the
 models' mean similarity and their win rates. Scorer constants were not tuned to this data; the
-floors below are the measured values minus 0.02, to catch regressions. Run with ``-s`` to see
+fuzzy floors below are the measured values minus 0.02, to catch regressions; semantic's, measured on
+a tenth of the data, are the lower ends of its intervals (see its test). Run with ``-s`` to see
 the table. It also shows a length-ratio baseline (not a scorer), which agrees with this judge
 about as well as fuzzy does: much of fuzzy's agreement here is answer length.
 """
@@ -35,8 +36,10 @@ FLOORS = {
     "fuzzy(ratio)": (0.497, 0.705, 1.0),
 }
 # MiniLM on 2 CPU cores embeds ~7 answers/s, so the semantic check uses every 10th record.
-SEMANTIC_FLOOR = (0.129, 0.561, 0.7)  # measured on those 25 records (125 pairs)
 SEMANTIC_EVERY = 10
+# Measured on those 25 records (125 pairs): the lower ends of semantic's 95% intervals (bootstrap by
+# record, seed 0), as floors: a change must move it further than these records' own spread can.
+SEMANTIC_FLOOR = {"auc": 0.38, "rho": -0.07}
 
 pytestmark = pytest.mark.skipif(
     not RECORDS.is_file(),
@@ -158,15 +161,27 @@ def test_cheap_scorers_agree_with_the_judge() -> None:
     reason="semantic extra not installed: pip install torch==2.13.0 && "
     "pip install 'pytest-slam[semantic]'",
 )
-def test_semantic_agrees_with_the_judge() -> None:
+def test_semantic_ranks_the_models_as_the_judge_but_not_the_pairs() -> None:
+    """What 25 records (every 10th; 125 pairs, 18 of them judge wins) support, 95% intervals
+    resampled by record: semantic AUC 0.49 [0.38, 0.60], rho 0.13 [-0.07, 0.35]; fuzzy on the same
+    pairs AUC 0.67 [0.55, 0.79], rho 0.39 [0.24, 0.55]; semantic minus fuzzy AUC -0.18 [-0.30, -0.04].
+    So semantic similarity does not tell the judge's wins from its losses here (the interval holds
+    0.5) and does it worse than fuzzy; the 0.561 floor this test had came from an earlier scorer and
+    was never inside what 25 records can pin down. What it gets right is the models: the two FuseChat
+    models the judge prefers most (51% and 19% wins, the others 2% or less) have the highest mean
+    similarity (0.708 and 0.697; the others 0.651 at most). Held out, on 25 other records (every
+    10th from the 6th, measured once, not run here: too slow on CPU), the same holds: AUC 0.52
+    [0.38, 0.66], rho 0.08 [-0.09, 0.27] (fuzzy 0.78 and 0.67), the FuseChat models closest again.
+    """
     pairs = load_pairs(every=SEMANTIC_EVERY)
     rows = {
         "semantic (1 in 10)": measure(pairs, by_scorer("semantic")),
         "fuzzy (1 in 10)": measure(pairs, by_scorer("fuzzy")),
     }
     print("\n" + table(rows))
-    rho, roc, model_rho = SEMANTIC_FLOOR
     got = rows["semantic (1 in 10)"]
-    assert got.rho >= rho - TOLERANCE
-    assert got.auc >= roc - TOLERANCE
-    assert got.model_rho >= model_rho - TOLERANCE
+    assert got.auc >= SEMANTIC_FLOOR["auc"], f"semantic: AUC {got.auc:.3f}"
+    assert got.rho >= SEMANTIC_FLOOR["rho"], f"semantic: rho {got.rho:.3f}"
+    preferred = sorted(got.win_by_model, key=got.win_by_model.__getitem__)[-2:]
+    closest = sorted(got.mean_by_model, key=got.mean_by_model.__getitem__)[-2:]
+    assert set(closest) == set(preferred), f"{closest} are closest, the judge prefers {preferred}"

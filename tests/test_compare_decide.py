@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_slam.compare.bands import Bands
 from pytest_slam.compare.decide import Rule, is_structural
 from pytest_slam.records import Score
 
@@ -30,6 +31,16 @@ def test_a_threshold_alone_gives_two_outcomes_and_bands_three() -> None:
     assert _decide(bands, "semantic", 0.5) == ("undecided", "bands")
     assert _decide(bands, "semantic", 0.29) == ("different", "bands")
     assert Rule(at_least=0.8, fail_below=0.3).apply(Score("fuzzy", 0.5)).passed is None
+
+
+def test_a_fail_band_alone_calls_pairs_different_or_undecided_never_equivalent() -> None:
+    """Long answers: low similarity to the reference means worse, high similarity proves nothing."""
+    fail_only = Rule(fail_below=0.55)
+    assert _decide(fail_only, "fuzzy", 0.54) == ("different", "bands")
+    assert _decide(fail_only, "fuzzy", 0.55) == ("undecided", "bands")
+    assert _decide(fail_only, "fuzzy", 1.0) == ("undecided", "bands")
+    with pytest.raises(ValueError, match="fail band must lie below"):
+        Bands(at_least=0.5, fail_below=0.6)
 
 
 @pytest.mark.parametrize("scorer", ["exact", "normalized", "json", "json_schema", "label",

@@ -120,5 +120,5 @@ def test_slam_config_commands(pytester: pytest.Pytester) -> None:
     assert result.ret == 0 and "is valid" in result.stdout.str()
     pytester.makefile(".toml", pyproject="[tool.slam]\nsamples = 'three'\n")
     result = pytester.run(*slam, "check")
-    assert result.ret == 1
+    assert result.ret == 2
     assert result.stderr.lines == ["slam: [tool.slam] samples = 'three' must be a whole number."]

@@ -9,6 +9,7 @@ from pytest_slam.cli.golden import COMMANDS, cmd_import, cmd_prune, cmd_stats
 from pytest_slam.golden.keys import request_key
 from pytest_slam.golden.stale import stale_report_path, write_stale_report
 from pytest_slam.golden.store import GoldenStore
+from pytest_slam.records import GoldenAnswer, GoldenRecord
 
 MODULE = "tests/test_triage.py"
 
@@ -54,15 +55,30 @@ def test_import_stats_prune_round(tmp_path, capsys):
     assert not stale_report_path(root).exists()
 
 
-def test_errors_are_one_line_on_stderr_with_exit_1(tmp_path, capsys):
+def test_errors_are_one_line_on_stderr_with_exit_2(tmp_path, capsys):
+    """(Every bad input of every command: test_cli_errors.py.)"""
     root = tmp_path / "golden"
-    assert cmd_prune(parse("prune", "--root", str(root))) == 1
+    assert cmd_prune(parse("prune", "--root", str(root))) == 2
     err = capsys.readouterr().err
     assert "no stale report" in err and "run the whole suite with pytest to its end first" in err
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{oops\n")
-    assert cmd_import(parse("import", str(bad), "--module", MODULE, "--root", str(root))) == 1
+    assert cmd_import(parse("import", str(bad), "--module", MODULE, "--root", str(root))) == 2
     assert f"{bad}:1:" in capsys.readouterr().err
     write_stale_report(stale_report_path(root), "openai:gpt-4o", [])
-    assert cmd_prune(parse("prune", "--root", str(root))) == 1
+    assert cmd_prune(parse("prune", "--root", str(root), "--reference", "openai:gpt-4")) == 2
     assert "'openai:gpt-4o', not 'openai:gpt-4'" in capsys.readouterr().err
+
+
+def test_prune_takes_the_reference_from_the_report(tmp_path, capsys):
+    """The run may have named its reference on the command line: the report says which it was."""
+    root = tmp_path / "golden"
+    store = GoldenStore(root, "openai:gpt-4o")
+    store.record(MODULE, GoldenRecord("", request("a"), [GoldenAnswer("A")]))
+    store.flush()
+    write_stale_report(
+        stale_report_path(root), "openai:gpt-4o", [(MODULE, request_key(request("a")))]
+    )
+    assert cmd_prune(parse("prune", "--root", str(root))) == 0
+    assert "pruned 1 stale entries; undo with: slam golden restore " in capsys.readouterr().out
+    assert not store.path_for(MODULE).exists()

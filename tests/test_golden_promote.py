@@ -123,6 +123,8 @@ def test_dry_run_lists_and_changes_nothing(project) -> None:
         (["mini", "--report", "nope.json"], "slam golden: pytest-slam report not found: nope.json*"),
         (["mini", "--report", "run.json", "--baseline", "gpt-4"],
          "slam golden: *gpt-4 exists already. Fix: pass --baseline a new name"),
+        (["mini", "--report", "run.json", "--reference", "openai:gpt-4o"],
+         "slam golden: run.json was run against *#gpt-4', not 'openai:gpt-4o'. Fix: leave out *"),
     ],
 )  # fmt: skip
 def test_bad_inputs_are_one_line_exit_2_nothing_written(project, args, said) -> None:

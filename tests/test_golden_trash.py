@@ -42,11 +42,11 @@ def test_prune_writes_the_trash_before_the_file_and_restore_gives_the_same_bytes
     ]  # each file still whole when its entries reached the trash
     assert trash.count == 2 and trash.path == latest_trash(pruner.root)
     assert not pruner.path_for(OTHER).exists()
-    reference, items = read_trash(trash.path)
-    assert reference == "openai:gpt-4"
-    assert sorted((m, r.key) for m, r in items) == sorted(gone)
+    kept = read_trash(trash.path)
+    assert (kept.reference, kept.store_root()) == ("openai:gpt-4", pruner.root)
+    assert sorted((m, r.key) for m, r in kept.items) == sorted(gone)
 
-    restored, kept = restore(store_at(tmp_path), trash.path)
+    restored, kept = restore(store_at(tmp_path), kept)
     assert (sorted(restored), kept) == (sorted(gone), [])
     assert {p: p.read_bytes() for p in paths} == before
 
@@ -60,7 +60,7 @@ def test_restore_keeps_an_entry_recorded_again_since(tmp_path):
     again = store_at(tmp_path)
     again.record(MODULE, rec("a", "new"), "t::a")
     again.flush()
-    restored, kept = restore(store_at(tmp_path), trash.path)
+    restored, kept = restore(store_at(tmp_path), read_trash(trash.path))
     assert (restored, kept) == ([], [(MODULE, rec("a").key)])
     assert store_at(tmp_path).lookup(MODULE, rec("a").key).answers[0].text == "new"
 

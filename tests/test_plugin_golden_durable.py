@@ -151,7 +151,7 @@ def test_ctrl_c_at_any_moment_keeps_every_entry_and_prune_refuses(
     assert path.read_bytes() == before, out  # every entry kept, byte for byte
 
     refused = slam_script(pytester.path, "golden", "prune")
-    assert refused.returncode == 1 and refused.stdout == "", refused
+    assert refused.returncode == 2 and refused.stdout == "", refused
     (line,) = refused.stderr.splitlines()
     interrupted, killed = "(the run was interrupted)", "has not finished (killed, or still running)"
     assert interrupted in line or killed in line, line  # the latter: before pytest_sessionfinish
@@ -224,7 +224,7 @@ def test_a_partial_run_marks_nothing_stale_and_prune_refuses(pytester, fake_gpt4
     said = "--slm-prune removed nothing: this run was partial (" if pruning else "not checked: "
     assert said in out and why in out, out
     refused = slam_script(pytester.path, "golden", "prune")
-    assert refused.returncode == 1 and why in refused.stderr, refused
+    assert refused.returncode == 2 and why in refused.stderr, refused
     assert "refusing to prune: the last run was partial" in refused.stderr
     assert path.read_bytes() == before
 
@@ -247,7 +247,7 @@ def test_prune_after_a_complete_run_lists_removes_and_restore_brings_back_the_by
     assert trash.startswith(".slam/trash/") and trash.endswith(".jsonl")
     assert set(entries(path)) == {key_of(q) for q in QUESTIONS[:2]}
     again = slam_script(pytester.path, "golden", "prune")  # the report is used up
-    assert again.returncode == 1 and "no stale report" in again.stderr
+    assert again.returncode == 2 and "no stale report" in again.stderr
 
     back = slam_script(pytester.path, "golden", "restore")
     assert back.returncode == 0, back

@@ -5,8 +5,12 @@ test_plugin_golden.py, whose helpers these tests share.
 
 from __future__ import annotations
 
+import os
 import shlex
+import subprocess
+import sys
 
+from slam_helpers import PRODUCT
 from test_plugin_golden import GOLDEN, QUESTIONS, SUITE, entries, make_suite, mini, run, slam
 
 from pytest_slam.golden.fileformat import dump_golden, read_golden
@@ -80,7 +84,7 @@ def test_removed_test_is_stale_only_in_full_runs_and_prune_removes_only_it(
         result.assert_outcomes(passed=1)
         result.stdout.fnmatch_lines(["stale golden entries not checked: *"])
         refused = slam(pytester, "golden", "prune")
-        assert refused.returncode == 1 and "refusing to prune: the last run was partial" in (
+        assert refused.returncode == 2 and "refusing to prune: the last run was partial" in (
             refused.stderr
         )
 
@@ -109,3 +113,57 @@ def test_removed_test_is_stale_only_in_full_runs_and_prune_removes_only_it(
     assert (pytester.path / GOLDEN / "test_other.json").read_bytes() == other
     assert read_stale_report(report) == ("gpt-4", [])  # what was stale is gone, nothing is left
     assert "stale golden" not in run(pytester).stdout.str()
+
+
+CLI_ONLY = """
+[tool.pytest.ini_options]
+pythonpath = ["."]
+
+[tool.slam]
+candidates = ["mini"]
+
+[tool.slam.models.mini]
+base_url = "{url}"
+model = "gpt-4o-mini"
+"""
+
+
+def shell(cwd, line: str) -> subprocess.CompletedProcess[str]:
+    """A command line exactly as printed, run by a shell in the project folder (the ``slam`` on
+    its PATH is the one installed beside this Python)."""
+    path = f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "PATH": path}
+    return subprocess.run(line, shell=True, cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+
+
+def test_the_undo_command_a_prune_prints_works_as_printed(pytester, fake_gpt4, mini):
+    """The runs get the reference and the golden folder on their command line; the project names
+    neither. `slam golden prune` takes the reference from the stale report, the trash file names
+    its store and reference, so the undo command printed (by prune, and by --slm-prune) is all
+    that is needed: run as printed, it gives the golden file back byte for byte."""
+    pytester.makepyfile(product=PRODUCT, test_product=SUITE.format(questions=QUESTIONS))
+    pytester.makefile(".toml", pyproject=CLI_ONLY.format(url=mini.base_url))
+    flags = (f"--slm-reference={fake_gpt4.base_url}#gpt-4", "--slm-golden-dir=goldens")
+    run(pytester, *flags, "--slm-record=new").assert_outcomes(passed=3)
+    golden = pytester.path / "goldens" / "gpt-4" / "test_product.json"
+    recorded = golden.read_bytes()
+    pytester.makepyfile(test_product=SUITE.format(questions=QUESTIONS[:2]))  # one test removed
+    kept = {key_of(q) for q in QUESTIONS[:2]}
+
+    run(pytester, *flags).assert_outcomes(passed=2)
+    done = slam(pytester, "golden", "prune", "--root", "goldens")
+    assert done.returncode == 0 and set(entries(golden)) == kept, done.stderr
+    undo = done.stdout.splitlines()[-1].split("; undo with: ", 1)[1]
+    assert undo.startswith("slam golden restore .slam/trash/"), undo
+    back = shell(pytester.path, undo)
+    assert back.returncode == 0 and back.stderr == "", back
+    assert golden.read_bytes() == recorded
+
+    pruned = run(pytester, *flags, "--slm-prune")
+    pruned.assert_outcomes(passed=2)
+    assert set(entries(golden)) == kept
+    said = pruned.stdout.str().split("; undo with `", 1)[1].split("`", 1)[0]
+    back = shell(pytester.path, said)
+    assert back.returncode == 0 and back.stderr == "", back
+    assert golden.read_bytes() == recorded

@@ -34,10 +34,12 @@ if TYPE_CHECKING:  # argparse's action is generic to type checkers only
 
 
 def project_settings(cwd: Path) -> Settings:
+    """./pyproject.toml's ``[tool.slam]``; a bad one stops every command: one line, exit 2."""
     try:
         return from_table(read_table(cwd / "pyproject.toml"), root=cwd)
     except SettingsError as exc:
-        raise SystemExit(f"slam: {exc}") from None
+        print(f"slam: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def refresh(pytest_args: list[str]) -> int:
@@ -65,7 +67,9 @@ def golden_parser(sub: Subparsers, settings: Settings) -> None:
     helps = {**HELP, **promote.HELP}
     for name, add, cmd in (*COMMANDS, *promote.COMMANDS):
         parser = add(command(gsub, name, helps[name]))
-        parser.set_defaults(func=cmd, root=Path(settings.golden_dir), reference=settings.reference)
+        parser.set_defaults(
+            func=cmd, project_root=Path(settings.golden_dir), project_reference=settings.reference
+        )
 
 
 def report_parser(sub: Subparsers) -> None:

@@ -1,14 +1,19 @@
 """The ``slam golden import | stats | prune | restore`` commands, for the ``slam`` CLI to mount.
 
 ``prune`` acts only on the report of the last run, and only when that run was complete; it lists each
-entry it removes and keeps them in a trash file first, so ``restore`` can put them back.
+entry it removes and keeps them in a trash file first, so ``restore`` can put them back. ``prune``
+takes the reference from the stale report, and ``restore`` the store and the reference from the trash
+file, so the undo command prune prints works as printed, even after a run given ``--slm-reference``
+or ``--slm-golden-dir`` on its command line.
 
 Each ``cmd_*`` takes the ``argparse.Namespace`` its ``add_*_arguments`` defines, prints to stdout,
-and returns the exit status (0 done, 1 a golden error, already printed to stderr). Mounting::
+and returns the exit status (0 done, 2 refused: one line on stderr saying what and the fix, nothing
+written). Mounting (``project_root``, ``project_reference``: the project's own, used where
+``--root``, ``--reference`` are not given)::
 
     golden = sub.add_parser("golden").add_subparsers(dest="golden_command", required=True)
     for name, add, cmd in COMMANDS:
-        add(golden.add_parser(name)).set_defaults(func=cmd)
+        add(golden.add_parser(name)).set_defaults(func=cmd, project_root=..., project_reference=...)
     ...
     sys.exit(args.func(args))
 """
@@ -17,29 +22,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_slam.golden.fileformat import GoldenError
+from pytest_slam.golden.store import TEST_MODULE_HINT, golden_reference, is_test_module
 
 if TYPE_CHECKING:
     from pytest_slam.golden.store import GoldenStore
 
 DEFAULT_ROOT = Path("__slam__")  # settings.DEFAULT_GOLDEN_DIR; `slam` passes the resolved one
 DEFAULT_REFERENCE = "openai:gpt-4"
+EXIT_REFUSED = 2
 
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """``--root`` and ``--reference``, shared by every golden command."""
+    """``--root`` and ``--reference``, shared by every golden command (None: not given)."""
     parser.add_argument(
-        "--root", type=Path, default=DEFAULT_ROOT, help="Golden store folder (default %(default)s)"
+        "--root", type=Path, help="Golden store folder (default: [tool.slam] golden_dir)"
     )
-    parser.add_argument(
-        "--reference", default=DEFAULT_REFERENCE, help="Reference model (default %(default)s)"
-    )
+    parser.add_argument("--reference", help="Reference model (default: [tool.slam] reference)")
     return parser
 
 
@@ -84,9 +90,23 @@ def add_restore_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     return parser
 
 
+def store_root(args: argparse.Namespace) -> Path:
+    """``--root``, else the project's golden folder; ``GoldenError`` when that is a file."""
+    root: Path = args.root or getattr(args, "project_root", None) or DEFAULT_ROOT
+    if root.exists() and not root.is_dir():
+        raise GoldenError(f"{root}: a file, not a golden store folder. Fix: pass --root the folder")
+    return root
+
+
+def store_reference(args: argparse.Namespace) -> str:
+    """``--reference``, else the project's reference."""
+    reference: str | None = args.reference or getattr(args, "project_reference", None)
+    return reference or DEFAULT_REFERENCE
+
+
 def _fail(exc: Exception) -> int:
     print(f"slam golden: {exc}", file=sys.stderr)
-    return 1
+    return EXIT_REFUSED
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -95,7 +115,12 @@ def cmd_import(args: argparse.Namespace) -> int:
     from pytest_slam.golden.store import GoldenStore
 
     try:
-        store = GoldenStore(args.root, args.reference)
+        if not is_test_module(args.module):
+            raise GoldenError(
+                f"--module {args.module!r} is not a test module of the project. "
+                f"Fix: name {TEST_MODULE_HINT}"
+            )
+        store = GoldenStore(store_root(args), store_reference(args))
         result = import_jsonl(args.path, store, args.module, args.format)
     except (GoldenError, OSError, ValueError) as exc:
         return _fail(exc)
@@ -110,27 +135,38 @@ def cmd_stats(args: argparse.Namespace) -> int:
     """Print one row per golden file: entries, answers, returned models, dates, age."""
     from pytest_slam.golden.stats import format_stats, stats
 
-    rows = stats(args.root)
+    try:
+        rows = stats(store_root(args))
+    except GoldenError as exc:
+        return _fail(exc)
     print(json.dumps([asdict(r) for r in rows], indent=2) if args.json else format_stats(rows))
     return 0
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
     """Remove the entries the last complete run reported stale, keeping them in a trash file first;
-    refuse (exit 1, one line) when the last run was partial."""
+    refuse (one line) when the last run was partial or the report is not one a run wrote.
+
+    The reference is the one the report names (the run's, however it was given); ``--reference``,
+    when given, must be the same.
+    """
     from pytest_slam.golden.stale import read_stale_report, stale_report_path
     from pytest_slam.golden.store import GoldenStore
     from pytest_slam.golden.trash import Trash
 
-    report = args.stale_report or stale_report_path(args.root)
     try:
+        report = args.stale_report or stale_report_path(store_root(args))
         reference, entries = read_stale_report(report)
-        store = GoldenStore(args.root, args.reference)
-        if reference != store.reference:
-            raise GoldenError(f"{report} lists entries of {reference!r}, not {store.reference!r}")
+        if args.reference and golden_reference(args.reference) != reference:
+            raise GoldenError(
+                f"{report} lists entries of {reference!r}, not {args.reference!r}. "
+                "Fix: leave out --reference (the report names the run's)"
+            )
+        store = GoldenStore(store_root(args), reference)
         if not entries:
             print("nothing to prune: the last complete run found no stale entries")
             return 0
+        _all_readable(store, entries)
         for module, key in entries:
             verb = "would remove" if args.dry_run else "remove"
             print(f"{verb} {module} {key}{_recorded_for(store, module, key)}")
@@ -138,11 +174,26 @@ def cmd_prune(args: argparse.Namespace) -> int:
             trash = Trash(store.root, store.reference)
             removed = store.prune(entries, trash.add)
             report.unlink()
-            undo = f"; undo with: slam golden restore {_shown(trash.path)}" if trash.path else ""
+            undo = f"; undo with: {undo_command(trash.path)}" if trash.path else ""
             print(f"pruned {removed} stale entries{undo}")
     except (GoldenError, OSError) as exc:
         return _fail(exc)
     return 0
+
+
+def _all_readable(store: GoldenStore, entries: Iterable[tuple[str, object]]) -> None:
+    """Read every golden file a command will change before it changes any: a broken one raises
+    ``GoldenError`` (its one line) while every file is still as it was."""
+    for module in sorted({module for module, _ in entries}):
+        store.load(module)
+
+
+def undo_command(trash: Path) -> str:
+    """The command that puts a prune's entries back, ready to paste into a shell here.
+
+    The trash file names its store and its reference, so its path is the one argument needed.
+    """
+    return f"slam golden restore {shlex.quote(_shown(trash))}"
 
 
 def _recorded_for(store: GoldenStore, module: str, key: str) -> str:
@@ -164,14 +215,21 @@ def _shown(path: Path) -> str:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    """Put back the entries a prune removed (the latest prune unless a trash file is named)."""
+    """Put back the entries a prune removed (the latest prune unless a trash file is named).
+
+    The store and the reference are the ones the trash file names; ``--root`` is needed only for
+    a trash file moved away from its ``.slam/trash`` folder, and ``--reference`` never.
+    """
     from pytest_slam.golden.store import GoldenStore
-    from pytest_slam.golden.trash import latest_trash, restore
+    from pytest_slam.golden.trash import latest_trash, read_trash, restore
 
     try:
-        store = GoldenStore(args.root, args.reference)
-        path = args.trash or latest_trash(args.root)
-        restored, kept = restore(store, path)
+        path = args.trash or latest_trash(store_root(args))
+        trash = read_trash(path)
+        root = args.root or trash.store_root() or store_root(args)
+        store = GoldenStore(root, args.reference or trash.reference)
+        _all_readable(store, trash.items)
+        restored, kept = restore(store, trash)
         for module, key in restored:
             print(f"restore {module} {key}")
         for module, key in kept:

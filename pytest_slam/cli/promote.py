@@ -12,15 +12,14 @@ from __future__ import annotations
 import argparse
 import shlex
 import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from pytest_slam.cli.golden import DEFAULT_REFERENCE, DEFAULT_ROOT, add_store_arguments
+from pytest_slam.cli.golden import _fail, add_store_arguments, store_reference, store_root
 from pytest_slam.golden.fileformat import GoldenError
-from pytest_slam.golden.store import reference_slug
+from pytest_slam.golden.store import golden_reference, reference_slug
 
-EXIT_REFUSED = 2
 HELP = {
     "promote": "Make a candidate's answers in a run's JSON report the reference's golden answers, "
     "keeping the old ones as a named baseline",
@@ -47,20 +46,6 @@ def add_unpromote_arguments(parser: argparse.ArgumentParser) -> argparse.Argumen
     return parser
 
 
-def _root(args: argparse.Namespace) -> Path:
-    """``--root``, else the project's golden folder (``slam`` sets it), else the default."""
-    return Path(args.root or getattr(args, "project_root", None) or DEFAULT_ROOT)
-
-
-def _reference(args: argparse.Namespace) -> str:
-    return str(args.reference or getattr(args, "project_reference", None) or DEFAULT_REFERENCE)
-
-
-def _refuse(exc: Exception) -> int:
-    print(f"slam golden: {exc}", file=sys.stderr)
-    return EXIT_REFUSED
-
-
 def cmd_promote(args: argparse.Namespace) -> int:
     """Write the candidate's answers as the reference's; print the undo command."""
     from pytest_slam.golden.promote import baseline_name, promote
@@ -73,16 +58,14 @@ def cmd_promote(args: argparse.Namespace) -> int:
         if args.model not in models:
             raise GoldenError(f"{args.report} has no answers of {args.model!r}. Fix: name one of "
                               f"its candidates: {', '.join(models) or 'none'}")  # fmt: skip
-        # The run's own reference, however it was given; else the project's.
-        reference = str(report.verdict.run.settings.get("reference") or _reference(args))
-        store = GoldenStore(_root(args), reference)
+        store = GoldenStore(store_root(args), run_reference(args, report.verdict.run.settings))
         name = args.baseline or baseline_name(store.reference)
         baseline = GoldenStore(store.root, name)
         if baseline.dir == store.dir or baseline.dir.exists():
             raise GoldenError(f"{baseline.dir} exists already. Fix: pass --baseline a new name")
         done = promote(store, baseline, report.outcomes, args.model, dry_run=args.dry_run)
     except (GoldenError, ReportError, OSError, ValueError) as exc:
-        return _refuse(exc)
+        return _fail(exc)
     verb = "would promote" if args.dry_run else "promote"
     for module, key in done.promoted:
         print(f"{verb} {module} {key}")
@@ -94,6 +77,16 @@ def cmd_promote(args: argparse.Namespace) -> int:
         print(f"the replaced answers are kept as baseline {name!r} in {baseline.dir}; "
               f"undo with: {undo_command(name, store.root, store.reference)}")  # fmt: skip
     return 0
+
+
+def run_reference(args: argparse.Namespace, settings: dict[str, Any]) -> str:
+    """The reference the run was given, however it was (else the project's); ``--reference``,
+    when given, must be the same."""
+    ran = settings.get("reference")
+    if args.reference and ran and golden_reference(args.reference) != golden_reference(str(ran)):
+        raise GoldenError(f"{args.report} was run against {ran!r}, not {args.reference!r}. "
+                          "Fix: leave out --reference (the report names the run's)")  # fmt: skip
+    return str(ran or store_reference(args))
 
 
 def undo_command(name: str, root: Path, reference: str) -> str:
@@ -108,7 +101,7 @@ def cmd_unpromote(args: argparse.Namespace) -> int:
     from pytest_slam.golden.store import GoldenStore
 
     try:
-        store = GoldenStore(_root(args), _reference(args))
+        store = GoldenStore(store_root(args), store_reference(args))
         if reference_slug(args.baseline) == store.dir.name:
             raise GoldenError(f"{args.baseline!r} is the reference itself. Fix: pass the "
                               "baseline name `slam golden promote` printed")  # fmt: skip
@@ -116,7 +109,7 @@ def cmd_unpromote(args: argparse.Namespace) -> int:
         restored = unpromote(store, baseline)
         shutil.rmtree(baseline.dir)
     except (GoldenError, OSError, ValueError) as exc:
-        return _refuse(exc)
+        return _fail(exc)
     for module, key in restored:
         print(f"restore {module} {key}")
     print(f"restored {len(restored)} golden entries of {store.reference!r} from baseline "

@@ -65,7 +65,12 @@ def cmd_render(args: argparse.Namespace) -> int:
     output = Path(args.output) if getattr(args, "output", None) else Path(args.report)
     if output.suffix != ".html":
         output = output.with_suffix(".html")
-    written = write_html(output, report.verdict, report.outcomes)
+    try:
+        written = write_html(output, report.verdict, report.outcomes)
+    except OSError as exc:  # the one write is atomic: nothing is left behind
+        print(f"slam report render: cannot write {output} ({exc.strerror or exc}); "
+              "pass -o a file in a folder you can write", file=sys.stderr)  # fmt: skip
+        return EXIT_USAGE
     print(f"slam report render: wrote {written}")
     return EXIT_OK
 

@@ -4,6 +4,8 @@ A similarity score is evidence only where labels showed it to be: above a pass b
 (almost all) acceptable, below a fail band (almost all) unacceptable. Between the two the score
 says nothing a reviewer would accept, so the pair is *undecided* and goes to the next evidence
 (a judge, a human). ``at_least`` alone is a threshold the user set: two outcomes, as before.
+``fail_below`` alone is a fail band with no pass band (long open-ended answers, where low
+similarity does mean a worse answer but high similarity proves nothing): different or undecided.
 Neither: similarity is reported, no pair is decided by it.
 """
 
@@ -29,8 +31,6 @@ class Bands:
             value = getattr(self, name)
             if value is not None and not (isinstance(value, int | float) and 0 <= value <= 1):
                 raise ValueError(f"{name} must be a number between 0 and 1, not {value!r}")
-        if self.fail_below is not None and self.at_least is None:
-            raise ValueError("fail_below needs at_least: set the pass band too (slam calibrate)")
         if (
             self.at_least is not None
             and self.fail_below is not None
@@ -44,13 +44,13 @@ class Bands:
     @property
     def decides(self) -> bool:
         """Whether these bands call any pair equivalent or different."""
-        return self.at_least is not None
+        return self.at_least is not None or self.fail_below is not None
 
     def decide(self, value: float) -> str | None:
         """The verdict on one score; None when no band is set (similarity only reported)."""
-        if self.at_least is None:
+        if not self.decides:
             return None
-        if value >= self.at_least:
+        if self.at_least is not None and value >= self.at_least:
             return EQUIVALENT
         if self.fail_below is None or value < self.fail_below:
             return DIFFERENT

@@ -21,7 +21,7 @@ import math
 import os
 import threading
 from collections.abc import Iterable, Sequence
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pytest_slam.compare.base import MissingExtra, Scorer, ScorerUnavailable, empty_verdict
 from pytest_slam.records import Score
@@ -46,10 +46,14 @@ class Vectors(Protocol):
 
 
 class Encoder(Protocol):
-    """What the scorer uses of a sentence-transformers model (an untyped library)."""
+    """What the scorer uses of a sentence-transformers model.
+
+    The texts are positional only: sentence-transformers 5 names them ``sentences``, 6 ``inputs``.
+    ``convert_to_numpy=True`` picks the overload of ``encode`` (typed since 6) that returns an array.
+    """
 
     def encode(
-        self, sentences: list[str], *, batch_size: int, convert_to_numpy: bool,
+        self, texts: list[str], /, *, batch_size: int, convert_to_numpy: Literal[True],
         show_progress_bar: bool,
     ) -> Vectors: ...  # fmt: skip
 

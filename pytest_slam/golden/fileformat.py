@@ -170,6 +170,29 @@ def read_golden(path: Path, expected_reference: str | None = None) -> GoldenFile
     return parse_golden(path, text, expected_reference)
 
 
+def read_scratch_text(path: Path, what: str, fix: str) -> str:
+    """The text of a file one command left for another (the stale report, a prune's trash).
+
+    Anything but a readable UTF-8 file raises ``GoldenError``: one line naming the file and ``fix``.
+    A byte-order mark (an editor's) is dropped: the text after it is what pytest-slam wrote.
+    """
+    try:
+        return Path(path).read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GoldenError(f"{path}: {unreadable(exc, what)}. Fix: {fix}") from None
+
+
+def unreadable(exc: OSError | UnicodeDecodeError, what: str) -> str:
+    """Why a file named on the command line could not be read, in words (no errno, no trace)."""
+    if isinstance(exc, FileNotFoundError):
+        return f"no {what}"
+    if isinstance(exc, IsADirectoryError):
+        return f"a folder, not a {what}"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not a {what}: not UTF-8 text ({exc.reason})"
+    return f"cannot read this {what} ({exc.strerror or exc})"
+
+
 def _sorted(obj: JSON) -> JSON:
     """Dict keys sorted at every level, so the bytes never depend on insertion order."""
     if isinstance(obj, dict):

@@ -21,11 +21,12 @@ duplicate: an import never replaces a recorded answer (prune or refresh the entr
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pytest_slam.golden.fileformat import GoldenError
+from pytest_slam.golden.fileformat import GoldenError, unreadable
 from pytest_slam.golden.keys import canonical_request, request_key
 from pytest_slam.golden.store import GoldenStore
 from pytest_slam.records import JSON, GoldenAnswer, GoldenRecord
@@ -66,11 +67,17 @@ def answers_from_completion(
     if not isinstance(choices, list) or not choices:
         raise ValueError("response has no 'choices'")
     usage = response.get("usage") or {}
+    if not all(isinstance(c, dict) and isinstance(c.get("message") or {}, dict) for c in choices):
+        raise ValueError("each of 'choices' must be an object with a 'message' object")
+    if not isinstance(usage, dict):
+        raise ValueError("'usage' must be an object")
     created = response.get("created")
     single = len(choices) == 1
     answers = []
     for choice in sorted(choices, key=lambda c: c.get("index", 0)):
         message = choice.get("message") or {}
+        if not isinstance(message.get("content") or "", str):
+            raise ValueError("a message's 'content' must be a string")
         answers.append(
             GoldenAnswer(
                 text=message.get("content") or "",
@@ -110,6 +117,9 @@ def _from_simple(row: dict[str, JSON]) -> tuple[dict[str, JSON], list[GoldenAnsw
     for name in ("prompt", "answer", "model"):
         if not isinstance(row.get(name), str):
             raise ValueError(f"'{name}' must be a string")
+    for name in ("system", "recorded_at", "response_model"):
+        if not isinstance(row.get(name) or "", str):
+            raise ValueError(f"'{name}' must be a string")
     messages = [{"role": "system", "content": row["system"]}] if row.get("system") else []
     messages.append({"role": "user", "content": row["prompt"]})
     params = row.get("params") or {}
@@ -135,27 +145,41 @@ def _parse(row: JSON, fmt: str) -> tuple[dict[str, JSON], list[GoldenAnswer]]:
 
 
 def import_jsonl(path: Path, store: GoldenStore, module: str, fmt: str = "auto") -> ImportResult:
-    """Add every new request in a JSONL file to ``module``'s golden file, then flush the store."""
+    """Add every new request in a JSONL file to ``module``'s golden file, then flush the store.
+
+    Every line is checked before the store is written: a bad line leaves every golden file as it was.
+    """
     if fmt not in FORMATS:
         raise GoldenImportError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
     path, result, seen = Path(path), ImportResult(), set()
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                request, answers = _parse(json.loads(line), fmt)
-                key = request_key(request)
-            except _Failed:
-                result.failed += 1
-                continue
-            except (ValueError, TypeError) as exc:  # JSONDecodeError is a ValueError
-                raise GoldenImportError(f"{path}:{number}: {exc}; {FORMAT_HELP}") from None
-            if key in seen or store.lookup(module, key) is not None:
-                result.duplicates += 1
-                continue
-            seen.add(key)
-            store.record(module, GoldenRecord(key, canonical_request(request), answers))
-            result.imported += 1
+    for number, line in _lines(path):
+        if not line.strip():
+            continue
+        try:
+            request, answers = _parse(json.loads(line), fmt)
+            key = request_key(request)
+        except _Failed:
+            result.failed += 1
+            continue
+        except (ValueError, TypeError, AttributeError) as exc:  # JSONDecodeError is a ValueError
+            raise GoldenImportError(f"{path}:{number}: {exc}; {FORMAT_HELP}") from None
+        if key in seen or store.lookup(module, key) is not None:
+            result.duplicates += 1
+            continue
+        seen.add(key)
+        store.record(module, GoldenRecord(key, canonical_request(request), answers))
+        result.imported += 1
     result.written = store.flush()
     return result
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """The file's numbered lines, read as they come (a log may be large); a BOM is dropped."""
+    try:
+        with path.open(encoding="utf-8-sig") as handle:
+            yield from enumerate(handle, 1)
+    except (OSError, UnicodeDecodeError) as exc:  # text is decoded by the block: no line number
+        raise GoldenImportError(
+            f"{path}: {unreadable(exc, 'JSONL file')}; pass the log as UTF-8 JSON Lines, "
+            f"{FORMAT_HELP}"
+        ) from None

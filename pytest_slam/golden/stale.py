@@ -13,9 +13,16 @@ names the reason and ``read_stale_report`` refuses it: prune cannot act on an ol
 from __future__ import annotations
 
 import json
+import reprlib
 from pathlib import Path
 
-from pytest_slam.golden.fileformat import GoldenError, atomic_write, ignore_scratch_folder
+from pytest_slam.golden.fileformat import (
+    GoldenError,
+    atomic_write,
+    ignore_scratch_folder,
+    read_scratch_text,
+)
+from pytest_slam.golden.store import is_test_module, normalize_module
 
 STALE_SCHEMA = "pytest-slam/golden-stale/1"
 UNDER_WAY = "a run started at {started} and has not finished (killed, or still running)"
@@ -63,20 +70,39 @@ def mark_run_started(root: Path, reference: str) -> None:
 def read_stale_report(path: Path) -> tuple[str, list[tuple[str, str]]]:
     """The reference and the ``(module, key)`` entries a complete run found stale.
 
-    Raises ``GoldenError`` (one line: what and the fix) when there is no report, or when the last
-    run was partial.
+    Raises ``GoldenError`` (one line: what and the fix) when there is no report, when the last
+    run was partial, or when the file is not a report as a run writes it (hand-edited, damaged):
+    prune then removes nothing.
     """
+    path = Path(path)
+    text = read_scratch_text(path, "stale report", FULL_RUN_FIX)
+
+    def wrong(what: str) -> GoldenError:
+        return GoldenError(f"{path}: not a pytest-slam stale report ({what}). Fix: {FULL_RUN_FIX}")
+
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise GoldenError(f"{path}: no stale report. Fix: {FULL_RUN_FIX}") from None
+        doc = json.loads(text)
     except ValueError as exc:
-        raise GoldenError(f"{path}: unreadable stale report ({exc}). Fix: {FULL_RUN_FIX}") from None
+        raise wrong(f"not JSON: {exc}") from None
     if not isinstance(doc, dict) or doc.get("schema") != STALE_SCHEMA:
-        raise GoldenError(f"{path}: not a pytest-slam stale report. Fix: {FULL_RUN_FIX}")
-    if doc.get("partial"):
+        raise wrong(f"no 'schema': {STALE_SCHEMA!r} object")
+    partial = doc.get("partial")
+    if partial:
         raise GoldenError(
-            f"refusing to prune: the last run was partial ({doc['partial']}), so it judged no "
+            f"refusing to prune: the last run was partial ({partial}), so it judged no "
             f"entry stale ({path}). Fix: {FULL_RUN_FIX}"
         )
-    return doc["reference"], [(str(m), str(k)) for m, k in doc["entries"]]
+    reference, entries = doc.get("reference"), doc.get("entries")
+    if not isinstance(reference, str) or not reference.strip():
+        raise wrong("'reference' must name the reference model")
+    if not isinstance(entries, list):
+        raise wrong("'entries' must be a list of [module, key] pairs")
+    for number, entry in enumerate(entries, 1):
+        pair = (
+            isinstance(entry, list) and len(entry) == 2 and all(isinstance(x, str) for x in entry)
+        )
+        if not pair or not entry[1] or not is_test_module(entry[0]):
+            raise wrong(
+                f"entry {number} is not a [test module .py path, key] pair: {reprlib.repr(entry)}"
+            )
+    return reference, [(normalize_module(m), k) for m, k in entries]

@@ -86,6 +86,22 @@ def module_relpath(module: str) -> PurePosixPath:
     return rel.with_suffix(".json") if rel.suffix == ".py" else rel.with_name(rel.name + ".json")
 
 
+TEST_MODULE_HINT = "the test file relative to the project root, e.g. 'tests/test_triage.py'"
+
+
+def is_test_module(module: object) -> bool:
+    """Whether ``module`` names a ``.py`` file inside the project, as pytest's node ids do.
+
+    Checked where a person or a file names a module (``--module``, the stale report, the trash):
+    anything else would make a golden file that no test reads, or one outside the store.
+    """
+    if not isinstance(module, str) or not module.strip():
+        return False
+    rel = PurePosixPath(module.replace("\\", "/"))
+    inside = bool(rel.parts) and not rel.is_absolute() and ".." not in rel.parts
+    return inside and rel.suffix == ".py" and ":" not in rel.parts[0]  # not C:/tests/test_x.py
+
+
 @functools.lru_cache(maxsize=1024)
 def normalize_module(module: str) -> str:
     """The one spelling of a module used as a dictionary key (posix, relative)."""

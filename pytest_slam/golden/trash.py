@@ -2,9 +2,11 @@
 
 Before a prune rewrites a golden file, the entries it removes from it are appended to
 ``<store root>/../.slam/trash/<UTC time>.jsonl`` (git-ignored with the rest of ``.slam``) and synced
-to disk: one header line, then one line per entry with its module, its key and the entry as the
-golden file held it. ``restore`` writes them back through the store (lock, re-read, atomic replace);
-an entry whose key is in the file again (re-recorded since) is kept as it is now. Restoring the last
+to disk: one header line (the reference, and the store folder's name), then one line per entry with
+its module, its key and the entry as the golden file held it. So a trash file says which store it
+belongs to, and ``slam golden restore TRASH`` needs no other argument, whatever the run was given.
+``restore`` writes them back through the store (lock, re-read, atomic replace); an entry whose key
+is in the file again (re-recorded since) is kept as it is now. Restoring the last
 prune of files nobody changed since gives them back byte for byte (the file format is canonical).
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,9 +23,10 @@ from pytest_slam.golden.fileformat import (
     entry_as_dict,
     entry_from_dict,
     ignore_scratch_folder,
+    read_scratch_text,
 )
 from pytest_slam.golden.redact import scrub
-from pytest_slam.golden.store import GoldenStore
+from pytest_slam.golden.store import GoldenStore, is_test_module, normalize_module
 from pytest_slam.records import GoldenRecord, utc_moment
 
 TRASH_SCHEMA = "pytest-slam/golden-trash/1"
@@ -69,6 +73,7 @@ class Trash:
             header = {
                 "schema": TRASH_SCHEMA,
                 "reference": self.reference,
+                "root": Path(self.root).name,
                 "removed_at": self.stamp,
             }
             with open(path, "x", encoding="utf-8") as handle:  # "x": never mixes two prunes
@@ -82,40 +87,92 @@ def latest_trash(root: Path) -> Path:
     folder = trash_dir(root)
     found = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
     if not found:
-        raise GoldenError(f"{folder}: no pruned entries to restore (no trash file)")
+        raise GoldenError(
+            f"{folder}: no pruned entries to restore (no trash file). Fix: pass the trash file "
+            "the prune printed, or the --root of the store it pruned"
+        )
     return found[-1]
 
 
-def read_trash(path: Path) -> tuple[str, list[tuple[str, GoldenRecord]]]:
-    """The reference and the ``(module, record)`` pairs a prune removed."""
-    fix = "restore a file written by `slam golden prune` (under .slam/trash)"
+@dataclass
+class TrashFile:
+    """What one prune removed: from which store, and each ``(module, record)``."""
+
+    path: Path
+    reference: str
+    root_name: str | None  # the store folder's name; None in a trash file of an older prune
+    items: list[tuple[str, GoldenRecord]]
+
+    def store_root(self) -> Path | None:
+        """The store the entries came from, when the file is still where its prune wrote it."""
+        folder = self.path.parent
+        if not self.root_name or (folder.name, folder.parent.name) != ("trash", ".slam"):
+            return None
+        return folder.parent.parent / self.root_name
+
+
+def read_trash(path: Path) -> TrashFile:
+    """The trash file a prune wrote; ``GoldenError`` (one line, with the fix) for anything else."""
+    path = Path(path)
+    fix = "restore a file written by `slam golden prune` (under .slam/trash), as it wrote it"
+    lines = read_scratch_text(path, "trash file", fix).splitlines()
+
+    def wrong(what: str) -> GoldenError:
+        return GoldenError(f"{path}: unreadable trash file ({what}). Fix: {fix}")
+
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
         header = json.loads(lines[0]) if lines else None
-        if not isinstance(header, dict) or header.get("schema") != TRASH_SCHEMA:
-            raise ValueError("no pytest-slam trash header")
-        items = []
-        for number, line in enumerate(lines[1:], 2):
-            data = json.loads(line)
-            where = Path(f"{path}:{number}")
-            items.append((str(data["module"]), entry_from_dict(where, data["key"], data["entry"])))
-    except FileNotFoundError:
-        raise GoldenError(f"{path}: no such trash file. Fix: {fix}") from None
-    except (ValueError, KeyError, TypeError) as exc:
-        raise GoldenError(f"{path}: unreadable trash file ({exc}). Fix: {fix}") from None
-    return str(header["reference"]), items
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or header.get("schema") != TRASH_SCHEMA:
+        raise wrong("no pytest-slam trash header")
+    reference, root_name = header.get("reference"), header.get("root")
+    if not isinstance(reference, str) or not reference.strip():
+        raise wrong("the header names no reference")
+    if root_name is not None and (
+        not isinstance(root_name, str) or Path(root_name).name != root_name
+    ):
+        raise wrong(f"the header's 'root' {root_name!r} is not a folder name")
+    items = []
+    for number, line in enumerate(lines[1:], 2):
+        if line.strip():
+            items.append(_item(path, number, line, wrong))
+    return TrashFile(path, reference, root_name or None, items)
 
 
-def restore(store: GoldenStore, path: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+def _item(
+    path: Path, number: int, line: str, wrong: Callable[[str], GoldenError]
+) -> tuple[str, GoldenRecord]:
+    """One removed entry: ``(module, record)``."""
+    try:
+        data = json.loads(line)
+    except ValueError as exc:
+        raise wrong(f"line {number} is not JSON: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("key"), str) or not data["key"]:
+        raise wrong(f"line {number} is not an object with 'module', 'key' and 'entry'")
+    if not is_test_module(data.get("module")):
+        raise wrong(f"line {number}: 'module' is not a test .py path: {data.get('module')!r}")
+    try:
+        rec = entry_from_dict(Path(f"{path}:{number}"), data["key"], data.get("entry"))
+    except (GoldenError, TypeError, ValueError):
+        raise wrong(f"line {number}: 'entry' is not a golden entry") from None
+    return normalize_module(data["module"]), rec
+
+
+def restore(
+    store: GoldenStore, trash: TrashFile
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """Put a trash file's entries back into ``store``: ``(restored, kept)`` as ``(module, key)``.
 
     ``kept``: entries whose key the file has again, left as they are now.
     """
-    reference, items = read_trash(path)
-    if reference != store.reference:
-        raise GoldenError(f"{path} holds entries of {reference!r}, not {store.reference!r}")
+    if trash.reference != store.reference:
+        raise GoldenError(
+            f"{trash.path} holds entries of {trash.reference!r}, not {store.reference!r}. "
+            f"Fix: leave out --reference (the file names its own)"
+        )
     by_module: dict[str, list[GoldenRecord]] = {}
-    for module, rec in items:
+    for module, rec in trash.items:
         by_module.setdefault(module, []).append(rec)
     restored: list[tuple[str, str]] = []
     kept: list[tuple[str, str]] = []

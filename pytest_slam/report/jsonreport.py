@@ -6,17 +6,22 @@ so the HTML report and a later baseline comparison can be made from the file alo
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_slam.golden.fileformat import atomic_write
 from pytest_slam.records import JSON, Outcome, records, utc_now
 from pytest_slam.report.aggregate import OutcomeLike, Verdict, sort_outcomes
 from pytest_slam.report.schema import ReportDocument
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 SCHEMA_NAME = "pytest-slam/report"
 SCHEMA_VERSION = 1
@@ -78,29 +83,71 @@ def load_report(path: str | os.PathLike[str]) -> Report:
     """Read a report written by ``write_json``; raise ``ReportError`` saying what is wrong."""
     data = _read_json(Path(path))
     check_schema(data, str(path))
-    return Report(
-        verdict=Verdict.from_dict(data),
-        outcomes=records(Outcome, data.get("outcomes") or []),
-        schema=data["schema"],
-        generated_at=data.get("generated_at"),
-        path=str(path),
+    wrong = _first_error(data, missing=False)  # a value of the wrong type, anywhere
+    try:
+        if wrong is None:
+            return Report(
+                verdict=Verdict.from_dict(data),
+                outcomes=records(Outcome, data.get("outcomes") or []),
+                schema=data["schema"],
+                generated_at=data.get("generated_at"),
+                path=str(path),
+            )
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        wrong = _first_error(data, missing=True, named_in=str(exc)) or str(exc)
+    raise ReportError(
+        f"{path} is not a report as pytest-slam writes it ({wrong}); "
+        "pass the file written by --slm-report, unchanged"
     )
 
 
+@functools.cache
+def _document_type() -> TypeAdapter[ReportDocument]:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(ReportDocument)
+
+
+def _first_error(data: dict[str, JSON], *, missing: bool, named_in: str = "") -> str | None:
+    """Where the document is not a ``ReportDocument`` (types checked strictly), in one phrase:
+    the first value of a wrong type, or (``missing``) the first missing part whose name the
+    reader's error (``named_in``) quotes.
+
+    Missing parts are tolerated while the reader does without them: hand-made and older reports
+    leave out what the report code never needed.
+    """
+    from pydantic import ValidationError
+
+    try:
+        _document_type().validate_json(json.dumps(data), strict=True)
+    except ValidationError as exc:
+        for error in exc.errors():
+            named = repr(str(error["loc"][-1])) in named_in if error["loc"] else False
+            if (error["type"] == "missing") == missing and (named or not missing):
+                where = ".".join(str(part) for part in error["loc"])
+                return f"{where}: {error['msg']}"
+    return None
+
+
 def _read_json(path: Path) -> dict[str, JSON]:
+    if path.is_dir():
+        raise ReportError(f"{path} is a folder, not a report; pass the file --slm-report wrote")
     if not path.is_file():
         raise ReportError(
             f"pytest-slam report not found: {path}; write one with `pytest --slm-report={path}`"
         )
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))  # an editor's BOM is no harm
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ReportError(
             f"{path} is not a pytest-slam JSON report: not valid JSON ({exc}); "
             "pass the file written by --slm-report"
         ) from None
     if not isinstance(data, dict):
-        raise ReportError(f"{path} is not a pytest-slam JSON report: top level is not an object")
+        raise ReportError(
+            f"{path} is not a pytest-slam JSON report: top level is not an object; "
+            "pass the file written by --slm-report"
+        )
     return data
 
 
