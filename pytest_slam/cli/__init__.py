@@ -1,17 +1,20 @@
-"""The ``slam`` command: golden answers (refresh, import, stats, prune) and reports (render, diff).
+"""The ``slam`` command: golden answers, reports, configuration, calibration, review, rescoring.
 
     slam golden refresh [PYTEST ARGS]   re-record every golden answer the tests ask for
     slam golden import FILE --module tests/test_x.py
     slam golden stats | slam golden prune | slam golden restore [TRASH]
+    slam golden promote MODEL --report RUN.json   a candidate's answers become the reference's
+    slam golden unpromote BASELINE      put the answers a promote replaced back
     slam report RUN.json [-o RUN.html]  render the HTML report from a saved JSON report
     slam report diff OLD.json NEW.json  what regressed and improved; exit 1 on regression
     slam report schema                  the JSON Schema every report validates against
-    slam calibrate [--report RUN.json | --labels FILE.jsonl] [--dry-run]   threshold from verdicts
+    slam calibrate [--report RUN.json | --labels FILE.jsonl] [--dry-run]   certified bands from verdicts
     slam review [--stats] [--model M] [--test T]   blind human review page, or its figures
     slam rescore RUN.json [-o NEW.json] [--html NEW.html]   verdicts again, no model called
     slam config schema | reference | check   the [tool.slam] table's JSON Schema, docs, validation
 
 Golden commands take their defaults (folder, reference) from ``[tool.slam]`` in ./pyproject.toml.
+Every help text is plain text (no RST markup): ``tests/test_cli_help.py`` pins it.
 """
 
 from __future__ import annotations
@@ -46,16 +49,24 @@ def refresh(pytest_args: list[str]) -> int:
     return subprocess.call(argv)
 
 
-def golden_parser(sub: Subparsers, settings: Settings) -> None:
-    from pytest_slam.cli.golden import COMMANDS
+def command(sub: Subparsers, name: str, text: str) -> argparse.ArgumentParser:
+    """A subcommand whose help line (in its parent's --help) is also its own --help description."""
+    return sub.add_parser(name, help=text, description=text)
 
-    golden = sub.add_parser("golden", help="Golden answers of the reference model")
+
+def golden_parser(sub: Subparsers, settings: Settings) -> None:
+    from pytest_slam.cli import promote
+    from pytest_slam.cli.golden import COMMANDS, HELP
+
+    golden = command(sub, "golden", "Golden answers of the reference model: refresh, import, "
+                     "stats, prune, restore, promote, unpromote")  # fmt: skip
     gsub = golden.add_subparsers(dest="golden_command", required=True)
     gsub.add_parser(
         "refresh", help="Re-record every golden answer (runs pytest; extra args pass through)"
     )
-    for name, add, cmd in COMMANDS:
-        parser = add(gsub.add_parser(name))
+    helps = {**HELP, **promote.HELP}
+    for name, add, cmd in (*COMMANDS, *promote.COMMANDS):
+        parser = add(command(gsub, name, helps[name]))
         parser.set_defaults(
             func=cmd, project_root=Path(settings.golden_dir), project_reference=settings.reference
         )
@@ -69,11 +80,13 @@ def report_parser(sub: Subparsers) -> None:
         cmd_render,
     )
 
-    report = sub.add_parser("report", help="Render a JSON report as HTML, or diff two reports")
+    report = command(sub, "report", "Render a JSON report as HTML, or diff two reports")
     rsub = report.add_subparsers(dest="report_command", required=True)
-    add_render_arguments(rsub.add_parser("render", help="JSON report -> HTML"))
-    add_diff_arguments(rsub.add_parser("diff", help="Compare two JSON reports"))
-    rsub.add_parser("schema", help="Print the JSON Schema of the JSON report").set_defaults(
+    add_render_arguments(command(rsub, "render", "Render a JSON report as one self-contained HTML "
+                                 "file (slam report RUN.json is short for it)"))  # fmt: skip
+    add_diff_arguments(command(rsub, "diff", "Compare two JSON reports: what regressed and what "
+                               "improved beyond the tolerances; exit 1 on a regression"))  # fmt: skip
+    command(rsub, "schema", "Print the JSON Schema of the JSON report").set_defaults(
         func=_print_report_schema
     )
     rsub.choices["render"].set_defaults(func=cmd_render)
@@ -90,14 +103,16 @@ def _print_report_schema(args: argparse.Namespace) -> int:
 def config_parser(sub: Subparsers) -> None:
     from pytest_slam.cli.config_docs import add_commands
 
-    add_commands(sub.add_parser("config", help="The [tool.slam] table: schema, reference, check"))
+    add_commands(command(sub, "config", "The [tool.slam] table: schema, reference, check"))
 
 
 def calibrate_parser(sub: Subparsers, settings: Settings) -> None:
     from pytest_slam.cli.calibrate import add_arguments, cmd_calibrate
 
-    parser = sub.add_parser(
-        "calibrate", help="Choose the equivalence threshold from labelled pairs"
+    parser = command(
+        sub,
+        "calibrate",
+        "Choose certified equivalence bands from labelled pairs, or --evaluate them",
     )
     add_arguments(parser).set_defaults(
         func=cmd_calibrate, root=Path(settings.golden_dir), reference=settings.reference
@@ -107,7 +122,7 @@ def calibrate_parser(sub: Subparsers, settings: Settings) -> None:
 def review_parser(sub: Subparsers, settings: Settings) -> None:
     from pytest_slam.cli.review import add_arguments, cmd_review
 
-    parser = sub.add_parser("review", help="Blind human review of candidate against reference")
+    parser = command(sub, "review", "Blind human review of candidate against reference")
     add_arguments(parser, settings.report).set_defaults(
         func=cmd_review, root=Path(settings.golden_dir), reference=settings.reference
     )
@@ -116,14 +131,21 @@ def review_parser(sub: Subparsers, settings: Settings) -> None:
 def rescore_parser(sub: Subparsers, settings: Settings) -> None:
     from pytest_slam.cli.rescore import add_arguments, cmd_rescore
 
-    parser = sub.add_parser(
-        "rescore", help="Score a run's stored answers again with the current configuration"
+    parser = command(
+        sub, "rescore", "Score a run's stored answers again with the current configuration"
     )
     add_arguments(parser).set_defaults(func=cmd_rescore, settings=settings)
 
 
+DESCRIPTION = (
+    "pytest-slam's command line: golden answers of the reference model, reports of a run, the "
+    "[tool.slam] configuration, calibration of the verdict bands, blind human review and rescoring. "
+    "Run 'slam COMMAND --help' for a command's options."
+)
+
+
 def build_parser(settings: Settings) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="slam", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="slam", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     golden_parser(sub, settings)
     report_parser(sub)

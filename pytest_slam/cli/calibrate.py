@@ -46,12 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--labels", type=Path, help="JSON Lines of labelled pairs (candidate, "
                         "reference, label[, unit, module])")  # fmt: skip
     parser.add_argument("--report", type=Path, help="a run's JSON report: calibrate on the "
-                        "human verdicts `slam review` stored for its answers")  # fmt: skip
+                        "human verdicts 'slam review' stored for its answers")  # fmt: skip
     parser.add_argument("--evaluate", type=Path, metavar="LABELS", help="measure the current "
                         "configuration on these labelled pairs (JSON Lines); writes nothing")  # fmt: skip
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="--evaluate's output")  # fmt: skip
-    parser.add_argument("--pyproject", type=Path, default=Path("pyproject.toml"))
+    parser.add_argument("--pyproject", type=Path, default=Path("pyproject.toml"),
+                        help="file to write the table to (default %(default)s)")  # fmt: skip
     parser.add_argument("--max-pass-error", type=float, default=0.05, help="at most this share "
                         "of the pairs called equivalent may be unacceptable (default 0.05)")  # fmt: skip
     parser.add_argument("--max-fail-error", type=float, default=0.10, help="at most this share "

@@ -247,3 +247,10 @@ COMMANDS: tuple[tuple[str, Callable[..., argparse.ArgumentParser], Callable[...,
     ("prune", add_prune_arguments, cmd_prune),
     ("restore", add_restore_arguments, cmd_restore),
 )
+
+HELP = {  # each command's line in `slam golden --help` (plain text, pinned by test_cli_help.py)
+    "import": "Import logged requests and answers (JSON Lines) as one test module's golden answers",
+    "stats": "One row per golden file: entries, answers, returned models, dates, age",
+    "prune": "Remove the entries the last complete run found stale, keeping them in a trash file",
+    "restore": "Put back the entries a prune removed (the latest prune, or a trash file)",
+}

@@ -30,8 +30,8 @@ EXIT_OK, EXIT_USAGE = 0, 2
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("report", help="JSON report written by --slm-report")
-    parser.add_argument("-o", "--output", default=None, help="write the rescored JSON report here")
-    parser.add_argument("--html", default=None, help="write the rescored HTML report here")
+    parser.add_argument("-o", "--output", default=None, help="Write the rescored JSON report here")
+    parser.add_argument("--html", default=None, help="Write the rescored HTML report here")
     return parser
 
 

@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser, report: str | None) -> argpar
     parser.add_argument("--stats", action="store_true",
                         help="Print win/tie/loss per model and the agreement with scorers")  # fmt: skip
     parser.add_argument("--export-labels", metavar="FILE.jsonl",
-                        help="Write the verdicts as labels for `slam calibrate --labels`")  # fmt: skip
+                        help="Write the verdicts as labels for slam calibrate --labels")  # fmt: skip
     return parser
 
 

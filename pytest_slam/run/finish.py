@@ -218,11 +218,12 @@ def _report(slam: SlamSession, exitstatus: int) -> int:
     verdict = aggregate(outcomes, run_info(slam))
     diff = _baseline(slam, verdict)
     result = _gate(slam, verdict, diff, exitstatus)
-    _write(slam, verdict, outcomes)
+    clean = _write(slam, verdict, outcomes)
     _step_summary(slam, verdict, diff)
     width = terminal_width(slam.config)
     failed = result is not None and not result.passed and exitstatus == pytest.ExitCode.OK
-    tail = [*(format_diff(diff) if diff is not None else []), *gate_lines(verdict)]
+    tail = [*(format_diff(diff) if diff is not None else []), *_autosave(slam, verdict, clean, diff),
+            *gate_lines(verdict)]  # fmt: skip
     if failed and result is not None:
         why = "is incomplete" if result.incomplete else "did not pass"
         tail.append(f"exit status {options.EXIT_GATE_FAILED}: the tests passed, the gate {why}")
@@ -266,9 +267,42 @@ def _baseline(slam: SlamSession, verdict: Verdict) -> BaselineDiff | None:
     path = slam.config.option.slm_baseline
     if not path:
         return None
+    from pytest_slam.report.autosave import AUTO, last_run, runs_dir
     from pytest_slam.report.baseline import Tolerances, diff_baseline
 
-    return diff_baseline(verdict, path, Tolerances.from_config(slam.settings.baseline))
+    tol = Tolerances.from_config(slam.settings.baseline)
+    if path != AUTO:
+        return diff_baseline(verdict, path, tol)
+    last = last_run(runs_dir(slam.config.rootpath))
+    if last is None:
+        return None  # the first run: _autosave says so
+    diff = diff_baseline(verdict, last, tol)
+    diff.baseline = _shown(slam, last)
+    return diff
+
+
+def _autosave(
+    slam: SlamSession, verdict: Verdict, outcomes: list[Outcome], diff: BaselineDiff | None
+) -> list[str]:
+    """``--slm-baseline=auto``: save this run's JSON report for the next run to compare with."""
+    from pytest_slam.report.autosave import AUTO, claim_next, runs_dir
+    from pytest_slam.report.jsonreport import write_json
+
+    if slam.config.option.slm_baseline != AUTO:
+        return []
+    folder = runs_dir(slam.config.rootpath)
+    first = "no earlier run to compare with; " if diff is None else ""
+    try:
+        path = claim_next(folder)
+        try:
+            write_json(path, verdict, outcomes)
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        return [f"baseline auto: {first}this run not saved in {_shown(slam, folder)} "
+                f"({exc.strerror or exc}); make that folder writable"]  # fmt: skip
+    return [f"baseline auto: {first}this run saved as {_shown(slam, path)}"]
 
 
 def _gate(
@@ -291,8 +325,9 @@ def _gate(
     return result if result.configured else None
 
 
-def _write(slam: SlamSession, verdict: Verdict, outcomes: list[Outcome]) -> None:
-    """Both files; a write that fails now (disk full, folder removed) is said, not a traceback."""
+def _write(slam: SlamSession, verdict: Verdict, outcomes: list[Outcome]) -> list[Outcome]:
+    """Both files; a write that fails now (disk full, folder removed) is said, not a traceback.
+    Returns the outcomes as written: scrubbed of secrets."""
     from pytest_slam.golden.redact import scrub
     from pytest_slam.report.html import write_html
     from pytest_slam.report.jsonreport import write_json
@@ -311,6 +346,7 @@ def _write(slam: SlamSession, verdict: Verdict, outcomes: list[Outcome]) -> None
         except OSError as exc:
             slam.summary.append(f"{kind} report not written to {path} ({exc.strerror or exc}); "
                                 f"give {flag} a writable path")  # fmt: skip
+    return clean
 
 
 def _step_summary(slam: SlamSession, verdict: Verdict, diff: BaselineDiff | None) -> None:

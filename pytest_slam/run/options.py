@@ -133,8 +133,9 @@ def add_options(add: Callable[..., object]) -> None:
         BASELINE,
         dest="slm_baseline",
         default=None,
-        metavar="PATH.json",
-        help="Compare with an earlier JSON report; regressions fail the gate",
+        metavar="PATH.json|auto",
+        help="Compare with an earlier JSON report; regressions fail the gate. auto: save each "
+        "run's report in .slam/runs and compare with the last one saved",
     )
     add(
         BLOCK_NETWORK,

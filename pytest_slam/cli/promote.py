@@ -1,0 +1,123 @@
+"""``slam golden promote MODEL --report RUN.json`` and ``slam golden unpromote BASELINE``.
+
+After a swap is adopted, the candidate's answers of a run become the reference's golden answers
+(``golden.promote``): the next replay compares every later candidate with the adopted model. The
+answers replaced are kept as a named baseline beside the goldens, and the command prints the one
+line that puts them back. Mounted by the ``slam`` CLI with the other golden commands (``COMMANDS``);
+each bad input is one line on stderr, exit 2, nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pytest_slam.cli.golden import _fail, add_store_arguments, store_reference, store_root
+from pytest_slam.golden.fileformat import GoldenError
+from pytest_slam.golden.store import golden_reference, reference_slug
+
+HELP = {
+    "promote": "Make a candidate's answers in a run's JSON report the reference's golden answers, "
+    "keeping the old ones as a named baseline",
+    "unpromote": "Put back the golden answers a promote replaced (the baseline it printed)",
+}
+
+
+def add_promote_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    add_store_arguments(parser)
+    parser.add_argument("model", help="Candidate model whose answers become the reference's, "
+                        "as the report names it (e.g. smollm2-135m)")  # fmt: skip
+    parser.add_argument("--report", type=Path, required=True, metavar="RUN.json",
+                        help="JSON report of the run (written by --slm-report)")  # fmt: skip
+    parser.add_argument("--baseline", metavar="NAME", help="Name to keep the replaced answers "
+                        "under (default: the reference and the UTC time, e.g. "
+                        "gpt-4@20261201T120000Z)")  # fmt: skip
+    parser.add_argument("--dry-run", action="store_true", help="List the entries, change none")
+    return parser
+
+
+def add_unpromote_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    add_store_arguments(parser)
+    parser.add_argument("baseline", help="Baseline name a promote printed")
+    return parser
+
+
+def cmd_promote(args: argparse.Namespace) -> int:
+    """Write the candidate's answers as the reference's; print the undo command."""
+    from pytest_slam.golden.promote import baseline_name, promote
+    from pytest_slam.golden.store import GoldenStore
+    from pytest_slam.report.jsonreport import ReportError, load_report
+
+    try:
+        report = load_report(args.report)
+        models = sorted({o.model for o in report.outcomes})
+        if args.model not in models:
+            raise GoldenError(f"{args.report} has no answers of {args.model!r}. Fix: name one of "
+                              f"its candidates: {', '.join(models) or 'none'}")  # fmt: skip
+        store = GoldenStore(store_root(args), run_reference(args, report.verdict.run.settings))
+        name = args.baseline or baseline_name(store.reference)
+        baseline = GoldenStore(store.root, name)
+        if baseline.dir == store.dir or baseline.dir.exists():
+            raise GoldenError(f"{baseline.dir} exists already. Fix: pass --baseline a new name")
+        done = promote(store, baseline, report.outcomes, args.model, dry_run=args.dry_run)
+    except (GoldenError, ReportError, OSError, ValueError) as exc:
+        return _fail(exc)
+    verb = "would promote" if args.dry_run else "promote"
+    for module, key in done.promoted:
+        print(f"{verb} {module} {key}")
+    skipped = "".join(f"; skipped {n}: {why}" for why, n in sorted(done.skipped.items()))
+    print(f"{len(done.promoted)} golden entries of {store.reference!r} "
+          f"{'would take' if args.dry_run else 'now hold'} {args.model}'s answers, "
+          f"{len(done.unchanged)} already did{skipped}")  # fmt: skip
+    if done.promoted and not args.dry_run:
+        print(f"the replaced answers are kept as baseline {name!r} in {baseline.dir}; "
+              f"undo with: {undo_command(name, store.root, store.reference)}")  # fmt: skip
+    return 0
+
+
+def run_reference(args: argparse.Namespace, settings: dict[str, Any]) -> str:
+    """The reference the run was given, however it was (else the project's); ``--reference``,
+    when given, must be the same."""
+    ran = settings.get("reference")
+    if args.reference and ran and golden_reference(args.reference) != golden_reference(str(ran)):
+        raise GoldenError(f"{args.report} was run against {ran!r}, not {args.reference!r}. "
+                          "Fix: leave out --reference (the report names the run's)")  # fmt: skip
+    return str(ran or store_reference(args))
+
+
+def undo_command(name: str, root: Path, reference: str) -> str:
+    """The command that puts a promote's replaced answers back, ready to paste here."""
+    return " ".join(["slam golden unpromote", shlex.quote(name), "--root", shlex.quote(str(root)),
+                     "--reference", shlex.quote(reference)])  # fmt: skip
+
+
+def cmd_unpromote(args: argparse.Namespace) -> int:
+    """Write the baseline's answers back as the reference's, then remove the baseline."""
+    from pytest_slam.golden.promote import unpromote
+    from pytest_slam.golden.store import GoldenStore
+
+    try:
+        store = GoldenStore(store_root(args), store_reference(args))
+        if reference_slug(args.baseline) == store.dir.name:
+            raise GoldenError(f"{args.baseline!r} is the reference itself. Fix: pass the "
+                              "baseline name `slam golden promote` printed")  # fmt: skip
+        baseline = GoldenStore(store.root, args.baseline)
+        restored = unpromote(store, baseline)
+        shutil.rmtree(baseline.dir)
+    except (GoldenError, OSError, ValueError) as exc:
+        return _fail(exc)
+    for module, key in restored:
+        print(f"restore {module} {key}")
+    print(f"restored {len(restored)} golden entries of {store.reference!r} from baseline "
+          f"{args.baseline!r} (removed {baseline.dir})")  # fmt: skip
+    return 0
+
+
+COMMANDS: tuple[tuple[str, Callable[..., argparse.ArgumentParser], Callable[..., int]], ...] = (
+    ("promote", add_promote_arguments, cmd_promote),
+    ("unpromote", add_unpromote_arguments, cmd_unpromote),
+)

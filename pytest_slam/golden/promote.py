@@ -1,0 +1,133 @@
+"""Goldens follow a swap: a candidate's recorded answers become the reference's, the old ones kept.
+
+``promote`` takes, from a run's outcomes, each answer the candidate gave to a request that has a
+golden entry, and writes it as that entry's answers (same key, same request, through the store:
+locked, re-read, atomic, redacted). Before any live file changes, the answers it replaces are
+written to a *baseline*: a golden store of its own beside the live one, named
+``<reference>@<UTC time>`` (folder ``<root>/<slug>/``), so the old answers stay readable as golden
+files (``slam golden stats`` lists them) and ``unpromote`` can put them back.
+
+Skipped, and counted: a pair with no golden answer (nothing to replace; record it first), a call
+that failed, an answer cut by pytest-slam's own generation cap (not the candidate's real answer).
+A judge verdict cached on an entry judged the old answer, so a promoted entry drops it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from pytest_slam.golden.fileformat import GoldenError
+from pytest_slam.golden.redact import scrub_answer
+from pytest_slam.golden.reference import answer_from
+from pytest_slam.golden.store import GoldenStore, normalize_module
+from pytest_slam.records import GoldenAnswer, GoldenRecord, Outcome, utc_moment
+
+
+def baseline_name(reference: str) -> str:
+    """The default name of the baseline a promote keeps: the old reference and when it was left."""
+    return f"{reference}@{utc_moment().strftime('%Y%m%dT%H%M%SZ')}"
+
+
+@dataclass
+class Promotion:
+    """What a promote did (or, dry, would do): ``(module, key)`` per entry, and what it skipped."""
+
+    promoted: list[tuple[str, str]] = field(default_factory=list)
+    unchanged: list[tuple[str, str]] = field(default_factory=list)  # the candidate said the same
+    skipped: dict[str, int] = field(default_factory=dict)  # why -> how many answers
+
+    def skip(self, why: str) -> None:
+        self.skipped[why] = self.skipped.get(why, 0) + 1
+
+
+def candidate_answers(
+    outcomes: Iterable[Outcome], model: str, found: Promotion
+) -> dict[tuple[str, str], list[GoldenAnswer]]:
+    """The candidate's answers by ``(module, key)``, in call order, each distinct answer once."""
+    out: dict[tuple[str, str], list[GoldenAnswer]] = {}
+    for outcome in outcomes:
+        if outcome.model != model:
+            continue
+        module = normalize_module((outcome.test or outcome.nodeid).split("::", 1)[0])
+        for pair in outcome.pairs:
+            index = pair.call_index
+            call = outcome.calls[index] if 0 <= index < len(outcome.calls) else None
+            if pair.missing or not pair.key:
+                found.skip("no golden answer to replace (record it with --slm-record=new)")
+            elif call is None or not call.ok or call.role != "candidate":
+                found.skip("the candidate's call failed")
+            elif call.cut_by_cap:
+                found.skip("cut by pytest-slam's generation cap")
+            else:
+                answer = scrub_answer(answer_from(call))
+                kept = out.setdefault((module, pair.key), [])
+                if not any(_same(answer, a) for a in kept):
+                    kept.append(answer)
+    return out
+
+
+def _same(a: GoldenAnswer, b: GoldenAnswer) -> bool:
+    return (a.text, a.tool_calls, a.other_choices) == (b.text, b.tool_calls, b.other_choices)
+
+
+def promote(
+    store: GoldenStore,
+    baseline: GoldenStore,
+    outcomes: Iterable[Outcome],
+    model: str,
+    *,
+    dry_run: bool = False,
+) -> Promotion:
+    """Write ``model``'s answers as the reference's; the replaced entries go to ``baseline`` first.
+
+    Every golden file involved is read before anything is written, so a broken one stops the
+    promote (``GoldenError``) with every file as it was.
+    """
+    found = Promotion()
+    answers = candidate_answers(outcomes, model, found)
+    for module in sorted({module for module, _ in answers}):
+        store.load(module)
+    old: dict[tuple[str, str], GoldenRecord] = {}
+    for (module, key), new in sorted(answers.items()):
+        rec = store.lookup(module, key)
+        if rec is None:
+            found.skip("its golden entry is gone from the file")
+        elif len(rec.answers) == len(new) and all(map(_same, rec.answers, new)):
+            found.unchanged.append((module, key))
+        else:
+            old[(module, key)] = rec
+            found.promoted.append((module, key))
+    if dry_run or not old:
+        return found
+    for (module, _), rec in old.items():
+        baseline.record(module, rec)
+    baseline.flush()  # the old answers are on disk before a live file changes
+    for (module, key), rec in old.items():
+        store.record(module, dataclasses.replace(rec, answers=answers[(module, key)], judge={}))
+    store.flush()
+    return found
+
+
+def unpromote(store: GoldenStore, baseline: GoldenStore) -> list[tuple[str, str]]:
+    """Put the baseline's entries back as the reference's answers; returns ``(module, key)``.
+
+    The baseline must exist and hold entries; every file is read before any is written.
+    """
+    modules = baseline.modules()
+    if not modules:
+        raise GoldenError(
+            f"{baseline.dir}: no baseline named {baseline.reference!r}. Fix: pass the name "
+            "`slam golden promote` printed (`slam golden stats` lists the folders)"
+        )
+    kept = {m: baseline.load(m).entries for m in modules}
+    for module in modules:
+        store.load(module)
+    restored = []
+    for module, entries in kept.items():
+        for key, rec in sorted(entries.items()):
+            store.record(module, rec)
+            restored.append((module, key))
+    store.flush()
+    return restored

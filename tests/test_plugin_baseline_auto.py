@@ -1,0 +1,104 @@
+"""``--slm-baseline=auto``: each run's report saved in .slam/runs, the next run compared with it.
+
+Real pytest runs (pytester) of a product suite; the GPT-4 reference and the candidate are FakeOpenAI
+servers on loopback, and a regression is made by changing what the candidate answers.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from slam_helpers import PRODUCT, REPORTED_TESTS
+
+from pytest_slam.run.options import EXIT_GATE_FAILED
+from pytest_slam.testing import FakeOpenAI
+
+PYPROJECT = """
+[tool.pytest.ini_options]
+pythonpath = ["."]
+
+[tool.slam]
+candidates = ["mini"]
+reference = "{reference}#gpt-4"
+
+[tool.slam.models.mini]
+base_url = "{candidate}"
+model = "gpt-4o-mini"
+
+[tool.slam.baseline]
+latency_increase_ms = 60000  # loopback timings on a busy shared machine are noise, not a change
+"""
+BAD = "Sorry, I am unable to help with this request today."
+
+
+class Answers:
+    """GPT-4's own answers while ``good``, else a useless one."""
+
+    good = True
+
+    def __call__(self, request: dict[str, Any]) -> str:
+        return "GPT-4 says: " + request["messages"][-1]["content"] if self.good else BAD
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, fake_gpt4: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("COLUMNS", "200")  # each summary line on one line
+    answers = Answers()
+    with FakeOpenAI(answers, model="gpt-4o-mini-2024-07-18") as candidate:
+        pytester.makepyfile(product=PRODUCT, test_product=REPORTED_TESTS)
+        pytester.makefile(".toml", pyproject=PYPROJECT.format(
+            reference=fake_gpt4.base_url, candidate=candidate.base_url))  # fmt: skip
+        yield pytester, answers
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("-p", "no:cacheprovider", "--slm-baseline=auto", *args)
+
+
+def saved(pytester: pytest.Pytester) -> list[str]:
+    return sorted(p.name for p in (pytester.path / ".slam" / "runs").iterdir())
+
+
+def test_second_run_compares_with_the_first_and_catches_a_regression(project) -> None:
+    pytester, answers = project
+    first = run(pytester, "--slm-record=new")
+    assert first.ret == 0, first.stdout.str()
+    [one] = saved(pytester)
+    assert one.startswith("0001_") and one.endswith("Z.json")
+    first.stdout.fnmatch_lines([
+        f"baseline auto: no earlier run to compare with; this run saved as .slam/runs/{one}"])  # fmt: skip
+    assert "regressions:" not in first.stdout.str()
+    assert (
+        json.loads((pytester.path / ".slam/runs" / one).read_text())["models"][0]["model"] == "mini"
+    )
+
+    answers.good = False  # the same suite, replayed; the candidate now answers unlike GPT-4
+    second = run(pytester)
+    second.assert_outcomes(passed=2)  # the product's own assertions still hold
+    assert second.ret == EXIT_GATE_FAILED
+    one_, two = saved(pytester)
+    assert one_ == one and two.startswith("0002_")
+    second.stdout.fnmatch_lines([
+        f"baseline: .slam/runs/{one}",
+        "regressions: 3",
+        "  - mini: equivalence_mean 1.00 -> *",
+        f"baseline auto: this run saved as .slam/runs/{two}",
+        "gate: FAIL*",
+    ])  # fmt: skip
+
+    third = run(pytester)  # the same answers: compared with the second run, nothing moved
+    assert third.ret == 0, third.stdout.str()
+    third.stdout.fnmatch_lines([f"baseline: .slam/runs/{two}", "regressions: 0"])
+    assert (pytester.path / ".slam" / ".gitignore").is_file()  # never shows in git status
+
+
+def test_under_xdist_only_the_controller_saves(project) -> None:
+    pytester, _ = project
+    assert run(pytester, "--slm-record=new").ret == 0
+    result = run(pytester, "-n", "2")
+    assert result.ret == 0, result.stdout.str()
+    one, two = saved(pytester)
+    result.stdout.fnmatch_lines([f"baseline: .slam/runs/{one}", "regressions: 0",
+                                 f"baseline auto: this run saved as .slam/runs/{two}"])  # fmt: skip
