@@ -78,7 +78,7 @@ def test_top_level_help_names_every_command(
         "restore, promote, unpromote",
         "    report * Render a JSON report as HTML, or diff two reports",
         "    config * The [[]tool.slam] table: schema, reference, check",
-        "    calibrate * Choose the equivalence threshold from labelled pairs",
+        "    calibrate * Choose certified equivalence bands from labelled pairs, or --evaluate them",
         "    review * Blind human review of candidate against reference",
         "    rescore * Score a run's stored answers again with the current configuration",
     ])  # fmt: skip
