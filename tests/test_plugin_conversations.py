@@ -157,9 +157,10 @@ def test_a_diverged_turn_that_differs_fails_naming_the_divergence(
 ) -> None:
     with FakeOpenAI(model(str), model="gpt-4-0613") as reference:
         _project(pytester, reference, product=PRODUCT, test_conversations=TESTS)
-        with FakeOpenAI(varying(), model="cand") as candidate:
-            models = f"--slm-models={candidate.base_url}#cand"
-            pytester.runpytest(models, "--slm-record=new", "-k", "chat").assert_outcomes(passed=1)
+        recorded = pytester.runpytest(  # GPT-4 as its own candidate: its own conversation
+            f"--slm-models={reference.base_url}#gpt", "--slm-record=new", "-k", "chat"
+        )
+        recorded.assert_outcomes(passed=1)
 
         def wrong(request: dict[str, Any]) -> str:
             return "Blue." if len(request["messages"]) == 1 else "I refuse to talk about fruit."
