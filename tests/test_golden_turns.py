@@ -53,6 +53,9 @@ BASE = loop("Let me look.", "Paris", "18 C", "call_abc")
 def test_what_the_candidate_caused_is_set_aside(other: dict[str, Any]) -> None:
     assert request_key(other) != request_key(BASE)  # no exact golden on replay
     assert shape_key(other) == shape_key(BASE)
+    # the strict shape (recording) keeps the later user texts: the product may have changed them
+    later = other["messages"][-1] != BASE["messages"][-1]
+    assert (shape_key(other, strict=True) == shape_key(BASE, strict=True)) is not later
 
 
 @pytest.mark.parametrize(
@@ -105,6 +108,10 @@ def test_the_shape_is_readable_roles_tools_and_the_opening_prompt() -> None:
         {"role": "tool"},
         {"role": "user"},
     ]
+    assert request_shape(BASE, strict=True)["messages"][-1] == {
+        "role": "user",
+        "content": "Thanks.",
+    }
 
 
 def record(
@@ -126,6 +133,15 @@ def test_the_reference_turn_is_the_same_test_place_and_shape_the_last_recorded_w
     assert reference_turn([here, *elsewhere], TEST, 3, asked) is here
     assert reference_turn([*elsewhere, newer, here], TEST, 3, asked) is newer
     assert reference_turn(elsewhere, TEST, 3, asked) is None
+
+
+def test_a_changed_follow_up_prompt_is_matched_on_replay_and_recorded_anew() -> None:
+    asked = loop("Let me look.", "Paris", "18 C", "call_abc", "And tomorrow?")
+    here = record(BASE, "Sunny.", {TEST: [3]})
+    assert reference_turn([here], TEST, 3, asked) is here  # replay: the lenient shape
+    assert reference_turn([here], TEST, 3, asked, lenient=False) is None  # recording: strict
+    anew = record(asked, "Rain tomorrow.", {TEST: [3]}, "2025-01-01T00:00:00Z")  # recorded earlier
+    assert reference_turn([here, anew], TEST, 3, asked) is anew  # the strict shape first
 
 
 def test_places_are_kept_in_the_file_and_old_files_read_without_them(tmp_path: Path) -> None:

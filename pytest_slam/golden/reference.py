@@ -159,10 +159,10 @@ class ReferenceService:
 
         A request with no exact entry gets the reference's turn at its place (``golden.turns``):
         its key is then not the request's, which is how the caller knows the conversation
-        diverged. ``--slm-record=new`` records only a place that has no reference turn yet, so a
-        record run adds no entry per run of a sampling candidate; ``all`` records every request
-        anew (the last recorded wins its place). ``selector`` is the node id that runs the test
-        again, for the command a miss names.
+        diverged. ``--slm-record=new`` records only a place that has no reference turn of the
+        same strict shape yet, so a record run adds no entry per run of a sampling candidate;
+        ``all`` records every request anew (the last recorded wins its place). ``selector`` is
+        the node id that runs the test again, for the command a miss names.
         """
         key = request_key(body)
         rec = self.store.lookup(module, key)
@@ -183,8 +183,10 @@ class ReferenceService:
     def reference_turn(
         self, module: str, test: str, turn: int, body: dict[str, JSON]
     ) -> GoldenRecord | None:
-        """The reference's answer at call ``turn`` of ``test`` to a request of the same shape."""
-        return reference_turn(self.store.at_place(module, test, turn), test, turn, body)
+        """The reference's answer at call ``turn`` of ``test`` to a request of the same shape
+        (the strict shape only when recording: a changed follow-up prompt is recorded)."""
+        placed = self.store.at_place(module, test, turn)
+        return reference_turn(placed, test, turn, body, lenient=self.mode == "none")
 
     def completion_tokens(self, module: str, body: dict[str, JSON]) -> int | None:
         """The completion length of the recorded answer to ``body`` (for the generation cap), or

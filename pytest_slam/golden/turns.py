@@ -11,11 +11,14 @@ which is the request with everything the candidate caused set aside:
 - each message's role, in order; an assistant message keeps the names of the tools it called, in
   order (the tool sequence), never its text nor the call arguments; a tool message keeps only its
   role (its result follows from the arguments);
-- the texts of the system, developer and user messages before the first assistant message (the
-  prompt the product opened the conversation with). Later user texts are set aside, because a
-  product often writes the candidate's answer into them: instructor's and pydantic-ai's retries
-  resend the conversation with a validation error that quotes it.
+- the texts of the system, developer and user messages. Those after the first assistant message
+  are kept by the strict shape and set aside by the lenient one, because a product often writes the
+  candidate's answer into them: instructor's and pydantic-ai's retries resend the conversation with
+  a validation error that quotes it.
 
+Replay tries the strict shape, then the lenient one. Recording (``--slm-record=new``) takes a place
+as matched only by the strict shape, so a product that changed a follow-up prompt gets it recorded,
+and a retry whose error text changed is recorded too (replay then finds it by the lenient shape).
 When several records sit at one place (two candidates recorded the turn, or a re-record), the one
 recorded last wins, then the lowest key: the same golden files always give the same match.
 """
@@ -43,7 +46,7 @@ def _tool_names(message: dict[str, JSON]) -> list[JSON]:
     return names
 
 
-def _shape_messages(messages: list[JSON]) -> list[JSON]:
+def _shape_messages(messages: list[JSON], strict: bool) -> list[JSON]:
     out: list[JSON] = []
     answered = False
     for message in messages:
@@ -57,25 +60,26 @@ def _shape_messages(messages: list[JSON]) -> list[JSON]:
             names = _tool_names(message)
             if names:
                 item["tools"] = names
-        elif role in PROMPT_ROLES and not answered:
+        elif role in PROMPT_ROLES and (strict or not answered):
             item["content"] = message.get("content")
         out.append(item)
     return out
 
 
-def request_shape(body: dict[str, JSON]) -> dict[str, JSON]:
-    """The request as the product wrote it, without what the candidate's earlier answers caused."""
+def request_shape(body: dict[str, JSON], strict: bool = False) -> dict[str, JSON]:
+    """The request as the product wrote it, without what the candidate's earlier answers caused
+    (``strict``: with every system/developer/user text)."""
     request = canonical_request(body)
     shape = {k: v for k, v in request.items() if k not in SET_ASIDE}
     messages = request.get("messages")
     if isinstance(messages, list):
-        shape["messages"] = _shape_messages(messages)
+        shape["messages"] = _shape_messages(messages, strict)
     return shape
 
 
-def shape_key(body: dict[str, JSON]) -> str:
+def shape_key(body: dict[str, JSON], strict: bool = False) -> str:
     """sha256 of the request's shape, 16 hex digits, as ``request_key`` is of the request."""
-    text = canonical_json(request_shape(body))
+    text = canonical_json(request_shape(body, strict))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:KEY_LENGTH]
 
 
@@ -85,16 +89,18 @@ def at_place(records: Iterable[GoldenRecord], test: str, turn: int) -> list[Gold
 
 
 def reference_turn(
-    records: Iterable[GoldenRecord], test: str, turn: int, body: dict[str, JSON]
-) -> GoldenRecord | None:
-    """The reference's turn at the place of ``body`` (call ``turn`` of ``test``, same shape)."""
-    shape = shape_key(body)
-    found = [
-        r for r in at_place(records, test, turn) if r.answers and shape_key(r.request) == shape
-    ]
-    if not found:
-        return None
-    return max(found, key=lambda r: (r.answers[0].recorded_at or "", _reversed(r.key)))
+    records: Iterable[GoldenRecord], test: str, turn: int, body: dict[str, JSON],
+    lenient: bool = True,
+) -> GoldenRecord | None:  # fmt: skip
+    """The reference's turn at the place of ``body`` (call ``turn`` of ``test``, same shape:
+    strict first, then lenient unless told not to)."""
+    placed = [r for r in at_place(records, test, turn) if r.answers]
+    for strict in (True, False) if lenient else (True,):
+        shape = shape_key(body, strict)
+        found = [r for r in placed if shape_key(r.request, strict) == shape]
+        if found:
+            return max(found, key=lambda r: (r.answers[0].recorded_at or "", _reversed(r.key)))
+    return None
 
 
 def _reversed(key: str) -> tuple[int, ...]:
