@@ -230,6 +230,10 @@ class GoldenRecord(Record):
     answers: list[GoldenAnswer] = field(default_factory=list)
     tests: list[str] = field(default_factory=list)
     judge: dict[str, JSON] = field(default_factory=dict)  # cached judge verdicts, by judge key
+    # Where the request was asked: test -> its call positions (1-based) in that test, so a later
+    # turn whose exact request differs finds the reference's turn at its place (golden.turns).
+    # Absent in files written before it (and left out of a file while empty).
+    turns: dict[str, list[int]] = field(default_factory=dict)
 
     NESTED = {"answers": GoldenAnswer}
 
@@ -287,6 +291,10 @@ class Pair(Record):
     reference_tool_calls: list[dict[str, JSON]] | None = None
     missing: bool = False
     scores: list[Score] = field(default_factory=list)
+    # The conversation left the reference's at this turn (1-based call position in the test): this
+    # call's exact request had no golden answer and was compared with the reference's turn at its
+    # own place, ``call_index + 1`` (golden/turns.py). None: the exact request was recorded.
+    diverged_at: int | None = None
 
     NESTED = {"scores": Score}
 

@@ -1,8 +1,9 @@
 """The golden file: one JSON file per test module and reference, written to read well in a diff.
 
 Layout: ``{"schema": SCHEMA, "reference": "openai:gpt-4", "entries": {key: record}}``, where a
-record is ``GoldenRecord.as_dict()`` without its key and without null answer fields (``from_dict``
-restores them). Indent 2, keys sorted below the top level, UTF-8 as is, one trailing newline: the
+record is ``GoldenRecord.as_dict()`` without its key, without null answer fields and without an
+empty ``turns`` (``from_dict`` restores them; files written before ``turns`` existed read as they
+are). Indent 2, keys sorted below the top level, UTF-8 as is, one trailing newline: the
 same answers always give the same bytes, whatever order they came in.
 Reading fails with one message naming the file, the line and the fix.
 """
@@ -206,6 +207,8 @@ def _entry(rec: GoldenRecord) -> dict[str, JSON]:
     """A record as stored: no key (it is the entry's name), no null answer fields (less noise)."""
     data = rec.as_dict()
     del data["key"]
+    if not data["turns"]:
+        del data["turns"]  # files of tests with no recorded place stay as they were
     data["answers"] = [{k: v for k, v in a.items() if v is not None} for a in data["answers"]]
     return data
 

@@ -26,6 +26,7 @@ from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.golden.keys import request_key
 from pytest_slam.golden.redact import scrub_answer
 from pytest_slam.golden.store import GoldenStore
+from pytest_slam.golden.turns import reference_turn, with_turn
 from pytest_slam.records import (
     JSON,
     Call,
@@ -149,21 +150,43 @@ class ReferenceService:
     def __post_init__(self) -> None:
         self.store.write_through = True  # a paid answer (or judge verdict) is never only in memory
 
-    def answer(self, module: str, test: str, body: dict[str, JSON], selector: str) -> GoldenRecord:
-        """The golden record for ``body`` as asked by ``test``; records it if the mode says so.
+    def answer(
+        self, module: str, test: str, body: dict[str, JSON], selector: str,
+        turn: int | None = None,
+    ) -> GoldenRecord:  # fmt: skip
+        """The golden record for ``body`` as asked by ``test`` as its call ``turn`` (1-based);
+        records it if the mode says so.
 
-        ``selector`` is the node id that runs the test again, for the command a miss names.
+        A request with no exact entry gets the reference's turn at its place (``golden.turns``):
+        its key is then not the request's, which is how the caller knows the conversation
+        diverged. ``--slm-record=new`` records only a place that has no reference turn of the
+        same strict shape yet, so a record run adds no entry per run of a sampling candidate;
+        ``all`` records every request anew (the last recorded wins its place). ``selector`` is
+        the node id that runs the test again, for the command a miss names.
         """
         key = request_key(body)
         rec = self.store.lookup(module, key)
         if rec is not None and not self._wants_record(module, key, rec):
-            self.store.mark_used(module, key, test)
+            self.store.mark_used(module, key, test, turn)
             return rec
+        if rec is None and turn is not None and self.mode != "all":
+            placed = self.reference_turn(module, test, turn, body)
+            if placed is not None:
+                self.store.mark_used(module, placed.key, test, turn)
+                return placed
         if self.mode == "none":
-            raise MissingGolden(self._missing_message(module, key, selector))
-        rec = self.record(module, test, key, body, rec)
+            raise MissingGolden(self._missing_message(module, key, selector, turn))
+        rec = self.record(module, test, key, body, rec, turn)
         self.rerecorded.add((module, key))
         return rec
+
+    def reference_turn(
+        self, module: str, test: str, turn: int, body: dict[str, JSON]
+    ) -> GoldenRecord | None:
+        """The reference's answer at call ``turn`` of ``test`` to a request of the same shape
+        (the strict shape only when recording: a changed follow-up prompt is recorded)."""
+        placed = self.store.at_place(module, test, turn)
+        return reference_turn(placed, test, turn, body, lenient=self.mode == "none")
 
     def completion_tokens(self, module: str, body: dict[str, JSON]) -> int | None:
         """The completion length of the recorded answer to ``body`` (for the generation cap), or
@@ -196,11 +219,14 @@ class ReferenceService:
         needs = f" (needs ${self.spec.api_key_env})" if self.spec.api_key_env else ""
         return f"pytest --slm-record=new{args} {shlex.quote(selector)}{needs}"
 
-    def _missing_message(self, module: str, key: str, selector: str) -> str:
+    def _missing_message(
+        self, module: str, key: str, selector: str, turn: int | None = None
+    ) -> str:
         path = _shown(self.store.path_for(module))
+        place = "" if turn is None else f", nor for call {turn} of this test"
         message = (
             f"no golden answer of reference {self.store.reference!r} for this request "
-            f"(key {key}) in {path}. Record it from the real reference with: "
+            f"(key {key}){place} in {path}. Record it from the real reference with: "
             f"{self.record_command(selector)}"
         )
         others = self.store.other_references(module)
@@ -216,9 +242,10 @@ class ReferenceService:
 
     def record(
         self, module: str, test: str, key: str, body: dict[str, JSON],
-        old: GoldenRecord | None = None,
+        old: GoldenRecord | None = None, turn: int | None = None,
     ) -> GoldenRecord:  # fmt: skip
-        """Ask the real reference (every sample first; a failure writes nothing), then save it.
+        """Ask the real reference (every sample first; a failure writes nothing), then save it,
+        with its place (call ``turn`` of ``test``) when known.
 
         The answers are redacted first (``scrub_answer``): this run scores, compares and shows
         the text the golden file keeps, as a replay does, and a re-record compares like with like.
@@ -227,7 +254,8 @@ class ReferenceService:
         answers = kept_answers(old, fresh)
         unchanged = old is not None and answers == old.answers
         rec = GoldenRecord(key=key, request=body, answers=answers, tests=[test],
-                           judge=dict(old.judge) if unchanged and old else {})  # fmt: skip
+                           judge=dict(old.judge) if unchanged and old else {},
+                           turns=with_turn({}, test, turn))  # fmt: skip
         self.store.record(module, rec, test)
         return self.store.lookup(module, key) or rec
 

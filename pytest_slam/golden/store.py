@@ -46,6 +46,7 @@ from pytest_slam.golden.fileformat import (
 )
 from pytest_slam.golden.keys import canonical_request, request_key
 from pytest_slam.golden.lazy import index_golden
+from pytest_slam.golden.turns import at_place, merged_turns, with_turn
 from pytest_slam.records import GoldenRecord
 
 if TYPE_CHECKING:
@@ -137,6 +138,7 @@ class GoldenStore:
         self._files: dict[str, GoldenFile | GoldenError] = {}
         self._pending: dict[str, dict[str, GoldenRecord]] = {}
         self._used: dict[str, dict[str, set[str]]] = {}
+        self._places: dict[str, dict[str, dict[str, list[int]]]] = {}  # module -> key -> turns
         self._written: set[str] = set()  # modules whose file this store changed
         self._mine: dict[str, tuple[tuple[int, ...], bytes]] = {}  # file signature, text digest
         self._texts: dict[str, EntryCache] = {}  # each written entry's text, reused while unchanged
@@ -195,6 +197,17 @@ class GoldenStore:
             self._files[module] = exc
             raise
 
+    def at_place(self, module: str, test: str, turn: int) -> list[GoldenRecord]:
+        """The records asked at call ``turn`` of ``test`` (recorded this run, then the file).
+
+        Asked only when a request has no exact entry: it reads every entry of the module's file.
+        """
+        module = normalize_module(module)
+        pending = self._pending.get(module, {})
+        entries = self.load(module).entries
+        found = [rec for key, rec in entries.items() if key not in pending]
+        return at_place([*pending.values(), *found], test, turn)
+
     # -- recording -------------------------------------------------------------------------
 
     def record(self, module: str, rec: GoldenRecord, test: str = "") -> None:
@@ -212,17 +225,22 @@ class GoldenStore:
             raise ValueError(f"record key {rec.key!r} is not the request's key {key!r}")
         old = self._pending.get(module, {}).get(key)
         tests = set(rec.tests) | set(old.tests if old else ()) | ({test} if test else set())
-        rec = dataclasses.replace(rec, key=key, request=request, tests=sorted(tests))
+        turns = merged_turns(rec.turns, old.turns if old else {})
+        rec = dataclasses.replace(rec, key=key, request=request, tests=sorted(tests), turns=turns)
         self._pending.setdefault(module, {})[key] = rec
         self.mark_used(module, key, test)
         if self.write_through:
             self.save(module)
 
-    def mark_used(self, module: str, key: str, test: str) -> None:
-        """Remember that ``test`` visited ``key`` this run (for stale entries; never writes)."""
-        tests = self._used.setdefault(normalize_module(module), {}).setdefault(key, set())
+    def mark_used(self, module: str, key: str, test: str, turn: int | None = None) -> None:
+        """Remember that ``test`` visited ``key`` this run, as its call ``turn`` (for stale entries,
+        and the place a file written anyway gets; never writes)."""
+        module = normalize_module(module)
+        tests = self._used.setdefault(module, {}).setdefault(key, set())
         if test:
             tests.add(test)
+        places = self._places.setdefault(module, {})
+        places[key] = with_turn(places.get(key, {}), test, turn)
 
     @property
     def visited(self) -> dict[str, set[str]]:
@@ -250,11 +268,18 @@ class GoldenStore:
             if old is not None and old.answers == rec.answers:
                 # Workers judging the same answers each add their verdicts; none may be lost.
                 judge = {**old.judge, **rec.judge}
-            entries[key] = dataclasses.replace(rec, tests=sorted(tests), judge=judge)
+            turns = merged_turns(rec.turns, old.turns if old else {})
+            entries[key] = dataclasses.replace(rec, tests=sorted(tests), judge=judge, turns=turns)
         for key, tests in used.items():
             if key in entries and not tests <= set(entries[key].tests):
                 rec = entries[key]
                 entries[key] = dataclasses.replace(rec, tests=sorted(tests | set(rec.tests)))
+        for key, turns in self._places.get(module, {}).items():
+            visited = entries.get(key)
+            if visited is not None and merged_turns(visited.turns, turns) != visited.turns:
+                entries[key] = dataclasses.replace(
+                    visited, turns=merged_turns(visited.turns, turns)
+                )
         return dataclasses.replace(current, reference=self.reference, entries=entries)
 
     def _read_locked(self, module: str, path: Path) -> tuple[GoldenFile, bytes | None]:

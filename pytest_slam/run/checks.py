@@ -182,10 +182,10 @@ class Checker:
               failed: bool) -> None:  # fmt: skip
         assert self.reference is not None
         store = self.reference.store
+        key = _key(call)
         try:
-            rec = self.reference.answer(ctx.module, ctx.test, call.request, ctx.nodeid)
+            rec = self.reference.answer(ctx.module, ctx.test, call.request, ctx.nodeid, index + 1)
         except (MissingGolden, GoldenError, ReferenceFailed) as exc:
-            key = _key(call)
             verdict.pairs.append(
                 Pair(index, key, str(store.path_for(ctx.module)), None, missing=True)
             )
@@ -194,7 +194,11 @@ class Checker:
             return
         call.key = rec.key
         verdict.records[index] = rec
-        verdict.pairs.append(self._make_pair(index, rec, str(store.path_for(ctx.module))))
+        pair = self._make_pair(index, rec, str(store.path_for(ctx.module)))
+        if rec.key != key:  # the reference's turn at this place (golden.turns)
+            earlier = [p.diverged_at for p in verdict.pairs if p.diverged_at is not None]
+            pair.diverged_at = earlier[0] if earlier else index + 1
+        verdict.pairs.append(pair)
 
     def _make_pair(self, index: int, rec: GoldenRecord, path: str) -> Pair:
         from pytest_slam.metrics.cost import api_call_cost
@@ -242,6 +246,8 @@ class Checker:
                 return
             sides = _choices(ctx.calls[pair.call_index], pair, rec)
             for index, score in enumerate(scores):
+                if pair.diverged_at is not None:
+                    score.explanation = f"{diverged(pair)}; {score.explanation}"
                 pair.scores.append(score)
                 if score.verdict == DIFFERENT:
                     verdict.problems.append(_failed(pair, score, sides, index))
@@ -606,6 +612,28 @@ def _failed(pair: Pair, score: Score, sides: tuple[list[Choice], list[Choice]], 
     if not (cand or ref):
         return line
     return "\n    ".join([line, *tool_calls_side_by_side(ref, cand)])
+
+
+def diverged(pair: Pair) -> str:
+    """What a pair matched by its place says: where the conversation left the reference's."""
+    return (f"conversation diverged at turn {pair.diverged_at}: compared with the reference's "
+            f"turn {pair.call_index + 1}")  # fmt: skip
+
+
+def diverged_lines(outcomes: list[dict[str, JSON]]) -> list[str]:
+    """The summary's word on calls compared with the reference's turn at their place, if any."""
+    found = [(o["nodeid"], p["call_index"] + 1) for o in outcomes
+             for p in o.get("pairs", ()) if p.get("diverged_at") is not None]  # fmt: skip
+    if not found:
+        return []
+    tests = len({nodeid for nodeid, _ in found})
+    shown = ", ".join(f"{nodeid} call {turn}" for nodeid, turn in found[:3])
+    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+    return [
+        f"conversations: {len(found)} call(s) in {tests} test(s) diverged from the reference's "
+        f"conversation and were compared with the reference's turn at the same place ({shown}"
+        f"{more})"
+    ]
 
 
 def why_different(score: Score) -> str:

@@ -514,6 +514,9 @@ class SlamSession:
             )
         if self.role != "worker":
             self.summary.extend(cap_lines(self.outcomes))
+            from pytest_slam.run.checks import diverged_lines
+
+            self.summary.extend(diverged_lines(self.outcomes))
             if self.settings.golden_dir_legacy:
                 from pytest_slam.settings import MOVE_GOLDENS
 

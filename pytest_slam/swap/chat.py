@@ -222,6 +222,20 @@ def upstream_body(body: JSONObject, spec: ModelSpec, cap: int | None = None) -> 
     return out
 
 
+CANDIDATE_SEED = 1234  # the seed a candidate request gets when the product set none
+
+
+def pin_seed(payload: JSONObject, target: Target) -> JSONObject:
+    """A candidate's sampling pinned: ``seed`` added when the product set none, so a sampling
+    candidate (llama.cpp, vLLM, hosted APIs on a best-effort basis) gives the same answer to the
+    same request from run to run. Its temperature stays what the request says; the reference and
+    the judge are asked as the request says. ``call.request`` never carries it (the golden key
+    is the product's request)."""
+    if target.role == "candidate" and payload.get("seed") is None:
+        payload["seed"] = CANDIDATE_SEED
+    return payload
+
+
 class CandidateFault(Exception):
     """A 200 answer that is not a whole chat completion: truncated, not JSON, not UTF-8, an error."""
 
@@ -232,14 +246,21 @@ def forward_chat(
     relay: Relay | None = None,
     timeout: float | None = None,
     cap: int | None = None,
+    *,
+    split: bool = True,
 ) -> ChatResult:
     """Send one chat request to ``target``; relay chunks to a streaming caller; return what was measured.
 
     ``timeout`` (seconds without data) defaults to the model's ``timeout_s``, else 600. A server
     fault is the call's ``error``, one line naming the model, never an exception. ``cap``: the
     output limit sent for a request that set none (``generation_cap``); ``call.request`` stays the
-    product's own body, so the golden key does not change with it.
+    product's own body, so the golden key does not change with it. A candidate asked for ``n`` > 1
+    choices by an engine that lacks ``n`` answers through ``choices.forward_n`` (``split``).
     """
+    if split and target.role == "candidate" and isinstance(body.get("n"), int) and body["n"] > 1:
+        from pytest_slam.swap.choices import forward_n
+
+        return forward_n(target, body, relay, timeout, cap)
     call = Call(model=target.spec.name, role=target.role, request=body, endpoint=target.base_url,
                 streamed=bool(body.get("stream")), started_at=time.time(),
                 capped=cap is not None, cap=cap)  # fmt: skip
@@ -249,8 +270,8 @@ def forward_chat(
     deadline = None if limit is None else limit.at
     wait = timeout if deadline is None else max(min(timeout, deadline - start), 0.001)
     try:
-        resp = upstream.post(target.base_url, "/chat/completions",
-                             upstream_body(body, target.spec, cap), target.api_key, wait)  # fmt: skip
+        sent = pin_seed(upstream_body(body, target.spec, cap), target)
+        resp = upstream.post(target.base_url, "/chat/completions", sent, target.api_key, wait)
     except upstream.UpstreamTimeout:
         if deadline is not None and time.perf_counter() >= deadline:
             return _gave_up(call, start, limit)

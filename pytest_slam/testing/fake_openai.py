@@ -210,8 +210,8 @@ class FakeOpenAI:
     makes the first requests fail in order: an HTTP status (429 carries Retry-After) or
     ``"timeout"`` (sleep ``timeout_sleep_s``, then close without answering).
     ``report_usage=False`` is a server that reports no token usage and ignores
-    ``stream_options.include_usage``, as llama-cpp-python's does. Every request, failed or not,
-    is kept in ``requests``.
+    ``stream_options.include_usage``, as llama-cpp-python's does. ``max_n=1`` refuses ``n`` > 1
+    with a 400, as llama.cpp's server does. Every request, failed or not, is kept in ``requests``.
     """
 
     def __init__(
@@ -228,6 +228,7 @@ class FakeOpenAI:
         api_key: str | None = None,
         port: int = 0,
         report_usage: bool = True,
+        max_n: int | None = None,
     ) -> None:
         failures = list(fail)
         for item in failures:
@@ -239,6 +240,7 @@ class FakeOpenAI:
         self.timeout_sleep_s, self.retry_after_s = timeout_sleep_s, retry_after_s
         self.embeddings_down, self.api_key, self.port = embeddings_down, api_key, port
         self.report_usage = report_usage
+        self.max_n = max_n
         self.requests: list[FakeRequest] = []
         self._failures = failures
         self._lock = threading.Lock()
@@ -346,6 +348,8 @@ class FakeOpenAI:
         for name in ("model", "messages"):
             if name not in body:
                 return h.send_api_error(400, f"Missing required parameter: '{name}'.")
+        if self.max_n is not None and (body.get("n") or 1) > self.max_n:
+            return h.send_api_error(400, f"Only n <= {self.max_n} is supported.")
         try:
             replies = self._reply(body)
             usage = _usage(body, replies)
