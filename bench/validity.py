@@ -56,11 +56,6 @@ from pytest_slam.compare.validity import auc
 Columns = dict[str, list[float]]
 
 
-def length_ratio(pairs: Sequence[LabelledPair]) -> list[float]:
-    return [min(len(p.candidate), len(p.reference)) / max(len(p.candidate), len(p.reference), 1)
-            for p in pairs]  # fmt: skip
-
-
 def split(units: Sequence[str], seed: int) -> tuple[list[int], list[int]]:
     """Row indices of two halves of the prompts (a prompt's pairs stay together)."""
     prompts = sorted(set(units))
@@ -131,7 +126,7 @@ def per_set(name: str, pairs: list[LabelledPair], cols: Columns, targets: Target
             splits: int) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:  # fmt: skip
     labels, units = [p.label for p in pairs], [p.unit for p in pairs]
     product = {n: cols[n] for n in available_cols(cols)}
-    runs, extra, base, alone = [], [], [], []
+    runs, extra, base = [], [], []
     feats = [features(p.candidate, p.reference) for p in pairs]
     for seed in range(splits):
         a, b = split(units, seed)
@@ -140,28 +135,18 @@ def per_set(name: str, pairs: list[LabelledPair], cols: Columns, targets: Target
         runs.append(held_out(result.chosen, cols, labels, b))
         base.append(held_out(Choice(BASELINE[0], BASELINE[1], BASELINE[1], 0, Counts(0, 0),
                                     Counts(0, 0)), cols, labels, b))  # fmt: skip
-        only_fail = [choose_bands(n, pick(a, c), pick(a, labels), targets, len(product),
-                                  fail_alone=True) for n, c in product.items()]  # fmt: skip
-        widest = max(only_fail, key=lambda c: c.decided)
-        alone.append(held_out(widest if widest.decided else None, cols, labels, b))
-        tried = len(product) + 2
-        wider = {n: pick(a, c) for n, c in cols.items()}
-        others = [choose_bands(n, wider[n], pick(a, labels), targets, tried) for n in ("length",)]
+        tried = len(product) + 1  # the combined scorer shares the confidence too
         comb, comb_col = combined_choice(pairs, feats, a, targets, tried, seed)
         extra_cols = {**cols, "combined": comb_col}
-        extra += [(seed, held_out(c if c.at_least is not None else None, extra_cols, labels, b))
-                  for c in [*others, comb]]  # fmt: skip
+        extra.append((seed, held_out(comb if comb.decided else None, extra_cols, labels, b)))
     rows = [(name, f"{len(pairs)} / {len(set(units))}", *summary(name, runs, "passed"),
              *summary(name, runs, "failed")[::2],
              coverage(runs),
              ", ".join(sorted({f'{h.scorer} {h.at_least}/{h.fail_below}' for h in runs})))]  # fmt: skip
-    rows.append((f"{name}: fail band also alone", "", *summary(name, alone, "passed"),
-                 *summary(name, alone, "failed")[::2], coverage(alone),
-                 ", ".join(sorted({f'{h.scorer} {h.at_least}/{h.fail_below}' for h in alone}))))  # fmt: skip
     rows.append((f"{name}: fuzzy token_sort >= 0.7", "", *summary(name, base, "passed"),
                  *summary(name, base, "failed")[::2], "100%", "plain threshold"))  # fmt: skip
     notes = []
-    for label in ("length", "combined"):
+    for label in ("combined",):
         mine = [h for s, h in extra if h.scorer == label]
         notes.append((name, label, f"{len(mine)}/{splits}", coverage(mine) if mine else "-",
                       summary(name, mine, "passed")[2] if mine else "-",
@@ -225,7 +210,6 @@ def ceilings(sets: dict[str, list[LabelledPair]], cols: dict[str, Columns],
 def score_all(pairs: list[LabelledPair], semantic: bool) -> Columns:
     cols = {n: score_column(by, opts, pairs) for n, (by, opts) in available_scorers().items()
             if semantic or by != "semantic"}  # fmt: skip
-    cols["length"] = length_ratio(pairs)
     return cols
 
 

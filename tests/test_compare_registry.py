@@ -14,7 +14,8 @@ from pytest_slam.compare.text import FuzzyScorer
 
 def test_every_registered_scorer_is_a_scorer_with_its_name() -> None:
     assert list(SCORERS) == [
-        "exact", "normalized", "json", "json_schema", "tool_calls", "label", "fuzzy", "semantic",
+        "exact", "normalized", "json", "json_schema", "tool_calls", "label", "fuzzy", "length",
+        "semantic",
         "judge",
     ]  # fmt: skip
     for name in SCORERS:

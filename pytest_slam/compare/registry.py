@@ -19,6 +19,7 @@ SCORERS: dict[str, str] = {
     "tool_calls": "pytest_slam.compare.toolcalls:ToolCallScorer",
     "label": "pytest_slam.compare.text:LabelScorer",
     "fuzzy": "pytest_slam.compare.text:FuzzyScorer",
+    "length": "pytest_slam.compare.text:LengthScorer",
     "semantic": "pytest_slam.compare.semantic:SemanticScorer",
     "judge": "pytest_slam.compare.judge:JudgeScorer",
 }
