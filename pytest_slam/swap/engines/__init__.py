@@ -16,11 +16,11 @@ import sys
 import tempfile
 import time
 import urllib.error
-import urllib.request
 from abc import ABC, abstractmethod
 from pathlib import Path
 
 from pytest_slam.records import ModelSpec
+from pytest_slam.swap import upstream
 from pytest_slam.swap.models import resolve_model_path
 
 LOG_TAIL_LINES = 20
@@ -332,8 +332,11 @@ class ManagedServer:
 
 
 def _healthy(url: str) -> bool:
+    """One readiness poll, on the unpatched connection classes (``upstream.urlopen``): a serial run
+    starts its engine inside the first opted-in test, where a product's vcrpy cassette would
+    otherwise record the polls (and fail to replay them: the port changes every run)."""
     try:
-        with urllib.request.urlopen(url, timeout=1.0) as resp:
+        with upstream.urlopen(url, timeout=1.0) as resp:
             return bool(resp.status == 200)
     except (urllib.error.URLError, OSError):
         return False
