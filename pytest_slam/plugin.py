@@ -41,6 +41,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
         help="Folders whose tests run once per model (opted in to pytest-slam)",
     )
+    parser.addini(
+        "slm_heartbeat",
+        default="",
+        help="Seconds after which a model call still running is named, again every as many "
+        "(default 10; 0: off; --slm-heartbeat overrides it)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -122,3 +122,51 @@ base_url = "{mini.base_url}"
     assert (mini.hits, fake_gpt4.hits) == (6, 2) and cassette.read_text() == text
     golden = Path(pytester.path / "__slam__" / "gpt-4" / "test_app.json")
     assert golden.is_file() and "vcr" not in golden.read_text()
+
+
+ENGINE_SUITE = """
+import pytest, app
+from openai import OpenAI
+
+pytestmark = [pytest.mark.slm, pytest.mark.vcr]
+
+def test_first():  # the run's first opted-in test: the embedded engine starts inside its cassette
+    assert app.service_models("{service}")
+    r = OpenAI().chat.completions.create(
+        model="gpt-4", messages=[{{"role": "user", "content": "Say hi"}}], max_tokens=4)
+    assert r.choices[0].message.content is not None
+"""
+
+
+@pytest.mark.engine
+def test_a_managed_engine_started_inside_a_cassette_stays_out_of_it(
+    pytester: pytest.Pytester, fake_gpt4: FakeOpenAI
+) -> None:
+    """Serial run: the engine starts lazily inside the first opted-in test, with its cassette
+    open; its readiness polls and warm-up call must not be recorded, or the replay (a new port)
+    would fail with "closest differ in port"."""
+    with FakeOpenAI(lambda req: "unused") as service:
+        pytester.makepyfile(
+            app=APP, test_app=ENGINE_SUITE.format(service=service.base_url), conftest=CONFTEST
+        )
+        pytester.makefile(".toml", pyproject=f"""
+[tool.pytest.ini_options]
+pythonpath = ["."]
+
+[tool.slam]
+candidates = ["smollm2-135m"]
+reference = "{fake_gpt4.base_url}#gpt-4"
+""")  # fmt: skip
+        recorded = run(pytester, "--record-mode=once", "--slm-record=new")
+        recorded.assert_outcomes(passed=1)
+        recorded.stdout.fnmatch_lines(["*engine smollm2-135m: llama.cpp*"])
+
+    (cassette,) = (pytester.path / "cassettes" / "test_app").glob("*.yaml")
+    text = cassette.read_text()
+    uris = [i["request"]["uri"] for i in yaml.safe_load(text)["interactions"]]
+    assert uris == [service.base_url + "/models"]  # the product's own traffic, nothing else
+    assert "/health" not in text and "/chat/completions" not in text
+
+    replayed = run(pytester, "--record-mode=none")  # a new engine, on another port
+    replayed.assert_outcomes(passed=1)
+    assert cassette.read_text() == text

@@ -25,15 +25,20 @@ def test_help_lists_every_option_in_one_group(pytester: pytest.Pytester) -> None
             "  --slm-html=PATH.html*",
             "  --slm-baseline=PATH.json*",
             "  --slm-block-network*Make any connection off this machine during an*",
+            "  --slm-heartbeat=SECONDS",
+            "*Name each model call still running after SECONDS, again*",
         ]
     )
     result.stdout.fnmatch_lines(["  slm_paths (paths):*Folders whose tests run once per model*"])
+    result.stdout.fnmatch_lines(
+        ["  slm_heartbeat (string):", "*Seconds after which a model call still running is named*"]
+    )
     flags = [
         value
         for value in vars(options).values()
         if isinstance(value, str) and value.startswith("--")
     ]
-    assert all(f.startswith("--slm-") for f in flags) and len(flags) == 12
+    assert all(f.startswith("--slm-") for f in flags) and len(flags) == 13
     assert all(f in result.stdout.str() for f in flags)
 
 

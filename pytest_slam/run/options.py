@@ -26,6 +26,7 @@ REPORT = "--slm-report"
 HTML = "--slm-html"
 BASELINE = "--slm-baseline"
 BLOCK_NETWORK = "--slm-block-network"
+HEARTBEAT = "--slm-heartbeat"
 EXIT_GATE_FAILED = 6
 
 
@@ -36,6 +37,17 @@ def positive_int(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return value
+
+
+def seconds(text: str) -> float:
+    """A number of seconds, at least 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also NaN
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (at least 0)")
     return value
 
 
@@ -143,6 +155,15 @@ def add_options(add: Callable[..., object]) -> None:
         action="store_true",
         default=False,
         help="Make any connection off this machine during an opted-in test fail, naming the host",
+    )
+    add(
+        HEARTBEAT,
+        dest="slm_heartbeat",
+        default=None,
+        type=seconds,
+        metavar="SECONDS",
+        help="Name each model call still running after SECONDS, again every SECONDS (default "
+        "10, or ini slm_heartbeat; 0: off)",
     )
 
 

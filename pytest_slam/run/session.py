@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # imported when the swap arms: a run that opts nothing in nev
     from pytest_slam.report.aggregate import Verdict
     from pytest_slam.run.checks import Checker
     from pytest_slam.run.fixtures import ReferenceClient, SlamModel
+    from pytest_slam.run.progress import Progress
     from pytest_slam.swap.proxy import SwapProxy
     from pytest_slam.swap.redirect import Redirect
     from pytest_slam.swap.router import SwapRouter
@@ -101,6 +102,7 @@ class SlamSession:
     collect_errors: int = 0
     embeddings_spec: ModelSpec | None = None  # [tool.slam] embeddings
     redirected: set[str] = field(default_factory=set)  # hosts whose calls redirect.py swapped
+    progress: Progress | None = None  # engine lines and heartbeats (run/progress.py)
 
     @property
     def model_names(self) -> list[str]:
@@ -132,9 +134,12 @@ class SlamSession:
         )
         workers = len(getattr(self.config.option, "tx", None) or []) or 1  # xdist's -n, resolved
         slots = workers if self.role == "controller" else 1
+        say, beat_s = (self.progress.say, self.progress.interval_s) if self.progress else (None, 0)
         for spec in self.engine_specs():
             try:
-                server = start_engine(spec, self.log_dir, self.settings.engine_timeout_s, slots)
+                server = start_engine(
+                    spec, self.log_dir, self.settings.engine_timeout_s, slots, say, beat_s
+                )
             except (EngineError, model_specs.ModelSpecError) as exc:
                 self.engine_errors[spec.name] = str(exc)
                 self.engine_starts.append(EngineStart(spec.name, None, error=str(exc)))
@@ -229,6 +234,8 @@ class SlamSession:
     def close(self) -> None:
         self.stop_swap()
         self.stop_engines()
+        if self.progress is not None:
+            self.progress.close()
         if self.energy is not None:
             self.energy.close()
 
@@ -238,6 +245,7 @@ class SlamSession:
         """At configure time: a worker learns the engines' URLs; a test process arms the swap."""
         if not self.armed:
             return
+        self.open_progress()
         if self.role != "worker":
             self.check_report_paths()
         if self.role == "worker":  # xdist sets ``workerinput`` on a worker's config only
@@ -247,6 +255,16 @@ class SlamSession:
         if self.runs_tests:
             self.start_swap()
             self.checker = self._checker()
+
+    def open_progress(self) -> None:
+        """Progress lines (run/progress.py): a worker's go to the controller, which prints them."""
+        from pytest_slam.run.progress import WORKER_KEY, Progress
+
+        progress = self.progress = Progress(self.config, self.role)
+        if self.role == "worker":
+            progress.connect(getattr(self.config, "workerinput", {}).get(WORKER_KEY))
+        self.config.pluginmanager.register(progress, "slam-progress")
+        progress.start()
 
     def open_energy_meter(self) -> None:
         """NVML for the candidates a GPU serves; its line is the run's ``gpu_telemetry``."""

@@ -31,7 +31,11 @@ class XdistHooks:
         self.slam = slam
 
     def pytest_configure_node(self, node: WorkerNode) -> None:
+        from pytest_slam.run.progress import WORKER_KEY
+
         node.workerinput["slam"] = self.slam.worker_input()
+        progress = self.slam.progress
+        node.workerinput[WORKER_KEY] = progress.channel() if progress is not None else None
 
     def pytest_testnodedown(self, node: WorkerNode, error: object) -> None:
         output: dict[str, JSON] = getattr(

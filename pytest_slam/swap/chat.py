@@ -115,6 +115,7 @@ class Accumulator:
         self.choices: dict[int, _Choice] = {}
         self.meta: JSONObject = {}
         self.usage: JSONObject | None = None
+        self.pieces = 0  # content and tool-call deltas so far: about a token each
 
     def feed(self, chunk: JSONObject, now: float) -> None:
         if len(self.meta) < len(META_KEYS):  # each key's first non-null value; usually chunk one
@@ -142,6 +143,7 @@ class Accumulator:
         self.last = now
 
     def _content(self, now: float) -> None:
+        self.pieces += 1
         if self.first is None:
             self.first = now
 
@@ -236,11 +238,48 @@ def pin_seed(payload: JSONObject, target: Target) -> JSONObject:
     return payload
 
 
+@dataclass(eq=False)
+class InFlight:
+    """A call this process is waiting on, as the run's heartbeat shows it (run/progress.py)."""
+
+    target: Target
+    start: float  # time.perf_counter()
+    answer: Accumulator | None = None  # set when its answer starts to arrive
+
+    @property
+    def tokens(self) -> int:
+        return self.answer.pieces if self.answer is not None else 0
+
+
+IN_FLIGHT: set[InFlight] = set()  # every forward_chat call in flight in this process
+_FLIGHT: ContextVar[InFlight | None] = ContextVar("slam_flight", default=None)
+
+
 class CandidateFault(Exception):
     """A 200 answer that is not a whole chat completion: truncated, not JSON, not UTF-8, an error."""
 
 
 def forward_chat(
+    target: Target,
+    body: JSONObject,
+    relay: Relay | None = None,
+    timeout: float | None = None,
+    cap: int | None = None,
+    *,
+    split: bool = True,
+) -> ChatResult:
+    """``_forward_chat``, listed in ``IN_FLIGHT`` while it runs, for the run's heartbeat."""
+    flight = InFlight(target, time.perf_counter())
+    IN_FLIGHT.add(flight)
+    token = _FLIGHT.set(flight)
+    try:
+        return _forward_chat(target, body, relay, timeout, cap, split=split)
+    finally:
+        _FLIGHT.reset(token)
+        IN_FLIGHT.discard(flight)
+
+
+def _forward_chat(
     target: Target,
     body: JSONObject,
     relay: Relay | None = None,
@@ -356,6 +395,9 @@ def _consume(
     """Fold the answer into an Accumulator, relaying chunks; CandidateFault when it is not whole,
     CallerGaveUp when ``deadline`` passes first."""
     acc = Accumulator(start)
+    flight = _FLIGHT.get()
+    if flight is not None:  # the heartbeat counts its tokens as they arrive
+        flight.answer = acc
     ctype = resp.headers.get("content-type", "")
     if not ctype.startswith("text/event-stream"):
         return _whole(resp, acc, relay, usage, ctype)

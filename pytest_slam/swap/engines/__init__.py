@@ -16,14 +16,16 @@ import sys
 import tempfile
 import time
 import urllib.error
-import urllib.request
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 
 from pytest_slam.records import ModelSpec
+from pytest_slam.swap import upstream
 from pytest_slam.swap.models import resolve_model_path
 
 LOG_TAIL_LINES = 20
+Say = Callable[[str], None]  # where progress lines go (run/progress.py), one line per call
 
 
 class EngineError(RuntimeError):
@@ -78,6 +80,10 @@ class Engine(ABC):
     def describe(self) -> str:
         """How it serves, for the run's start line."""
         return self.kind
+
+    def source(self) -> str:
+        """Where the model's weights come from, for the run's progress lines."""
+        return f"model {self.spec.model_id}"
 
 
 # llama.cpp splits its context between slots, so each slot gets the configured ``ctx`` and the KV
@@ -140,6 +146,11 @@ class LlamaCppEngine(Engine):
         path = resolve_model_path(str(self.spec.engine_args.get("model_path", "")))
         size = path.stat().st_size if path.is_file() else 0
         return slots_that_fit(self.slots, self.ctx, size, available_memory_bytes())
+
+    def source(self) -> str:
+        path = resolve_model_path(str(self.spec.engine_args.get("model_path", "")))
+        size = path.stat().st_size / 1e6 if path.is_file() else 0.0
+        return f"model file {path} ({size:.0f} MB)"
 
     def describe(self) -> str:
         slots = self.parallel
@@ -223,6 +234,12 @@ class VllmEngine(Engine):
         beside = Path(sys.executable).with_name("vllm")
         return str(beside) if os.access(beside, os.X_OK) else shutil.which("vllm")
 
+    def source(self) -> str:
+        return (
+            f"model {self.spec.model_id} (vLLM fetches it from Hugging Face on a first start, "
+            "then reads its cache)"
+        )
+
     def start_timeout(self, timeout_s: float) -> float:
         return float(
             self.spec.engine_args.get("start_timeout_s", max(timeout_s, self.START_TIMEOUT_S))
@@ -269,8 +286,14 @@ class ManagedServer:
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_s: float | None = None
 
-    def start(self, timeout_s: float) -> None:
+    def start(self, timeout_s: float, say: Say | None = None, beat_s: float = 0.0) -> None:
+        """Start it and wait until it is healthy; ``say`` hears where the model comes from, the
+        start, every ``beat_s`` seconds of a long start (0: never) and the ready line."""
         self.engine.check_available()
+        name, started = self.engine.spec.name, time.perf_counter()
+        if say is not None:
+            say(f"engine {name}: {self.engine.source()}")
+            say(f"engine {name} ({self.engine.describe()}) starting ...")
         argv = [
             sys.executable,
             "-m",
@@ -286,11 +309,15 @@ class ManagedServer:
                 argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
         try:
-            self._wait_healthy(self.engine.start_timeout(timeout_s))
+            self._wait_healthy(self.engine.start_timeout(timeout_s), say, beat_s)
         except BaseException:  # Ctrl-C while it loads: nobody else holds it to stop it
             self.stop()
+            if say is not None:
+                say(f"engine {name} did not start ({time.perf_counter() - started:.1f} s)")
             raise
         self.started_s = time.perf_counter() - t0
+        if say is not None:
+            say(f"engine {name} ready in {self.started_s:.1f} s on {self.engine.base_url}")
 
     def start_line(self) -> str:
         """One summary line: which engine serves the model, how, where, and how long it took."""
@@ -300,13 +327,20 @@ class ManagedServer:
             f"on {self.engine.base_url}{took}"
         )
 
-    def _wait_healthy(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
+    def _wait_healthy(self, timeout_s: float, say: Say | None = None, beat_s: float = 0.0) -> None:
+        start = time.monotonic()
+        deadline, beat = start + timeout_s, start + beat_s
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
                 self._fail(f"exited with code {self.proc.returncode} while starting")
             if _healthy(self.engine.health_url):
                 return
+            if say is not None and beat_s > 0 and time.monotonic() >= beat:
+                beat += beat_s
+                say(
+                    f"engine {self.engine.spec.name} still starting "
+                    f"({time.monotonic() - start:.0f} s; log {self.log_path})"
+                )
             time.sleep(0.05)
         self.stop()
         self._fail(f"was not healthy after {timeout_s:.0f} s")
@@ -332,26 +366,35 @@ class ManagedServer:
 
 
 def _healthy(url: str) -> bool:
+    """One readiness poll, on the unpatched connection classes (``upstream.urlopen``): a serial run
+    starts its engine inside the first opted-in test, where a product's vcrpy cassette would
+    otherwise record the polls (and fail to replay them: the port changes every run)."""
     try:
-        with urllib.request.urlopen(url, timeout=1.0) as resp:
+        with upstream.urlopen(url, timeout=1.0) as resp:
             return bool(resp.status == 200)
     except (urllib.error.URLError, OSError):
         return False
 
 
 def start_engine(
-    spec: ModelSpec, log_dir: Path | None, timeout_s: float, slots: int = 1
+    spec: ModelSpec,
+    log_dir: Path | None,
+    timeout_s: float,
+    slots: int = 1,
+    say: Say | None = None,
+    beat_s: float = 0.0,
 ) -> ManagedServer:
     """Start the engine a local model needs and return it running; ``spec.base_urls`` is set.
 
     ``slots``: how many requests the run may send at once (its xdist workers); ``log_dir``: the
-    plugin passes a folder under pytest's basetemp, so pytest's retention removes old logs.
+    plugin passes a folder under pytest's basetemp, so pytest's retention removes old logs;
+    ``say`` and ``beat_s``: progress lines (``ManagedServer.start``).
     """
     engine_cls = ENGINES.get(spec.provider)
     if engine_cls is None:
         raise EngineError(f"model {spec.name!r} ({spec.provider}) has no managed engine.")
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="slam-engines-"))
     server = ManagedServer(engine_cls(spec, free_port(), slots), log_dir)
-    server.start(timeout_s)
+    server.start(timeout_s, say, beat_s)
     spec.base_urls = [server.engine.base_url]
     return server

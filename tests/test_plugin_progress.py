@@ -1,0 +1,158 @@
+"""Progress while a run works: its engine's start and a heartbeat of each long model call.
+
+Real pytest runs of a product whose opted-in test calls two candidates: the embedded SmolLM2
+engine, which the plugin starts (and names: where the model is, starting, ready), and a slow
+loopback model (FakeOpenAI) whose answer takes a few seconds, so the heartbeat (every second
+here) names it while it runs. ``-q`` silences both; under xdist the controller prints the
+workers' heartbeats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from pytest_slam.testing import FakeOpenAI
+
+SLOW_S = 2.6
+SUITE = """
+import pytest
+from openai import OpenAI
+
+pytestmark = pytest.mark.slm
+
+def test_ask():
+    question = "Which plan includes priority support for enterprise customers?"
+    r = OpenAI().chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": question}], max_tokens=6)
+    assert r.choices[0].message.content
+"""
+
+
+@pytest.fixture
+def slow() -> Iterator[FakeOpenAI]:
+    """A model whose answer streams in over ``SLOW_S`` seconds, a word at a time."""
+    answer = "The Enterprise plan includes priority support, with a four hour response time."
+    with FakeOpenAI(answer, latency_s=SLOW_S, ttft_s=0.3) as fake:
+        yield fake
+
+
+def project(pytester: pytest.Pytester, slow: FakeOpenAI, reference: str = "none") -> None:
+    pytester.makepyfile(test_slow=SUITE)
+    pytester.makefile(".toml", pyproject=f"""
+[tool.pytest.ini_options]
+pythonpath = ["."]
+
+[tool.slam]
+candidates = ["smollm2-135m", "slow"]
+reference = "{reference}"
+
+[tool.slam.models.slow]
+base_url = "{slow.base_url}"
+""")  # fmt: skip
+
+
+ENGINE_LINES = [
+    "pytest-slam: engine smollm2-135m: model file *SmolLM2-135M-Instruct*.gguf (* MB)",
+    "pytest-slam: engine smollm2-135m (llama.cpp, * of * tokens) starting ...",
+    "pytest-slam: engine smollm2-135m ready in * s on http://127.0.0.1:*/v1",
+]
+
+
+@pytest.mark.engine
+def test_engine_lines_and_heartbeats_and_none_with_q(
+    pytester: pytest.Pytester, slow: FakeOpenAI
+) -> None:
+    reference = FakeOpenAI("Enterprise includes priority support.", latency_s=SLOW_S).start()
+    try:
+        project(pytester, slow, f"{reference.base_url}#gpt-4")
+        result = pytester.runpytest_subprocess("--slm-heartbeat=1", "--slm-record=new")
+        result.assert_outcomes(passed=2)
+        result.stdout.fnmatch_lines(ENGINE_LINES)
+        result.stdout.fnmatch_lines(  # recorded while the first test runs
+            ["pytest-slam: gpt-4 (reference) still answering on test_slow.py::test_ask[[]*: "
+             "* token(s) so far, 1 s"]
+        )  # fmt: skip
+        result.stdout.fnmatch_lines(
+            [
+                "pytest-slam: slow (candidate) still answering on test_slow.py::test_ask[[]slow[]]: "
+                "* token(s) so far, 1 s",
+                "pytest-slam: slow (candidate) still answering on test_slow.py::test_ask[[]slow[]]: "
+                "* token(s) so far, 2 s",
+            ]
+        )
+        beats = [line for line in result.outlines if "slow (candidate) still answering" in line]
+        tokens = [int(line.split(": ")[-1].split()[0]) for line in beats]
+        assert tokens[-1] > tokens[0] > 0, beats  # counted as they stream in
+
+        quiet = pytester.runpytest_subprocess("--slm-heartbeat=1", "-q")
+        quiet.assert_outcomes(passed=2)
+        assert slow.hits == 2  # the slow call ran again, long enough for a heartbeat
+        assert "pytest-slam: engine" not in quiet.stdout.str()
+        assert "still answering" not in quiet.stdout.str()
+    finally:
+        reference.stop()
+
+
+@pytest.mark.engine
+def test_under_xdist_the_controller_speaks_for_its_workers(
+    pytester: pytest.Pytester, slow: FakeOpenAI
+) -> None:
+    project(pytester, slow)
+    result = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "--slm-heartbeat=1")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(ENGINE_LINES)  # started by the controller, before its workers
+    result.stdout.fnmatch_lines(
+        [
+            "pytest-slam: [[]gw?[]] slow (candidate) still answering on "
+            "test_slow.py::test_ask[[]slow[]]: * token(s) so far, 1 s"
+        ]
+    )
+
+
+def test_heartbeat_ini_option_and_off(pytester: pytest.Pytester, slow: FakeOpenAI) -> None:
+    pytester.makepyfile(test_slow=SUITE)
+    pytester.makefile(".toml", pyproject=f"""
+[tool.pytest.ini_options]
+pythonpath = ["."]
+slm_heartbeat = "1"
+
+[tool.slam]
+candidates = ["slow"]
+reference = "none"
+
+[tool.slam.models.slow]
+base_url = "{slow.base_url}"
+""")  # fmt: skip
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["pytest-slam: slow (candidate) still answering on *: * 1 s"])
+
+    off = pytester.runpytest_subprocess("--slm-heartbeat=0")  # the option wins over the ini
+    off.assert_outcomes(passed=1)
+    assert "still answering" not in off.stdout.str()
+
+    bad = pytester.runpytest_subprocess("--slm-heartbeat=-1")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--slm-heartbeat: '-1' is not a number of seconds (at least 0)"])
+
+
+def test_a_bad_ini_heartbeat_is_one_line(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".toml", pyproject="""
+[tool.pytest.ini_options]
+slm_heartbeat = "soon"
+
+[tool.slam]
+reference = "none"
+""")  # fmt: skip
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    result = pytester.runpytest_subprocess()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "ERROR: pytest-slam: ini option slm_heartbeat: 'soon' is not a number of seconds "
+            "(at least 0); 0 turns the heartbeat off"
+        ]
+    )
+    assert "Traceback" not in result.stderr.str()
