@@ -45,7 +45,7 @@ def diff_and_similarity(
     right: list[Segment] = []
     runs, ratio = diff_runs(reference, candidate)
     for k in range(0, len(runs), 3):
-        same, deleted, inserted = (runs[k : k + 3] + ["", ""])[:3]
+        same, deleted, inserted = [*runs[k : k + 3], "", ""][:3]
         for side, kind, text in ((left, "del", deleted), (right, "ins", inserted)):
             if same:
                 _add(side, "same", [same])
