@@ -33,8 +33,12 @@ def sides(pair: list[Any]) -> tuple[str | None, str]:
     runs = pair[7]
     if runs is None:
         return None, pair[8]
-    ref = "".join(t if i % 3 == 0 else f"<del>{t}</del>" for i, t in enumerate(runs) if t and i % 3 != 2)
-    cand = "".join(t if i % 3 == 0 else f"<ins>{t}</ins>" for i, t in enumerate(runs) if t and i % 3 != 1)
+    ref = "".join(
+        t if i % 3 == 0 else f"<del>{t}</del>" for i, t in enumerate(runs) if t and i % 3 != 2
+    )
+    cand = "".join(
+        t if i % 3 == 0 else f"<ins>{t}</ins>" for i, t in enumerate(runs) if t and i % 3 != 1
+    )
     return ref, cand
 
 

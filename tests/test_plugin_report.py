@@ -154,7 +154,8 @@ def test_slam_report_cli_renders_html_and_diffs(project, candidate) -> None:
     assert '<tr class="candidate" data-model="mini">' in page
     _, pairs = report_data(page)  # the word diff of every pair, drawn by the page's script
     assert len(pairs) == 3 and any(
-        sides(p)[1].endswith("I <ins>am unable to help with this request today.</ins>") for p in pairs
+        sides(p)[1].endswith("I <ins>am unable to help with this request today.</ins>")
+        for p in pairs
     )
 
 
@@ -299,7 +300,10 @@ def test_the_gates_verdict_is_the_terminals_last_line(project, candidate) -> Non
     failed = [i for i, line in enumerate(lines) if line.startswith("FAILED test_strict.py::")]
     stats = next(i for i, line in enumerate(lines) if "6 failed, 3 passed" in line)
     assert len(failed) == 6 and max(failed) < stats == len(lines) - 2
-    assert lines[-1] == "pytest-slam gate: FAIL (mini: min_pass_rate: 33.3% is below the minimum 90.0%)"
+    assert (
+        lines[-1]
+        == "pytest-slam gate: FAIL (mini: min_pass_rate: 33.3% is below the minimum 90.0%)"
+    )
     assert "gate: FAIL" in slam_section(result)  # the breaches stay listed in the section too
     candidate.answers.good = True
     passed = run(project)

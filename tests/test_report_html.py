@@ -6,7 +6,6 @@ import re
 from html.parser import HTMLParser
 
 import pytest
-
 import test_report_helpers as synth
 from html_helpers import chromium, report_data, sides
 from slam_helpers import needs_chromium
