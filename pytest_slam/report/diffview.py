@@ -46,7 +46,11 @@ def diff_and_similarity(
     runs, ratio = diff_runs(reference, candidate)
     for k in range(0, len(runs), 3):
         same, deleted, inserted = [*runs[k : k + 3], "", ""][:3]
-        for side, kind, text in ((left, "del", deleted), (right, "ins", inserted)):
+        both: tuple[tuple[list[Segment], SegmentKind, str], ...] = (
+            (left, "del", deleted),
+            (right, "ins", inserted),
+        )
+        for side, kind, text in both:
             if same:
                 _add(side, "same", [same])
             if text:
