@@ -176,6 +176,12 @@ def test_chromium_draws_the_test_by_model_matrix(report, tmp_path) -> None:
             assert href == f"#{anchor(test, model)}"  # each cell links to its pair
     summarize = dict(view.matrix)["tests/test_support.py::test_summarize"]
     assert summarize[synth.QWEN][0] == "passed 0.85"  # outcome and mean equivalence (2 pairs)
+    view = _view(report, "view=matrix&outcome=failures", tmp_path)  # tests with a failure,
+    assert [t.split("::")[1] for t, _ in view.matrix] == ["test_extract", "test_reply",
+                                                          "test_summarize"]  # fmt: skip
+    assert dict(view.matrix)["tests/test_support.py::test_summarize"][synth.QWEN][0].startswith(
+        "passed"
+    )  # with every model's cell
     view = _view(report, f"view=matrix&model={synth.QWEN}", tmp_path)
     assert all(set(row) == {synth.QWEN} for _, row in view.matrix)
 
