@@ -191,7 +191,7 @@ def screenshots(page: Path, folder: Path, profile: Path) -> list[tuple[str, int]
     made = []
     views = (("headline", "", 0, 700),
              ("filter", "#outcome=failures&model=smollm2-135m&open=all", 1, 760),
-             ("matrix", "#view=matrix&outcome=failures", 1, 900))  # fmt: skip
+             ("matrix", "#view=matrix&outcome=failures", 1, 640))  # fmt: skip
     for name, hash_, framed, height in views:
         url = page.as_uri() + hash_
         if framed:  # a frame showing the page from its "Per test and model" heading down

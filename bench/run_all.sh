@@ -15,3 +15,4 @@ run golden bench_golden.py
 run scorers bench_scorers.py
 run engine bench_engine.py
 run engine_slots bench_engine_slots.py
+run html_size html_size.py --shots screenshots
