@@ -65,6 +65,10 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_slam.run.xdist import XdistHooks
 
         config.pluginmanager.register(XdistHooks(slam), "slam-xdist")
+    if slam.role != "worker":
+        from pytest_slam.run.lastline import LastLine
+
+        config.pluginmanager.register(LastLine(slam), "slam-last-line")
 
 
 @pytest.hookimpl(tryfirst=True)

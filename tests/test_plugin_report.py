@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from html_helpers import report_data, sides
 from slam_helpers import PRODUCT, REPORTED_TESTS
 
 from pytest_slam.run.options import EXIT_GATE_FAILED
@@ -151,7 +152,11 @@ def test_slam_report_cli_renders_html_and_diffs(project, candidate) -> None:
     page = (project.path / "new.html").read_text(encoding="utf-8")
     assert '<g class="point" data-model="mini"' in page
     assert '<tr class="candidate" data-model="mini">' in page
-    assert "<ins>am unable to help with this request today.</ins></pre>" in page  # word diff
+    _, pairs = report_data(page)  # the word diff of every pair, drawn by the page's script
+    assert len(pairs) == 3 and any(
+        sides(p)[1].endswith("I <ins>am unable to help with this request today.</ins>")
+        for p in pairs
+    )
 
 
 def normalised(report: dict[str, Any]) -> Any:
@@ -268,3 +273,47 @@ def test_terminal_summary_degrades_on_a_narrow_terminal(project, candidate, monk
     breach = section.index("gate: FAIL") + 1
     assert section[breach].startswith("  mini: no_regression: 4 regression(s) vs")
     assert section[breach + 1].startswith("    ")  # the long breach wraps under its indent
+
+
+STRICT_TESTS = """
+import pytest, product
+
+pytestmark = pytest.mark.slm
+
+@pytest.mark.parametrize("order", range(6))
+def test_refund_names_gpt4(order):
+    assert product.ask(f"Refund for order {order}?").startswith("GPT-4 says")
+"""
+
+
+def test_the_gates_verdict_is_the_terminals_last_line(project, candidate) -> None:
+    """With failures, pytest's FAILED lines and its ``N failed`` line come after the pytest-slam
+    section: the gate's verdict comes after all of them, in one line."""
+    project.makepyfile(test_strict=STRICT_TESTS)
+    with (project.path / "pyproject.toml").open("a", encoding="utf-8") as fh:
+        fh.write("\n[tool.slam.gate]\nmin_pass_rate = 0.9\n")
+    record(project)
+    candidate.answers.good = False
+    result = run(project, "-rf")
+    result.assert_outcomes(passed=3, failed=6)
+    lines = [line for line in result.stdout.lines if line.strip()]
+    failed = [i for i, line in enumerate(lines) if line.startswith("FAILED test_strict.py::")]
+    stats = next(i for i, line in enumerate(lines) if "6 failed, 3 passed" in line)
+    assert len(failed) == 6 and max(failed) < stats == len(lines) - 2
+    assert (
+        lines[-1]
+        == "pytest-slam gate: FAIL (mini: min_pass_rate: 33.3% is below the minimum 90.0%)"
+    )
+    assert "gate: FAIL" in slam_section(result)  # the breaches stay listed in the section too
+    candidate.answers.good = True
+    passed = run(project)
+    assert passed.ret == 0 and passed.stdout.lines[-1] == "pytest-slam gate: PASS"
+
+
+def test_the_last_line_says_when_no_gate_is_configured(project) -> None:
+    record(project)
+    result = run(project, "-q")
+    assert result.ret == 0
+    assert result.stdout.lines[-1] == (
+        "pytest-slam gate: not configured (no [tool.slam.gate] rule; 0 test(s) failed)"
+    )

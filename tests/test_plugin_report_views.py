@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from html_helpers import report_data, sides
 from review_helpers import make_project, run_suite
 from slam_helpers import PRODUCT
 from test_plugin_report import TESTS
@@ -141,11 +142,9 @@ def test_both_sides_tool_calls_are_side_by_side_in_the_html(pytester) -> None:
         result = pytester.runpytest(f"--slm-models={candidate.base_url}#cand", "--slm-record=new",
                                     "--slm-html=r.html")  # fmt: skip
     result.assert_outcomes(failed=1)
-    page = read(pytester.path / "r.html")
-    assert ('<pre class="ref">-&gt; <del>get_weather</del>({&#34;city&#34;: &#34;Paris&#34;})'
-            "</pre>") in page  # fmt: skip
-    assert ('<pre class="cand">-&gt; <ins>delete_account</ins>({&#34;city&#34;: &#34;Paris&#34;})'
-            "</pre>") in page  # fmt: skip
+    shown = [sides(p) for p in report_data(read(pytester.path / "r.html"))[1]]
+    assert ('-> <del>get_weather</del>({"city": "Paris"})',
+            '-> <ins>delete_account</ins>({"city": "Paris"})') in shown  # fmt: skip
 
 
 def test_a_test_that_stops_reaching_the_candidate_is_a_regression(pytester, servers) -> None:

@@ -88,7 +88,10 @@ def test_a_run_with_failed_tests_and_no_gate_says_not_configured_not_passed(
         "session_breaches": [], "notes": [],
     }  # fmt: skip
     summary = said(result)  # the terminal agrees: no gate verdict, the model's gate cell is "-"
-    assert "gate:" not in summary and "PASS" not in summary
+    assert "gate: FAIL" not in summary and "PASS" not in summary
+    assert result.stdout.lines[-1] == (  # and its last line says so
+        "pytest-slam gate: not configured (no [tool.slam.gate] rule; 1 test(s) failed)"
+    )
     result.stdout.re_match_lines([r"mini +- +1/2 "])
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-import subprocess
 from html.parser import HTMLParser
 
 import pytest
 import test_report_helpers as synth
-from slam_helpers import CHROMIUM, needs_chromium
+from html_helpers import chromium, report_data, sides
+from slam_helpers import needs_chromium
 
 from pytest_slam.records import Call
 from pytest_slam.report.aggregate import ModelRow, aggregate
@@ -46,18 +46,20 @@ def test_self_contained_no_network(report_html) -> None:
     assert page.count("<script>") == 1 and page.count("<style>") == 1
 
 
-def test_answers_with_html_are_escaped(report_html) -> None:
+def test_answers_with_html_are_packed_text(report_html) -> None:
+    """Answers travel packed and the script sets them as text: never markup in the page."""
     page = report_html.read_text()
     assert '<script>alert("pwned")' not in page and "<img src=x" not in page
-    assert "&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt;" in page
-    assert "&lt;img src=x onerror=alert(1)&gt;" in page
+    _, pairs = report_data(page)
+    assert any(synth.XSS in sides(p)[1] for p in pairs)
 
 
 def test_charts_and_tables_are_in_the_page(report_html) -> None:
     page = report_html.read_text()
     assert page.count('<g class="point') == 4 and page.count('<g class="point reference"') == 1
     assert page.count('<g class="box e2e"') == 4 and page.count('<g class="box ttft"') == 4
-    assert page.count('<tr data-index="') == 12
+    rows, pairs = report_data(page)
+    assert len(rows["rows"]) == 12 and len(pairs) == sum(len(o["pairs"]) for o in synth.outcomes())
     assert '<td class="FAIL">FAIL</td>' in page and '<td class="PASS">PASS</td>' in page
 
 
@@ -102,10 +104,11 @@ def test_tool_calls_of_both_sides_are_side_by_side() -> None:
     outcomes[0]["pairs"][0]["reference_tool_calls"] = [weather]
     page = render_html(aggregate(outcomes, synth.run_info((synth.QWEN,))), outcomes)
     # one "-> name({arguments})" line per call under the text; the word diff covers them too
-    assert ('<pre class="ref">Priority: high. Route to billing.\n-&gt; <del>get_weather</del>'
-            '({&#34;<del>city</del>&#34;: <del>&#34;Paris&#34;</del>})</pre>') in page  # fmt: skip
-    assert ('<pre class="cand">Priority: high. Route to billing.\n-&gt; <ins>delete_account</ins>'
-            '({&#34;<ins>user</ins>&#34;: <ins>7</ins>})</pre>') in page  # fmt: skip
+    ref, cand = sides(report_data(page)[1][0])
+    assert ref == ('Priority: high. Route to billing.\n-> <del>get_weather</del>'
+                   '({"<del>city</del>": <del>"Paris"</del>})')  # fmt: skip
+    assert cand == ('Priority: high. Route to billing.\n-> <ins>delete_account</ins>'
+                    '({"<ins>user</ins>": <ins>7</ins>})')  # fmt: skip
 
 
 def test_a_judge_that_ran_is_one_cost_line_in_the_page_and_the_table() -> None:
@@ -135,11 +138,11 @@ def test_diff_in_the_page_uses_ins_and_del() -> None:
     outcomes = synth.qwen_outcomes()[:1]
     page = render_html(aggregate(outcomes, synth.run_info((synth.QWEN,))), outcomes)
     # reference "Priority: high. Route to billing." vs candidate "... Route to billing."
-    assert '<pre class="ref">Priority: high. Route to billing.</pre>' in page
+    assert sides(report_data(page)[1][0]) == ("Priority: high. Route to billing.",) * 2
     smol = synth.smol_outcomes()[:1]
     page = render_html(aggregate(smol, synth.run_info((synth.SMOL,))), smol)
-    assert '<pre class="ref">Priority: high. <del>Route to billing</del>.</pre>' in page
-    assert '<pre class="cand">Priority: high. <ins>Billing</ins>.</pre>' in page
+    assert sides(report_data(page)[1][0]) == ("Priority: high. <del>Route to billing</del>.",
+                                              "Priority: high. <ins>Billing</ins>.")  # fmt: skip
 
 
 class _Dom(HTMLParser):
@@ -171,23 +174,12 @@ class _Dom(HTMLParser):
             self.in_tests = False
 
 
-def _chromium(url: str, *args: str, tmp_path) -> str:
-    cmd = [
-        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-        "--no-first-run", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,2000",
-        *args, url,
-    ]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
-
-
 @needs_chromium
 def test_chromium_runs_the_sort_script_from_the_url_hash(report_html, tmp_path) -> None:
     dom = _Dom()
-    dom.feed(_chromium(f"{report_html.as_uri()}#sort=e2e:desc&open=all", "--dump-dom",
-                       tmp_path=tmp_path))  # fmt: skip
+    page = chromium(f"{report_html.as_uri()}#sort=e2e:desc&open=all", "--dump-dom",
+                    tmp_path=tmp_path)  # fmt: skip
+    dom.feed(page)
     tests = dom.tables["tests"]
     assert tests.get("data-ready") == "1" and tests.get("data-sorted-by") == "e2e:desc"
     e2e = [row[6] for row in dom.rows]  # column 7: E2E p95; empty values sort last
@@ -196,6 +188,7 @@ def test_chromium_runs_the_sort_script_from_the_url_hash(report_html, tmp_path) 
     assert e2e[len(measured) :] == [""] * (len(e2e) - len(measured))
     assert dom.open_details == len(synth.outcomes()) - 2  # every outcome with pairs
     assert dom.tags.get("script") == 1 and "img" not in dom.tags  # answers stayed text
+    assert '&lt;script&gt;alert("pwned")&lt;/script&gt;&lt;img src=x' in page
     assert dom.tags.get("svg") == 2
     assert {"models", "tests", "review"} <= set(dom.tables)  # the review table survives the DOM
 
@@ -203,7 +196,7 @@ def test_chromium_runs_the_sort_script_from_the_url_hash(report_html, tmp_path) 
 @needs_chromium
 def test_chromium_sorts_text_ascending(report_html, tmp_path) -> None:
     dom = _Dom()
-    dom.feed(_chromium(f"{report_html.as_uri()}#sort=model", "--dump-dom", tmp_path=tmp_path))
+    dom.feed(chromium(f"{report_html.as_uri()}#sort=model", "--dump-dom", tmp_path=tmp_path))
     assert dom.tables["tests"].get("data-sorted-by") == "model:asc"
     models = [row[1] for row in dom.rows]
     assert models == sorted(models) and models[0] == synth.MINI
@@ -212,7 +205,7 @@ def test_chromium_sorts_text_ascending(report_html, tmp_path) -> None:
 @needs_chromium
 def test_chromium_screenshot_shows_the_page(report_html, tmp_path) -> None:
     shot = tmp_path / "report.png"
-    _chromium(report_html.as_uri(), f"--screenshot={shot}", tmp_path=tmp_path)
+    chromium(report_html.as_uri(), f"--screenshot={shot}", tmp_path=tmp_path)
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
@@ -235,6 +228,7 @@ def test_a_not_swapped_test_is_shown_as_such() -> None:
     outcomes[0] = {**outcomes[0], "outcome": "not_swapped", "calls": [], "pairs": [],
                    "message": "pytest-slam: passed but is not swapped"}  # fmt: skip
     page = render_html(aggregate(outcomes, synth.run_info((synth.QWEN,))), outcomes)
-    assert '<td class="not_swapped" data-sort="not_swapped">not swapped</td>' in page
+    rows, _ = report_data(page)
+    assert rows["rows"][0][2] == "not_swapped"  # failures first: no evidence comes first
     assert '<small class="not_swapped">1 not swapped</small>' in page
     assert "not swapped: 1 test(s) passed with no call the candidate answered" in page

@@ -41,19 +41,39 @@ def diff_and_similarity(
     reference: str, candidate: str
 ) -> tuple[list[Segment], list[Segment], float]:
     """The two sides' segments and the share of words in common (a hint only)."""
+    left: list[Segment] = []
+    right: list[Segment] = []
+    runs, ratio = diff_runs(reference, candidate)
+    for k in range(0, len(runs), 3):
+        same, deleted, inserted = [*runs[k : k + 3], "", ""][:3]
+        both: tuple[tuple[list[Segment], SegmentKind, str], ...] = (
+            (left, "del", deleted),
+            (right, "ins", inserted),
+        )
+        for side, kind, text in both:
+            if same:
+                _add(side, "same", [same])
+            if text:
+                _add(side, kind, [text])
+    return left, right, ratio
+
+
+def diff_runs(reference: str, candidate: str) -> tuple[list[str], float]:
+    """Both sides at once, each text stored once: ``[same, deleted, inserted, same, ...]`` (any
+    may be ""); the reference reads same + deleted, the candidate same + inserted. With the share
+    of words in common (a hint only)."""
     ref_tokens = TOKEN.findall(_cut(reference))
     cand_tokens = TOKEN.findall(_cut(candidate))
     ops = opcodes(ref_tokens, cand_tokens)
-    left: list[Segment] = []
-    right: list[Segment] = []
+    runs: list[str] = []
     for op, i1, i2, j1, j2 in _absorb_spaces(ops, ref_tokens):
         if op == "equal":
-            _add(left, "same", ref_tokens[i1:i2])
-            _add(right, "same", cand_tokens[j1:j2])
+            runs.append("".join(ref_tokens[i1:i2]))
             continue
-        _add(left, "del", ref_tokens[i1:i2])
-        _add(right, "ins", cand_tokens[j1:j2])
-    return left, right, similarity(ops)
+        if len(runs) % 3 == 0:  # a change first: an empty unchanged run before it
+            runs.append("")
+        runs += ["".join(ref_tokens[i1:i2]), "".join(cand_tokens[j1:j2])]
+    return runs, similarity(ops)
 
 
 def _absorb_spaces(ops: list[Opcode], tokens: list[str]) -> list[Opcode]:

@@ -5,11 +5,19 @@ Apart from ``gate`` (which reads the verdict's rows) so the verdict can hold it 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from pytest_slam.records import Record
 
 NOT_CONFIGURED = "not_configured"  # no gate rule applied: the gate says nothing, tests decide
+WORDS = {
+    "passed": "PASS",
+    "failed": "FAIL",
+    "incomplete": "INCOMPLETE",
+    NOT_CONFIGURED: "not configured",
+}
+CLAUSE_END = re.compile(r" \(|; |, |\. ")  # a breach message's first clause is its gist
 
 
 @dataclass
@@ -67,3 +75,16 @@ class GateResult(Record):
         out.extend(f"  session budget: {b}" for b in self.session_breaches)
         out.extend(f"  note: {n}" for n in self.notes)
         return out
+
+    @property
+    def word(self) -> str:
+        """PASS / FAIL / INCOMPLETE / not configured: the run's verdict as a headline says it."""
+        return WORDS.get(self.status, "PASS" if self.passed else "FAIL")
+
+    def gists(self) -> list[str]:
+        """Each breach in a few words (``model: rule: measured vs limit``), for one-line verdicts."""
+        out = [f"{m.model}: {CLAUSE_END.split(b.message, maxsplit=1)[0]}"
+               for m in self.models for b in m.breaches]  # fmt: skip
+        return out + [
+            f"session: {CLAUSE_END.split(b, maxsplit=1)[0]}" for b in self.session_breaches
+        ]

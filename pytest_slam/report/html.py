@@ -1,39 +1,39 @@
 """The HTML report: one self-contained file (inline CSS, JS and SVG; nothing from the network).
 
-It shows the quality-versus-cost chart that decides a swap, latency distributions per model,
-the per-model figures with their 95% intervals and which candidates can be told apart, the human
-review verdicts when there are any, a sortable per-test table, and per test the candidate's and the
-reference's answers (text and tool calls) side by side with word-level differences. Everything
-from the run is escaped by Jinja2's autoescape; the SVG charts escape their own labels (charts.py).
+It opens with the gate's verdict and its breaches, then shows the quality-versus-cost chart that
+decides a swap, latency distributions per model, the per-model figures with their 95% intervals
+and which candidates can be told apart, the human review verdicts when there are any, and every
+(test, model) row: failures first, filtered by outcome, verdict, model and test, searched, sorted,
+as a table or a test x model matrix, each row opening its answer pairs (text and tool calls) side
+by side with word-level differences. Those rows and pairs travel packed (htmldata.py) and the
+page's script draws a page of them at a time, as text (``textContent``), never as markup; the rest
+is escaped by Jinja2's autoescape, and the SVG charts escape their own labels (charts.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_slam.golden.fileformat import atomic_write
-from pytest_slam.records import Call, Outcome, Pair, Score
+from pytest_slam.records import Outcome
 from pytest_slam.report import charts, fmt
 from pytest_slam.report.aggregate import (
     OutcomeLike,
-    PerTestRow,
     Verdict,
     golden_pairs,
     latency_calls,
     sort_outcomes,
 )
 from pytest_slam.report.charts import Series
-from pytest_slam.report.diffview import Segment, answer_text, diff_and_similarity
+from pytest_slam.report.htmldata import headline, pack_table, table_data
 from pytest_slam.report.jsonreport import SCHEMA_ID
-from pytest_slam.report.terminal import comparisons, gate_lines, notes
+from pytest_slam.report.terminal import comparisons, notes
 
 TEMPLATE = "report.html.j2"
-MAX_PAIRS = 400  # answer pairs shown side by side; the JSON report keeps them all
-Cell = tuple[str, str]  # (shown text, sort key); an empty key sorts last
+PAGE_ROWS = 100  # rows (or matrix tests) the script draws at a time
 
 
 @dataclass
@@ -53,51 +53,6 @@ class HumanReview:
     rows: list[ReviewRow]
     reviewers: int
     problems: list[str]
-
-
-@dataclass
-class RowCells:
-    """One per-test table row, a ``Cell`` per sortable column."""
-
-    anchor: str
-    test: Cell
-    model: Cell
-    outcome: Cell
-    equivalence: Cell
-    worst: Cell
-    ttft: Cell
-    e2e: Cell
-    cost: Cell
-    calls: Cell
-    message: str
-
-
-@dataclass
-class PairView:
-    """A candidate's answer beside the golden one; ``left``/``right`` are the word diff's sides."""
-
-    key: str
-    reference_model: str
-    missing: bool
-    equivalence: str
-    scores: list[Score]
-    error: str | None
-    candidate_text: str
-    similarity: str | None = None
-    left: list[Segment] = field(default_factory=list)
-    right: list[Segment] = field(default_factory=list)
-
-
-@dataclass
-class AnswerBlock:
-    """One outcome's answer pairs, under its test and model."""
-
-    anchor: str
-    nodeid: str
-    model: str
-    outcome: str
-    message: str
-    pairs: list[PairView]
 
 
 def write_html(
@@ -120,13 +75,13 @@ def render_html(verdict: Verdict, outcomes: Iterable[OutcomeLike]) -> str:
         lstrip_blocks=True,
     )
     ordered = sort_outcomes(outcomes)
-    answers, hidden = answer_pairs(ordered)
+    rows, pairs = pack_table(table_data(verdict, ordered))
     context = {
         "schema": SCHEMA_ID,
         "verdict": verdict,
         "run": verdict.run,
         "fmt": fmt,
-        "notes": notes(verdict, intervals=False) + gate_lines(verdict),
+        "notes": notes(verdict, intervals=False),  # the gate is the headline
         "interval": interval,
         "comparisons": [
             c.describe() for m in ("equivalence", "pass rate") for c in comparisons(verdict, m)
@@ -134,9 +89,10 @@ def render_html(verdict: Verdict, outcomes: Iterable[OutcomeLike]) -> str:
         "review": human_review(verdict, ordered),
         "quality_chart": Markup(charts.quality_cost_svg(verdict.rows)),
         "latency_chart": Markup(charts.latency_svg(latency_series(verdict, ordered))),
-        "tests": [row_cells(t) for t in verdict.tests],
-        "answers": answers,
-        "hidden_pairs": hidden,
+        "headline": headline(verdict),
+        "packed_rows": rows,
+        "packed_pairs": pairs,
+        "page_rows": PAGE_ROWS,
     }
     return env.get_template(TEMPLATE).render(**context)
 
@@ -203,74 +159,3 @@ def latency_series(verdict: Verdict, outcomes: list[Outcome]) -> list[tuple[str,
         }
         series.append((f"{verdict.reference.model} (recorded)", ref))
     return series
-
-
-def row_cells(row: PerTestRow) -> RowCells:
-    """One table row: ``(shown text, sort key)`` per column; an empty key sorts last."""
-    return RowCells(
-        anchor=_anchor(row.test, row.model),
-        test=(row.test, row.test),
-        model=(row.model, row.model),
-        outcome=(row.outcome.replace("_", " "), row.outcome),  # "not swapped", class not_swapped
-        equivalence=(fmt.score(row.equivalence_mean), _key(row.equivalence_mean)),
-        worst=(fmt.score(row.equivalence_worst), _key(row.equivalence_worst)),
-        ttft=(fmt.ms(row.ttft_p50_ms), _key(row.ttft_p50_ms)),
-        e2e=(fmt.ms(row.e2e_p95_ms), _key(row.e2e_p95_ms)),
-        cost=(fmt.usd(row.cost_usd), _key(row.cost_usd)),
-        calls=(str(row.calls), str(row.calls)),
-        message=row.message or "",
-    )
-
-
-def _key(value: float | None) -> str:
-    return "" if value is None else repr(float(value))
-
-
-def _anchor(test: str, model: str) -> str:
-    """A stable element id for a (test, model) answer block."""
-    return "t-" + hashlib.sha1(f"{test}\0{model}".encode()).hexdigest()[:12]
-
-
-def answer_pairs(outcomes: list[Outcome]) -> tuple[list[AnswerBlock], int]:
-    """Side-by-side blocks per outcome, at most ``MAX_PAIRS`` pairs; returns (blocks, hidden)."""
-    blocks: list[AnswerBlock] = []
-    shown, hidden = 0, 0
-    for outcome in outcomes:
-        pairs = outcome.pairs
-        room = max(MAX_PAIRS - shown, 0)
-        hidden += max(len(pairs) - room, 0)
-        if not pairs or not room:
-            continue
-        items = [_pair_view(outcome, p) for p in pairs[:room]]
-        shown += len(items)
-        blocks.append(_block(outcome, items))
-    return blocks, hidden
-
-
-def _block(outcome: Outcome, items: list[PairView]) -> AnswerBlock:
-    anchor = _anchor(outcome.test, outcome.model)
-    return AnswerBlock(anchor, outcome.nodeid, outcome.model, outcome.outcome,
-                       outcome.message or "", items)  # fmt: skip
-
-
-def _pair_view(outcome: Outcome, pair: Pair) -> PairView:
-    calls = outcome.calls
-    index = pair.call_index
-    call: Call | None = calls[index] if 0 <= index < len(calls) else None
-    candidate = answer_text(call.text, call.tool_calls) if call is not None else ""
-    reference = pair.reference_text
-    if reference is not None:  # a golden answer that only called tools has the text ""
-        reference = answer_text(reference, pair.reference_tool_calls)
-    view = PairView(
-        key=pair.key,
-        reference_model=pair.reference_model or "reference",
-        missing=pair.missing or reference is None,
-        equivalence=fmt.score(pair.equivalence),
-        scores=pair.scores,
-        error=call.error if call is not None else None,
-        candidate_text=candidate,
-    )
-    if reference is not None and not pair.missing:
-        view.left, view.right, ratio = diff_and_similarity(reference, candidate)
-        view.similarity = f"{ratio:.0%}"
-    return view

@@ -310,6 +310,24 @@ def gate_lines(verdict: Verdict) -> list[str]:
     return lines
 
 
+def final_line(verdict: Verdict, width: int = 100) -> str:
+    """The gate's verdict in one line, printed last (after pytest's FAILED lines): the breaches'
+    gist as many as fit in ``width``, then how many more the summary above lists."""
+    gate = verdict.gate
+    if gate is None:
+        return ""
+    head = f"pytest-slam gate: {gate.word}"
+    why = [gate.incomplete] if gate.incomplete else gate.gists()
+    if not gate.configured and not gate.incomplete:
+        why = [f"no [tool.slam.gate] rule; {gate.tests_failed} test(s) failed"]
+    for shown in range(len(why), 0, -1):
+        more = f"; {len(why) - shown} more above" if shown < len(why) else ""
+        line = f"{head} ({'; '.join(why[:shown])}{more})"
+        if len(line) <= width or shown == 1:
+            return line
+    return head
+
+
 def fit_lines(lines: list[str], width: int) -> list[str]:
     """Wrap long summary lines (gate breaches, baseline changes) under their own indent.
 

@@ -208,7 +208,13 @@ def _report(slam: SlamSession, exitstatus: int) -> int:
     """Verdict, baseline, gate, files; the table leads the summary and the gate closes it."""
     from pytest_slam.report.aggregate import aggregate
     from pytest_slam.report.baseline import format_diff
-    from pytest_slam.report.terminal import fit_lines, gate_lines, render_table, terminal_width
+    from pytest_slam.report.terminal import (
+        final_line,
+        fit_lines,
+        gate_lines,
+        render_table,
+        terminal_width,
+    )
 
     outcomes = records(Outcome, [*slam.outcomes, *slam.engine_outcomes()])  # from the reports
     if not outcomes:
@@ -230,6 +236,7 @@ def _report(slam: SlamSession, exitstatus: int) -> int:
     slam.summary.extend(fit_lines(_human_review(slam, verdict), width))
     slam.summary[:0] = render_table(verdict, width)
     slam.summary.extend(fit_lines(tail, width))
+    slam.last_line = final_line(verdict, width)
     return options.EXIT_GATE_FAILED if failed else exitstatus
 
 

@@ -94,6 +94,7 @@ class SlamSession:
     partial: set[str] = field(default_factory=set)
     failed_tests: set[str] = field(default_factory=set)
     summary: list[str] = field(default_factory=list)
+    last_line: str = ""  # the gate's verdict, printed after pytest's own summary (lastline.py)
     started: str = ""
     gpu_line: str = ""
     workers_lost: int = 0

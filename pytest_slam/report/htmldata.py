@@ -1,0 +1,195 @@
+"""What the HTML report's script renders: every (test, model) row and every answer pair, packed.
+
+At 10,000 tests x 3 models the rows and the word diffs as HTML would be tens of MB and a page the
+browser lays out for many seconds. Instead the page embeds them once as compact JSON (strings by
+index, numbers raw beside their formatted text), gzip-compressed and base64-encoded, and its
+script unpacks them with the browser's own ``DecompressionStream`` (no library, no network) and
+draws one page of the table or the test x model matrix at a time, and a pair's diff when opened.
+
+The rows come failures first: errors, failures, failed candidate calls, tests not swapped, then
+passed tests whose pairs are different or undecided, then the rest; in run order within each.
+Pairs are stored test by test, so the three candidates' diffs of one reference answer sit next
+to each other and gzip stores the shared text once.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+
+from pytest_slam.records import JSON, Call, Outcome, Pair
+from pytest_slam.report import fmt
+from pytest_slam.report.aggregate import PerTestRow, Verdict
+from pytest_slam.report.diffview import answer_text, diff_runs
+
+# outcome -> rank in the failures-first order (unknown outcomes after the failures)
+RANK = {"error": 0, "failed": 1, "candidate_failed": 2, "not_swapped": 3}
+VERDICT_RANK = {"different": 4, "undecided": 5}
+PASSED, SKIPPED = 6, 7
+VERDICT_ORDER = ("different", "undecided", "equivalent")  # the worst of a row's pairs first
+
+
+@dataclass
+class Headline:
+    """The gate's verdict as the page's headline: its word, why, and the run's size."""
+
+    word: str  # PASS | FAIL | INCOMPLETE | not configured
+    css: str
+    reasons: list[str]  # each breach's message, or why the run cannot be judged
+    size: str  # "10,000 tests x 3 models: 412 failed, ..."
+
+
+def headline(verdict: Verdict) -> Headline:
+    gate = verdict.gate
+    word = gate.word if gate is not None else "not configured"
+    reasons: list[str] = []
+    if gate is not None and gate.incomplete:
+        reasons = [gate.incomplete]
+    elif gate is not None:
+        reasons = [f"{m.model}: {b.message}" for m in gate.models for b in m.breaches]
+        reasons += [f"session budget: {b}" for b in gate.session_breaches]
+    if word == "not configured":
+        reasons = ["no [tool.slam.gate] rule applied: the tests' own outcomes decide"]
+    counts: dict[str, int] = defaultdict(int)
+    for row in verdict.tests:
+        counts[row.outcome] += 1
+    tests = len({row.test for row in verdict.tests})
+    shown = ", ".join(f"{n:,} {o.replace('_', ' ')}" for o, n in sorted(counts.items(), key=_worst))
+    size = f"{tests:,} test(s) x {len(verdict.models)} model(s): {shown or 'no test ran'}"
+    return Headline(word, word.split()[0].upper(), reasons, size)
+
+
+def _worst(item: tuple[str, int]) -> tuple[int, str]:
+    return RANK.get(item[0], PASSED if item[0] == "passed" else SKIPPED), item[0]
+
+
+def anchor(test: str, model: str) -> str:
+    """A stable element id for a (test, model) row: links to it survive a re-run."""
+    return "t-" + hashlib.sha1(f"{test}\0{model}".encode()).hexdigest()[:12]
+
+
+@dataclass
+class TableData:
+    """The rows the page draws first, and the pairs it unpacks after (the bulk of the bytes):
+    one line of JSON per (test, model), parsed by the page only when that row's answers open."""
+
+    rows: dict[str, JSON]
+    pairs: list[str]
+
+
+def table_data(verdict: Verdict, outcomes: list[Outcome]) -> TableData:
+    """Rows (failures first) with the test names and models they index, and every pair.
+
+    A row is ``[test, model, outcome, worst pair verdict, mean equivalence, worst, TTFT, E2E,
+    cost, calls, message, anchor, its line of pairs, how many, nodeid]`` (figures ``[text,
+    value]``).
+    """
+    models = [r.model for r in verdict.models]
+    for row in verdict.tests:  # a model with rows but no model row (an older report) still shows
+        if row.model not in models:
+            models.append(row.model)
+    tests = list(dict.fromkeys(row.test for row in verdict.tests))
+    by_row: dict[tuple[str, str], list[tuple[Outcome, Pair]]] = defaultdict(list)
+    for outcome in outcomes:
+        for pair in outcome.pairs:
+            by_row[(outcome.test, outcome.model)].append((outcome, pair))
+    lines: list[str] = []
+    line: dict[tuple[str, str], int] = {}
+    for test in tests:  # test by test: one reference answer's diffs side by side for gzip
+        for model in models:
+            found = by_row.get((test, model))
+            if found:
+                line[(test, model)] = len(lines)
+                lines.append(_json([pair_data(o, p) for o, p in found]))
+    test_index = {t: i for i, t in enumerate(tests)}
+    model_index = {m: i for i, m in enumerate(models)}
+    rows = []
+    for position, row in enumerate(verdict.tests):
+        found = by_row.get((row.test, row.model), [])
+        worst = _row_verdict([p for _, p in found])
+        rank = RANK.get(row.outcome, PASSED)
+        if row.outcome == "passed":
+            rank = VERDICT_RANK.get(worst or "", PASSED)
+        elif row.outcome == "skipped":
+            rank = SKIPPED
+        rows.append(((rank, position), [
+            test_index[row.test], model_index[row.model], row.outcome, worst,
+            *_cells(row), row.message or "", anchor(row.test, row.model),
+            line.get((row.test, row.model), -1), len(found),
+            found[0][0].nodeid if found else None,
+        ]))  # fmt: skip
+    rows.sort(key=lambda r: r[0])
+    data: dict[str, JSON] = {"models": list(models), "tests": list(tests),
+                             "rows": [r for _, r in rows]}  # fmt: skip
+    return TableData(data, lines)
+
+
+def _row_verdict(pairs: list[Pair]) -> str | None:
+    found = {p.verdict for p in pairs}
+    return next((v for v in VERDICT_ORDER if v in found), None)
+
+
+def _cells(row: PerTestRow) -> list[JSON]:
+    """The sortable figures, each ``[shown text, value]`` (value None sorts last), and calls."""
+    return [
+        [fmt.score(row.equivalence_mean), _short(row.equivalence_mean)],
+        [fmt.score(row.equivalence_worst), _short(row.equivalence_worst)],
+        [fmt.ms(row.ttft_p50_ms), _short(row.ttft_p50_ms)],
+        [fmt.ms(row.e2e_p95_ms), _short(row.e2e_p95_ms)],
+        [fmt.usd(row.cost_usd), _short(row.cost_usd)],
+        row.calls,
+    ]
+
+
+def _short(value: float | None) -> float | None:
+    """Four significant digits: enough to sort by, and a third of the bytes of a full float."""
+    return None if value is None else float(f"{value:.4g}")
+
+
+def pair_data(outcome: Outcome, pair: Pair) -> list[JSON]:
+    """``[key, reference model, missing, equivalence, scores, error, words in common, diff runs,
+    candidate text]``: the runs (``diffview.diff_runs``) hold both answers, each text
+    once; a missing golden answer has no runs and the candidate's text whole instead."""
+    calls = outcome.calls
+    call: Call | None = calls[pair.call_index] if 0 <= pair.call_index < len(calls) else None
+    candidate = answer_text(call.text, call.tool_calls) if call is not None else ""
+    reference = pair.reference_text
+    if reference is not None:  # a golden answer that only called tools has the text ""
+        reference = answer_text(reference, pair.reference_tool_calls)
+    scores: list[JSON] = [[s.scorer, f"{s.value:.2f}", s.verdict, s.decided_by]
+                          for s in pair.scores]  # fmt: skip
+    missing = pair.missing or reference is None
+    runs: list[JSON] | None = None
+    similarity = None
+    if reference is not None and not missing:
+        found, ratio = diff_runs(reference, candidate)
+        runs, similarity = list(found), f"{ratio:.0%}"
+    error = call.error if call is not None else None
+    return [pair.key, pair.reference_model or "reference", missing, fmt.score(pair.equivalence),
+            scores, error, similarity, runs, None if runs is not None else candidate]  # fmt: skip
+
+
+def _json(data: JSON) -> str:
+    """Compact, on one line (a newline in a string is written ``\\n``)."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def pack(text: str) -> str:
+    """Gzip, then URL-safe base64: a string safe inside the page's script as it is (no ``/``, so
+    never a ``</script>`` nor anything that reads as an address)."""
+    raw = gzip.compress(text.encode(), compresslevel=6, mtime=0)
+    return base64.urlsafe_b64encode(raw).decode("ascii")
+
+
+def pack_table(data: TableData) -> tuple[str, str]:
+    """The rows as one JSON document, the pairs as JSON lines: both packed."""
+    return pack(_json(data.rows)), pack("\n".join(data.pairs))
+
+
+def unpack(packed: str) -> str:
+    """The text back from ``pack`` (for tests and tools reading a written page)."""
+    return gzip.decompress(base64.urlsafe_b64decode(packed)).decode()
