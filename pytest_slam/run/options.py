@@ -26,6 +26,7 @@ REPORT = "--slm-report"
 HTML = "--slm-html"
 BASELINE = "--slm-baseline"
 BLOCK_NETWORK = "--slm-block-network"
+MAX_TOKENS_CAP = "--slm-max-tokens-cap"
 EXIT_GATE_FAILED = 6
 
 
@@ -143,6 +144,15 @@ def add_options(add: Callable[..., object]) -> None:
         default=False,
         help="Make any connection off this machine during an opted-in test fail, naming the host",
     )
+    add(
+        MAX_TOKENS_CAP,
+        dest="slm_max_tokens_cap",
+        default=None,
+        type=positive_int,
+        metavar="N",
+        help="Most output tokens a candidate call without its own max_tokens gets, for every "
+        "model (default: each model's max_tokens_cap, 1024)",
+    )
 
 
 def overrides(option: argparse.Namespace) -> dict[str, Any]:
@@ -161,6 +171,7 @@ def overrides(option: argparse.Namespace) -> dict[str, Any]:
         ("slm_repeat", "repeat"),
         ("slm_report", "report"),
         ("slm_html", "html"),
+        ("slm_max_tokens_cap", "max_tokens_cap"),
     ):
         value = getattr(option, dest, None)
         if value is not None:

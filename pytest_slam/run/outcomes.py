@@ -89,6 +89,9 @@ def build_outcome(
     elif outcome.outcome == "passed" and not candidate and not declares_no_calls(item):
         outcome.outcome = NOT_SWAPPED
         outcome.message = not_swapped_message(item.nodeid, model, outcome.egress)
+    cut = cut_message(ctx)
+    if cut:
+        outcome.message = f"{outcome.message}\n{cut}" if outcome.message else cut
     return outcome.as_dict()
 
 
@@ -110,6 +113,24 @@ def not_swapped_message(nodeid: str, model: str, egress: list[str]) -> str:
     return (
         f"pytest-slam: {nodeid} passed but is not swapped: no call reached {model}{left}, so it "
         f"is no evidence for {model}; {CAUSES}; {FIXES}"
+    )
+
+
+CAP_OPTION = "max_tokens_cap (--slm-max-tokens-cap=N, [tool.slam] max_tokens_cap = N)"
+
+
+def cut_message(ctx: TestContext | None) -> str | None:
+    """One line when the generation cap (chat.generation_cap) cut any of the test's candidate
+    answers: the product set no max_tokens, so the cut is pytest-slam's, and the test is told so."""
+    cut = [c for c in ctx.calls if c.role == "candidate" and c.cut_by_cap] if ctx else []
+    if ctx is None or not cut:
+        return None
+    caps = ", ".join(str(c) for c in sorted({c.cap for c in cut if c.cap is not None}))
+    return (
+        f"pytest-slam: {ctx.nodeid}: the generation cap cut {len(cut)} answer(s) of "
+        f"{ctx.model.name} at {caps} token(s) (finish_reason \"length\"; the request set no "
+        f"max_tokens): set max_tokens in the request, or raise [tool.slam] cap_factor / cap_margin "
+        f"or {CAP_OPTION}"
     )
 
 

@@ -207,7 +207,7 @@ class SlamSession:
             self.settings.reference_timeout_s,
         )
         router.reference = reference.chat
-        router.reference_tokens = lambda ctx, body: reference.completion_tokens(ctx.module, body)
+        router.reference_tokens = reference.reference_first  # reference first
         if self.config.option.slm_models:  # so the printed record command selects the same models
             reference.record_args = f"--slm-models={self.config.option.slm_models}"
 
@@ -480,7 +480,7 @@ class SlamSession:
         if report.when == "teardown" and not report.failed:
             return
         from pytest_slam.report.junit_props import attach as attach_junit_properties
-        from pytest_slam.run.outcomes import build_outcome, one_line_failure
+        from pytest_slam.run.outcomes import build_outcome, cut_message, one_line_failure
 
         ctx = item.stash.get(CTX, None)
         outcome = build_outcome(item, report, ctx, item.stash.get(VERDICT, None))
@@ -490,6 +490,9 @@ class SlamSession:
         line = one_line_failure(ctx, report)
         if line:
             report.longrepr = line
+        cut = cut_message(ctx)
+        if cut:  # named on the test it cut, under its failure or in -rA, not only in the summary
+            report.sections.append(("pytest-slam", cut))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         from pytest_slam.run.outcomes import keep_final
@@ -563,6 +566,8 @@ class SlamSession:
 
 def cap_lines(outcomes: list[dict[str, Any]]) -> list[str]:
     """The summary's word on answers the generation cap cut (chat.generation_cap), if any."""
+    from pytest_slam.run.outcomes import CAP_OPTION
+
     cut = [o["nodeid"] for o in outcomes if any(c.get("cut_by_cap") for c in o.get("calls", ()))]
     if not cut:
         return []
@@ -570,7 +575,7 @@ def cap_lines(outcomes: list[dict[str, Any]]) -> list[str]:
     return [
         f"generation cap: the answers of {len(cut)} test(s) were cut at the output limit "
         f"pytest-slam set for calls without max_tokens ({shown}); set max_tokens in the request, "
-        "or raise [tool.slam] cap_factor / cap_margin or the model's max_tokens_cap"
+        f"or raise [tool.slam] cap_factor / cap_margin or {CAP_OPTION}"
     ]
 
 
@@ -578,6 +583,9 @@ def build(config: pytest.Config, settings: Settings, armed: bool) -> SlamSession
     """Resolve every model spec up front, so a typo fails at the door as a usage error."""
     names = settings.models or [model_specs.DEFAULT_MODEL]
     specs = {s.name: s for s in model_specs.resolve_all(names, settings.model_table)}
+    if settings.max_tokens_cap is not None:  # one line for every model, the embedded one included
+        for spec in specs.values():
+            spec.max_tokens_cap = settings.max_tokens_cap
     session = SlamSession(config, settings, specs, armed, role=process_role(config))
     if settings.has_reference:
         session.reference_spec = model_specs.resolve(settings.reference, settings.model_table)

@@ -32,7 +32,8 @@ from pytest_slam.swap.proxy import RouteError
 from pytest_slam.swap.upstream import JSONObject
 
 ReferenceChat = Callable[["TestContext | None", JSONObject, "Relay | None"], ChatResult]
-# The reference's recorded completion tokens for a request (its golden answer), or None.
+# The reference's recorded completion tokens for a request (its golden answer), or None; in a
+# record run it records the reference's answer first (ReferenceService.reference_first).
 ReferenceTokens = Callable[["TestContext", JSONObject], "int | None"]
 SETTLE_S = 0.5  # at a test's end, how long a call still in flight may take to end on its own
 
