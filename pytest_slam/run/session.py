@@ -78,6 +78,7 @@ class SlamSession:
     engines: list[ManagedServer] = field(default_factory=list)
     engine_starts: list[EngineStart] = field(default_factory=list)
     engine_errors: dict[str, str] = field(default_factory=dict)
+    not_enabled: list[str] = field(default_factory=list)  # opted-in tests of an unarmed run
     outcomes: list[dict[str, Any]] = field(default_factory=list)
     worker_payloads: list[dict[str, Any]] = field(default_factory=list)
     saved_env: dict[str, str | None] = field(default_factory=dict)
@@ -321,18 +322,23 @@ class SlamSession:
     def parametrize(self, metafunc: pytest.Metafunc) -> None:
         from pytest_slam.run.optin import parametrize
 
-        if not self.armed:
-            raise pytest.UsageError(
-                f"pytest-slam: {metafunc.definition.nodeid} opts in to model swapping, but pytest-slam "
-                "is not enabled for this run: add a [tool.slam] table to pyproject.toml, or pass "
-                "--slm-models=smollm2-135m."
-            )
+        if not self.armed:  # said once, after collection (``collected``): not a collection error
+            self.not_enabled.append(metafunc.definition.nodeid)
+            return
         parametrize(metafunc, self.model_names)
 
     def collected(self, items: list[pytest.Item]) -> None:
         from pytest_slam.run.hypothesis_support import adjust
         from pytest_slam.run.optin import module_of
 
+        if self.not_enabled:
+            first, more = self.not_enabled[0], len(self.not_enabled) - 1
+            others = f" (and {more} more test(s))" if more else ""
+            raise pytest.UsageError(
+                f"pytest-slam: {first}{others} opts in to model swapping, but pytest-slam is not "
+                "enabled for this run: add a [tool.slam] table to pyproject.toml, or pass "
+                "--slm-models=smollm2-135m."
+            )
         swapped = [i for i in items if self.is_swapped(i)]
         for item in swapped:
             adjust(item)
