@@ -81,8 +81,9 @@ def test_a_mocked_client_is_not_swapped_and_fails_the_gate(
     outcomes = {o["nodeid"].split("::")[1]: o for o in report["outcomes"]}
     assert outcomes["test_mocked[mini]"]["outcome"] == "not_swapped"
     assert "no call reached mini" in outcomes["test_mocked[mini]"]["message"]
-    assert "into a mock (openai.resources.chat.completions.completions.Completions.create" in (
-        outcomes["test_mocked[mini]"]["message"]
+    assert (
+        "into a mock (openai.resources.chat.completions.completions.Completions.create"
+        in (outcomes["test_mocked[mini]"]["message"])
     )
     assert outcomes["test_prompt_template[mini]"]["outcome"] == "no_calls"  # slm(calls=0)
     assert outcomes["test_swapped[mini]"]["outcome"] == "passed"

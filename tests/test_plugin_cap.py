@@ -156,7 +156,7 @@ reference = "{ref.base_url}#gpt-4"
     assert f"generation cap cut 1 answer(s) of mini at {derived} token(s)" in message["test_text"]
     result.stdout.fnmatch_lines([
         "*- pytest-slam -*",
-        f"pytest-slam: test_cap.py::test_text?mini?: the generation cap cut 1 answer(s)*",
+        "pytest-slam: test_cap.py::test_text?mini?: the generation cap cut 1 answer(s)*",
     ])  # fmt: skip
     again.assert_outcomes(passed=2)
     assert raised["json"]["max_tokens"] == 4000  # the one-line ceiling, for every model

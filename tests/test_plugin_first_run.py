@@ -53,7 +53,7 @@ def test_nothing_opted_in_says_so_in_one_line(
     (line,) = section(result)
     assert line == (
         "nothing was opted in, so no test ran on smollm2-135m: 1 model request(s) went unswapped "
-        f"to the original endpoint {original.base_url} (an error such as \"502 ... unreachable\" "
+        f'to the original endpoint {original.base_url} (an error such as "502 ... unreachable" '
         "there is that endpoint's, not a candidate's); opt tests in with the slm_model fixture, "
         "@pytest.mark.slm on a test, class or module, slm_opt_in = True in a conftest.py, or "
         '[tool.slam] paths = ["tests/llm"]'

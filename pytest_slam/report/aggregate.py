@@ -27,7 +27,7 @@ from pytest_slam.report.gate_result import GateResult
 
 NOT_SWAPPED = "not_swapped"  # passed, but the candidate answered none of its calls (outcomes.py)
 CANDIDATE_FAILED = "candidate_failed"  # passed, but a candidate call failed: a failed test
-NO_CALLS = "no_calls"  # passed, and made no model call at all: counted apart, no evidence (outcomes)
+NO_CALLS = "no_calls"  # passed with no model call at all: counted apart (outcomes.py)
 OUTCOME_SEVERITY = {
     "skipped": 0, NO_CALLS: 1, "passed": 2, NOT_SWAPPED: 3, CANDIDATE_FAILED: 4, "failed": 5,
     "error": 6,

@@ -49,7 +49,7 @@ def finish(slam: SlamSession, session: pytest.Session, exitstatus: int) -> int:
 
 OPT_IN = (
     "opt tests in with the slm_model fixture, @pytest.mark.slm on a test, class or module, "
-    "slm_opt_in = True in a conftest.py, or [tool.slam] paths = [\"tests/llm\"]"
+    'slm_opt_in = True in a conftest.py, or [tool.slam] paths = ["tests/llm"]'
 )
 
 

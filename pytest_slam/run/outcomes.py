@@ -162,7 +162,7 @@ def cut_message(ctx: TestContext | None) -> str | None:
     caps = ", ".join(str(c) for c in sorted({c.cap for c in cut if c.cap is not None}))
     return (
         f"pytest-slam: {ctx.nodeid}: the generation cap cut {len(cut)} answer(s) of "
-        f"{ctx.model.name} at {caps} token(s) (finish_reason \"length\"; the request set no "
+        f'{ctx.model.name} at {caps} token(s) (finish_reason "length"; the request set no '
         f"max_tokens): set max_tokens in the request, or raise [tool.slam] cap_factor / cap_margin "
         f"or {CAP_OPTION}"
     )
