@@ -218,7 +218,7 @@ def _tuned(spec: ModelSpec, data: dict[str, JSON]) -> ModelSpec:
     max_tokens_cap = 4096`` changes that one setting, not the model."""
     check_table(spec.name, data)
     changes = {field: data[key] for key, field in TUNING.items() if key in data}
-    return dataclasses.replace(spec, source="pyproject", **changes)  # type: ignore[arg-type]
+    return dataclasses.replace(spec, source="pyproject", **changes)
 
 
 def from_table(name: str, data: dict[str, JSON]) -> ModelSpec:
