@@ -129,3 +129,18 @@ min_pass_rate = 1.0
     assert (row["tests_passed"], row["tests_no_calls"], row["tests_not_swapped"]) == (1, 2, 0)
     assert row["pass_rate"] == 1.0 and report["gate"]["passed"] is True
     assert original.hits == 0  # nothing reached the product's own endpoint
+
+
+def test_not_enabled_under_xdist_is_one_line_per_test_without_a_traceback(
+    pytester: pytest.Pytester,
+) -> None:
+    """A worker cannot stop the run at collection (xdist would crash): each test errors in one line."""
+    pytester.makepyfile(test_a="def test_x(slm_model):\n    pass\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-n", "1")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "pytest-slam: test_a.py::test_x opts in to model swapping, but pytest-slam is not enabled*"
+        ]
+    )
+    assert "Traceback" not in result.stdout.str() and "INTERNALERROR" not in result.stdout.str()

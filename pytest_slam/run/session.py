@@ -327,18 +327,23 @@ class SlamSession:
             return
         parametrize(metafunc, self.model_names)
 
+    @staticmethod
+    def not_enabled_line(nodeids: list[str]) -> str:
+        """One line for opted-in tests in a run where pytest-slam is not enabled."""
+        more = len(nodeids) - 1
+        others = f" (and {more} more test(s))" if more else ""
+        return (
+            f"pytest-slam: {nodeids[0]}{others} opts in to model swapping, but pytest-slam is not "
+            "enabled for this run: add a [tool.slam] table to pyproject.toml, or pass "
+            "--slm-models=smollm2-135m."
+        )
+
     def collected(self, items: list[pytest.Item]) -> None:
         from pytest_slam.run.hypothesis_support import adjust
         from pytest_slam.run.optin import module_of
 
-        if self.not_enabled:
-            first, more = self.not_enabled[0], len(self.not_enabled) - 1
-            others = f" (and {more} more test(s))" if more else ""
-            raise pytest.UsageError(
-                f"pytest-slam: {first}{others} opts in to model swapping, but pytest-slam is not "
-                "enabled for this run: add a [tool.slam] table to pyproject.toml, or pass "
-                "--slm-models=smollm2-135m."
-            )
+        if self.not_enabled and self.role != "worker":  # a worker's tests fail one by one
+            raise pytest.UsageError(self.not_enabled_line(self.not_enabled))
         swapped = [i for i in items if self.is_swapped(i)]
         for item in swapped:
             adjust(item)
@@ -403,6 +408,8 @@ class SlamSession:
         from pytest_slam.swap.router import TestContext
 
         router, proxy = self.router, self.proxy
+        if not self.armed:  # under xdist: each worker's test says it in one line
+            pytest.fail(self.not_enabled_line([item.nodeid]), pytrace=False)
         if name is None or router is None or proxy is None:
             raise pytest.UsageError(
                 f"pytest-slam: {item.nodeid} uses slm_model outside a model run"
