@@ -1,12 +1,15 @@
-"""Whether a test replaced part of the OpenAI SDK: a mocked client is "not swapped", not "no calls".
+"""Whether a test replaced something with a mock: a mocked call is "not swapped", not "no calls".
 
 A test that sent its candidate no call either made no model call at all (a plain test in an
 opted-in folder: outcome ``no_calls``, counted apart) or made one that went elsewhere: off the
 machine (egress.py), on another model's route, or into a mock. A mock leaves no trace on the
 network, so the test's patches are read at the end of its call, while they are still in place:
-pytest's ``monkeypatch``, pytest-mock's ``mocker`` and ``unittest.mock`` patchers started with
-``start()``. A ``with mock.patch(...)`` block or a ``@mock.patch`` decorator has ended by then, and
-an SDK replaced by hand (``client.chat = Fake()``) is not seen: such a test reads as ``no_calls``.
+``setattr`` by pytest's ``monkeypatch``, pytest-mock's ``mocker`` and ``unittest.mock`` patchers
+started with ``start()``. Any replaced attribute counts (the OpenAI SDK's ``create``, or the
+product's own function that calls it), so a plain test that patches something reads as "not
+swapped" and says which attribute; ``@pytest.mark.slm(calls=0)`` then says it makes no model call.
+A ``with mock.patch(...)`` block or a ``@mock.patch`` decorator has ended by then, and an object
+replaced by hand (``client.chat = Fake()``) is not seen: such a test reads as ``no_calls``.
 """
 
 from __future__ import annotations
@@ -17,37 +20,23 @@ from typing import Any
 
 import pytest
 
-SDK = "openai"
 
-
-def sdk_patches(item: pytest.Item) -> list[str]:
-    """``module.Class.attr`` for each attribute of the OpenAI SDK the test has replaced now."""
+def patches(item: pytest.Item) -> list[str]:
+    """``module.attr`` (or ``module.Class.attr``) for each attribute the test has replaced now."""
     funcargs: dict[str, Any] = getattr(item, "funcargs", {})
-    found = []
-    for target, name, _old in getattr(funcargs.get("monkeypatch"), "_setattr", ()):
-        if _from_sdk(target):
-            found.append(f"{_where(target)}.{name}")
+    found = [
+        f"{_where(target)}.{name}"
+        for target, name, _old in getattr(funcargs.get("monkeypatch"), "_setattr", ())
+    ]
     patchers = list(getattr(unittest.mock._patch, "_active_patches", ()))
     patchers += [p for p, _mock in getattr(funcargs.get("mocker"), "_patches_and_mocks", ())]
     for patcher in patchers:
         try:
             target = patcher.getter()
-        except Exception:  # a target that no longer imports is not an SDK patch we can name
-            continue
-        if _from_sdk(target):
-            found.append(f"{_where(target)}.{patcher.attribute}")
+        except Exception:  # a target that no longer imports: named by its attribute alone
+            target = None
+        found.append(f"{_where(target)}.{getattr(patcher, 'attribute', '?')}")
     return list(dict.fromkeys(found))
-
-
-def _module_of(obj: object) -> str:
-    if isinstance(obj, ModuleType):
-        return obj.__name__
-    return str(getattr(obj if isinstance(obj, type) else type(obj), "__module__", "") or "")
-
-
-def _from_sdk(obj: object) -> bool:
-    module = _module_of(obj)
-    return module == SDK or module.startswith(SDK + ".")
 
 
 def _where(obj: object) -> str:

@@ -10,7 +10,7 @@ test gets the slam outcome ``candidate_failed``, with a message naming the calls
 counts as a failed test in the pass rate, and the gate fails on it (report/gate.py). A test whose
 assertions passed but that sent its candidate no call gets the outcome ``not_swapped`` (missing
 evidence, its own outcome) when its calls went elsewhere (off the machine, to another route, into
-a mock of the SDK: ``went_elsewhere``), and ``no_calls`` when it made no model call at all (a plain
+a mock: ``went_elsewhere``), and ``no_calls`` when it made no model call at all (a plain
 test in an opted-in folder): listed, but neither in the pass rate nor gated. The pytest outcome of
 the test stays what its assertions decided; the slam outcome, the reports and the gate say
 "candidate failed", "not swapped" or "no calls".
@@ -111,14 +111,14 @@ def _status(report: pytest.TestReport) -> str:
 
 def went_elsewhere(item: pytest.Item, ctx: TestContext | None, egress: list[str]) -> str | None:
     """Where a test that sent its candidate no call sent one instead (None: it made no call at all):
-    off the machine, to the reference or another model's route, or into a mock of the SDK."""
-    from pytest_slam.run.mocks import sdk_patches
+    off the machine, to the reference or another model's route, or into a mock (run/mocks.py)."""
+    from pytest_slam.run.mocks import patches
 
     if egress:
         return "off the machine"
     if ctx is not None and (ctx.reference_calls or ctx.elsewhere):
         return "to another route than its candidate's"
-    patched = sdk_patches(item)
+    patched = patches(item)
     return f"into a mock ({', '.join(patched)} replaced)" if patched else None
 
 
