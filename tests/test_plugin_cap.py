@@ -133,8 +133,9 @@ reference = "{ref.base_url}#gpt-4"
 """)  # fmt: skip
         models = f"--slm-models={mini.base_url}#mini"
         result = pytester.runpytest(
-            "-p", "no:cacheprovider", models, "--slm-record=new", "--slm-report=r.json", "-rP"
-        )
+            "-p", "no:cacheprovider", models, "--slm-record=new", "--slm-report=r.json",
+            "--slm-html=r.html", "-rP",
+        )  # fmt: skip
         sent = {("json" if r.json.get("response_format") else "text"): r.json
                 for r in mini.requests}  # fmt: skip
         mini.requests.clear()
@@ -153,7 +154,9 @@ reference = "{ref.base_url}#gpt-4"
     outcomes = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["outcomes"]
     message = {o["nodeid"].split("::")[1].split("[")[0]: o["message"] for o in outcomes}
     assert message["test_json"] is None
-    assert f"generation cap cut 1 answer(s) of mini at {derived} token(s)" in message["test_text"]
+    named = f"generation cap cut 1 answer(s) of mini at {derived} token(s)"
+    assert named in message["test_text"]
+    assert named in (pytester.path / "r.html").read_text(encoding="utf-8")  # the test's row
     result.stdout.fnmatch_lines([
         "*- pytest-slam -*",
         "pytest-slam: test_cap.py::test_text?mini?: the generation cap cut 1 answer(s)*",
