@@ -164,3 +164,24 @@ reference = "{ref.base_url}#gpt-4"
     again.assert_outcomes(passed=2)
     assert raised["json"]["max_tokens"] == 4000  # the one-line ceiling, for every model
     assert raised["text"]["max_tokens"] == derived  # a derived cap below it is unchanged
+
+
+@pytest.mark.parametrize(
+    ("extra", "cap"),
+    [
+        ({}, 2 * 5 + 64),
+        ({"response_format": {"type": "text"}}, 2 * 5 + 64),
+        ({"response_format": {"type": "json_object"}}, 1024),
+        ({"response_format": {"type": "json_schema", "json_schema": {"name": "t"}}}, 1024),
+        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, 1024),
+        ({"tools": [], "max_tokens": 9}, None),  # the product's own limit is never changed
+    ],
+)
+def test_a_structured_request_gets_the_ceiling_not_a_derived_cap(
+    extra: dict[str, Any], cap: int | None
+) -> None:
+    from pytest_slam.swap.chat import generation_cap
+    from pytest_slam.swap.models import resolve
+
+    body = {"model": "gpt-4", "messages": [{"role": "user", "content": "hi"}], **extra}
+    assert generation_cap(body, resolve("smollm2-135m"), reference_tokens=5) == cap

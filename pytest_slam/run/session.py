@@ -504,7 +504,7 @@ class SlamSession:
         if line:
             report.longrepr = line
         cut = cut_message(ctx)
-        if cut:  # named on the test it cut, under its failure or in -rA, not only in the summary
+        if cut:  # named on the test it cut, under its failure or with -rP, not only in the summary
             report.sections.append(("pytest-slam", cut))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
