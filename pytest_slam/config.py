@@ -286,6 +286,9 @@ class SlamTable(BaseModel):
         2.0, gt=0, description="a call without an output limit gets this x the reference's tokens"
     )
     cap_margin: int = Field(64, ge=0, description="plus this many tokens (at most max_tokens_cap)")
+    max_tokens_cap: int | None = Field(
+        None, ge=1, description="every candidate's max_tokens_cap, the embedded model's included"
+    )
     embeddings: str | None = Field(
         None, description="model spec that answers embeddings (default: the original endpoint)"
     )

@@ -50,6 +50,7 @@ class Settings:
     reference_timeout_s: float = 120.0
     cap_factor: float = 2.0
     cap_margin: int = 64
+    max_tokens_cap: int | None = None  # every candidate's ceiling (--slm-max-tokens-cap)
     embeddings: str | None = None
     redirect_hosts: list[str] = field(default_factory=list)
     configured: bool = False  # a [tool.slam] table exists

@@ -56,6 +56,10 @@ WRONG_TYPES: dict[str, tuple[str, str]] = {
     ),
     "cap_factor": ('cap_factor = "x"', "[tool.slam] cap_factor = 'x' must be a number"),
     "cap_margin": ("cap_margin = 1.5", "[tool.slam] cap_margin = 1.5 must be a whole number"),
+    "max_tokens_cap": (
+        'max_tokens_cap = "big"',
+        "[tool.slam] max_tokens_cap = 'big' must be a whole number",
+    ),
     "embeddings": ("embeddings = 3", "[tool.slam] embeddings = 3 must be a string"),
     "redirect_hosts": (
         'redirect_hosts = "api.x.com"',

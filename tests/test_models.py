@@ -124,3 +124,15 @@ def test_the_openai_key_goes_only_to_openai_unless_a_table_names_it() -> None:
     assert from_table("g", gateway).api_key_env is None
     named = {**gateway, "api_key_env": "OPENAI_API_KEY"}
     assert from_table("g", named).api_key_env == "OPENAI_API_KEY"
+
+
+def test_a_short_table_of_a_builtins_name_tunes_it_in_one_line() -> None:
+    """``[tool.slam.models.smollm2-135m] max_tokens_cap = 4096``: the embedded model, one setting
+    changed; a key that says where the model is makes the table a model of its own (above)."""
+    builtin = resolve("smollm2-135m")
+    tuned = resolve("smollm2-135m", {"smollm2-135m": {"max_tokens_cap": 4096, "timeout_s": 30}})
+    assert (tuned.max_tokens_cap, tuned.timeout_s, tuned.source) == (4096, 30, "pyproject")
+    assert (tuned.provider, tuned.engine_args) == (builtin.provider, builtin.engine_args)
+    assert builtin.max_tokens_cap == 1024
+    with pytest.raises(ModelSpecError, match="unknown keys"):
+        resolve("smollm2-135m", {"smollm2-135m": {"max_token_cap": 4096}})

@@ -73,6 +73,7 @@ def test_a_mocked_client_is_not_swapped_and_fails_the_gate(
     assert "test_product.py::test_mocked (mini)" in text
     assert "a mocked or monkeypatched client" in text and "@pytest.mark.slm(calls=0)" in text
     assert "mini: not_swapped: 1 test(s) passed without a call mini answered" in text
+    assert "no calls: 1 opted-in test(s) made no model call" in text  # slm(calls=0), apart
     header = next(line for line in result.stdout.lines if line.startswith("model "))
     assert "not swapped" in header
 
@@ -80,10 +81,15 @@ def test_a_mocked_client_is_not_swapped_and_fails_the_gate(
     outcomes = {o["nodeid"].split("::")[1]: o for o in report["outcomes"]}
     assert outcomes["test_mocked[mini]"]["outcome"] == "not_swapped"
     assert "no call reached mini" in outcomes["test_mocked[mini]"]["message"]
-    assert outcomes["test_prompt_template[mini]"]["outcome"] == "passed"  # slm(calls=0)
+    assert (
+        "into a mock (openai.resources.chat.completions.completions.Completions.create"
+        in (outcomes["test_mocked[mini]"]["message"])
+    )
+    assert outcomes["test_prompt_template[mini]"]["outcome"] == "no_calls"  # slm(calls=0)
     assert outcomes["test_swapped[mini]"]["outcome"] == "passed"
     row = report["models"][0]
-    assert (row["tests_passed"], row["tests_not_swapped"], row["pass_rate"]) == (2, 1, 1.0)
+    counts = ("tests_passed", "tests_not_swapped", "tests_no_calls", "pass_rate")
+    assert tuple(row[k] for k in counts) == (1, 1, 1, 1.0)
     breach = report["gate"]["models"][0]["breaches"][0]
     assert (report["gate"]["passed"], breach["rule"], breach["measured"]) == (
         False, "not_swapped", 1)  # fmt: skip

@@ -59,14 +59,16 @@ cap_margin = 10
     models = f"--slm-models={mini.base_url}#mini"
     first = pytester.runpytest("-p", "no:cacheprovider", models, "--slm-record=new")
     first.assert_outcomes(passed=2)
-    # No golden answer yet when the call was made: the model's ceiling (default 1024).
-    assert [r.json.get("max_tokens") for r in mini.requests] == [1024, 7]
+    # Reference first: the record run asked the reference before the candidate, so the candidate's
+    # cap already came from the reference's answer (not the 1024 fallback).
+    reference_tokens = count_tokens("GPT-4 says: How do I get a refund?")
+    assert [r.json.get("max_tokens") for r in mini.requests] == [3 * reference_tokens + 10, 7]
+    assert len(fake_gpt4.requests) == 2  # each request recorded once, not again when paired
 
     mini.requests.clear()
     fake_gpt4.stop()
     replay = pytester.runpytest("-p", "no:cacheprovider", models, "--slm-report=r.json")
     replay.assert_outcomes(passed=2)
-    reference_tokens = count_tokens("GPT-4 says: How do I get a refund?")
     capped, own = (r.json for r in mini.requests)
     assert capped["max_tokens"] == 3 * reference_tokens + 10
     assert own["max_tokens"] == 7 and "max_completion_tokens" not in own
@@ -98,3 +100,88 @@ def test_the_embedded_engine_is_capped_and_the_summary_says_so(
     result.stdout.fnmatch_lines(
         ["*generation cap: the answers of 1 test(s) were cut*test_no_limit?smol?*max_tokens_cap*"]
     )
+
+
+JSON_SUITE = """
+import json, openai, pytest
+
+# what is compared is not the point here: only whether the answer came whole
+pytestmark = [pytest.mark.slm, pytest.mark.slm_equivalence(by="fuzzy", at_least=0.0)]
+MSG = [{"role": "user", "content": "Give the refund as JSON"}]
+
+def test_json(slm_model):
+    r = openai.OpenAI().chat.completions.create(model="gpt-4", messages=MSG, temperature=0,
+                                                response_format={"type": "json_object"})
+    assert json.loads(r.choices[0].message.content)["refund"]
+
+def test_text(slm_model):
+    openai.OpenAI().chat.completions.create(model="gpt-4", messages=MSG, temperature=0)
+"""
+LONG_JSON = json.dumps({"refund": {"days": 30, "steps": ["open the order page"] * 12}})
+
+
+def test_a_json_call_with_a_short_reference_answer_is_not_cut(pytester: pytest.Pytester) -> None:
+    """The reference answers in a few tokens; the candidate's whole JSON answer is far longer than
+    a derived cap (2 x it + 64): a structured request gets only the ceiling, so nothing is cut. The
+    plain request with the same short reference answer is cut, and that test is told so by name.
+    ``--slm-max-tokens-cap`` sets the ceiling for every model in one option."""
+    pytester.makepyfile(test_cap=JSON_SUITE)
+    with FakeOpenAI('{"refund": 1}') as ref, FakeOpenAI(LONG_JSON) as mini:
+        pytester.makefile(".toml", pyproject=f"""
+[tool.slam]
+reference = "{ref.base_url}#gpt-4"
+""")  # fmt: skip
+        models = f"--slm-models={mini.base_url}#mini"
+        result = pytester.runpytest(
+            "-p", "no:cacheprovider", models, "--slm-record=new", "--slm-report=r.json",
+            "--slm-html=r.html", "-rP",
+        )  # fmt: skip
+        sent = {("json" if r.json.get("response_format") else "text"): r.json
+                for r in mini.requests}  # fmt: skip
+        mini.requests.clear()
+        again = pytester.runpytest("-p", "no:cacheprovider", models, "--slm-max-tokens-cap=4000")
+        raised = {("json" if r.json.get("response_format") else "text"): r.json
+                  for r in mini.requests}  # fmt: skip
+    result.assert_outcomes(passed=2)
+    reference_tokens = count_tokens('{"refund": 1}')
+    derived = 2 * reference_tokens + 64
+    assert count_tokens(LONG_JSON) > derived  # a derived cap would have cut the JSON answer
+    assert sent["json"]["max_tokens"] == 1024  # the model's ceiling, not a derived cap
+    assert sent["text"]["max_tokens"] == derived
+    by_test = calls(pytester.path / "r.json")
+    assert by_test["test_json"]["finish_reason"] == "stop"
+    assert not by_test["test_json"]["cut_by_cap"] and by_test["test_text"]["cut_by_cap"]
+    outcomes = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["outcomes"]
+    message = {o["nodeid"].split("::")[1].split("[")[0]: o["message"] for o in outcomes}
+    assert message["test_json"] is None
+    named = f"generation cap cut 1 answer(s) of mini at {derived} token(s)"
+    assert named in message["test_text"]
+    assert named in (pytester.path / "r.html").read_text(encoding="utf-8")  # the test's row
+    result.stdout.fnmatch_lines([
+        "*- pytest-slam -*",
+        "pytest-slam: test_cap.py::test_text?mini?: the generation cap cut 1 answer(s)*",
+    ])  # fmt: skip
+    again.assert_outcomes(passed=2)
+    assert raised["json"]["max_tokens"] == 4000  # the one-line ceiling, for every model
+    assert raised["text"]["max_tokens"] == derived  # a derived cap below it is unchanged
+
+
+@pytest.mark.parametrize(
+    ("extra", "cap"),
+    [
+        ({}, 2 * 5 + 64),
+        ({"response_format": {"type": "text"}}, 2 * 5 + 64),
+        ({"response_format": {"type": "json_object"}}, 1024),
+        ({"response_format": {"type": "json_schema", "json_schema": {"name": "t"}}}, 1024),
+        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, 1024),
+        ({"tools": [], "max_tokens": 9}, None),  # the product's own limit is never changed
+    ],
+)
+def test_a_structured_request_gets_the_ceiling_not_a_derived_cap(
+    extra: dict[str, Any], cap: int | None
+) -> None:
+    from pytest_slam.swap.chat import generation_cap
+    from pytest_slam.swap.models import resolve
+
+    body = {"model": "gpt-4", "messages": [{"role": "user", "content": "hi"}], **extra}
+    assert generation_cap(body, resolve("smollm2-135m"), reference_tokens=5) == cap

@@ -27,6 +27,8 @@ def test_help_lists_every_option_in_one_group(pytester: pytest.Pytester) -> None
             "  --slm-block-network*Make any connection off this machine during an*",
             "  --slm-heartbeat=SECONDS",
             "*Name each model call still running after SECONDS, again*",
+            "  --slm-max-tokens-cap=N",
+            "*Most output tokens a candidate call without its own*",
         ]
     )
     result.stdout.fnmatch_lines(["  slm_paths (paths):*Folders whose tests run once per model*"])
@@ -38,7 +40,7 @@ def test_help_lists_every_option_in_one_group(pytester: pytest.Pytester) -> None
         for value in vars(options).values()
         if isinstance(value, str) and value.startswith("--")
     ]
-    assert all(f.startswith("--slm-") for f in flags) and len(flags) == 13
+    assert all(f.startswith("--slm-") for f in flags) and len(flags) == 14
     assert all(f in result.stdout.str() for f in flags)
 
 

@@ -113,11 +113,11 @@ model = "SmolLM2-135M-Instruct"
 def test_opting_in_without_enabling_slam_is_a_clear_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_x="def test_x(slm_model): pass\n")
     result = pytester.runpytest()
-    assert result.ret != 0
-    result.stdout.fnmatch_lines(
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # one line, no collection error (first_run)
+    result.stderr.fnmatch_lines(
         [
-            "*test_x.py::test_x opts in to model swapping, but pytest-slam is not "
-            "enabled for this run*--slm-models=smollm2-135m*"
+            "ERROR: pytest-slam: test_x.py::test_x opts in to model swapping, but pytest-slam is "
+            "not enabled for this run*--slm-models=smollm2-135m*"
         ]
     )
 

@@ -145,6 +145,8 @@ class ReferenceService:
     timeout_s: float = 120.0
     backoff_s: float = 0.5
     rerecorded: set[tuple[str, str]] = field(default_factory=set)
+    # (module, key) -> why recording it before the candidate's call failed (``reference_first``)
+    failed_first: dict[tuple[str, str], Exception] = field(default_factory=dict)
     record_args: str = ""
 
     def __post_init__(self) -> None:
@@ -174,6 +176,9 @@ class ReferenceService:
             if placed is not None:
                 self.store.mark_used(module, placed.key, test, turn)
                 return placed
+        failed = self.failed_first.get((module, key))
+        if failed is not None:  # recording it before the candidate's call failed: once a run
+            raise failed
         if self.mode == "none":
             raise MissingGolden(self._missing_message(module, key, selector, turn))
         rec = self.record(module, test, key, body, rec, turn)
@@ -187,6 +192,22 @@ class ReferenceService:
         (the strict shape only when recording: a changed follow-up prompt is recorded)."""
         placed = self.store.at_place(module, test, turn)
         return reference_turn(placed, test, turn, body, lenient=self.mode == "none")
+
+    def reference_first(self, ctx: CallerContext, body: dict[str, JSON]) -> int | None:
+        """The reference's answer length for a candidate call's cap (``completion_tokens``); in a
+        record run, a request with no golden answer yet is recorded first, before the candidate is
+        asked, so the candidate's cap comes from the reference's answer and not the fallback.
+
+        A recording that fails here is not asked again in this run: the pairing step says why.
+        """
+        if self.mode != "none" and not any(body.get(key) is not None for key in LIMIT_KEYS):
+            where = (ctx.module, request_key(body))
+            if where not in self.failed_first:
+                try:
+                    self.answer(ctx.module, ctx.test, body, ctx.nodeid)
+                except (ReferenceFailed, GoldenError, ValueError) as exc:
+                    self.failed_first[where] = exc
+        return self.completion_tokens(ctx.module, body)
 
     def completion_tokens(self, module: str, body: dict[str, JSON]) -> int | None:
         """The completion length of the recorded answer to ``body`` (for the generation cap), or

@@ -27,8 +27,10 @@ from pytest_slam.report.gate_result import GateResult
 
 NOT_SWAPPED = "not_swapped"  # passed, but the candidate answered none of its calls (outcomes.py)
 CANDIDATE_FAILED = "candidate_failed"  # passed, but a candidate call failed: a failed test
+NO_CALLS = "no_calls"  # passed with no model call at all: counted apart (outcomes.py)
 OUTCOME_SEVERITY = {
-    "skipped": 0, "passed": 1, NOT_SWAPPED: 2, CANDIDATE_FAILED: 3, "failed": 4, "error": 5
+    "skipped": 0, NO_CALLS: 1, "passed": 2, NOT_SWAPPED: 3, CANDIDATE_FAILED: 4, "failed": 5,
+    "error": 6,
 }  # fmt: skip
 CAUSES = (
     "likely causes: a client whose explicit base_url the swap does not redirect (list its host in "
@@ -85,6 +87,7 @@ class ModelRow(Record):
     tests_errored: int = 0
     tests_skipped: int = 0
     tests_not_swapped: int = 0  # no evidence either way: not in pass_rate; the gate fails on it
+    tests_no_calls: int = 0  # made no model call at all (outcome no_calls): listed, not gated
     # passed their assertions with a candidate call that failed (outcome candidate_failed): in
     # tests_failed too; the gate fails on them. By the failed calls' error kind: kind -> tests
     tests_candidate_failed: int = 0
@@ -364,6 +367,7 @@ def _count_tests(row: ModelRow, outcomes: list[Outcome]) -> None:
     row.tests_errored = kinds.count("error")
     row.tests_skipped = kinds.count("skipped")
     row.tests_not_swapped = kinds.count(NOT_SWAPPED)
+    row.tests_no_calls = kinds.count(NO_CALLS)
     row.pass_rate = row.tests_passed / row.tests_run if row.tests_run else None
 
 

@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pytest_slam.report import fmt
-from pytest_slam.report.aggregate import CAUSES, FIXES, NOT_SWAPPED, ModelRow, Verdict
+from pytest_slam.report.aggregate import (
+    CAUSES,
+    FIXES,
+    NO_CALLS,
+    NOT_SWAPPED,
+    ModelRow,
+    Verdict,
+)
 
 if TYPE_CHECKING:
     import pytest
@@ -351,6 +358,11 @@ def terminal_width(config: pytest.Config, default: int = 100) -> int:
     return reporter._tw.fullwidth if reporter is not None else default
 
 
+def _shown(tests: list[str]) -> str:
+    more = len(tests) - SHOWN_TESTS
+    return ", ".join(tests[:SHOWN_TESTS]) + (f" and {more} more" if more > 0 else "")
+
+
 def accounting_notes(verdict: Verdict) -> list[str]:
     """Tests that are no evidence (not swapped), and connections that left the machine."""
     from pytest_slam.swap.egress import summary_line
@@ -358,10 +370,12 @@ def accounting_notes(verdict: Verdict) -> list[str]:
     out = []
     unswapped = [f"{t.test} ({t.model})" for t in verdict.tests if t.outcome == NOT_SWAPPED]
     if unswapped:
-        shown = ", ".join(unswapped[:SHOWN_TESTS]) + (
-            f" and {len(unswapped) - SHOWN_TESTS} more" if len(unswapped) > SHOWN_TESTS else ""
-        )
         out.append(f"not swapped: {len(unswapped)} test(s) passed with no call the candidate "
-                   f"answered, so they count for no model: {shown}; {CAUSES}; {FIXES}")  # fmt: skip
+                   f"answered, so they count for no model: {_shown(unswapped)}; {CAUSES}; "
+                   f"{FIXES}")  # fmt: skip
+    no_calls = sorted({t.test for t in verdict.tests if t.outcome == NO_CALLS})
+    if no_calls:
+        out.append(f"no calls: {len(no_calls)} opted-in test(s) made no model call, so they are "
+                   f"counted apart (not in the pass rate, not gated): {_shown(no_calls)}")  # fmt: skip
     line = summary_line([(f"{t.test} ({t.model})", t.egress) for t in verdict.tests if t.egress])
     return out + ([line] if line else [])

@@ -41,7 +41,35 @@ def finish(slam: SlamSession, session: pytest.Session, exitstatus: int) -> int:
         _stale(slam)
     if slam.config.option.collectonly:
         return exitstatus
+    line = nothing_opted_in(slam, session, exitstatus)
+    if line:
+        slam.summary.append(line)
     return _report(slam, exitstatus)
+
+
+OPT_IN = (
+    "opt tests in with the slm_model fixture, @pytest.mark.slm on a test, class or module, "
+    'slm_opt_in = True in a conftest.py, or [tool.slam] paths = ["tests/llm"]'
+)
+
+
+def nothing_opted_in(slam: SlamSession, session: pytest.Session, exitstatus: int) -> str | None:
+    """The one line a first run gets when tests ran but none was opted in: nothing was swapped,
+    how many requests went to the original endpoint instead, and how to opt in."""
+    if slam.outcomes or not session.testscollected or exitstatus == pytest.ExitCode.INTERRUPTED:
+        return None
+    sent = sum(int(str(p.get("unswapped") or 0)) for p in [_payload(slam), *slam.worker_payloads])
+    from pytest_slam.swap.router import Upstream
+
+    models = ", ".join(slam.specs)
+    where = (slam.router.original if slam.router else Upstream.from_env(dict(os.environ))).base_url
+    went = (
+        f"{sent} model request(s) went unswapped to the original endpoint {where} (an error such "
+        "as \"502 ... unreachable\" there is that endpoint's, not a candidate's)"
+        if sent
+        else "no model request went through the swap"
+    )
+    return f"nothing was opted in, so no test ran on {models}: {went}; {OPT_IN}"
 
 
 def _flush(slam: SlamSession) -> None:
@@ -73,6 +101,7 @@ def _payload(slam: SlamSession) -> dict[str, JSON]:
         "coverage": sorted(slam.coverage - slam.partial),
         "deselected": slam.deselected_count,  # a worker's -k/-m: the whole run is partial
         "summary": list(slam.summary),
+        "unswapped": slam.router.unswapped if slam.router is not None else 0,
     }
 
 
@@ -324,8 +353,11 @@ def _gate(
         gate.no_regression = True  # a baseline given on the command line is meant to be enforced
     session = slam.config.pluginmanager.get_plugin("session")
     stopped = session is not None and (session.shouldfail or session.shouldstop)
-    # A not-swapped test ran (it has no evidence, which fails the gate on its own): not incomplete.
-    tests_run = sum(row.tests_run + row.tests_not_swapped for row in verdict.models)
+    # A not-swapped test ran (it has no evidence, which fails the gate on its own): not incomplete;
+    # so did a test that made no model call.
+    tests_run = sum(
+        row.tests_run + row.tests_not_swapped + row.tests_no_calls for row in verdict.models
+    )
     why = incomplete_reason(exitstatus, stopped, tests_run, getattr(slam, "workers_lost", 0))
     result = evaluate(gate, verdict, diff, breaches, incomplete=why)
     apply_gate(verdict, result)

@@ -27,6 +27,7 @@ HTML = "--slm-html"
 BASELINE = "--slm-baseline"
 BLOCK_NETWORK = "--slm-block-network"
 HEARTBEAT = "--slm-heartbeat"
+MAX_TOKENS_CAP = "--slm-max-tokens-cap"
 EXIT_GATE_FAILED = 6
 
 
@@ -165,6 +166,15 @@ def add_options(add: Callable[..., object]) -> None:
         help="Name each model call still running after SECONDS, again every SECONDS (default "
         "10, or ini slm_heartbeat; 0: off)",
     )
+    add(
+        MAX_TOKENS_CAP,
+        dest="slm_max_tokens_cap",
+        default=None,
+        type=positive_int,
+        metavar="N",
+        help="Most output tokens a candidate call without its own max_tokens gets, for every "
+        "model (default: each model's max_tokens_cap, 1024)",
+    )
 
 
 def overrides(option: argparse.Namespace) -> dict[str, Any]:
@@ -183,6 +193,7 @@ def overrides(option: argparse.Namespace) -> dict[str, Any]:
         ("slm_repeat", "repeat"),
         ("slm_report", "report"),
         ("slm_html", "html"),
+        ("slm_max_tokens_cap", "max_tokens_cap"),
     ):
         value = getattr(option, dest, None)
         if value is not None:

@@ -9,9 +9,12 @@ of the test's candidate, also when the product caught the error and its assertio
 test gets the slam outcome ``candidate_failed``, with a message naming the calls' error kinds; it
 counts as a failed test in the pass rate, and the gate fails on it (report/gate.py). A test whose
 assertions passed but that sent its candidate no call gets the outcome ``not_swapped`` (missing
-evidence, its own outcome). The pytest outcome of the test stays what its assertions decided; the
-slam outcome, the reports and the gate say "candidate failed" or "not swapped".
-``@pytest.mark.slm(calls=0)`` marks a test that makes no model call on purpose. Under
+evidence, its own outcome) when its calls went elsewhere (off the machine, to another route, into
+a mock: ``went_elsewhere``), and ``no_calls`` when it made no model call at all (a plain
+test in an opted-in folder): listed, but neither in the pass rate nor gated. The pytest outcome of
+the test stays what its assertions decided; the slam outcome, the reports and the gate say
+"candidate failed", "not swapped" or "no calls".
+``@pytest.mark.slm(calls=0)`` marks a test that makes no model call on purpose: ``no_calls``. Under
 ``--slm-repeat`` each run is judged so already (run/repeat.py), and the pass fraction decides.
 
 One final outcome per test per model: a rerun attempt (pytest-rerunfailures' ``rerun`` reports) is
@@ -32,6 +35,7 @@ from pytest_slam.report.aggregate import (
     CANDIDATE_FAILED,
     CAUSES,
     FIXES,
+    NO_CALLS,
     NOT_SWAPPED,
     OUTCOME_SEVERITY,
 )
@@ -86,9 +90,16 @@ def build_outcome(
             outcome.message = failed_calls_message(item.nodeid, model, candidate, failed)
         if outcome.outcome == "passed":
             outcome.outcome = CANDIDATE_FAILED
-    elif outcome.outcome == "passed" and not candidate and not declares_no_calls(item):
-        outcome.outcome = NOT_SWAPPED
-        outcome.message = not_swapped_message(item.nodeid, model, outcome.egress)
+    elif outcome.outcome == "passed" and not candidate:
+        elsewhere = went_elsewhere(item, ctx, outcome.egress)
+        if elsewhere is None or declares_no_calls(item):
+            outcome.outcome, outcome.message = NO_CALLS, no_calls_message(item.nodeid, model)
+        else:
+            outcome.outcome = NOT_SWAPPED
+            outcome.message = not_swapped_message(item.nodeid, model, outcome.egress, elsewhere)
+    cut = cut_message(ctx)
+    if cut:
+        outcome.message = f"{outcome.message}\n{cut}" if outcome.message else cut
     return outcome.as_dict()
 
 
@@ -98,18 +109,62 @@ def _status(report: pytest.TestReport) -> str:
     return report.outcome
 
 
+def went_elsewhere(item: pytest.Item, ctx: TestContext | None, egress: list[str]) -> str | None:
+    """Where a test that sent its candidate no call sent one instead (None: it made no call at all):
+    off the machine, to the reference or another model's route, or into a mock (run/mocks.py)."""
+    from pytest_slam.run.mocks import patches
+
+    if egress:
+        return "off the machine"
+    if ctx is not None and (ctx.reference_calls or ctx.elsewhere):
+        return "to another route than its candidate's"
+    patched = patches(item)
+    return f"into a mock ({', '.join(patched)} replaced)" if patched else None
+
+
+def no_calls_message(nodeid: str, model: str) -> str:
+    """One line: the test made no model call, so it is counted apart, neither pass nor fail."""
+    return (
+        f"pytest-slam: {nodeid} made no model call, so it says nothing about {model}: counted "
+        "apart (no_calls), not in the pass rate and not gated; keep it on the original endpoint, "
+        "run once, with @pytest.mark.slm(swap=False)"
+    )
+
+
 def declares_no_calls(item: pytest.Item) -> bool:
     """``@pytest.mark.slm(calls=0)``: the test makes no model call on purpose."""
     mark = item.get_closest_marker("slm")
     return mark is not None and mark.kwargs.get("calls", None) == 0
 
 
-def not_swapped_message(nodeid: str, model: str, egress: list[str]) -> str:
+def not_swapped_message(
+    nodeid: str, model: str, egress: list[str], elsewhere: str | None = None
+) -> str:
     """One line: what happened, the likely causes and the fix."""
     left = f"; it connected off the machine to {', '.join(dict.fromkeys(egress))}" if egress else ""
+    if elsewhere and not egress:
+        left = f"; its calls went {elsewhere}"
     return (
         f"pytest-slam: {nodeid} passed but is not swapped: no call reached {model}{left}, so it "
         f"is no evidence for {model}; {CAUSES}; {FIXES}"
+    )
+
+
+CAP_OPTION = "max_tokens_cap (--slm-max-tokens-cap=N, [tool.slam] max_tokens_cap = N)"
+
+
+def cut_message(ctx: TestContext | None) -> str | None:
+    """One line when the generation cap (chat.generation_cap) cut any of the test's candidate
+    answers: the product set no max_tokens, so the cut is pytest-slam's, and the test is told so."""
+    cut = [c for c in ctx.calls if c.role == "candidate" and c.cut_by_cap] if ctx else []
+    if ctx is None or not cut:
+        return None
+    caps = ", ".join(str(c) for c in sorted({c.cap for c in cut if c.cap is not None}))
+    return (
+        f"pytest-slam: {ctx.nodeid}: the generation cap cut {len(cut)} answer(s) of "
+        f'{ctx.model.name} at {caps} token(s) (finish_reason "length"; the request set no '
+        f"max_tokens): set max_tokens in the request, or raise [tool.slam] cap_factor / cap_margin "
+        f"or {CAP_OPTION}"
     )
 
 

@@ -79,6 +79,7 @@ class SlamSession:
     engines: list[ManagedServer] = field(default_factory=list)
     engine_starts: list[EngineStart] = field(default_factory=list)
     engine_errors: dict[str, str] = field(default_factory=dict)
+    not_enabled: list[str] = field(default_factory=list)  # opted-in tests of an unarmed run
     outcomes: list[dict[str, Any]] = field(default_factory=list)
     worker_payloads: list[dict[str, Any]] = field(default_factory=list)
     saved_env: dict[str, str | None] = field(default_factory=dict)
@@ -213,7 +214,7 @@ class SlamSession:
             self.settings.reference_timeout_s,
         )
         router.reference = reference.chat
-        router.reference_tokens = lambda ctx, body: reference.completion_tokens(ctx.module, body)
+        router.reference_tokens = reference.reference_first  # reference first
         if self.config.option.slm_models:  # so the printed record command selects the same models
             reference.record_args = f"--slm-models={self.config.option.slm_models}"
 
@@ -340,18 +341,28 @@ class SlamSession:
     def parametrize(self, metafunc: pytest.Metafunc) -> None:
         from pytest_slam.run.optin import parametrize
 
-        if not self.armed:
-            raise pytest.UsageError(
-                f"pytest-slam: {metafunc.definition.nodeid} opts in to model swapping, but pytest-slam "
-                "is not enabled for this run: add a [tool.slam] table to pyproject.toml, or pass "
-                "--slm-models=smollm2-135m."
-            )
+        if not self.armed:  # said once, after collection (``collected``): not a collection error
+            self.not_enabled.append(metafunc.definition.nodeid)
+            return
         parametrize(metafunc, self.model_names)
+
+    @staticmethod
+    def not_enabled_line(nodeids: list[str]) -> str:
+        """One line for opted-in tests in a run where pytest-slam is not enabled."""
+        more = len(nodeids) - 1
+        others = f" (and {more} more test(s))" if more else ""
+        return (
+            f"pytest-slam: {nodeids[0]}{others} opts in to model swapping, but pytest-slam is not "
+            "enabled for this run: add a [tool.slam] table to pyproject.toml, or pass "
+            "--slm-models=smollm2-135m."
+        )
 
     def collected(self, items: list[pytest.Item]) -> None:
         from pytest_slam.run.hypothesis_support import adjust
         from pytest_slam.run.optin import module_of
 
+        if self.not_enabled and self.role != "worker":  # a worker's tests fail one by one
+            raise pytest.UsageError(self.not_enabled_line(self.not_enabled))
         swapped = [i for i in items if self.is_swapped(i)]
         for item in swapped:
             adjust(item)
@@ -416,6 +427,8 @@ class SlamSession:
         from pytest_slam.swap.router import TestContext
 
         router, proxy = self.router, self.proxy
+        if not self.armed:  # under xdist: each worker's test says it in one line
+            pytest.fail(self.not_enabled_line([item.nodeid]), pytrace=False)
         if name is None or router is None or proxy is None:
             raise pytest.UsageError(
                 f"pytest-slam: {item.nodeid} uses slm_model outside a model run"
@@ -499,7 +512,7 @@ class SlamSession:
         if report.when == "teardown" and not report.failed:
             return
         from pytest_slam.report.junit_props import attach as attach_junit_properties
-        from pytest_slam.run.outcomes import build_outcome, one_line_failure
+        from pytest_slam.run.outcomes import build_outcome, cut_message, one_line_failure
 
         ctx = item.stash.get(CTX, None)
         outcome = build_outcome(item, report, ctx, item.stash.get(VERDICT, None))
@@ -509,6 +522,9 @@ class SlamSession:
         line = one_line_failure(ctx, report)
         if line:
             report.longrepr = line
+        cut = cut_message(ctx)
+        if cut:  # named on the test it cut, under its failure or with -rP, not only in the summary
+            report.sections.append(("pytest-slam", cut))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         from pytest_slam.run.outcomes import keep_final
@@ -585,6 +601,8 @@ class SlamSession:
 
 def cap_lines(outcomes: list[dict[str, Any]]) -> list[str]:
     """The summary's word on answers the generation cap cut (chat.generation_cap), if any."""
+    from pytest_slam.run.outcomes import CAP_OPTION
+
     cut = [o["nodeid"] for o in outcomes if any(c.get("cut_by_cap") for c in o.get("calls", ()))]
     if not cut:
         return []
@@ -592,7 +610,7 @@ def cap_lines(outcomes: list[dict[str, Any]]) -> list[str]:
     return [
         f"generation cap: the answers of {len(cut)} test(s) were cut at the output limit "
         f"pytest-slam set for calls without max_tokens ({shown}); set max_tokens in the request, "
-        "or raise [tool.slam] cap_factor / cap_margin or the model's max_tokens_cap"
+        f"or raise [tool.slam] cap_factor / cap_margin or {CAP_OPTION}"
     ]
 
 
@@ -600,6 +618,9 @@ def build(config: pytest.Config, settings: Settings, armed: bool) -> SlamSession
     """Resolve every model spec up front, so a typo fails at the door as a usage error."""
     names = settings.models or [model_specs.DEFAULT_MODEL]
     specs = {s.name: s for s in model_specs.resolve_all(names, settings.model_table)}
+    if settings.max_tokens_cap is not None:  # one line for every model, the embedded one included
+        for spec in specs.values():
+            spec.max_tokens_cap = settings.max_tokens_cap
     session = SlamSession(config, settings, specs, armed, role=process_role(config))
     if settings.has_reference:
         session.reference_spec = model_specs.resolve(settings.reference, settings.model_table)

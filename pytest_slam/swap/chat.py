@@ -199,13 +199,24 @@ def generation_cap(
     A small model asked without a limit can generate until its context is full (minutes on a CPU);
     the reference's recorded answer length says how long a fair answer is: ``factor`` x it plus
     ``margin``, never above the model's ``max_tokens_cap``. A request with its own limit is never
-    changed.
+    changed. A structured request (``structured``) gets no derived cap, only the ceiling: a JSON
+    object or a tool call cut short is no answer at all (the SDK raises), whatever its length.
     """
     if any(body.get(key) is not None for key in LIMIT_KEYS):
         return None
-    if reference_tokens is None:
+    if reference_tokens is None or structured(body):
         return spec.max_tokens_cap
     return max(1, min(spec.max_tokens_cap, int(reference_tokens * factor + margin)))
+
+
+STRUCTURED_FORMATS = ("json_object", "json_schema")
+
+
+def structured(body: JSONObject) -> bool:
+    """Whether the request asks for JSON (``response_format``) or may answer with tool calls."""
+    fmt = body.get("response_format")
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    return kind in STRUCTURED_FORMATS or bool(body.get("tools") or body.get("functions"))
 
 
 def upstream_body(body: JSONObject, spec: ModelSpec, cap: int | None = None) -> JSONObject:

@@ -5,6 +5,7 @@ A spec says where a model is served and how to reach it; it never starts anythin
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import re
@@ -90,9 +91,11 @@ def parse_models_option(text: str) -> list[str]:
 def resolve(text: str, table: dict[str, dict[str, JSON]] | None = None) -> ModelSpec:
     """Resolve one name or inline spec against the project's model table and the built-ins."""
     table = table or {}
+    builtins = builtin_models()
+    if text in table and tunes_builtin(text, table[text]):
+        return _tuned(builtins[text], table[text])
     if text in table:
         return from_table(text, table[text])
-    builtins = builtin_models()
     if text in builtins:
         return builtins[text]
     spec = _inline(text)
@@ -167,6 +170,8 @@ def check_table(name: str, data: dict[str, JSON]) -> None:
     unknown = set(data) - _TABLE_KEYS
     if unknown:
         raise ModelSpecError(unknown_keys_line(f"tool.slam.models.{name}", unknown, _TABLE_KEYS))
+    if tunes_builtin(name, data):
+        return
     provider = data.get("provider", "endpoint")
     if provider not in PROVIDERS:
         raise ModelSpecError(
@@ -195,6 +200,25 @@ def _default_key_env(provider: str, urls: list[str]) -> str | None:
     if provider == "openai" and all(u.rstrip("/") == OPENAI_URL for u in urls):
         return "OPENAI_API_KEY"
     return None
+
+
+# Keys that say where and what a model is: a table of a built-in's name with none of them only tunes it.
+WHERE_KEYS = frozenset({"provider", "base_url", "base_urls", "model", "engine"})
+TUNING = {"max_tokens_cap": "max_tokens_cap", "timeout_s": "timeout_s", "hourly_usd": "hourly_usd",
+          "input_per_mtok": "input_usd_per_mtok", "output_per_mtok": "output_usd_per_mtok"}  # fmt: skip
+
+
+def tunes_builtin(name: str, data: dict[str, JSON]) -> bool:
+    """A table named after a built-in model that says nothing of where or what it is."""
+    return name in builtin_models() and not set(data) & WHERE_KEYS
+
+
+def _tuned(spec: ModelSpec, data: dict[str, JSON]) -> ModelSpec:
+    """A built-in model with a short table of its own name: ``[tool.slam.models.smollm2-135m]
+    max_tokens_cap = 4096`` changes that one setting, not the model."""
+    check_table(spec.name, data)
+    changes = {field: data[key] for key, field in TUNING.items() if key in data}
+    return dataclasses.replace(spec, source="pyproject", **changes)
 
 
 def from_table(name: str, data: dict[str, JSON]) -> ModelSpec:

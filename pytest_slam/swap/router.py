@@ -32,7 +32,8 @@ from pytest_slam.swap.proxy import RouteError
 from pytest_slam.swap.upstream import JSONObject
 
 ReferenceChat = Callable[["TestContext | None", JSONObject, "Relay | None"], ChatResult]
-# The reference's recorded completion tokens for a request (its golden answer), or None.
+# The reference's recorded completion tokens for a request (its golden answer), or None; in a
+# record run it records the reference's answer first (ReferenceService.reference_first).
 ReferenceTokens = Callable[["TestContext", JSONObject], "int | None"]
 SETTLE_S = 0.5  # at a test's end, how long a call still in flight may take to end on its own
 
@@ -82,6 +83,7 @@ class TestContext:
     reference_calls: list[Call] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     flights: list[Flight] = field(default_factory=list)  # candidate calls in flight
+    elsewhere: int = 0  # chat calls made during the test on another model's route
 
     def __post_init__(self) -> None:
         self._ended = threading.Condition(self.lock)
@@ -148,6 +150,7 @@ class SwapRouter:
         self.reference_tokens: ReferenceTokens | None = None  # for the generation cap
         self.cap_factor, self.cap_margin = 2.0, 64  # [tool.slam] cap_factor, cap_margin
         self.embedder: Embedder | None = None
+        self.unswapped = 0  # requests passed through to the original endpoint, outside any test
         self._turns: dict[str, itertools.cycle[str]] = {}
         self._lock = threading.Lock()
 
@@ -156,6 +159,8 @@ class SwapRouter:
             raise RouteError(404, "pytest-slam: the reference serves chat completions only")
         spec = self._spec(route)
         if spec is None:
+            with self._lock:
+                self.unswapped += 1
             return Target(
                 _passthrough_spec(self.original), self.original.base_url, None, role="passthrough"
             )
@@ -213,6 +218,9 @@ class SwapRouter:
         # (a client kept from that model's test) is answered, never counted for this one.
         own = ctx is not None and target.role == "candidate" and target.spec.name == ctx.model.name
         flight = ctx.begin(target, body) if ctx is not None and own else None
+        if ctx is not None and not own:
+            with ctx.lock:
+                ctx.elsewhere += 1
         try:
             if self.meter is None:
                 result = forward_chat(target, body, relay, cap=cap)
