@@ -60,3 +60,14 @@ def test_importing_compare_imports_no_heavy_module() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_no_submodule_shadows_a_name_the_package_exports() -> None:
+    """Importing ``pytest_slam.compare.X`` sets the package's attribute X to the module, so a
+    submodule named like an exported function would replace that function for everyone after."""
+    import pkgutil
+
+    import pytest_slam.compare as compare
+
+    submodules = {m.name for m in pkgutil.iter_modules(compare.__path__)}
+    assert not submodules & set(compare.__all__)

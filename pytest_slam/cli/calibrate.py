@@ -37,7 +37,7 @@ from pytest_slam.compare.calibrate import (
     available_scorers,
     calibrate,
 )
-from pytest_slam.compare.evaluate import evaluate, evaluation_text
+from pytest_slam.compare.evaluation import evaluate, evaluation_text
 
 MIN_RESAMPLES = 100
 

@@ -6,7 +6,7 @@ import pytest
 
 from pytest_slam.compare.bands import Bands
 from pytest_slam.compare.calibrate import CalibrationRefused, LabelledPair
-from pytest_slam.compare.evaluate import evaluate, scope_of
+from pytest_slam.compare.evaluation import evaluate, scope_of
 
 TABLE = {
     "by": "fuzzy", "method": "token_sort_ratio", "at_least": 0.8, "fail_below": 0.0,
