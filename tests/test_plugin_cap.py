@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from html_helpers import report_data
 from slam_helpers import write_pyproject
 
 from pytest_slam.testing import FakeOpenAI
@@ -156,7 +157,8 @@ reference = "{ref.base_url}#gpt-4"
     assert message["test_json"] is None
     named = f"generation cap cut 1 answer(s) of mini at {derived} token(s)"
     assert named in message["test_text"]
-    assert named in (pytester.path / "r.html").read_text(encoding="utf-8")  # the test's row
+    rows, _ = report_data((pytester.path / "r.html").read_text(encoding="utf-8"))
+    assert any(named in (row[10] or "") for row in rows["rows"])  # the test's row, its message
     result.stdout.fnmatch_lines([
         "*- pytest-slam -*",
         "pytest-slam: test_cap.py::test_text?mini?: the generation cap cut 1 answer(s)*",

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from html_helpers import report_data
 from review_helpers import slam
 from slam_helpers import said
 
@@ -321,9 +322,10 @@ def test_slam_rescore_gives_the_new_configurations_verdicts_without_any_model(
         "far": ("different", "bands"),
     }
     page = (pytester.path / "new.html").read_text()
-    assert (
-        "1 / 1 / 1" in page and '<span class="verdict undecided">undecided (bands)</span>' in page
-    )
+    assert "1 / 1 / 1" in page  # the models table: equivalent / different / undecided
+    _, pairs = report_data(page)
+    shown = {(score[2], score[3]) for pair in pairs for score in pair[4]}  # (verdict, decided_by)
+    assert shown == {("equivalent", "bands"), ("undecided", "bands"), ("different", "bands")}
     assert (reference.hits, candidate.hits) == hits  # no model was called
     # a judge in the cascade: rescore asks it nothing; the pair it never saw stays undecided
     with FakeOpenAI("Rating: [[9]]", model="gpt-4-judge") as judge:
