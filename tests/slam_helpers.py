@@ -101,3 +101,19 @@ def test_refund():
 def test_password():
     assert product.ask("How do I reset my password?")
 """
+
+
+# A project with one candidate, "mini", against a reference; both are loopback fakes
+# (``.format(reference=..., candidate=...)``).
+MINI_PYPROJECT = """
+[tool.pytest.ini_options]
+pythonpath = ["."]
+
+[tool.slam]
+candidates = ["mini"]
+reference = "{reference}#gpt-4"
+
+[tool.slam.models.mini]
+base_url = "{candidate}"
+model = "gpt-4o-mini"
+"""

@@ -15,23 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from slam_helpers import PRODUCT, REPORTED_TESTS
+from slam_helpers import MINI_PYPROJECT, PRODUCT, REPORTED_TESTS
 
 from pytest_slam.golden.store import GoldenStore
 from pytest_slam.testing import FakeOpenAI
 
-PYPROJECT = """
-[tool.pytest.ini_options]
-pythonpath = ["."]
-
-[tool.slam]
-candidates = ["mini"]
-reference = "{reference}#gpt-4"
-
-[tool.slam.models.mini]
-base_url = "{candidate}"
-model = "gpt-4o-mini"
-"""
+PYPROJECT = MINI_PYPROJECT
 MINI = "Mini says: "
 
 

@@ -10,26 +10,18 @@ import json
 from typing import Any
 
 import pytest
-from slam_helpers import PRODUCT, REPORTED_TESTS
+from slam_helpers import MINI_PYPROJECT, PRODUCT, REPORTED_TESTS
 
 from pytest_slam.run.options import EXIT_GATE_FAILED
 from pytest_slam.testing import FakeOpenAI
 
-PYPROJECT = """
-[tool.pytest.ini_options]
-pythonpath = ["."]
-
-[tool.slam]
-candidates = ["mini"]
-reference = "{reference}#gpt-4"
-
-[tool.slam.models.mini]
-base_url = "{candidate}"
-model = "gpt-4o-mini"
-
+PYPROJECT = (
+    MINI_PYPROJECT
+    + """
 [tool.slam.baseline]
 latency_increase_ms = 60000  # loopback timings on a busy shared machine are noise, not a change
 """
+)
 BAD = "Sorry, I am unable to help with this request today."
 
 

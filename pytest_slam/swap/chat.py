@@ -7,12 +7,14 @@ assembled from the chunks, so its code sees no difference.
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Concatenate, ParamSpec
 
 from pytest_slam.records import JSON, Call, ModelSpec
 from pytest_slam.swap import upstream
@@ -266,31 +268,34 @@ IN_FLIGHT: set[InFlight] = set()  # every forward_chat call in flight in this pr
 _FLIGHT: ContextVar[InFlight | None] = ContextVar("slam_flight", default=None)
 
 
+P = ParamSpec("P")
+
+
 class CandidateFault(Exception):
     """A 200 answer that is not a whole chat completion: truncated, not JSON, not UTF-8, an error."""
 
 
+def _listed_in_flight(
+    func: Callable[Concatenate[Target, P], ChatResult],
+) -> Callable[Concatenate[Target, P], ChatResult]:
+    """The call, listed in ``IN_FLIGHT`` while it runs, for the run's heartbeat."""
+
+    @functools.wraps(func)
+    def listed(target: Target, /, *args: P.args, **kwargs: P.kwargs) -> ChatResult:
+        flight = InFlight(target, time.perf_counter())
+        IN_FLIGHT.add(flight)
+        token = _FLIGHT.set(flight)
+        try:
+            return func(target, *args, **kwargs)
+        finally:
+            _FLIGHT.reset(token)
+            IN_FLIGHT.discard(flight)
+
+    return listed
+
+
+@_listed_in_flight
 def forward_chat(
-    target: Target,
-    body: JSONObject,
-    relay: Relay | None = None,
-    timeout: float | None = None,
-    cap: int | None = None,
-    *,
-    split: bool = True,
-) -> ChatResult:
-    """``_forward_chat``, listed in ``IN_FLIGHT`` while it runs, for the run's heartbeat."""
-    flight = InFlight(target, time.perf_counter())
-    IN_FLIGHT.add(flight)
-    token = _FLIGHT.set(flight)
-    try:
-        return _forward_chat(target, body, relay, timeout, cap, split=split)
-    finally:
-        _FLIGHT.reset(token)
-        IN_FLIGHT.discard(flight)
-
-
-def _forward_chat(
     target: Target,
     body: JSONObject,
     relay: Relay | None = None,
