@@ -133,3 +133,20 @@ def test_unpromote_of_an_unknown_baseline_is_one_line(project) -> None:
     result = pytester.run("slam", "golden", "unpromote", "gpt-4@never")
     assert result.ret == 2 and len(result.stderr.lines) == 1
     result.stderr.fnmatch_lines(["slam golden: *: no baseline named 'gpt-4@never'. Fix: *"])
+
+
+def test_a_report_of_a_run_that_did_not_finish_is_refused(project) -> None:
+    """An interrupted run's answers are a part of the suite: promoting them would mix two
+    references in the goldens, so promote refuses, as prune does."""
+    pytester, _ = project
+    assert run(pytester, "--slm-record=new", "--slm-report=run.json").ret == 0
+    report = json.loads((pytester.path / "run.json").read_text())
+    report["gate"].update(status="incomplete", incomplete="the run was interrupted")
+    (pytester.path / "run.json").write_text(json.dumps(report))
+    before = golden_file(pytester).read_bytes()
+    result = pytester.run("slam", "golden", "promote", "mini", "--report", "run.json")
+    assert result.ret == 2 and len(result.stderr.lines) == 1
+    result.stderr.fnmatch_lines(["slam golden: run.json is from a run that did not finish (the run "
+                                 "was interrupted)*Fix: run the suite to its end*"])  # fmt: skip
+    assert golden_file(pytester).read_bytes() == before
+    assert sorted(p.name for p in (pytester.path / "__slam__").iterdir()) == ["gpt-4"]

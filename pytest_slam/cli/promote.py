@@ -54,6 +54,11 @@ def cmd_promote(args: argparse.Namespace) -> int:
 
     try:
         report = load_report(args.report)
+        gate = report.verdict.gate
+        if gate is not None and gate.incomplete:
+            raise GoldenError(f"{args.report} is from a run that did not finish ({gate.incomplete}): "
+                              "its answers are not a whole reference. Fix: run the suite to its "
+                              "end, then promote that run's report")  # fmt: skip
         models = sorted({o.model for o in report.outcomes})
         if args.model not in models:
             raise GoldenError(f"{args.report} has no answers of {args.model!r}. Fix: name one of "
