@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from html_helpers import report_data, sides
-from slam_helpers import PRODUCT, REPORTED_TESTS
+from slam_helpers import MINI_PYPROJECT, PRODUCT, REPORTED_TESTS
 
 from pytest_slam.run.options import EXIT_GATE_FAILED
 from pytest_slam.testing import FakeOpenAI
@@ -26,18 +26,9 @@ def test_outage():
     assert product.ask("The app shows error 500 since 9am, we are blocked")
 """
 )
-PYPROJECT = """
-[tool.pytest.ini_options]
-pythonpath = ["."]
-
-[tool.slam]
-candidates = ["mini"]
-reference = "{reference}#gpt-4"
-
-[tool.slam.models.mini]
-base_url = "{candidate}"
-model = "{mini_id}"
-
+PYPROJECT = (
+    MINI_PYPROJECT.replace('model = "gpt-4o-mini"', 'model = "{mini_id}"')
+    + """
 [tool.slam.models.other]
 base_url = "{candidate}"
 model = "gpt-4o-mini"
@@ -46,6 +37,7 @@ model = "gpt-4o-mini"
 base_url = "{candidate}"
 model = "gpt-4o-mini"
 """
+)
 BAD = "Sorry, I am unable to help with this request today."
 TIMING = {"generated_at", "started", "finished", "duration_s", "started_at", "distributions"}
 
