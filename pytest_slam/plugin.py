@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_slam.errors import SlamError
 from pytest_slam.run import optin, options
-from pytest_slam.settings import SettingsError
 
 if TYPE_CHECKING:  # loaded at configure time, so importing the plugin costs nothing
     from _pytest.python import PyCollector
@@ -56,7 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     try:
         slam = configure(config)
-    except (SettingsError, ValueError) as exc:
+    except (SlamError, ValueError) as exc:  # any of ours, of any kind: one line, no traceback
         raise pytest.UsageError(f"pytest-slam: {exc}") from None
     config.stash[STASH] = slam
     # Reports arrive here from xdist workers too; only the controller collects and writes them.

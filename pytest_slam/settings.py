@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_slam.errors import SlamError
+
 # A value as TOML gave it in [tool.slam] (a scorer's options, a price table): config.SlamTable
 # checked its shape; the run passes it on to the part that reads it.
 TOML = Any
@@ -22,7 +24,7 @@ DEFAULT_GOLDEN_DIR = "__slam__"
 LEGACY_GOLDEN_DIR = "fixtures/slam"  # the default before __slam__; still used while it exists
 
 
-class SettingsError(ValueError):
+class SettingsError(ValueError, SlamError, kind="config"):
     """A bad value in [tool.slam]; the message names the key and the fix."""
 
 

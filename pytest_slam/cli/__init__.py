@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_slam.errors import SlamError
 from pytest_slam.project import from_table, read_table
 from pytest_slam.run import options
 from pytest_slam.settings import Settings, SettingsError
@@ -169,7 +170,11 @@ def main(argv: list[str] | None = None) -> int:
             1, "render"
         )  # `slam report RUN.json` is short for `slam report render RUN.json`
     args = build_parser(project_settings(Path.cwd())).parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except SlamError as exc:  # one a command left uncaught, of any kind: one line, exit 2
+        print(f"slam: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

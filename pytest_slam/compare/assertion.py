@@ -14,6 +14,7 @@ from pytest_slam.compare.base import Scorer
 from pytest_slam.compare.defaults import DEFAULT_AT_LEAST, DEFAULT_SCORER
 from pytest_slam.compare.diff import side_by_side
 from pytest_slam.compare.registry import get_scorer
+from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON, Call, GoldenAnswer, GoldenRecord, Score
 
 Answer = str | Call | GoldenAnswer | GoldenRecord | dict[str, JSON] | list[JSON]
@@ -22,7 +23,7 @@ ObtainedWriter = Callable[[str, str], "str | None"]
 _obtained_writer: ObtainedWriter | None = None
 
 
-class EquivalenceError(AssertionError):
+class EquivalenceError(AssertionError, SlamError, kind="equivalence"):
     """A candidate scored below the threshold; ``score`` holds the verdict."""
 
     def __init__(self, message: str, score: Score) -> None:

@@ -14,12 +14,13 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 
+from pytest_slam.errors import SlamError
 from pytest_slam.records import Score
 
 EXPLANATION_CHARS = 300  # an explanation is one readable line, not a dump
 
 
-class ScorerError(Exception):
+class ScorerError(SlamError, kind="scorer"):
     """Base class of every error a scorer raises."""
 
 
@@ -27,7 +28,7 @@ class ScorerUnavailable(ScorerError):
     """The scorer cannot run here: its backend is unreachable or misconfigured."""
 
 
-class MissingExtra(ScorerUnavailable, ImportError):
+class MissingExtra(ScorerUnavailable, ImportError, kind="extra"):
     """An optional dependency is not installed; the message names the extra to install."""
 
     def __init__(self, scorer: str, package: str, extra: str, before: str = "") -> None:

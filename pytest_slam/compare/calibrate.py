@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pytest_slam.compare.bandselect import Choice, Counts, Targets, band_counts, choose_bands
 from pytest_slam.compare.judge import JudgeVerdict
 from pytest_slam.compare.validity import Estimate, grouped_bootstrap
+from pytest_slam.errors import SlamError
 
 MIN_PAIRS = 40
 MIN_EACH = 10  # of "equivalent" and of "not equivalent"
@@ -34,7 +35,7 @@ BASELINE = ("fuzzy token_sort_ratio", 0.7)  # the plain threshold users reach fo
 TOP = ""  # the scope of the top-level table
 
 
-class CalibrationRefused(Exception):
+class CalibrationRefused(SlamError, kind="calibrate"):
     """Too few labels, a bad input, or nothing to write: the message says what is needed."""
 
 

@@ -13,6 +13,7 @@ import json
 import re
 from typing import Final
 
+from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON
 
 Segment = str | int
@@ -33,7 +34,7 @@ _FENCE = re.compile(r"```[ \t]*(?:json[c5]?|JSON)?[ \t]*\n(.*?)\n?[ \t]*```", re
 _PATTERN_TOKEN = re.compile(r"""\.?([A-Za-z_][\w-]*|\*)|\[(\*|-?\d+|"[^"]*"|'[^']*')\]""")
 
 
-class NotJson(ValueError):
+class NotJson(ValueError, SlamError, kind="scorer"):
     """The text holds no JSON value; the message is the parse error a user can act on."""
 
 

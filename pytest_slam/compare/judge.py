@@ -64,7 +64,7 @@ REMINDER = {
 POINTS = {"win": 1.0, "tie": 0.5, "loss": 0.0}
 
 
-class JudgeUnjudged(ScorerError):
+class JudgeUnjudged(ScorerError, kind="judge"):
     """The judge gave no readable verdict, twice: the pair is unjudged, never scored 0."""
 
     def __init__(self, model: str, cause: JudgeUnparseable) -> None:

@@ -42,7 +42,7 @@ JSON_GRADE_KEYS = ("score", "rating", "grade")
 JSON_PAIR_KEYS = ("winner", "verdict", "preference", "better")
 
 
-class JudgeUnparseable(ScorerError):
+class JudgeUnparseable(ScorerError, kind="judge"):
     """The judge's answer holds no readable verdict; ``answer`` is what it wrote."""
 
     def __init__(self, what: str, answer: str, why: str = "") -> None:

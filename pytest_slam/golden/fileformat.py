@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_slam.errors import SlamError
 from pytest_slam.golden.redact import scrub
 from pytest_slam.records import JSON, GoldenRecord
 
@@ -27,7 +28,7 @@ CONFLICT_MARKERS = ("<<<<<<<", "|||||||", "=======", ">>>>>>>")
 REFRESH_HINT = "re-record it with `slam golden refresh`"
 
 
-class GoldenError(Exception):
+class GoldenError(SlamError, kind="golden"):
     """Base of every golden-store error; the message says what to do."""
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pytest_slam.errors import SlamError
 from pytest_slam.golden.fileformat import GoldenError, unreadable
 from pytest_slam.golden.keys import canonical_request, request_key
 from pytest_slam.golden.store import GoldenStore
@@ -42,7 +43,7 @@ class GoldenImportError(GoldenError):
     """A line that cannot be imported; the message names the file and line."""
 
 
-class _Failed(Exception):
+class _Failed(SlamError, kind="golden"):
     """The logged call itself failed: nothing to import, counted."""
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from pytest_slam.errors import SlamError
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.golden.keys import request_key
 from pytest_slam.golden.redact import scrub_answer
@@ -45,11 +46,11 @@ SAME_ANSWER_FIELDS = ("text", "model", "finish_reason", "tool_calls", "prompt_to
                       "completion_tokens", "system_fingerprint")  # fmt: skip
 
 
-class MissingGolden(LookupError):
+class MissingGolden(LookupError, SlamError, kind="golden"):
     """No golden answer for a request, in replay mode."""
 
 
-class ReferenceFailed(RuntimeError):
+class ReferenceFailed(RuntimeError, SlamError, kind="upstream"):
     """The real reference could not be reached or kept failing while recording."""
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON
 
 
-class ConfigError(ValueError):
+class ConfigError(ValueError, SlamError, kind="config"):
     """A ``[tool.slam.*]`` section holds a key or value pytest-slam cannot use."""
 
 

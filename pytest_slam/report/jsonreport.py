@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_slam.errors import SlamError
 from pytest_slam.golden.fileformat import atomic_write
 from pytest_slam.records import JSON, Outcome, records, utc_now
 from pytest_slam.report.aggregate import OutcomeLike, Verdict, sort_outcomes
@@ -28,7 +29,7 @@ SCHEMA_VERSION = 1
 SCHEMA_ID = f"{SCHEMA_NAME}/{SCHEMA_VERSION}"
 
 
-class ReportError(Exception):
+class ReportError(SlamError, kind="report"):
     """A report file that cannot be read: missing, not JSON, or another schema version."""
 
 

@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_slam.errors import SlamError
 from pytest_slam.golden.fileformat import CONFLICT_MARKERS, atomic_write, ignore_scratch_folder
 from pytest_slam.golden.redact import scrub_text
 from pytest_slam.golden.store import GoldenStore, module_relpath
@@ -26,7 +27,7 @@ VERDICTS = ("win", "tie", "loss", "both_bad")  # from the candidate's point of v
 LOCK_TIMEOUT_S = 60.0
 
 
-class ReviewError(Exception):
+class ReviewError(SlamError, kind="review"):
     """A review file that cannot be read or written; the message says what to do."""
 
 

@@ -68,7 +68,7 @@ NO_JUDGE = f"by='judge' needs a judge model: {_SET_JUDGE}"
 NO_CASCADE_JUDGE = f'then = ["judge"] needs a judge model: {_SET_JUDGE}'
 
 
-class JudgeNotCached(ScorerError):
+class JudgeNotCached(ScorerError, kind="judge"):
     """A judge verdict that is not cached, asked where no judge may be called (``slam rescore``)."""
 
 

@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Concatenate, ParamSpec
 
+from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON, Call, ModelSpec
 from pytest_slam.swap import upstream
 from pytest_slam.swap.upstream import JSONObject
@@ -36,11 +37,11 @@ class Deadline:
 CALLER_DEADLINE: ContextVar[Deadline | None] = ContextVar("slam_caller_deadline", default=None)
 
 
-class CallerGaveUp(Exception):
+class CallerGaveUp(SlamError, kind="swap"):
     """The caller's own timeout ran out before the answer ended."""
 
 
-class CallerStopped(Exception):
+class CallerStopped(SlamError, kind="swap"):
     """A chunk could not be written to a streaming caller: it closed its side (its own timeout,
     or it stopped reading) before the answer ended."""
 
@@ -271,7 +272,7 @@ _FLIGHT: ContextVar[InFlight | None] = ContextVar("slam_flight", default=None)
 P = ParamSpec("P")
 
 
-class CandidateFault(Exception):
+class CandidateFault(SlamError, kind="candidate"):
     """A 200 answer that is not a whole chat completion: truncated, not JSON, not UTF-8, an error."""
 
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Protocol
 
+from pytest_slam.errors import SlamError
+
 OPTION = "--slm-block-network"
 EVENTS = frozenset({"socket.getaddrinfo", "socket.connect"})
 LOCAL_NAMES = ("localhost", "localhost.", "")
@@ -57,7 +59,7 @@ class Router(Protocol):
     def active(self) -> _Active | None: ...
 
 
-class EgressBlocked(ConnectionRefusedError):
+class EgressBlocked(ConnectionRefusedError, SlamError, kind="egress"):
     """A connection refused by ``--slm-block-network``: an OSError, as HTTP clients expect."""
 
 

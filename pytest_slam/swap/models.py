@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from pytest_slam.config_keys import unknown_keys_line
+from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON, ModelSpec
 
 PROVIDERS = ("llamacpp", "vllm", "ollama", "openai", "endpoint", "curated")
@@ -38,7 +39,7 @@ _TABLE_KEYS = {
 }
 
 
-class ModelSpecError(ValueError):
+class ModelSpecError(ValueError, SlamError, kind="model"):
     """A model name or spec that cannot be resolved; the message lists what is known."""
 
 

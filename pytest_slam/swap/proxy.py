@@ -46,6 +46,7 @@ from typing import Protocol
 
 import h11
 
+from pytest_slam.errors import SlamError
 from pytest_slam.swap import upstream
 from pytest_slam.swap.chat import (
     CALLER_DEADLINE,
@@ -104,7 +105,7 @@ class Router(Protocol):
     ) -> tuple[int, bytes]: ...
 
 
-class RouteError(Exception):
+class RouteError(SlamError, kind="swap"):
     """A request the proxy refuses, with the HTTP status and the message the SDK will raise."""
 
     def __init__(self, status: int, message: str) -> None:
@@ -297,7 +298,7 @@ class Exchange:
         self.send(status, payload.encode(), [("x-should-retry", "false")])
 
 
-class _Refuse(Exception):
+class _Refuse(SlamError, kind="swap"):
     """Answer with this error now and close: the rest of the request is not read."""
 
     def __init__(self, status: int, message: str) -> None:

@@ -41,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON
 
 # Request keys sent on (translated), and keys left out because they do not change the answer.
@@ -57,7 +58,7 @@ _LOGPROBS = "message.output_text.logprobs"
 _FINISH_INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 
 
-class NotCarried(ValueError):
+class NotCarried(ValueError, SlamError, kind="swap"):
     """A Responses feature that a Chat Completions candidate cannot serve; the call must fail."""
 
     status = 400

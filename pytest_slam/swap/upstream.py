@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON, ModelSpec
 
 # A request body, completion or stream chunk: arbitrary JSON from the product or a server, read by
@@ -70,7 +71,7 @@ def urlopen(request: urllib.request.Request | str, timeout: float) -> http.clien
     return response
 
 
-class UpstreamUnreachable(ConnectionError):
+class UpstreamUnreachable(ConnectionError, SlamError, kind="upstream"):
     """No TCP connection or no HTTP answer from the server."""
 
 

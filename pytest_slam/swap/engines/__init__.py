@@ -20,6 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
 
+from pytest_slam.errors import SlamError
 from pytest_slam.records import ModelSpec
 from pytest_slam.swap import upstream
 from pytest_slam.swap.models import resolve_model_path
@@ -28,7 +29,7 @@ LOG_TAIL_LINES = 20
 Say = Callable[[str], None]  # where progress lines go (run/progress.py), one line per call
 
 
-class EngineError(RuntimeError):
+class EngineError(RuntimeError, SlamError, kind="engine"):
     """An engine could not start or is unusable here; the message says why and what to do."""
 
 
