@@ -55,6 +55,12 @@ def _only(dist: Path, pattern: str) -> Path:
     return found
 
 
+def _sdist_names(dist: Path) -> set[str]:
+    """The sdist's file names, without its top folder."""
+    with tarfile.open(_only(dist, "*.tar.gz")) as sdist:
+        return {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
+
+
 def test_the_wheel_ships_every_package_file(dist: Path, package_files: set[str]) -> None:
     names = zipfile.ZipFile(_only(dist, "*.whl")).namelist()
     shipped = {name for name in names if name.startswith(f"{PACKAGE}/")}
@@ -63,9 +69,14 @@ def test_the_wheel_ships_every_package_file(dist: Path, package_files: set[str])
 
 
 def test_the_sdist_ships_every_package_file(dist: Path, package_files: set[str]) -> None:
-    with tarfile.open(_only(dist, "*.tar.gz")) as sdist:
-        names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
+    names = _sdist_names(dist)
     assert sorted(package_files - names) == []
+
+
+def test_the_sdist_carries_the_project_s_documents(dist: Path) -> None:
+    """README, CHANGELOG and CONTRIBUTING: a packager reads them from the sdist (MANIFEST.in)."""
+    names = _sdist_names(dist)
+    assert {"README.md", "CHANGELOG.md", "CONTRIBUTING.md"} <= names
 
 
 def test_the_wheel_registers_the_plugin_and_the_command(dist: Path) -> None:
