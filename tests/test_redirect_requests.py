@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 import requests.adapters
+from slam_helpers import said
 
 from pytest_slam.swap import redirect, stacks
 from pytest_slam.swap.redirect import DEFAULT_HOSTS, HEADER, Redirected
@@ -114,16 +115,29 @@ def test_requests_product(slm_model):
     (call,) = slm_model.calls
     assert r.json()["choices"][0]["message"]["content"] == call.text == "mini says: Hi"
     assert call.request["model"] == "gpt-4o" and r.url.startswith("https://api.openai.com/")
+
+@pytest.mark.slm(calls=0)
+def test_an_unlisted_host_is_still_the_products():
+    with pytest.raises(requests.ConnectionError, match="blocked a connection to gateway.example.com"):
+        requests.post("https://gateway.example.com/v1/chat/completions", json={}, timeout=2)
 """
 
 
-def test_a_product_on_requests_is_swapped(pytester: pytest.Pytester) -> None:
+def test_a_product_on_requests_is_swapped_and_other_hosts_stay_its_own(
+    pytester: pytest.Pytester,
+) -> None:
     with FakeOpenAI(lambda req: "mini says: " + req["messages"][-1]["content"]) as mini:
         pytester.makepyfile(test_product=SUITE)
         pytester.makefile(".toml", pyproject="[tool.slam]\nreference = 'none'\n")
         result = pytester.runpytest(
             "-p", "no:cacheprovider", f"--slm-models={mini.base_url}#mini", "--slm-block-network"
         )
-        result.assert_outcomes(passed=1)
-        result.stdout.fnmatch_lines(["calls to api.openai.com were swapped too*"])
+        result.assert_outcomes(passed=2)
+        assert result.ret == 0
+        text = said(result)
+        assert (
+            "1 connection(s) were refused (--slm-block-network) during opted-in tests: "
+            "gateway.example.com:443 from test_product.py::test_an_unlisted_host" in text
+        )
+        assert "calls to api.openai.com were swapped too" in text
         assert mini.hits == 1 and "authorization" not in mini.requests[-1].headers
