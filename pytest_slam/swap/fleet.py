@@ -33,7 +33,7 @@ class _Health:
     taken: int = 0  # requests it took (whatever the answer)
     refused: int = 0  # connections it refused
     first_refusal: str = ""  # what the first refusal said
-    resting_until: float = 0.0  # clock() value; 0: not resting
+    resting_until: float = 0.0  # a time.monotonic() value; 0: not resting
     back: int = 0  # times it took a request again after refusing
 
 
@@ -44,7 +44,6 @@ class Replicas:
     model: str
     urls: tuple[str, ...]
     rest_s: float = REST_S
-    clock: Callable[[], float] = time.monotonic
     moved: int = 0  # calls that went to another replica because theirs refused the connection
     _turn: int = 0
     _health: dict[str, _Health] = field(default_factory=dict)
@@ -56,7 +55,7 @@ class Replicas:
     def pick(self) -> str:
         """The next replica in turn that is not resting (when all rest: the next in turn)."""
         with self._lock:
-            now, count = self.clock(), len(self.urls)
+            now, count = time.monotonic(), len(self.urls)
             order = [self.urls[(self._turn + i) % count] for i in range(count)]
             chosen = next((u for u in order if self._health[u].resting_until <= now), order[0])
             self._turn = (self.urls.index(chosen) + 1) % count
@@ -84,7 +83,7 @@ class Replicas:
     def _refused(self, url: str, why: str, tried: list[str]) -> str | None:
         """``url`` rests; the replica to try next for this call, or None when none is left."""
         with self._lock:
-            now = self.clock()
+            now = time.monotonic()
             health = self._health[url]
             health.refused += 1
             health.first_refusal = health.first_refusal or why
