@@ -547,6 +547,8 @@ class SlamSession:
                 f"calls to {host} were swapped too (redirected at the HTTP transport; "
                 "[tool.slam] redirect_hosts lists more hosts)"
             )
+        if self.router is not None:  # replicas that refused connections (swap/fleet.py)
+            self.summary.extend(self.router.replica_lines())
         if self.role != "worker":
             self.summary.extend(cap_lines(self.outcomes))
             from pytest_slam.run.checks import diverged_lines

@@ -19,6 +19,7 @@ from typing import Concatenate, ParamSpec
 from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON, Call, ModelSpec
 from pytest_slam.swap import upstream
+from pytest_slam.swap.fleet import Replicas, send
 from pytest_slam.swap.upstream import JSONObject
 
 Relay = Callable[[bytes], None]
@@ -48,12 +49,14 @@ class CallerStopped(SlamError, kind="swap"):
 
 @dataclass
 class Target:
-    """Where one call goes: a model, one of its replicas, and the key for it (never recorded)."""
+    """Where one call goes: a model, one of its replicas, and the key for it (never recorded);
+    ``replicas``, for a model with several, takes the call when ``base_url`` refuses it."""
 
     spec: ModelSpec
     base_url: str
     api_key: str | None
     role: str = "candidate"
+    replicas: Replicas | None = None
 
 
 @dataclass
@@ -325,19 +328,24 @@ def forward_chat(
     limit = CALLER_DEADLINE.get()
     deadline = None if limit is None else limit.at
     wait = timeout if deadline is None else max(min(timeout, deadline - start), 0.001)
+    sent = pin_seed(upstream_body(body, target.spec, cap), target)
+
+    def post(url: str) -> upstream.Response:
+        call.endpoint = url  # the replica that takes it (another when this one refuses)
+        return upstream.post(url, "/chat/completions", sent, target.api_key, wait)
+
     try:
-        sent = pin_seed(upstream_body(body, target.spec, cap), target)
-        resp = upstream.post(target.base_url, "/chat/completions", sent, target.api_key, wait)
+        resp = send(target.replicas, target.base_url, post)[1]
     except upstream.UpstreamTimeout:
         if deadline is not None and time.perf_counter() >= deadline:
             return _gave_up(call, start, limit)
-        call.error = (f"model {target.spec.name!r} at {target.base_url} sent no answer within "
+        call.error = (f"model {target.spec.name!r} at {call.endpoint} sent no answer within "
                       f"{timeout:g} s (its timeout_s)")  # fmt: skip
         call.error_kind = "timeout"
         call.e2e_ms = (time.perf_counter() - start) * 1000.0
         return ChatResult(call, status=504)
     except upstream.UpstreamUnreachable as exc:
-        call.error = f"model {target.spec.name!r} at {target.base_url} is unreachable ({exc})"
+        call.error = f"model {target.spec.name!r} at {call.endpoint} is unreachable ({exc})"
         call.error_kind = "unreachable"
         call.e2e_ms = (time.perf_counter() - start) * 1000.0
         return ChatResult(call, status=502)
@@ -354,7 +362,7 @@ def forward_chat(
         if deadline is not None and time.perf_counter() >= deadline:  # a stall past it
             resp.abandon()
             return _gave_up(call, start, limit)
-        call.error = f"model {target.spec.name!r} at {target.base_url}: {exc}"
+        call.error = f"model {target.spec.name!r} at {call.endpoint}: {exc}"
         call.error_kind = "fault"
         call.e2e_ms = (time.perf_counter() - start) * 1000.0
         resp.abandon()  # the rest of this answer cannot be trusted, nor its connection reused

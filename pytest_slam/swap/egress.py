@@ -41,6 +41,9 @@ TEST_RUNNERS = frozenset(
 )
 # Wrappers around every HTTP request of the process: neither the product's nor a hop of the plugin.
 TRANSPARENT = frozenset({"pytest_slam.swap.redirect", "pytest_slam.swap.router.redirect"})
+STACKS = (
+    "pytest_slam.swap.stacks."  # each client stack wraps a library's send point: transparent too
+)
 FIX = (
     "for an OpenAI-compatible API list the host in [tool.slam] redirect_hosts so the swap carries "
     "it; else keep the test on the real endpoint with @pytest.mark.slm(swap=False)"
@@ -165,7 +168,8 @@ def _plugin_hop() -> bool:
     frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         name = frame.f_globals.get("__name__", "")
-        if name.startswith("pytest_slam.") and name != __name__ and name not in TRANSPARENT:
+        transparent = name in TRANSPARENT or name.startswith(STACKS)
+        if name.startswith("pytest_slam.") and name != __name__ and not transparent:
             return name not in TEST_RUNNERS
         frame = frame.f_back
     return False

@@ -55,6 +55,7 @@ from pytest_slam.swap.chat import (
     Relay,
     Target,
 )
+from pytest_slam.swap.fleet import send
 from pytest_slam.swap.local import LocalAnswer, Workers
 from pytest_slam.swap.peer import owner_uid
 from pytest_slam.swap.upstream import JSONObject
@@ -262,9 +263,10 @@ class Exchange:
                 sent.append(("Authorization", f"Bearer {target.api_key}"))
             if method == "POST":
                 body = _as_candidate(body, target, path)
+        timeout = upstream.timeout_for(target.spec)
         try:
-            resp = upstream.forward(target.base_url, method, path, sent, body,
-                                    upstream.timeout_for(target.spec))  # fmt: skip
+            resp = send(target.replicas, target.base_url,
+                        lambda url: upstream.forward(url, method, path, sent, body, timeout))[1]  # fmt: skip
         except upstream.UpstreamUnreachable as exc:
             raise RouteError(
                 502, f"pytest-slam: {target.base_url} is unreachable ({exc})"

@@ -11,7 +11,6 @@ goes only where the caller itself sent it.
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from pytest_slam.swap.chat import (
     forward_chat,
     generation_cap,
 )
+from pytest_slam.swap.fleet import Replicas
 from pytest_slam.swap.models import OPENAI_URL, api_key
 from pytest_slam.swap.proxy import RouteError
 from pytest_slam.swap.upstream import JSONObject
@@ -151,7 +151,7 @@ class SwapRouter:
         self.cap_factor, self.cap_margin = 2.0, 64  # [tool.slam] cap_factor, cap_margin
         self.embedder: Embedder | None = None
         self.unswapped = 0  # requests passed through to the original endpoint, outside any test
-        self._turns: dict[str, itertools.cycle[str]] = {}
+        self._fleets: dict[tuple[str, tuple[str, ...]], Replicas] = {}
         self._lock = threading.Lock()
 
     def target(self, route: str) -> Target:
@@ -164,7 +164,9 @@ class SwapRouter:
             return Target(
                 _passthrough_spec(self.original), self.original.base_url, None, role="passthrough"
             )
-        return Target(spec, self._replica(spec), api_key(spec))
+        replicas = self._replicas(spec)
+        url = replicas.pick() if replicas is not None else spec.base_urls[0]
+        return Target(spec, url, api_key(spec), replicas=replicas)
 
     def _spec(self, route: str) -> ModelSpec | None:
         if route.startswith("m/"):
@@ -176,17 +178,27 @@ class SwapRouter:
             raise RouteError(404, f"pytest-slam: unknown route {route!r}")
         return self.active.model if self.active is not None else None
 
-    def _replica(self, spec: ModelSpec) -> str:
-        """Spread calls over a model's replicas in turn (a fleet with no load balancer)."""
+    def _replicas(self, spec: ModelSpec) -> Replicas | None:
+        """A model's replicas (fleet.py: in turn, a refusing one stepped around), or None for a
+        model with one endpoint; why a model has no server to call is a 503."""
         if spec.name in self.engine_errors:
             raise RouteError(503, self.engine_errors[spec.name])
         if not spec.base_urls:
             raise RouteError(503, f"pytest-slam: model {spec.name!r} has no running server")
         if len(spec.base_urls) == 1:
-            return spec.base_urls[0]
+            return None
+        key = (spec.name, tuple(spec.base_urls))
         with self._lock:
-            turn = self._turns.setdefault(spec.name, itertools.cycle(spec.base_urls))
-            return next(turn)
+            fleet = self._fleets.get(key)
+            if fleet is None:
+                fleet = self._fleets[key] = Replicas(spec.name, key[1])
+            return fleet
+
+    def replica_lines(self) -> list[str]:
+        """What this process saw of replicas that refused connections, for the run's summary."""
+        with self._lock:
+            fleets = list(self._fleets.values())
+        return [line for fleet in fleets for line in fleet.lines()]
 
     def swapping(self, route: str) -> bool:
         """Whether a chat call on this route is swapped (and recorded) or passed through untouched."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import http.client
 import json
-import socket
 import ssl
 import threading
 import urllib.request
@@ -73,6 +72,11 @@ def urlopen(request: urllib.request.Request | str, timeout: float) -> http.clien
 
 class UpstreamUnreachable(ConnectionError, SlamError, kind="upstream"):
     """No TCP connection or no HTTP answer from the server."""
+
+
+class UpstreamNotSent(UpstreamUnreachable):
+    """No connection (refused, no such host): not a byte of the request went out, so another
+    replica of the model may take it (fleet.py)."""
 
 
 class UpstreamTimeout(UpstreamUnreachable):
@@ -189,13 +193,16 @@ def forward(
     Sent once: only the caller's own retries send a request again. The one exception is a
     kept-alive connection of this thread's pool that the server had closed while it was idle
     (``_stale``): the request never reached it, so it goes once more on a fresh connection. A fresh
-    connection that breaks is never retried: the server may have the request already.
+    connection that breaks is never retried: the server may have the request already. A
+    connection refused is ``UpstreamNotSent``: nothing went out (fleet.py sends it elsewhere).
     """
     scheme, host, port, prefix = split_url(base_url)
     host_header = host if port == (443 if scheme == "https" else 80) else f"{host}:{port}"
     for attempt in (0, 1):
         conn = _connection(scheme, host, port, timeout)
         reused = conn.sock is not None  # an open socket of an earlier request
+        if not reused:
+            _connect(conn, (scheme, host, port))
         try:
             conn.putrequest(method, prefix + path, skip_host=True, skip_accept_encoding=True)
             conn.putheader("Host", host_header)
@@ -205,9 +212,6 @@ def forward(
                 conn.putheader("Content-Length", str(len(body)))
             conn.endheaders(body or None)  # headers and body in one send
             raw = conn.getresponse()
-        except (ConnectionRefusedError, socket.gaierror) as exc:
-            _drop(scheme, host, port)
-            raise UpstreamUnreachable(f"{type(exc).__name__}: {exc}") from exc
         except (http.client.HTTPException, OSError) as exc:
             _drop(scheme, host, port)
             if isinstance(exc, TimeoutError):
@@ -218,6 +222,19 @@ def forward(
         got = {k.lower(): v for k, v in raw.getheaders()}
         return Response(raw.status, got, raw, pool_key=(scheme, host, port))
     raise AssertionError("unreachable")
+
+
+def _connect(conn: http.client.HTTPConnection, key: tuple[str, str, int]) -> None:
+    """Open the connection before any byte is written, so a refusal is told apart: the request
+    was not sent (``UpstreamNotSent``). A connect that times out stays a timeout."""
+    try:
+        conn.connect()
+    except TimeoutError as exc:
+        _drop(*key)
+        raise UpstreamTimeout(f"no answer within {conn.timeout:g} s") from exc
+    except OSError as exc:  # refused, no such host, unreachable, a TLS handshake that failed
+        _drop(*key)
+        raise UpstreamNotSent(f"{type(exc).__name__}: {exc}") from exc
 
 
 def _stale(exc: BaseException) -> bool:
