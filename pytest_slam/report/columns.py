@@ -8,8 +8,8 @@ a second line in the cell, the cell's class). A view left ``None`` does not show
 view's own ``text`` replaces the column's where that view says more (the HTML's intervals).
 ``optional`` leaves the column out of that view when every one of its cells there is ``-``.
 
-A test column is one figure of the HTML's per-(test, model) table: a ``PerTestRow`` value and its
-formatter; the page sorts by the value and shows the text.
+A per-test column is one figure of the HTML's per-(test, model) table: a ``PerTestRow`` field and
+its formatter; the page sorts by the value and shows the text.
 
 A new column is one entry here (and its test); a new metric also needs its ``ModelRow`` field
 (``aggregate.py``), its SCHEMA.md row and the regenerated ``report.schema.json``.
@@ -132,9 +132,11 @@ def _count(value: int, row: ModelRow) -> str:
     return fmt.NA if row.is_reference else str(value)
 
 
-def _some(value: int, row: ModelRow) -> str:
-    """A count worth a column only when some model has one: ``-`` for none (and the reference)."""
-    return fmt.NA if row.is_reference or not value else str(value)
+def _errored(row: ModelRow) -> str:
+    """``errored/calls``; ``-`` when none errored (and for the reference, which made no call)."""
+    return (
+        fmt.NA if row.is_reference or not row.calls_errored else f"{row.calls_errored}/{row.calls}"
+    )
 
 
 def _ref_note(row: ModelRow) -> str | None:
@@ -290,6 +292,13 @@ MODEL_COLUMNS: tuple[Column, ...] = (
         Html("cold starts"),
     ),
     Column(
+        "calls_errored",
+        _errored,
+        Terminal("calls err", "calls errored", 8, optional=True),
+        Markdown("calls errored", optional=True),
+        Html("calls errored", "of all calls", optional=True),
+    ),
+    Column(
         "prompt_tokens",
         fmt.tokens,
         Terminal("tokens in+out", "tokens (prompt+completion)", 9),
@@ -354,20 +363,25 @@ def _cell(column: Column, spec: Terminal | Markdown | Html, row: ModelRow) -> st
 
 @dataclass(frozen=True)
 class PerTestColumn:
-    """One figure of the HTML per-(test, model) table: the page shows ``text`` of the value and
-    sorts by the value (``key`` is its name in the page's address: ``#sort=e2e:desc``)."""
+    """One figure of the HTML per-(test, model) table: the ``PerTestRow`` field it shows, its
+    header, and its formatter; the page shows the text and sorts by the value (``key`` is the
+    column's name in the page's address: ``#sort=e2e:desc``)."""
 
     key: str
     header: str
-    value: Callable[[PerTestRow], float | int | None]
+    field: str  # the PerTestRow field (documented in SCHEMA.md)
     text: Callable[[float | None], str] | None = None  # None: a count, shown as it is
+
+    def value(self, row: PerTestRow) -> float | int | None:
+        found: float | int | None = getattr(row, self.field)
+        return found
 
 
 TEST_COLUMNS: tuple[PerTestColumn, ...] = (
-    PerTestColumn("equivalence", "mean equiv.", lambda r: r.equivalence_mean, fmt.score),
-    PerTestColumn("worst", "worst", lambda r: r.equivalence_worst, fmt.score),
-    PerTestColumn("ttft", "TTFT p50", lambda r: r.ttft_p50_ms, fmt.ms),
-    PerTestColumn("e2e", "E2E p95", lambda r: r.e2e_p95_ms, fmt.ms),
-    PerTestColumn("cost", "$ / call", lambda r: r.cost_usd, fmt.usd),
-    PerTestColumn("calls", "calls", lambda r: r.calls),
+    PerTestColumn("equivalence", "mean equiv.", "equivalence_mean", fmt.score),
+    PerTestColumn("worst", "worst", "equivalence_worst", fmt.score),
+    PerTestColumn("ttft", "TTFT p50", "ttft_p50_ms", fmt.ms),
+    PerTestColumn("e2e", "E2E p95", "e2e_p95_ms", fmt.ms),
+    PerTestColumn("cost", "$ / call", "cost_usd", fmt.usd),
+    PerTestColumn("calls", "calls", "calls"),
 )
