@@ -2,9 +2,9 @@
 
 A model column names the ``ModelRow`` field it shows (``key``; SCHEMA.md says what the field
 means, and a test keeps every key documented there), how its cell reads (``text``, built from
-``fmt``), and how each view shows it: ``Terminal`` (short header, long label for the vertical
-layout, drop priority), ``Markdown`` (header, alignment) and ``Html`` (header with a second line,
-a second line in the cell, the cell's class). A view left ``None`` does not show the column; a
+``fmt``), its alignment, and how each view shows it: ``Terminal`` (short header, long label for
+the vertical layout, drop priority), ``Markdown`` (header) and ``Html`` (header with a second
+line, a second line in the cell, the cell's class). A view left ``None`` does not show the column; a
 view's own ``text`` replaces the column's where that view says more (the HTML's intervals).
 ``optional`` leaves the column out of that view when every one of its cells there is ``-``.
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pytest_slam.golden.fileformat import atomic_write
 from pytest_slam.records import Outcome
-from pytest_slam.report import charts, fmt
+from pytest_slam.report import charts
 from pytest_slam.report.aggregate import (
     ModelRow,
     OutcomeLike,
@@ -83,7 +83,6 @@ def render_html(verdict: Verdict, outcomes: Iterable[OutcomeLike]) -> str:
         "schema": SCHEMA_ID,
         "verdict": verdict,
         "run": verdict.run,
-        "fmt": fmt,
         "notes": notes(verdict, intervals=False),  # the gate is the headline
         "model_table": model_table(verdict.rows),
         "test_columns": TEST_COLUMNS,
