@@ -61,7 +61,7 @@ def test_rows_come_failures_first_and_hold_every_pair() -> None:
     assert [rows["models"][r[1]] for r in rows["rows"][:3]] == [synth.SMOL] * 3
     assert (
         len(pairs)
-        == sum(r[13] for r in rows["rows"])
+        == sum(r[7] for r in rows["rows"])
         == sum(len(o["pairs"]) for o in synth.outcomes())
     )
 

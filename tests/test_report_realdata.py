@@ -88,7 +88,7 @@ def test_reports_hold_every_real_pair(real, tmp_path) -> None:
     assert sum(len(o.pairs) for o in report.outcomes) == 1249
     page = render_html(verdict, outcomes)
     rows, pairs = report_data(page)  # every pair, drawn by the page a (test, model) at a time
-    assert len(pairs) == 1249 and sum(r[13] for r in rows["rows"]) == 1249
+    assert len(pairs) == 1249 and sum(r[7] for r in rows["rows"]) == 1249
     assert page.count("<script>") == 1  # answers with code stay text
     shown = [sides(p)[1].replace("<ins>", "").replace("</ins>", "")[:200] for p in pairs]
     assert sorted(shown) == sorted(o["calls"][0]["text"][:200] for o in outcomes if o["pairs"])

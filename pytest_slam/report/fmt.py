@@ -58,6 +58,13 @@ def score(value: float | None) -> str:
     return NA if value is None else f"{value:.2f}"
 
 
+def interval(value: float | None, low: float | None, high: float | None) -> str:
+    """``0.71 [0.64, 0.78]``: a figure with its 95% interval (the figure alone without one)."""
+    if value is None or low is None or high is None:
+        return score(value)
+    return f"{value:.2f} [{low:.2f}, {high:.2f}]"
+
+
 def rate(value: float | None, unit: str = "tok/s") -> str:
     return NA if value is None else f"{value:.0f} {unit}"
 

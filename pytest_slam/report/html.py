@@ -19,8 +19,9 @@ from pathlib import Path
 
 from pytest_slam.golden.fileformat import atomic_write
 from pytest_slam.records import Outcome
-from pytest_slam.report import charts, fmt
+from pytest_slam.report import charts
 from pytest_slam.report.aggregate import (
+    ModelRow,
     OutcomeLike,
     Verdict,
     golden_pairs,
@@ -28,6 +29,8 @@ from pytest_slam.report.aggregate import (
     sort_outcomes,
 )
 from pytest_slam.report.charts import Series
+from pytest_slam.report.columns import TEST_COLUMNS, HtmlCell, html_cell, shown
+from pytest_slam.report.columns import Html as HtmlView
 from pytest_slam.report.htmldata import headline, pack_table, table_data
 from pytest_slam.report.jsonreport import SCHEMA_ID
 from pytest_slam.report.terminal import comparisons, notes
@@ -80,9 +83,9 @@ def render_html(verdict: Verdict, outcomes: Iterable[OutcomeLike]) -> str:
         "schema": SCHEMA_ID,
         "verdict": verdict,
         "run": verdict.run,
-        "fmt": fmt,
         "notes": notes(verdict, intervals=False),  # the gate is the headline
-        "interval": interval,
+        "model_table": model_table(verdict.rows),
+        "test_columns": TEST_COLUMNS,
         "comparisons": [
             c.describe() for m in ("equivalence", "pass rate") for c in comparisons(verdict, m)
         ],
@@ -97,11 +100,18 @@ def render_html(verdict: Verdict, outcomes: Iterable[OutcomeLike]) -> str:
     return env.get_template(TEMPLATE).render(**context)
 
 
-def interval(value: float | None, low: float | None, high: float | None) -> str:
-    """``0.71 [0.64, 0.78]``: a figure with its 95% interval (the figure alone without one)."""
-    if value is None or low is None or high is None:
-        return fmt.score(value)
-    return f"{value:.2f} [{low:.2f}, {high:.2f}]"
+@dataclass
+class ModelTable:
+    """The per-model table as the template writes it: headers, then each row's cells."""
+
+    headers: list[HtmlView]
+    rows: list[tuple[ModelRow, list[HtmlCell]]]
+
+
+def model_table(rows: list[ModelRow]) -> ModelTable:
+    columns = shown("html", rows)
+    headers = [c.html for c in columns if c.html is not None]
+    return ModelTable(headers, [(r, [html_cell(c, r) for c in columns]) for r in rows])
 
 
 def human_review(verdict: Verdict, outcomes: list[Outcome]) -> HumanReview | None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pytest_slam.records import JSON, Call, Outcome, Pair
 from pytest_slam.report import fmt
 from pytest_slam.report.aggregate import PerTestRow, Verdict
+from pytest_slam.report.columns import TEST_COLUMNS
 from pytest_slam.report.diffview import answer_text, diff_runs
 
 # outcome -> rank in the failures-first order (unknown outcomes after the failures)
@@ -84,9 +85,9 @@ class TableData:
 def table_data(verdict: Verdict, outcomes: list[Outcome]) -> TableData:
     """Rows (failures first) with the test names and models they index, and every pair.
 
-    A row is ``[test, model, outcome, worst pair verdict, mean equivalence, worst, TTFT, E2E,
-    cost, calls, message, anchor, its line of pairs, how many, nodeid]`` (figures ``[text,
-    value]``).
+    A row is ``[test, model, outcome, worst pair verdict, message, anchor, its line of pairs, how
+    many, nodeid, *figures]``: the figures (``columns.TEST_COLUMNS``, each ``[text, value]`` or a
+    count) come last, so a new one moves none of the fields before them.
     """
     models = [r.model for r in verdict.models]
     for row in verdict.tests:  # a model with rows but no model row (an older report) still shows
@@ -118,9 +119,9 @@ def table_data(verdict: Verdict, outcomes: list[Outcome]) -> TableData:
             rank = SKIPPED
         rows.append(((rank, position), [
             test_index[row.test], model_index[row.model], row.outcome, worst,
-            *_cells(row), row.message or "", anchor(row.test, row.model),
+            row.message or "", anchor(row.test, row.model),
             line.get((row.test, row.model), -1), len(found),
-            found[0][0].nodeid if found else None,
+            found[0][0].nodeid if found else None, *_figures(row),
         ]))  # fmt: skip
     rows.sort(key=lambda r: r[0])
     data: dict[str, JSON] = {"models": list(models), "tests": list(tests),
@@ -133,16 +134,14 @@ def _row_verdict(pairs: list[Pair]) -> str | None:
     return next((v for v in VERDICT_ORDER if v in found), None)
 
 
-def _cells(row: PerTestRow) -> list[JSON]:
-    """The sortable figures, each ``[shown text, value]`` (value None sorts last), and calls."""
-    return [
-        [fmt.score(row.equivalence_mean), _short(row.equivalence_mean)],
-        [fmt.score(row.equivalence_worst), _short(row.equivalence_worst)],
-        [fmt.ms(row.ttft_p50_ms), _short(row.ttft_p50_ms)],
-        [fmt.ms(row.e2e_p95_ms), _short(row.e2e_p95_ms)],
-        [fmt.usd(row.cost_usd), _short(row.cost_usd)],
-        row.calls,
-    ]
+def _figures(row: PerTestRow) -> list[JSON]:
+    """The table's figures (``columns.TEST_COLUMNS``): each ``[shown text, value]`` (value None
+    sorts last), or a count as it is."""
+    out: list[JSON] = []
+    for column in TEST_COLUMNS:
+        value = column.value(row)
+        out.append(value if column.text is None else [column.text(value), _short(value)])
+    return out
 
 
 def _short(value: float | None) -> float | None:

@@ -8,8 +8,6 @@ short vertical block instead.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pytest_slam.report import fmt
@@ -18,9 +16,9 @@ from pytest_slam.report.aggregate import (
     FIXES,
     NO_CALLS,
     NOT_SWAPPED,
-    ModelRow,
     Verdict,
 )
+from pytest_slam.report.columns import Column, Terminal, shown
 
 if TYPE_CHECKING:
     import pytest
@@ -34,83 +32,6 @@ SHOWN_TESTS = 5  # tests named in a note; the JSON and HTML reports list them al
 ESSENTIAL = 2  # columns of priority <= ESSENTIAL must fit, or the layout turns vertical
 
 
-@dataclass(frozen=True)
-class Column:
-    """One table column: header, how to format a row, and how early it is dropped."""
-
-    key: str
-    header: str
-    label: str  # long name, for the vertical layout
-    priority: int  # 0 = always kept; higher = dropped earlier
-    get: Callable[[ModelRow], str]
-    left: bool = False
-    optional: bool = False  # shown only when some model has a value to show
-
-
-def _unswapped(row: ModelRow) -> str:
-    return fmt.NA if row.is_reference or not row.tests_not_swapped else str(row.tests_not_swapped)
-
-
-COLUMNS: tuple[Column, ...] = (
-    Column("model", "model", "model", 0, lambda r: _name(r), left=True),
-    Column("gate", "gate", "gate", 0, lambda r: r.gate),
-    Column("tests", "tests", "tests passed", 2, fmt.tests),
-    Column("not_swapped", "not swapped", "tests not swapped", 0, _unswapped, optional=True),
-    Column("pass_rate", "pass", "pass rate", 7, lambda r: fmt.pct(r.pass_rate)),
-    Column("equivalence", "equiv", "mean equivalence", 1, lambda r: _equiv(r)),
-    Column(
-        "verdicts",
-        "eq/diff/und",
-        "pairs equivalent/different/undecided",
-        1,
-        lambda r: _verdicts(r),
-        optional=True,
-    ),
-    Column("worst", "worst", "worst equivalence", 4, lambda r: fmt.score(r.equivalence_worst)),
-    Column("ttft", "TTFT p50", "TTFT p50", 4, lambda r: fmt.ms(r.ttft_p50_ms)),
-    Column("e2e_p50", "E2E p50", "E2E p50", 6, lambda r: fmt.ms(r.e2e_p50_ms)),
-    Column("e2e_p95", "E2E p95", "E2E p95", 2, lambda r: fmt.ms(r.e2e_p95_ms)),
-    Column("cv", "CV", "E2E consistency (CV)", 6, lambda r: fmt.pct(r.e2e_cv)),
-    Column("tps", "out tok/s", "output tokens/s", 7, lambda r: fmt.rate(r.output_tokens_per_s)),
-    Column("cost_1k", "$/1k calls", "cost per 1,000 calls", 3, lambda r: _cost(r)),
-    Column("cost_ratio", "vs ref $", "cost ratio to reference", 1, lambda r: _ratio(r)),
-    Column("energy", "J/out tok", "energy per output token", 5, lambda r: _energy(r)),
-    Column("cold", "cold", "cold starts", 8, lambda r: _cold(r)),
-    Column("tokens", "tokens in+out", "tokens (prompt+completion)", 9, fmt.tokens),
-)
-
-
-def _name(row: ModelRow) -> str:
-    return f"{row.model} (ref)" if row.is_reference else row.model
-
-
-def _equiv(row: ModelRow) -> str:
-    return "ref" if row.is_reference else fmt.score(row.equivalence_mean)
-
-
-def _verdicts(row: ModelRow) -> str:
-    decided = row.pairs_equivalent + row.pairs_different + row.pairs_undecided
-    if row.is_reference or not decided:
-        return fmt.NA
-    return f"{row.pairs_equivalent}/{row.pairs_different}/{row.pairs_undecided}"
-
-
-def _cost(row: ModelRow) -> str:
-    return fmt.usd(row.cost_per_1000_calls_usd)
-
-
-def _ratio(row: ModelRow) -> str:
-    return fmt.ratio(row.cost_ratio)
-
-
-def _cold(row: ModelRow) -> str:
-    return "-" if row.is_reference else str(row.cold_starts)
-
-
-def _energy(row: ModelRow) -> str:
-    return fmt.joules(row.energy_per_output_token_j)
-
-
 def render_table(verdict: Verdict, width: int = 100) -> list[str]:
     """Lines of the verdict table, none longer than ``width``."""
     rows = verdict.rows
@@ -121,35 +42,37 @@ def render_table(verdict: Verdict, width: int = 100) -> list[str]:
     )
     if not rows:
         return [title, "no model results"]
-    cells = {c.key: [c.get(r) for r in rows] for c in COLUMNS}
-    cells = {k: v for k, v in cells.items() if not _hidden(k, v)}
-    layout = _fit(cells, width)
-    body = _table(layout, cells, len(rows)) if layout else _vertical(rows, cells, width)
+    columns = shown("terminal", rows)
+    cells = {c.key: [c.text(r) for r in rows] for c in columns}
+    layout = _fit(columns, cells, width)
+    body = (
+        _table(layout, cells, len(rows)) if layout else _vertical(columns, cells, len(rows), width)
+    )
     return [title, *body, *(line for n in notes(verdict) for line in _wrap(n, width))]
 
 
-def _hidden(key: str, values: list[str]) -> bool:
-    """An optional column with nothing to say (every value ``-``) is left out."""
-    column = next(c for c in COLUMNS if c.key == key)
-    return column.optional and all(v == fmt.NA for v in values)
+def _view(column: Column) -> Terminal:
+    assert column.terminal is not None  # ``shown`` lists only the columns the terminal shows
+    return column.terminal
 
 
-def _widths(cells: dict[str, list[str]]) -> dict[str, int]:
-    out = {c.key: max(len(c.header), *(len(v) for v in cells[c.key])) for c in COLUMNS
-           if c.key in cells}  # fmt: skip
+def _widths(columns: list[Column], cells: dict[str, list[str]]) -> dict[str, int]:
+    out = {c.key: max(len(_view(c).header), *(len(v) for v in cells[c.key])) for c in columns}
     out["model"] = min(out["model"], MAX_NAME)
     return out
 
 
-def _fit(cells: dict[str, list[str]], width: int) -> dict[str, int] | None:
-    """Column key -> width for the widest set that fits, or None to go vertical."""
-    widths = _widths(cells)
-    kept = [c for c in COLUMNS if c.key in cells]
+def _fit(
+    columns: list[Column], cells: dict[str, list[str]], width: int
+) -> list[tuple[Column, int]] | None:
+    """The widest set of columns that fits, each with its width, or None to go vertical."""
+    widths = _widths(columns, cells)
+    kept = list(columns)
     while _total(kept, widths) > width:
-        droppable = [c for c in kept if c.priority > ESSENTIAL]
+        droppable = [c for c in kept if _view(c).priority > ESSENTIAL]
         if not droppable:
             break
-        worst = max(droppable, key=lambda c: (c.priority, kept.index(c)))
+        worst = max(droppable, key=lambda c: (_view(c).priority, kept.index(c)))
         kept.remove(worst)
     overflow = _total(kept, widths) - width
     if overflow > 0:
@@ -157,19 +80,18 @@ def _fit(cells: dict[str, list[str]], width: int) -> dict[str, int] | None:
     names = [_clip_middle(name, widths["model"]) for name in cells["model"]]
     if _total(kept, widths) > width or len(set(names)) < len(names):
         return None  # too narrow, or shortened names would look alike: go vertical
-    return {c.key: widths[c.key] for c in kept}
+    return [(c, widths[c.key]) for c in kept]
 
 
 def _total(columns: list[Column], widths: dict[str, int]) -> int:
     return sum(widths[c.key] for c in columns) + len(GAP) * (len(columns) - 1)
 
 
-def _table(layout: dict[str, int], cells: dict[str, list[str]], n: int) -> list[str]:
-    columns = [c for c in COLUMNS if c.key in layout]
-    header = GAP.join(_pad(c.header, layout[c.key], c.left) for c in columns)
+def _table(layout: list[tuple[Column, int]], cells: dict[str, list[str]], n: int) -> list[str]:
+    header = GAP.join(_pad(_view(c).header, w, c.align == "left") for c, w in layout)
     lines = [header, "-" * len(header)]
     for i in range(n):
-        lines.append(GAP.join(_pad(cells[c.key][i], layout[c.key], c.left) for c in columns))
+        lines.append(GAP.join(_pad(cells[c.key][i], w, c.align == "left") for c, w in layout))
     return [line.rstrip() for line in lines]
 
 
@@ -197,13 +119,13 @@ def _clip_middle(text: str, width: int) -> str:
     return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
 
 
-def _vertical(rows: list[ModelRow], cells: dict[str, list[str]], width: int) -> list[str]:
+def _vertical(columns: list[Column], cells: dict[str, list[str]], n: int, width: int) -> list[str]:
     """One block per model: its name and gate, then ``label: value`` lines."""
     lines: list[str] = []
-    for i, _row in enumerate(rows):
+    for i in range(n):
         lines.append(_clip(f"{cells['model'][i]}  [{cells['gate'][i]}]", width))
-        for column in (c for c in COLUMNS[2:] if c.key in cells):
-            lines.append(_clip(f"  {column.label}: {cells[column.key][i]}", width))
+        for column in (c for c in columns if c.key not in ("model", "gate")):
+            lines.append(_clip(f"  {_view(column).label}: {cells[column.key][i]}", width))
     return lines
 
 
@@ -327,10 +249,10 @@ def final_line(verdict: Verdict, width: int = 100) -> str:
     why = [gate.incomplete] if gate.incomplete else gate.gists()
     if not gate.configured and not gate.incomplete:
         why = [f"no [tool.slam.gate] rule; {gate.tests_failed} test(s) failed"]
-    for shown in range(len(why), 0, -1):
-        more = f"; {len(why) - shown} more above" if shown < len(why) else ""
-        line = f"{head} ({'; '.join(why[:shown])}{more})"
-        if len(line) <= width or shown == 1:
+    for n in range(len(why), 0, -1):
+        more = f"; {len(why) - n} more above" if n < len(why) else ""
+        line = f"{head} ({'; '.join(why[:n])}{more})"
+        if len(line) <= width or n == 1:
             return line
     return head
 
