@@ -60,7 +60,8 @@ def test_every_command_is_listed() -> None:
     assert set(ALL) >= {
         (), ("golden",), ("golden", "refresh"), ("golden", "import"), ("golden", "stats"),
         ("golden", "prune"), ("golden", "restore"), ("golden", "promote"),
-        ("golden", "unpromote"), ("golden", "merge"), ("golden", "merge-driver"), ("report",), ("report", "render"), ("report", "diff"),
+        ("golden", "unpromote"), ("golden", "merge"), ("golden", "merge-driver"),
+        ("report",), ("report", "render"), ("report", "diff"),
         ("report", "schema"), ("config",), ("config", "schema"), ("config", "reference"),
         ("config", "check"), ("calibrate",), ("review",), ("rescore",),
     }  # fmt: skip

@@ -108,14 +108,14 @@ def cmd_merge_driver(args: argparse.Namespace) -> int:
     except GoldenError as exc:
         print(f"slam golden merge-driver: {name}: {exc}", file=sys.stderr)
         return 2
-    labels = {ours: f"ours {name}", theirs: f"theirs {name}"}
+    labels = {ours: "ours", theirs: "theirs"}  # git's temp file names say nothing
     atomic_write(ours, merged_text(merged, labels))
     if not merged.conflicts:
         return 0
     more = f" (and {len(merged.conflicts) - 1} more)" if len(merged.conflicts) > 1 else ""
     print(
-        f"slam golden merge-driver: {name}: {merged.conflicts[0].describe()}{more}; both kept "
-        "between conflict markers. Fix: keep one side of each, or re-record those tests "
+        f"slam golden merge-driver: {name}: {merged.conflicts[0].describe(labels)}{more}; "
+        "both kept between conflict markers. Fix: keep one side of each, or re-record those tests "
         "(pytest --slm-record=all) after keeping either",
         file=sys.stderr,
     )

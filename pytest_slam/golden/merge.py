@@ -51,11 +51,13 @@ class Conflict:
     records: list[GoldenRecord]
     sides: list[Path]
 
-    def describe(self) -> str:
+    def describe(self, labels: Mapping[Path, str] | None = None) -> str:
+        """One line: the key, its tests, each side's answer (sides named by ``labels``)."""
         tests = sorted({t for rec in self.records for t in rec.tests})
         asked = f" (asked by {', '.join(tests)})" if tests else ""
         texts = ", ".join(
-            f"{_short(rec.answers[0].text if rec.answers else '')!r} in {side}"
+            f"{_short(rec.answers[0].text if rec.answers else '')!r} in "
+            f"{(labels or {}).get(side, str(side))}"
             for rec, side in zip(self.records, self.sides, strict=True)
         )
         return f"entry {self.key}{asked} was answered differently: {texts}"
