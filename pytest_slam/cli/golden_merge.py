@@ -31,7 +31,7 @@ DRIVER_NAME = "pytest-slam golden files"
 HELP = {
     "merge": "Merge golden files or folders recorded apart (CI shards, branches) into the file a "
     "serial recording writes",
-    "merge-driver": "Git merge driver for golden files (%O %A %B %P); --install sets it up",
+    "merge-driver": "Git merge driver for golden files (BASE OURS THEIRS PATH); --install sets it up",
 }
 
 
@@ -42,7 +42,8 @@ def add_merge_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     )  # fmt: skip
     parser.add_argument(
         "-o", "--output", type=Path, required=True, metavar="OUT",
-        help="File (or folder, for folders) to write; may be one of the inputs",
+        help="File (or folder, for folders) to write; its own content is replaced, so name it "
+        "among the inputs too to keep its entries",
     )  # fmt: skip
     parser.add_argument(
         "--base", type=Path, metavar="BASE",
