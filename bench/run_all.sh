@@ -12,6 +12,7 @@ run overhead_1000 bench_overhead.py --cases 1000 --base 200 --repeats 5
 run profile_run profile_run.py
 run scaling bench_scaling.py
 run golden bench_golden.py
+run golden_merge bench_golden_merge.py
 run scorers bench_scorers.py
 run engine bench_engine.py
 run engine_slots bench_engine_slots.py

@@ -60,7 +60,8 @@ def test_every_command_is_listed() -> None:
     assert set(ALL) >= {
         (), ("golden",), ("golden", "refresh"), ("golden", "import"), ("golden", "stats"),
         ("golden", "prune"), ("golden", "restore"), ("golden", "promote"),
-        ("golden", "unpromote"), ("report",), ("report", "render"), ("report", "diff"),
+        ("golden", "unpromote"), ("golden", "merge"), ("golden", "merge-driver"),
+        ("report",), ("report", "render"), ("report", "diff"),
         ("report", "schema"), ("config",), ("config", "schema"), ("config", "reference"),
         ("config", "check"), ("calibrate",), ("review",), ("rescore",),
     }  # fmt: skip
@@ -75,7 +76,7 @@ def test_top_level_help_names_every_command(
     result.stdout.fnmatch_lines(["usage: slam *", "pytest-slam's command line: golden answers*"])
     result.stdout.fnmatch_lines([
         "    golden * Golden answers of the reference model: refresh, import, stats, prune, "
-        "restore, promote, unpromote",
+        "restore, promote, unpromote, merge",
         "    report * Render a JSON report as HTML, or diff two reports",
         "    config * The [[]tool.slam] table: schema, reference, check",
         "    calibrate * Choose certified equivalence bands from labelled pairs, or --evaluate them",

@@ -5,6 +5,8 @@
     slam golden stats | slam golden prune | slam golden restore [TRASH]
     slam golden promote MODEL --report RUN.json   a candidate's answers become the reference's
     slam golden unpromote BASELINE      put the answers a promote replaced back
+    slam golden merge IN... -o OUT      goldens recorded apart (shards, branches) merged
+    slam golden merge-driver %O %A %B %P   the git merge driver (--install sets it up)
     slam report RUN.json [-o RUN.html]  render the HTML report from a saved JSON report
     slam report diff OLD.json NEW.json  what regressed and improved; exit 1 on regression
     slam report schema                  the JSON Schema every report validates against
@@ -56,17 +58,17 @@ def command(sub: Subparsers, name: str, text: str) -> argparse.ArgumentParser:
 
 
 def golden_parser(sub: Subparsers, settings: Settings) -> None:
-    from pytest_slam.cli import promote
+    from pytest_slam.cli import golden_merge, promote
     from pytest_slam.cli.golden import COMMANDS, HELP
 
     golden = command(sub, "golden", "Golden answers of the reference model: refresh, import, "
-                     "stats, prune, restore, promote, unpromote")  # fmt: skip
+                     "stats, prune, restore, promote, unpromote, merge")  # fmt: skip
     gsub = golden.add_subparsers(dest="golden_command", required=True)
     gsub.add_parser(
         "refresh", help="Re-record every golden answer (runs pytest; extra args pass through)"
     )
-    helps = {**HELP, **promote.HELP}
-    for name, add, cmd in (*COMMANDS, *promote.COMMANDS):
+    helps = {**HELP, **promote.HELP, **golden_merge.HELP}
+    for name, add, cmd in (*COMMANDS, *promote.COMMANDS, *golden_merge.COMMANDS):
         parser = add(command(gsub, name, helps[name]))
         parser.set_defaults(
             func=cmd, project_root=Path(settings.golden_dir), project_reference=settings.reference

@@ -96,8 +96,9 @@ def _load_json(path: Path, text: str) -> JSON:
             path,
             line,
             "unresolved git merge conflict marker",
-            "resolve the conflict (entries are keyed by request, so keeping both sides' entries "
-            f"is safe), or delete the file and {REFRESH_HINT}",
+            "resolve the conflict (keep both sides' entries, and one side of an entry whose key "
+            "is on both; `slam golden merge-driver --install` has git merge golden files), or "
+            f"delete the file and {REFRESH_HINT}",
         )
     raise GoldenFileError(
         path,
