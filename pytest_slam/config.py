@@ -94,7 +94,10 @@ class EquivalenceTable(BaseModel):
 
     model_config = ConfigDict(extra="allow", strict=True)
     by: str = Field(
-        default="fuzzy", description="scorer name", json_schema_extra={"enum": _names(_scorers())}
+        default="fuzzy",
+        description=f"scorer: built in ({', '.join(sorted(_scorers()))}), installed (entry point "
+        "group pytest_slam.scorers) or an import path, package.module:Class",
+        json_schema_extra={"examples": _names(_scorers())},
     )
     at_least: float | None = Field(
         default=None, ge=0, le=1, description="the pass band: at or above it a pair is equivalent"
@@ -119,12 +122,14 @@ class EquivalenceTable(BaseModel):
     @field_validator("by")
     @classmethod
     def _known_scorer(cls, by: str) -> str:
-        if by.strip().lower() not in _scorers():
+        from pytest_slam.compare.registry import scorer_class
+
+        try:
+            scorer_class(by)
+        except ValueError as exc:  # unknown, or an installed or imported one that fails to load
             hint = did_you_mean([by.strip().lower()], _scorers())
-            raise ValueError(
-                f"[tool.slam.equivalence] by = {by!r} is not a scorer; {hint}"
-                f"known scorers: {', '.join(_scorers())}."
-            )
+            why = str(exc).split("; ", 1)[-1] if str(exc).startswith("unknown") else str(exc)
+            raise ValueError(f"[tool.slam.equivalence] by = {by!r} is not a scorer; {hint}{why}")
         return by
 
     @model_validator(mode="after")
@@ -133,7 +138,7 @@ class EquivalenceTable(BaseModel):
 
         try:
             scorer = scorer_class(self.by)
-        except (ImportError, AttributeError):  # a project's own scorer: its test says what failed
+        except (ImportError, AttributeError, ValueError):  # its test says what failed
             return self
         known = set(scorer_options(scorer)) - {"complete"}
         unknown = sorted(set(self.model_extra or {}) - known)

@@ -14,6 +14,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 
+from pytest_slam.compare.about import SIMILAR, About
 from pytest_slam.records import Score
 
 EXPLANATION_CHARS = 300  # an explanation is one readable line, not a dump
@@ -41,11 +42,13 @@ class MissingExtra(ScorerUnavailable, ImportError):
 class Scorer(ABC):
     """Compares a candidate answer with a reference answer.
 
-    Subclasses set ``name`` and implement :meth:`score`. Options go to ``__init__`` so a
-    configured scorer can be built once from markers or ``[tool.slam]`` and reused.
+    Subclasses set ``name`` and ``about`` (what their value is evidence of, what they need:
+    :mod:`.about`) and implement :meth:`score`. Options go to ``__init__`` so a configured scorer
+    can be built once from markers or ``[tool.slam]`` and reused.
     """
 
     name: str = "scorer"
+    about: About = SIMILAR
 
     @abstractmethod
     def score(self, candidate: str, reference: str) -> Score:
