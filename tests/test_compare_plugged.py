@@ -157,7 +157,8 @@ def test_a_value_outside_0_1_or_not_a_number_is_one_line_naming_the_scorer(
     assert "\n" not in message
     assert re.fullmatch(
         rf"{PACKAGE}:Returns\.score\(\) returned {shown}, not a number in 0\.\.1; return the "
-        "similarity of the two answers, 1 for equivalent", message
+        "similarity of the two answers, 1 for equivalent",
+        message,
     ), message
     assert get_scorer(f"{PACKAGE}:Returns", value=1).score("a", "b").value == 1.0
 
