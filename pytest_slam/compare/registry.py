@@ -20,6 +20,7 @@ from importlib.metadata import EntryPoint, entry_points
 
 from pytest_slam.compare.about import SIMILAR, About, combined, describe
 from pytest_slam.compare.base import Scorer
+from pytest_slam.compare.plugged import Plugged
 
 GROUP = "pytest_slam.scorers"
 SCORERS: dict[str, str] = {
@@ -130,8 +131,6 @@ def describe_name(name: str) -> About:
 def get_scorer(by: str | Scorer | object, **options: object) -> Scorer:
     """Build the scorer named ``by`` with ``options``, or return a Scorer instance as is (another
     object with a ``score`` method is held to the contract, under its ``name`` or class name)."""
-    from pytest_slam.compare.plugged import Plugged
-
     if not isinstance(by, str):
         if options:
             raise ValueError(
