@@ -57,14 +57,10 @@ _COMMA_LIST: JsonDict = {"type": "string", "description": "comma-separated names
 
 
 def _scorers() -> list[str]:
-    from pytest_slam.compare.registry import SCORERS
+    """Built-in and installed scorer names."""
+    from pytest_slam.compare.registry import SCORERS, installed
 
-    return list(SCORERS)
-
-
-def _names(names: list[str]) -> list[JsonValue]:
-    """Sorted names as a JSON Schema ``enum``."""
-    return [*sorted(names)]
+    return [*SCORERS, *installed()]
 
 
 class ModelTable(BaseModel):
@@ -94,7 +90,9 @@ class EquivalenceTable(BaseModel):
 
     model_config = ConfigDict(extra="allow", strict=True)
     by: str = Field(
-        default="fuzzy", description="scorer name", json_schema_extra={"enum": _names(_scorers())}
+        default="fuzzy",
+        description="scorer: built in (fuzzy, json, judge, ...: see Comparing answers), installed "
+        "(entry point group pytest_slam.scorers) or an import path, package.module:Class",
     )
     at_least: float | None = Field(
         default=None, ge=0, le=1, description="the pass band: at or above it a pair is equivalent"
@@ -119,12 +117,16 @@ class EquivalenceTable(BaseModel):
     @field_validator("by")
     @classmethod
     def _known_scorer(cls, by: str) -> str:
-        if by.strip().lower() not in _scorers():
+        from pytest_slam.compare.registry import scorer_class
+
+        try:
+            scorer_class(by)
+        except ValueError as exc:  # unknown, or an installed or imported one that fails to load
             hint = did_you_mean([by.strip().lower()], _scorers())
+            why = str(exc).split("; ", 1)[-1] if str(exc).startswith("unknown") else str(exc)
             raise ValueError(
-                f"[tool.slam.equivalence] by = {by!r} is not a scorer; {hint}"
-                f"known scorers: {', '.join(_scorers())}."
-            )
+                f"[tool.slam.equivalence] by = {by!r} is not a scorer; {hint}{why}"
+            ) from None
         return by
 
     @model_validator(mode="after")
@@ -133,7 +135,7 @@ class EquivalenceTable(BaseModel):
 
         try:
             scorer = scorer_class(self.by)
-        except (ImportError, AttributeError):  # a project's own scorer: its test says what failed
+        except (ImportError, AttributeError, ValueError):  # its test says what failed
             return self
         known = set(scorer_options(scorer)) - {"complete"}
         unknown = sorted(set(self.model_extra or {}) - known)

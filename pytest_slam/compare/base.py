@@ -14,6 +14,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 
+from pytest_slam.compare.about import SIMILAR, About
 from pytest_slam.errors import SlamError
 from pytest_slam.records import Score
 
@@ -42,11 +43,13 @@ class MissingExtra(ScorerUnavailable, ImportError, kind="extra"):
 class Scorer(ABC):
     """Compares a candidate answer with a reference answer.
 
-    Subclasses set ``name`` and implement :meth:`score`. Options go to ``__init__`` so a
-    configured scorer can be built once from markers or ``[tool.slam]`` and reused.
+    Subclasses set ``name`` and ``about`` (what their value is evidence of, what they need:
+    :mod:`.about`) and implement :meth:`score`. Options go to ``__init__`` so a configured scorer
+    can be built once from markers or ``[tool.slam]`` and reused.
     """
 
     name: str = "scorer"
+    about: About = SIMILAR
 
     @abstractmethod
     def score(self, candidate: str, reference: str) -> Score:

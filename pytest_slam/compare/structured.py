@@ -10,6 +10,7 @@ import json
 import math
 from collections.abc import Sequence
 
+from pytest_slam.compare.about import STRUCTURALLY_EQUAL, STRUCTURE, About
 from pytest_slam.compare.base import MissingExtra, Scorer
 from pytest_slam.compare.jsontree import (
     NotJson,
@@ -43,6 +44,7 @@ class JsonScorer(Scorer):
     """
 
     name = "json"
+    about = About(STRUCTURE, calibratable=False, verdict_at=STRUCTURALLY_EQUAL, compares="fields")
 
     def __init__(
         self,
@@ -130,6 +132,7 @@ class JsonSchemaScorer(Scorer):
     """
 
     name = "json_schema"
+    about = About(STRUCTURE, frozenset({"schema"}), False, STRUCTURALLY_EQUAL, compares="schema")
 
     def __init__(self, *, schema: dict[str, JSON] | str, lenient: bool = True) -> None:
         try:

@@ -10,6 +10,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
+from pytest_slam.compare.about import EXACT_MATCH, SIMILAR
 from pytest_slam.compare.base import Scorer, empty_verdict, preview
 from pytest_slam.records import Score
 
@@ -26,6 +27,7 @@ class ExactScorer(Scorer):
     """1 when the answers are identical, character for character; else 0."""
 
     name = "exact"
+    about = EXACT_MATCH
 
     def score(self, candidate: str, reference: str) -> Score:
         if candidate == reference:
@@ -49,6 +51,7 @@ class NormalizedScorer(Scorer):
     """
 
     name = "normalized"
+    about = EXACT_MATCH
 
     def __init__(
         self,
@@ -108,6 +111,7 @@ class FuzzyScorer(Scorer):
     """
 
     name = "fuzzy"
+    about = SIMILAR
 
     def __init__(self, *, method: str = "token_sort_ratio", preprocess: bool = True) -> None:
         if method not in FUZZY_METHODS:
@@ -138,6 +142,7 @@ class LengthScorer(Scorer):
     """
 
     name = "length"
+    about = SIMILAR
 
     def score(self, candidate: str, reference: str) -> Score:
         empty = empty_verdict(self, candidate, reference)
@@ -158,6 +163,7 @@ class LabelScorer(Scorer):
     """
 
     name = "label"
+    about = EXACT_MATCH
 
     def __init__(self, *, choices: Sequence[str]) -> None:
         if isinstance(choices, str) or not choices:

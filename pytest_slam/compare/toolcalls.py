@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from pytest_slam.compare.about import STRUCTURALLY_EQUAL, STRUCTURE, About
 from pytest_slam.compare.base import Scorer
 from pytest_slam.compare.jsontree import NotJson, parse_answer
 from pytest_slam.compare.structured import JsonScorer
@@ -70,6 +71,7 @@ class ToolCallScorer(Scorer):
     """
 
     name = "tool_calls"
+    about = About(STRUCTURE, frozenset({"tools"}), False, STRUCTURALLY_EQUAL, compares="tool calls")
 
     def __init__(
         self, *, ignore: Sequence[str] = (), tolerance: float = 0.0, rel_tolerance: float = 0.0

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from pytest_slam.compare.decide import is_structural
+from pytest_slam.compare.registry import describe_name
 from pytest_slam.compare.uncertainty import Comparison, Interval
 from pytest_slam.metrics.cost import cost_ratio, per_1000
 from pytest_slam.metrics.latency import LATENCY_METRICS
@@ -300,10 +300,9 @@ def _similarity_only(pair: Pair) -> bool:
     if pair.missing or pair.reference_text is None or not pair.scores:
         return False
     return all(
-        s.verdict is None and s.threshold is None and s.scorer != "judge"
-        and not is_structural(s.scorer)
+        s.verdict is None and s.threshold is None and not describe_name(s.scorer).decides_alone
         for s in pair.scores
-    )  # fmt: skip
+    )
 
 
 def final_outcomes(ordered: list[Outcome]) -> list[Outcome]:

@@ -139,18 +139,27 @@ def scorer_passes(pair: ReviewPair) -> dict[str, bool]:
     out = {}
     for score in pair.scores:
         name, passed = score.scorer, score.passed
-        if passed is None and name == "judge":
+        if passed is None and _judges(name):
             passed = score.value >= 0.5  # "as good as the reference"
         if passed is not None:
             out[name] = bool(passed)
     return out
 
 
+def _judges(scorer: str) -> bool:
+    """Whether a score is a judge's verdict, as its scorer describes itself."""
+    from pytest_slam.compare.about import JUDGE
+    from pytest_slam.compare.registry import describe_name
+
+    return describe_name(scorer).evidence == JUDGE
+
+
 def informativeness(pair: ReviewPair) -> tuple[int, float]:
     """Sort key, most informative first: the judge disagrees with a scorer, then scorers disagree
     among themselves, then the pair closest to a threshold."""
     passes = scorer_passes(pair)
-    judge = passes.pop("judge", None)
+    judged = [passes.pop(name) for name in list(passes) if _judges(name)]
+    judge = judged[0] if judged else None
     if judge is not None and any(p != judge for p in passes.values()):
         rank = 0
     elif len(set(passes.values())) > 1:

@@ -25,7 +25,7 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -64,7 +64,7 @@ _SET_JUDGE = (
     "set [tool.slam] judge to any model spec (judge = 'openai:gpt-4o', or "
     "'http://127.0.0.1:8000/v1#MODEL')"
 )
-NO_JUDGE = f"by='judge' needs a judge model: {_SET_JUDGE}"
+NO_JUDGE = "by={by!r} needs a judge model: " + _SET_JUDGE
 NO_CASCADE_JUDGE = f'then = ["judge"] needs a judge model: {_SET_JUDGE}'
 
 
@@ -291,11 +291,8 @@ class Checker:
         candidate, reference = answer_text(c_text, c_tools), answer_text(r_text, r_tools)
         for step in plan.then:
             if step == "judge" and plan.judge is not None:
-                made = len(self.judge.calls) if self.judge is not None else 0
-                cache = self._judge_cache(ctx, rec) if rec is not None else None
                 try:
-                    judged = plan.judge.score(candidate, reference, cache=cache,
-                                              question=question_of(call.request))  # fmt: skip
+                    judged = self._in_context(plan.judge, ctx, call, rec, candidate, reference)
                 except JudgeUnjudged as exc:  # unreadable twice: still undecided, never a 0
                     self._note_unjudged(ctx, pair, exc)
                     continue
@@ -303,7 +300,7 @@ class Checker:
                     self.not_cached += 1
                     continue
                 Rule(judge_mode="grade").apply(judged)
-                score.replayed = self.judge is None or len(self.judge.calls) == made
+                score.replayed = judged.replayed
                 _decide(score, judged.verdict, "judge", judged.explanation)
             elif step == "review" and index == 0:
                 human = self._human_verdict(ctx, pair.key, text_hash_of(candidate))
@@ -361,20 +358,32 @@ class Checker:
 
     def _score_text(self, plan: ScoringPlan, ctx: TestContext, call: Call,
                     rec: GoldenRecord | None, candidate: str, reference: str) -> Score:  # fmt: skip
-        from pytest_slam.compare.judge import JudgeScorer
-
         scorer = plan.scorer
         assert scorer is not None  # _score stops at a plan without scorers
         if plan.auto and plan.json is not None and wants_json(call.request):
             return self._score_json(plan.json, call.request, candidate, reference)
-        if isinstance(scorer, JudgeScorer):
-            cache = self._judge_cache(ctx, rec) if rec is not None else None
-            made = len(self.judge.calls) if self.judge is not None else 0
-            score = scorer.score(candidate, reference, question=question_of(call.request),
-                                 cache=cache)  # fmt: skip
+        return self._in_context(scorer, ctx, call, rec, candidate, reference)
+
+    def _in_context(self, scorer: Scorer, ctx: TestContext, call: Call, rec: GoldenRecord | None,
+                    candidate: str, reference: str) -> Score:  # fmt: skip
+        """Score one pair, giving the scorer what its description says it needs (``about.py``):
+        the pair's question, and for a scorer that calls a model the golden record's verdict
+        cache (its Score says whether it was replayed from there)."""
+        from pytest_slam.compare.about import describe
+
+        needs = describe(scorer).needs
+        if not needs & {"question", "model"}:
+            return scorer.score(candidate, reference)
+        context: dict[str, Any] = {}
+        if "question" in needs:
+            context["question"] = question_of(call.request)
+        if "model" in needs:
+            context["cache"] = self._judge_cache(ctx, rec) if rec is not None else None
+        made = len(self.judge.calls) if self.judge is not None else 0
+        score = scorer.score(candidate, reference, **context)
+        if "model" in needs:
             score.replayed = self.judge is None or len(self.judge.calls) == made
-            return score
-        return scorer.score(candidate, reference)
+        return score
 
     @staticmethod
     def _score_json(scorer: Scorer, request: dict[str, JSON], candidate: str,
@@ -474,18 +483,17 @@ class Checker:
 
     def _build_plan(self, config: dict[str, object]) -> ScoringPlan:
         from pytest_slam.compare.bands import Bands
-        from pytest_slam.compare.base import Scorer
-        from pytest_slam.compare.judge import JudgeScorer
-        from pytest_slam.compare.registry import SCORERS, get_scorer
+        from pytest_slam.compare.registry import get_scorer
         from pytest_slam.compare.toolcalls import ToolCallScorer
 
         options = dict(config)
         by = options.pop("by", None)
         auto = by is None
-        by = DEFAULT_BY if by is None else by.strip().lower() if isinstance(by, str) else by
+        by = DEFAULT_BY if by is None else _by_name(by) if isinstance(by, str) else by
         at_least, fail_below = options.pop("at_least", None), options.pop("fail_below", None)
         then = options.pop("then", None) or []
-        if by == "judge" and self.judge is not None:
+        needs, unknown = _needs_of(by)
+        if "model" in needs and self.judge is not None:
             options.setdefault("complete", self.judge.complete)
             options.setdefault("model", self.judge.spec.name)
         threshold = at_least if isinstance(at_least, int | float) else None
@@ -500,17 +508,17 @@ class Checker:
             plan.error = f'then = {then!r} must list "judge" and/or "review", cheapest first'
         elif "judge" in then and self.judge is None:
             plan.error = NO_CASCADE_JUDGE
-        elif by == "judge" and "complete" not in options:
-            plan.error = NO_JUDGE
-        elif not isinstance(by, str | Scorer):
-            plan.error = f"unknown scorer {by!r}; known scorers: {', '.join(SCORERS)}"
+        elif "model" in needs and "complete" not in options:
+            plan.error = NO_JUDGE.format(by=by)
+        elif unknown is not None:
+            plan.error = unknown
         else:
             plan.then = [str(step) for step in then]
             try:
                 plan.scorer = get_scorer(by, **options)
                 if "judge" in plan.then and self.judge is not None:
-                    plan.judge = JudgeScorer(complete=self.judge.complete,
-                                             model=self.judge.spec.name)  # fmt: skip
+                    plan.judge = get_scorer("judge", complete=self.judge.complete,
+                                            model=self.judge.spec.name)  # fmt: skip
                 plan.json = get_scorer("json") if auto else None
             except (ScorerError, ValueError, TypeError) as exc:
                 plan.error = str(exc)
@@ -589,9 +597,38 @@ def _lower(first: Score, second: Score) -> Score:
 
 
 def _part(scorer: str) -> str:
-    return {"tool_calls": "tool calls", "json": "fields", "json_schema": "schema"}.get(
-        scorer, "text"
-    )
+    """What a scorer compares, as its description says ("tool calls", "fields", "text")."""
+    from pytest_slam.compare.registry import describe_name
+
+    return describe_name(scorer).compares
+
+
+def _by_name(by: str) -> str:
+    """A built-in scorer's name as the registry spells it; any other name as written."""
+    from pytest_slam.compare.registry import is_builtin
+
+    return by.strip().lower() if is_builtin(by) else by.strip()
+
+
+def _needs_of(by: object) -> tuple[frozenset[str], str | None]:
+    """What the scorer ``by`` names needs (``about.py``), or why there is no such scorer."""
+    from pytest_slam.compare.about import describe
+    from pytest_slam.compare.registry import scorer_class, unknown_scorer
+
+    try:
+        found = scorer_class(by) if isinstance(by, str) else by
+        if not callable(getattr(found, "score", None)):
+            return frozenset(), unknown_scorer(by)
+        return describe(found).needs, None
+    except (ValueError, TypeError) as exc:
+        return frozenset(), str(exc)
+
+
+def _judge_evidence(scorer: str) -> bool:
+    from pytest_slam.compare.about import JUDGE
+    from pytest_slam.compare.registry import describe_name
+
+    return describe_name(scorer).evidence == JUDGE
 
 
 def text_hash_of(answer: str) -> str:
@@ -638,7 +675,7 @@ def diverged_lines(outcomes: list[dict[str, JSON]]) -> list[str]:
 
 def why_different(score: Score) -> str:
     """Why a score is "different", by the evidence that said so."""
-    if score.decided_by in ("judge", "review") and score.scorer != "judge":
+    if score.decided_by in ("judge", "review") and not _judge_evidence(score.scorer):
         return (f"{score.decided_by} says different ({score.scorer} {score.value:.2f} was "
                 f"undecided): {score.explanation}")  # fmt: skip
     if score.decided_by == "bands" and score.fail_below is not None:

@@ -22,7 +22,6 @@ from pytest_slam.settings import TOML
 
 if TYPE_CHECKING:
     from pytest_slam.compare.base import Scorer
-    from pytest_slam.compare.judge import JudgeScorer
     from pytest_slam.compare.toolcalls import ToolCallScorer
 
 EQUIVALENCE_MARK = "slm_equivalence"
@@ -43,7 +42,7 @@ class ScoringPlan:
     scorer: Scorer | None = None  # None only with an error
     error: str | None = None
     tools: ToolCallScorer | None = None  # for answers with tool calls; None only with an error
-    judge: JudgeScorer | None = None  # the cascade's judge, when ``then`` names it
+    judge: Scorer | None = None  # the cascade's judge, when ``then`` names it
     json: Scorer | None = None  # the structural scorer of JSON answers, when ``auto``
 
 
