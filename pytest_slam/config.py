@@ -35,10 +35,8 @@ _STRICT = ConfigDict(extra="forbid", strict=True)
 JsonDict = dict[str, JsonValue]  # a JSON Schema fragment, as pydantic's json_schema_extra takes
 
 if TYPE_CHECKING:  # one of the listed names: a str to the type checker, checked by pydantic
-    Provider = str
     RecordMode = str
 else:
-    Provider = Literal[PROVIDERS]
     RecordMode = Literal[RECORD_MODES]
 
 
@@ -53,6 +51,18 @@ def _alternatives(*others: JsonDict) -> Callable[[JsonDict], None]:
 
 
 _STRINGS: JsonDict = {"type": "array", "items": {"type": "string"}}
+
+
+def _engine_names(schema: JsonDict) -> None:
+    """``provider``: a built-in engine, or any other name (an installed engine, an import path)."""
+    schema.pop("type", None)
+    other: JsonDict = {
+        "type": "string",
+        "description": "an installed engine's name, or package.module:Class",
+    }
+    schema["anyOf"] = [{"enum": [*PROVIDERS]}, other]
+
+
 _COMMA_LIST: JsonDict = {"type": "string", "description": "comma-separated names"}
 
 
@@ -71,7 +81,12 @@ class ModelTable(BaseModel):
     """``[tool.slam.models.NAME]``: a named model, run by the name ``NAME``."""
 
     model_config = _STRICT
-    provider: Provider = Field("endpoint", description="where the model is served")
+    provider: str = Field(  # any name: models.check_table asks the engine registry
+        "endpoint",
+        description="where the model is served: a built-in engine, or an installed engine's "
+        "name (entry point group pytest_slam.engines) or import path package.module:Class",
+        json_schema_extra=_engine_names,
+    )
     model: str | None = Field(None, description="model id sent upstream (default: NAME)")
     base_url: str | None = Field(None, description="OpenAI-compatible endpoint, .../v1")
     base_urls: list[str] | None = Field(None, description="replicas of one deployment, in turn")
