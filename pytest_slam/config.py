@@ -29,7 +29,7 @@ from pydantic_core import ErrorDetails
 
 from pytest_slam.config_keys import did_you_mean
 from pytest_slam.settings import DEFAULT_GOLDEN_DIR, RECORD_MODES, Settings, SettingsError
-from pytest_slam.swap.models import PROVIDERS, check_table
+from pytest_slam.swap.models import check_table
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
 JsonDict = dict[str, JsonValue]  # a JSON Schema fragment, as pydantic's json_schema_extra takes
@@ -51,18 +51,6 @@ def _alternatives(*others: JsonDict) -> Callable[[JsonDict], None]:
 
 
 _STRINGS: JsonDict = {"type": "array", "items": {"type": "string"}}
-
-
-def _engine_names(schema: JsonDict) -> None:
-    """``provider``: a built-in engine, or any other name (an installed engine, an import path)."""
-    schema.pop("type", None)
-    other: JsonDict = {
-        "type": "string",
-        "description": "an installed engine's name, or package.module:Class",
-    }
-    schema["anyOf"] = [{"enum": [*PROVIDERS]}, other]
-
-
 _COMMA_LIST: JsonDict = {"type": "string", "description": "comma-separated names"}
 
 
@@ -83,9 +71,8 @@ class ModelTable(BaseModel):
     model_config = _STRICT
     provider: str = Field(  # any name: models.check_table asks the engine registry
         "endpoint",
-        description="where the model is served: a built-in engine, or an installed engine's "
-        "name (entry point group pytest_slam.engines) or import path package.module:Class",
-        json_schema_extra=_engine_names,
+        description="the engine that serves it: a built-in one (see Model specs), an installed "
+        "one (entry point group pytest_slam.engines) or an import path package.module:Class",
     )
     model: str | None = Field(None, description="model id sent upstream (default: NAME)")
     base_url: str | None = Field(None, description="OpenAI-compatible endpoint, .../v1")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import tempfile
 from pathlib import Path
 
 from pytest_slam.records import ModelSpec
@@ -106,8 +107,6 @@ def start_engine(
     plugin passes a folder under pytest's basetemp, so pytest's retention removes old logs;
     ``say`` and ``beat_s``: progress lines (``ManagedServer.start``).
     """
-    import tempfile
-
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="slam-engines-"))
     server = provider_of(spec).start(spec, log_dir, timeout_s, slots, say, beat_s)
     spec.base_urls = [server.base_url]
