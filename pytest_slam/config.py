@@ -29,16 +29,14 @@ from pydantic_core import ErrorDetails
 
 from pytest_slam.config_keys import did_you_mean
 from pytest_slam.settings import DEFAULT_GOLDEN_DIR, RECORD_MODES, Settings, SettingsError
-from pytest_slam.swap.models import PROVIDERS, check_table
+from pytest_slam.swap.models import check_table
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
 JsonDict = dict[str, JsonValue]  # a JSON Schema fragment, as pydantic's json_schema_extra takes
 
 if TYPE_CHECKING:  # one of the listed names: a str to the type checker, checked by pydantic
-    Provider = str
     RecordMode = str
 else:
-    Provider = Literal[PROVIDERS]
     RecordMode = Literal[RECORD_MODES]
 
 
@@ -67,7 +65,11 @@ class ModelTable(BaseModel):
     """``[tool.slam.models.NAME]``: a named model, run by the name ``NAME``."""
 
     model_config = _STRICT
-    provider: Provider = Field("endpoint", description="where the model is served")
+    provider: str = Field(  # any name: models.check_table asks the engine registry
+        "endpoint",
+        description="the engine that serves it: a built-in one (see Model specs), an installed "
+        "one (entry point group pytest_slam.engines) or an import path package.module:Class",
+    )
     model: str | None = Field(None, description="model id sent upstream (default: NAME)")
     base_url: str | None = Field(None, description="OpenAI-compatible endpoint, .../v1")
     base_urls: list[str] | None = Field(None, description="replicas of one deployment, in turn")

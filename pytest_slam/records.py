@@ -99,8 +99,9 @@ class Record:
 class ModelSpec(Record):
     """One model as the user named it, resolved to where and how it is served.
 
-    ``provider`` is one of ``models.PROVIDERS``. ``base_urls`` is empty until an engine for a
-    local model has started; several URLs are replicas of one deployment, used in turn.
+    ``provider`` names its engine provider (``swap.engines.registry.find``: what it needs, how it
+    starts, how it is metered). ``base_urls`` is empty until an engine for a local model has
+    started; several URLs are replicas of one deployment, used in turn.
     """
 
     name: str
@@ -116,10 +117,6 @@ class ModelSpec(Record):
     timeout_s: float | None = None  # candidate request timeout, seconds; None: the default
     responses: bool = False  # serves /v1/responses itself: Responses calls are sent as they are
     max_tokens_cap: int = 1024  # hard ceiling of the generation cap (chat.generation_cap)
-
-    @property
-    def needs_engine(self) -> bool:
-        return self.provider in ("llamacpp", "vllm") and not self.base_urls
 
 
 ERROR_KINDS = ("unreachable", "timeout", "http", "fault", "unjudged")  # unjudged: judge calls only

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_slam.swap.engines import needs_engine
 from pytest_slam.swap.models import (
     DEFAULT_MODEL,
     ModelSpecError,
@@ -16,7 +17,7 @@ from pytest_slam.swap.models import (
 
 def test_builtin_default_is_the_embedded_llamacpp_model() -> None:
     spec = resolve(DEFAULT_MODEL)
-    assert (spec.provider, spec.model_id, spec.needs_engine) == (
+    assert (spec.provider, spec.model_id, needs_engine(spec)) == (
         "llamacpp",
         "SmolLM2-135M-Instruct",
         True,

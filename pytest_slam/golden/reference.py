@@ -38,6 +38,7 @@ from pytest_slam.records import (
     utc_now,
 )
 from pytest_slam.swap.chat import LIMIT_KEYS, ChatResult, Relay, Target, forward_chat
+from pytest_slam.swap.engines.registry import provider_of
 from pytest_slam.swap.models import api_key
 
 RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
@@ -283,7 +284,7 @@ class ReferenceService:
 
     def ask(self, body: dict[str, JSON]) -> Call:
         """One real call to the reference, retried with exponential backoff on 429, 5xx and timeouts."""
-        if self.spec.provider == "curated" or not self.spec.base_urls:
+        if not provider_of(self.spec).served or not self.spec.base_urls:
             raise ReferenceFailed(
                 f"the reference {self.spec.name!r} cannot be asked: its answers are written by hand. "
                 "Add the answer to the golden file, or import it with `slam golden import FILE`."

@@ -11,9 +11,10 @@ the cached-input price where the server reported them; a self-hosted call is the
 engine machine's hourly price times the seconds it kept it busy (its E2E), the assumption every
 report states.
 
-Energy: each call to a GPU-served model (the ``vllm`` provider, or any model whose engine table says
-``gpu = true``) is metered on this machine's GPUs with NVML (metrics.energy); a test's energy is the
-sum of its calls' (the GPU's idle time between calls is the product's, not the model's).
+Energy: each call to a GPU-served model (a provider that says ``gpu``, as vLLM does, or any model
+whose engine table says ``gpu = true``) is metered on this machine's GPUs with NVML
+(metrics.energy); a test's energy is the sum of its calls' (the GPU's idle time between calls is
+the product's, not the model's).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from pytest_slam.records import JSON, Call, ModelSpec
+from pytest_slam.swap.engines.registry import provider_of
 
 if TYPE_CHECKING:
     from pytest_slam.metrics.cost import Prices
@@ -34,8 +36,8 @@ _TOKENIZER_BY_URL: dict[str, str | None] = {}  # endpoint -> "llamacpp" | "vllm"
 
 
 def gpu_served(spec: ModelSpec) -> bool:
-    """A model served on this machine's GPU: vLLM by default, any other with ``gpu = true``."""
-    return bool(spec.engine_args.get("gpu", spec.provider == "vllm"))
+    """A model served on this machine's GPU: as its provider says (vLLM), or ``gpu = true``."""
+    return bool(spec.engine_args.get("gpu", provider_of(spec).gpu))
 
 
 # -- tokens ------------------------------------------------------------------------------------
@@ -67,9 +69,10 @@ def fill_tokens(spec: ModelSpec, call: Call) -> str | None:
 def _tokenizer(spec: ModelSpec, call: Call) -> tuple[str, str | None]:
     """(server kind, base URL) of the engine's own tokenizer, or a URL of None when it has none."""
     url = call.endpoint or (spec.base_urls[0] if spec.base_urls else "")
-    if spec.provider in ("llamacpp", "vllm"):
-        return spec.provider, url or None
-    if spec.provider != "endpoint" or not url or urlsplit(url).hostname == "api.openai.com":
+    tokenizer = provider_of(spec).tokenizer
+    if tokenizer in ("llamacpp", "vllm"):
+        return tokenizer, url or None
+    if tokenizer != "probe" or not url or urlsplit(url).hostname == "api.openai.com":
         return "llamacpp", None
     if url not in _TOKENIZER_BY_URL:
         _TOKENIZER_BY_URL[url] = _probe(url, spec.model_id)
@@ -116,9 +119,10 @@ def price_call(spec: ModelSpec, call: Call, prices: Prices | None) -> None:
     """Set ``call.cost_usd``: the model's own prices, its hourly price, else the price table."""
     from pytest_slam.metrics.cost import Price, api_call_cost, self_hosted_cost
 
-    if call.cost_usd is not None or not call.ok:
+    cost_model = provider_of(spec).cost_model(spec)
+    if call.cost_usd is not None or not call.ok or cost_model == "none":
         return
-    if spec.hourly_usd is not None and call.e2e_ms is not None:
+    if cost_model == "hourly" and spec.hourly_usd is not None and call.e2e_ms is not None:
         call.cost_usd = self_hosted_cost(call.e2e_ms / 1000.0, spec.hourly_usd)
     elif spec.input_usd_per_mtok is not None and spec.output_usd_per_mtok is not None:
         if call.prompt_tokens is not None and call.completion_tokens is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from pytest_slam.records import JSON, ModelSpec
+from pytest_slam.swap.engines.registry import provider_of
 
 
 def reference_name(spec_text: str, spec: ModelSpec | None) -> str:
@@ -29,7 +30,7 @@ def cost_assumption(
 
     specs = [*candidates, *([reference] if reference is not None else [])]
     parts = []
-    api = [s for s in specs if s.hourly_usd is None and s.provider != "curated"]
+    api = [s for s in specs if provider_of(s).cost_model(s) == "tokens"]
     if api:
         table = Prices.from_config(prices)
         by = ", ".join(f"{s.model_id}: {table.priced_by(s.model_id) or 'unpriced'}" for s in api)

