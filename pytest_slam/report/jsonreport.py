@@ -19,6 +19,7 @@ from pytest_slam.golden.fileformat import atomic_write
 from pytest_slam.records import JSON, Outcome, records, utc_now
 from pytest_slam.report.aggregate import OutcomeLike, Verdict, sort_outcomes
 from pytest_slam.report.schema import ReportDocument
+from pytest_slam.report.visits import Visits
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -41,27 +42,35 @@ class Report:
     schema: str = SCHEMA_ID
     generated_at: str | None = None
     path: str | None = None
+    visits: Visits | None = None  # absent from reports written before shards could merge
 
 
-def report_document(verdict: Verdict, outcomes: Iterable[OutcomeLike]) -> ReportDocument:
+def report_document(
+    verdict: Verdict, outcomes: Iterable[OutcomeLike], visits: Visits | None = None
+) -> ReportDocument:
     """The typed document: the verdict's parts, then every outcome in canonical order."""
     return ReportDocument(
         schema=SCHEMA_ID, generated_at=utc_now(), run=verdict.run, models=verdict.models,
         reference=verdict.reference, tests=verdict.tests, gate=verdict.gate,
-        notes=list(verdict.notes), outcomes=sort_outcomes(outcomes),
+        notes=list(verdict.notes), visits=visits, outcomes=sort_outcomes(outcomes),
     )  # fmt: skip
 
 
-def report_dict(verdict: Verdict, outcomes: Iterable[OutcomeLike]) -> dict[str, JSON]:
+def report_dict(
+    verdict: Verdict, outcomes: Iterable[OutcomeLike], visits: Visits | None = None
+) -> dict[str, JSON]:
     """The document written to disk, as JSON types (``report.schema.json`` describes it)."""
-    return report_document(verdict, outcomes).as_dict()
+    return report_document(verdict, outcomes, visits).as_dict()
 
 
 def write_json(
-    path: str | os.PathLike[str], verdict: Verdict, outcomes: Iterable[OutcomeLike]
+    path: str | os.PathLike[str],
+    verdict: Verdict,
+    outcomes: Iterable[OutcomeLike],
+    visits: Visits | None = None,
 ) -> Path:
     """Write the report with the one atomic writer: a reader never sees half a file."""
-    return atomic_write(path, report_text(report_dict(verdict, outcomes)))
+    return atomic_write(path, report_text(report_dict(verdict, outcomes, visits)))
 
 
 def report_text(document: dict[str, JSON]) -> str:
@@ -92,6 +101,7 @@ def load_report(path: str | os.PathLike[str]) -> Report:
                 schema=data["schema"],
                 generated_at=data.get("generated_at"),
                 path=str(path),
+                visits=Visits.from_dict(data["visits"]) if data.get("visits") else None,
             )
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         wrong = _first_error(data, missing=True, named_in=str(exc)) or str(exc)
