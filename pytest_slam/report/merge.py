@@ -58,7 +58,9 @@ def load_shards(paths: Sequence[str | os.PathLike[str]]) -> list[Report]:
             )
         reports.append(report)
     if not reports:
-        raise MergeError("no shard reports given; pass the JSON files the shards' --slm-report wrote")
+        raise MergeError(
+            "no shard reports given; pass the JSON files the shards' --slm-report wrote"
+        )
     return reports
 
 
@@ -82,7 +84,9 @@ def merged_run(runs: list[tuple[str, RunInfo]]) -> RunInfo:
     for name, run in runs[1:]:
         for key in AGREED:
             if getattr(run, key) != getattr(first, key):
-                raise _disagree(name, first_name, f"run.{key}", getattr(run, key), getattr(first, key))
+                raise _disagree(
+                    name, first_name, f"run.{key}", getattr(run, key), getattr(first, key)
+                )
         for key in sorted(set(run.settings) | set(settings)):
             if key not in PER_SHARD and run.settings.get(key) != settings.get(key):
                 raise _disagree(name, first_name, f"run.settings.{key}",

@@ -588,7 +588,9 @@ class SlamSession:
         """``[tool.slam.budget]`` checked against each model's flat aggregate of its calls."""
         from pytest_slam.report.budgets import session_budget_breaches
 
-        return session_budget_breaches(self.settings.budget, list(self.specs), self.outcomes, verdict)
+        return session_budget_breaches(
+            self.settings.budget, list(self.specs), self.outcomes, verdict
+        )
 
 
 def cap_lines(outcomes: list[dict[str, Any]]) -> list[str]:
