@@ -48,7 +48,7 @@ ROW_FIELDS = (
 
 @pytest.fixture
 def candidates() -> Iterator[tuple[FakeOpenAI, FakeOpenAI]]:
-    """"mini" answers in its own words; "twin" answers as the reference does."""
+    """ "mini" answers in its own words; "twin" answers as the reference does."""
     mini = lambda req: "mini says: " + req["messages"][-1]["content"]  # noqa: E731
     twin = lambda req: "GPT-4 says: " + req["messages"][-1]["content"]  # noqa: E731
     with FakeOpenAI(mini, model="mini-1") as a, FakeOpenAI(twin, model="twin-1") as b:
@@ -154,6 +154,17 @@ def test_three_shards_merge_into_the_whole_runs_verdict_and_gate(
     assert 'classname="test_alpha" name="test_case[mini-0]"' in junit
 
 
+# Selects a shard as pytest-split does: it slices the collected items, calling no pytest_deselected.
+SLICER = """
+import os
+
+def pytest_collection_modifyitems(config, items):
+    shard = os.environ.get("SHARD")
+    if shard:
+        items[:] = [item for item in items if shard in item.nodeid]
+"""
+
+
 def gamma_golden(pytester: pytest.Pytester) -> Path:
     return pytester.path / "__slam__" / "gpt-4" / "test_gamma.json"
 
@@ -165,10 +176,12 @@ def test_prune_from_merged_shards_removes_only_stale_and_refuses_missing_or_cut_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     project(pytester, fake_gpt4, candidates[:1], cases=5)
+    pytester.makeconftest(SLICER)
     run(pytester, "--slm-record=new").assert_outcomes(passed=15)
     pytester.makepyfile(test_gamma=SUITE.format(cases=4, module="gamma"))  # case 4 removed
-    for module in MODULES:  # shards by -k, as pytest-split deselects: each collects the suite
-        run(pytester, f"--slm-report={module}.json", "-k", module).assert_outcomes(
+    for module in MODULES:  # each shard collects the whole suite, then runs its slice
+        monkeypatch.setenv("SHARD", module)
+        run(pytester, f"--slm-report={module}.json").assert_outcomes(
             passed=5 if module != "gamma" else 4
         )
     golden = gamma_golden(pytester).read_bytes()
@@ -178,13 +191,14 @@ def test_prune_from_merged_shards_removes_only_stale_and_refuses_missing_or_cut_
     refused = slam(pytester, "golden", "prune", "--from-report", "part.json")
     assert refused.returncode == 2
     assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
-    assert "refusing to prune: part.json is not a complete run (4 collected test(s) ran in no " \
-           "shard (first: test_gamma.py::test_case[mini-0]): a shard is missing" in refused.stderr  # fmt: skip
+    assert (
+        "refusing to prune: part.json is not a complete run (4 collected test(s) ran in no shard "
+        "(first: test_gamma.py::test_case[mini-0]): a shard is missing" in refused.stderr
+    )
     assert gamma_golden(pytester).read_bytes() == golden
 
     monkeypatch.setenv("SLAM_INTERRUPT_AT", "gamma-2")
-    cut = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--slm-report=gamma-cut.json",
-                                        "-k", "gamma")  # fmt: skip
+    cut = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--slm-report=gamma-cut.json")
     assert cut.ret == pytest.ExitCode.INTERRUPTED
     monkeypatch.delenv("SLAM_INTERRUPT_AT")
     shards = ("alpha.json", "beta.json", "gamma-cut.json")
@@ -220,9 +234,7 @@ def test_merge_refuses_overlapping_foreign_and_mismatched_shards_in_one_line(
     run(pytester, "--slm-record=new", "--slm-report=a.json", "-k", "alpha").assert_outcomes(
         passed=2
     )
-    run(pytester, "--slm-record=new", "--slm-report=b.json", "-k", "beta").assert_outcomes(
-        passed=2
-    )
+    run(pytester, "--slm-record=new", "--slm-report=b.json", "-k", "beta").assert_outcomes(passed=2)
     doc = json.loads((pytester.path / "b.json").read_text(encoding="utf-8"))
     doc["run"]["settings"]["samples"] = 3
     (pytester.path / "other-settings.json").write_text(json.dumps(doc), encoding="utf-8")

@@ -90,9 +90,9 @@ def report_text(document: dict[str, JSON]) -> str:
 
 def load_report(path: str | os.PathLike[str]) -> Report:
     """Read a report written by ``write_json``; raise ``ReportError`` saying what is wrong."""
-    data = _read_json(Path(path))
+    data, text = _read_json(Path(path))
     check_schema(data, str(path))
-    wrong = _first_error(data, missing=False)  # a value of the wrong type, anywhere
+    wrong = _first_error(text, missing=False)  # a value of the wrong type, anywhere
     try:
         if wrong is None:
             return Report(
@@ -104,7 +104,7 @@ def load_report(path: str | os.PathLike[str]) -> Report:
                 visits=Visits.from_dict(data["visits"]) if data.get("visits") else None,
             )
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
-        wrong = _first_error(data, missing=True, named_in=str(exc)) or str(exc)
+        wrong = _first_error(text, missing=True, named_in=str(exc)) or str(exc)
     raise ReportError(
         f"{path} is not a report as pytest-slam writes it ({wrong}); "
         "pass the file written by --slm-report, unchanged"
@@ -118,7 +118,7 @@ def _document_type() -> TypeAdapter[ReportDocument]:
     return TypeAdapter(ReportDocument)
 
 
-def _first_error(data: dict[str, JSON], *, missing: bool, named_in: str = "") -> str | None:
+def _first_error(text: str, *, missing: bool, named_in: str = "") -> str | None:
     """Where the document is not a ``ReportDocument`` (types checked strictly), in one phrase:
     the first value of a wrong type, or (``missing``) the first missing part whose name the
     reader's error (``named_in``) quotes.
@@ -129,7 +129,7 @@ def _first_error(data: dict[str, JSON], *, missing: bool, named_in: str = "") ->
     from pydantic import ValidationError
 
     try:
-        _document_type().validate_json(json.dumps(data), strict=True)
+        _document_type().validate_json(text, strict=True)  # the file's text: no second encode
     except ValidationError as exc:
         for error in exc.errors():
             named = repr(str(error["loc"][-1])) in named_in if error["loc"] else False
@@ -139,7 +139,8 @@ def _first_error(data: dict[str, JSON], *, missing: bool, named_in: str = "") ->
     return None
 
 
-def _read_json(path: Path) -> dict[str, JSON]:
+def _read_json(path: Path) -> tuple[dict[str, JSON], str]:
+    """The document and its text (an editor's BOM left out)."""
     if path.is_dir():
         raise ReportError(f"{path} is a folder, not a report; pass the file --slm-report wrote")
     if not path.is_file():
@@ -147,7 +148,8 @@ def _read_json(path: Path) -> dict[str, JSON]:
             f"pytest-slam report not found: {path}; write one with `pytest --slm-report={path}`"
         )
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))  # an editor's BOM is no harm
+        text = path.read_text(encoding="utf-8-sig")  # an editor's BOM is no harm
+        data = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ReportError(
             f"{path} is not a pytest-slam JSON report: not valid JSON ({exc}); "
@@ -158,7 +160,7 @@ def _read_json(path: Path) -> dict[str, JSON]:
             f"{path} is not a pytest-slam JSON report: top level is not an object; "
             "pass the file written by --slm-report"
         )
-    return data
+    return data, text
 
 
 def check_schema(data: dict[str, JSON], where: str) -> int:

@@ -8,6 +8,7 @@ chosen by node ids, ``-k`` or pytest-split is complete when everything it select
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -22,14 +23,25 @@ PLUGIN = "slam-shard-ids"
 
 
 class ShardIds:
-    """Node ids pytest collected and selected in this process."""
+    """Node ids pytest collected and selected in this process.
+
+    Collected ones are taken before any plugin filters the items (a wrapper runs first), since a
+    splitter may drop items without calling ``pytest_deselected`` (pytest-split slices them).
+    """
 
     def __init__(self) -> None:
         self.selected: set[str] = set()
-        self.deselected: set[str] = set()
+        self.seen: set[str] = set()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_collection_modifyitems(
+        self, items: list[pytest.Item]
+    ) -> Generator[None, None, None]:
+        self.seen.update(item.nodeid for item in items)  # collected, selected or not
+        return (yield)
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
-        self.deselected.update(item.nodeid for item in items)
+        self.seen.update(item.nodeid for item in items)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -41,7 +53,7 @@ def shard_ids(config: pytest.Config) -> dict[str, JSON]:
     ids = config.pluginmanager.get_plugin(PLUGIN)
     if not isinstance(ids, ShardIds):
         return {"collected": [], "selected": []}
-    return {"collected": sorted(ids.selected | ids.deselected), "selected": sorted(ids.selected)}
+    return {"collected": sorted(ids.selected | ids.seen), "selected": sorted(ids.selected)}
 
 
 def shard_visits(slam: SlamSession, exitstatus: int) -> Visits:
