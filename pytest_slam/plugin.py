@@ -61,6 +61,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STASH] = slam
     # Reports arrive here from xdist workers too; only the controller collects and writes them.
     config.pluginmanager.register(slam, "slam-session")
+    from pytest_slam.run.shardvisits import PLUGIN, ShardIds
+
+    config.pluginmanager.register(ShardIds(), PLUGIN)  # node ids for the report's visits
     if config.pluginmanager.hasplugin("xdist"):
         from pytest_slam.run.xdist import XdistHooks
 

@@ -73,7 +73,7 @@ def test_document_layout(written) -> None:
     path, _, _ = written
     data = json.loads(path.read_text())
     assert list(data) == ["schema", "generated_at", "run", "models", "reference", "tests", "gate",
-                          "notes", "outcomes"]  # fmt: skip
+                          "notes", "visits", "outcomes"]  # fmt: skip
     assert data["reference"]["role"] == "reference"
     assert data["models"][1]["distributions"]["e2e_ms"]["p95"] == pytest.approx(640.0)
     with_calls = next(o for o in data["outcomes"] if o["calls"])

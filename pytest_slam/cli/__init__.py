@@ -9,6 +9,7 @@
     slam golden merge-driver %O %A %B %P   the git merge driver (--install sets it up)
     slam report RUN.json [-o RUN.html]  render the HTML report from a saved JSON report
     slam report diff OLD.json NEW.json  what regressed and improved; exit 1 on regression
+    slam report merge SHARD.json... -o RUN.json   the shards' reports as one run, gated
     slam report schema                  the JSON Schema every report validates against
     slam calibrate [--report RUN.json | --labels FILE.jsonl] [--dry-run]   certified bands from verdicts
     slam review [--stats] [--model M] [--test T]   blind human review page, or its figures
@@ -78,8 +79,10 @@ def golden_parser(sub: Subparsers, settings: Settings) -> None:
 def report_parser(sub: Subparsers) -> None:
     from pytest_slam.cli.report import (
         add_diff_arguments,
+        add_merge_arguments,
         add_render_arguments,
         cmd_diff,
+        cmd_merge,
         cmd_render,
     )
 
@@ -89,6 +92,9 @@ def report_parser(sub: Subparsers) -> None:
                                  "file (slam report RUN.json is short for it)"))  # fmt: skip
     add_diff_arguments(command(rsub, "diff", "Compare two JSON reports: what regressed and what "
                                "improved beyond the tolerances; exit 1 on a regression"))  # fmt: skip
+    add_merge_arguments(command(rsub, "merge", "Merge the JSON reports of a suite's shards into "
+                                "the whole run's report and gate; exit as the whole run"))  # fmt: skip
+    rsub.choices["merge"].set_defaults(func=cmd_merge)
     command(rsub, "schema", "Print the JSON Schema of the JSON report").set_defaults(
         func=_print_report_schema
     )
@@ -166,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     if (
         argv[:1] == ["report"]
         and len(argv) > 1
-        and argv[1] not in ("render", "diff", "schema", "-h", "--help")
+        and argv[1] not in ("render", "diff", "merge", "schema", "-h", "--help")
     ):
         argv.insert(
             1, "render"

@@ -75,6 +75,12 @@ def add_prune_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
         help="Report written by the last full run (default: beside "
         "the locks, <root>/../.slam/golden-stale.json)",
     )
+    parser.add_argument(
+        "--from-report",
+        type=Path,
+        help="Judge stale entries from a JSON report instead, e.g. one merged from shards "
+        "(slam report merge); refused unless every shard ran to its end",
+    )
     parser.add_argument("--dry-run", action="store_true", help="List the entries, remove none")
     return parser
 
@@ -150,13 +156,15 @@ def cmd_prune(args: argparse.Namespace) -> int:
     The reference is the one the report names (the run's, however it was given); ``--reference``,
     when given, must be the same.
     """
+    from pytest_slam.cli.prune_report import stale_from_report
     from pytest_slam.golden.stale import read_stale_report, stale_report_path
     from pytest_slam.golden.store import GoldenStore
     from pytest_slam.golden.trash import Trash
 
     try:
-        report = args.stale_report or stale_report_path(store_root(args))
-        reference, entries = read_stale_report(report)
+        report = args.from_report or args.stale_report or stale_report_path(store_root(args))
+        reference, entries = (stale_from_report(report, store_root(args)) if args.from_report
+                              else read_stale_report(report))  # fmt: skip
         if args.reference and golden_reference(args.reference) != reference:
             raise GoldenError(
                 f"{report} lists entries of {reference!r}, not {args.reference!r}. "
@@ -173,7 +181,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
         if not args.dry_run:
             trash = Trash(store.root, store.reference)
             removed = store.prune(entries, trash.add)
-            report.unlink()
+            if not args.from_report:  # a run's stale list is spent; a JSON report is kept
+                report.unlink()
             undo = f"; undo with: {undo_command(trash.path)}" if trash.path else ""
             print(f"pruned {removed} stale entries{undo}")
     except (GoldenError, OSError) as exc:

@@ -9,10 +9,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_slam.report.baseline import Tolerances, compare, format_diff
 from pytest_slam.report.config import ConfigError
 from pytest_slam.report.jsonreport import ReportError, load_report
+
+if TYPE_CHECKING:
+    from pytest_slam.report.merge import Merged
 
 EXIT_OK, EXIT_REGRESSED, EXIT_USAGE = 0, 1, 2
 
@@ -92,3 +96,67 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def _tolerance_args(args: argparse.Namespace) -> dict[str, float]:
     names = ("equivalence_drop", "latency_increase_pct", "latency_increase_ms", "cost_increase_pct")
     return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+
+
+def add_merge_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("shards", nargs="+", help="JSON reports the shards' --slm-report wrote")
+    parser.add_argument("-o", "--output", required=True, help="Merged JSON report to write")
+    parser.add_argument("--html", default=None, help="Also write the merged HTML report here")
+    parser.add_argument("--markdown", default=None, help="Also write the verdict as Markdown here")
+    parser.add_argument("--junit", default=None, help="Also write JUnit XML of every test here")
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    """SHARD.json... -> the whole run's report and gate; exits with the whole run's status."""
+    import shutil
+
+    from pytest_slam.report.merge import MergeError, load_shards, merge
+    from pytest_slam.report.terminal import final_line, gate_lines, render_table
+    from pytest_slam.run.exitstatus import gate_failed_line, gated_exitstatus
+    from pytest_slam.run.options import check_writable
+
+    outputs = [(args.output, "-o"), (args.html, "--html"), (args.markdown, "--markdown"),
+               (args.junit, "--junit")]  # fmt: skip
+    try:
+        problem = next((p for p in (check_writable(path, f) for path, f in outputs) if p), None)
+        if problem:
+            raise MergeError(problem)
+        merged = merge(load_shards(args.shards))
+    except MergeError as exc:
+        print(f"slam report merge: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        written = _write_merged(args, merged)
+    except OSError as exc:
+        print(f"slam report merge: cannot write ({exc.strerror or exc}); pass writable paths",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_USAGE
+    width = shutil.get_terminal_size((100, 20)).columns
+    for line in [*render_table(merged.verdict, width), *gate_lines(merged.verdict)]:
+        print(line)
+    status = gated_exitstatus(merged.gate, merged.exitstatus)
+    if status != merged.exitstatus and merged.gate is not None:
+        print(gate_failed_line(merged.gate))
+    print(f"slam report merge: {len(args.shards)} shards -> {', '.join(map(str, written))}")
+    if merged.verdict.gate is not None:
+        print(final_line(merged.verdict, width))
+    return status
+
+
+def _write_merged(args: argparse.Namespace, merged: Merged) -> list[Path]:
+    """Each file written atomically: a reader never sees half of one."""
+    from pytest_slam.golden.fileformat import atomic_write
+    from pytest_slam.report.html import write_html
+    from pytest_slam.report.jsonreport import write_json
+    from pytest_slam.report.junit_xml import write_junit
+    from pytest_slam.report.markdown import render_markdown
+
+    verdict, outcomes = merged.verdict, merged.outcomes
+    written = [write_json(args.output, verdict, outcomes, merged.visits)]
+    if args.html:
+        written.append(write_html(args.html, verdict, outcomes))
+    if args.markdown:
+        written.append(atomic_write(args.markdown, render_markdown(verdict) + "\n"))
+    if args.junit:
+        written.append(write_junit(args.junit, outcomes))
+    return written

@@ -20,6 +20,7 @@ from pytest_slam.golden.fileformat import atomic_write
 from pytest_slam.records import JSON, Outcome, records, utc_now
 from pytest_slam.report.aggregate import OutcomeLike, Verdict, sort_outcomes
 from pytest_slam.report.schema import ReportDocument
+from pytest_slam.report.visits import Visits
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -42,27 +43,35 @@ class Report:
     schema: str = SCHEMA_ID
     generated_at: str | None = None
     path: str | None = None
+    visits: Visits | None = None  # absent from reports written before shards could merge
 
 
-def report_document(verdict: Verdict, outcomes: Iterable[OutcomeLike]) -> ReportDocument:
+def report_document(
+    verdict: Verdict, outcomes: Iterable[OutcomeLike], visits: Visits | None = None
+) -> ReportDocument:
     """The typed document: the verdict's parts, then every outcome in canonical order."""
     return ReportDocument(
         schema=SCHEMA_ID, generated_at=utc_now(), run=verdict.run, models=verdict.models,
         reference=verdict.reference, tests=verdict.tests, gate=verdict.gate,
-        notes=list(verdict.notes), outcomes=sort_outcomes(outcomes),
+        notes=list(verdict.notes), visits=visits, outcomes=sort_outcomes(outcomes),
     )  # fmt: skip
 
 
-def report_dict(verdict: Verdict, outcomes: Iterable[OutcomeLike]) -> dict[str, JSON]:
+def report_dict(
+    verdict: Verdict, outcomes: Iterable[OutcomeLike], visits: Visits | None = None
+) -> dict[str, JSON]:
     """The document written to disk, as JSON types (``report.schema.json`` describes it)."""
-    return report_document(verdict, outcomes).as_dict()
+    return report_document(verdict, outcomes, visits).as_dict()
 
 
 def write_json(
-    path: str | os.PathLike[str], verdict: Verdict, outcomes: Iterable[OutcomeLike]
+    path: str | os.PathLike[str],
+    verdict: Verdict,
+    outcomes: Iterable[OutcomeLike],
+    visits: Visits | None = None,
 ) -> Path:
     """Write the report with the one atomic writer: a reader never sees half a file."""
-    return atomic_write(path, report_text(report_dict(verdict, outcomes)))
+    return atomic_write(path, report_text(report_dict(verdict, outcomes, visits)))
 
 
 def report_text(document: dict[str, JSON]) -> str:
@@ -82,9 +91,9 @@ def report_text(document: dict[str, JSON]) -> str:
 
 def load_report(path: str | os.PathLike[str]) -> Report:
     """Read a report written by ``write_json``; raise ``ReportError`` saying what is wrong."""
-    data = _read_json(Path(path))
+    data, text = _read_json(Path(path))
     check_schema(data, str(path))
-    wrong = _first_error(data, missing=False)  # a value of the wrong type, anywhere
+    wrong = _first_error(text, missing=False)  # a value of the wrong type, anywhere
     try:
         if wrong is None:
             return Report(
@@ -93,9 +102,10 @@ def load_report(path: str | os.PathLike[str]) -> Report:
                 schema=data["schema"],
                 generated_at=data.get("generated_at"),
                 path=str(path),
+                visits=Visits.from_dict(data["visits"]) if data.get("visits") else None,
             )
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
-        wrong = _first_error(data, missing=True, named_in=str(exc)) or str(exc)
+        wrong = _first_error(text, missing=True, named_in=str(exc)) or str(exc)
     raise ReportError(
         f"{path} is not a report as pytest-slam writes it ({wrong}); "
         "pass the file written by --slm-report, unchanged"
@@ -109,7 +119,7 @@ def _document_type() -> TypeAdapter[ReportDocument]:
     return TypeAdapter(ReportDocument)
 
 
-def _first_error(data: dict[str, JSON], *, missing: bool, named_in: str = "") -> str | None:
+def _first_error(text: str, *, missing: bool, named_in: str = "") -> str | None:
     """Where the document is not a ``ReportDocument`` (types checked strictly), in one phrase:
     the first value of a wrong type, or (``missing``) the first missing part whose name the
     reader's error (``named_in``) quotes.
@@ -120,7 +130,7 @@ def _first_error(data: dict[str, JSON], *, missing: bool, named_in: str = "") ->
     from pydantic import ValidationError
 
     try:
-        _document_type().validate_json(json.dumps(data), strict=True)
+        _document_type().validate_json(text, strict=True)  # the file's text: no second encode
     except ValidationError as exc:
         for error in exc.errors():
             named = repr(str(error["loc"][-1])) in named_in if error["loc"] else False
@@ -130,7 +140,8 @@ def _first_error(data: dict[str, JSON], *, missing: bool, named_in: str = "") ->
     return None
 
 
-def _read_json(path: Path) -> dict[str, JSON]:
+def _read_json(path: Path) -> tuple[dict[str, JSON], str]:
+    """The document and its text (an editor's BOM left out)."""
     if path.is_dir():
         raise ReportError(f"{path} is a folder, not a report; pass the file --slm-report wrote")
     if not path.is_file():
@@ -138,7 +149,8 @@ def _read_json(path: Path) -> dict[str, JSON]:
             f"pytest-slam report not found: {path}; write one with `pytest --slm-report={path}`"
         )
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))  # an editor's BOM is no harm
+        text = path.read_text(encoding="utf-8-sig")  # an editor's BOM is no harm
+        data = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ReportError(
             f"{path} is not a pytest-slam JSON report: not valid JSON ({exc}); "
@@ -149,7 +161,7 @@ def _read_json(path: Path) -> dict[str, JSON]:
             f"{path} is not a pytest-slam JSON report: top level is not an object; "
             "pass the file written by --slm-report"
         )
-    return data
+    return data, text
 
 
 def check_schema(data: dict[str, JSON], where: str) -> int:

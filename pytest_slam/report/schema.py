@@ -14,6 +14,7 @@ from pathlib import Path
 from pytest_slam.records import JSON, Outcome, Record
 from pytest_slam.report.aggregate import ModelRow, PerTestRow, RunInfo
 from pytest_slam.report.gate_result import GateResult
+from pytest_slam.report.visits import Visits
 
 SCHEMA_PATH = Path(__file__).parent / "report.schema.json"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -35,6 +36,7 @@ class ReportDocument(Record):
     tests: list[PerTestRow] = field(default_factory=list)
     gate: GateResult | None = None  # once a gate was applied
     notes: list[str] = field(default_factory=list)
+    visits: Visits | None = None  # what the run saw, for merging shards and stale entries
     outcomes: list[Outcome] = field(default_factory=list)
 
 

@@ -7,6 +7,7 @@ log tells a failed gate from failed tests.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,6 +18,8 @@ from pytest_slam import __version__
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.records import JSON, Outcome, records, utc_now
 from pytest_slam.run import options
+from pytest_slam.run.exitstatus import gate_failed, gate_failed_line
+from pytest_slam.run.shardvisits import shard_ids
 
 if TYPE_CHECKING:
     from pytest_slam.golden.store import GoldenStore
@@ -102,6 +105,7 @@ def _payload(slam: SlamSession) -> dict[str, JSON]:
         "deselected": slam.deselected_count,  # a worker's -k/-m: the whole run is partial
         "summary": list(slam.summary),
         "unswapped": slam.router.unswapped if slam.router is not None else 0,
+        **shard_ids(slam.config),  # for the report's visits (run/shardvisits.py)
     }
 
 
@@ -253,15 +257,14 @@ def _report(slam: SlamSession, exitstatus: int) -> int:
     verdict = aggregate(outcomes, run_info(slam))
     diff = _baseline(slam, verdict)
     result = _gate(slam, verdict, diff, exitstatus)
-    clean = _write(slam, verdict, outcomes)
+    clean = _write(slam, verdict, outcomes, exitstatus)
     _step_summary(slam, verdict, diff)
     width = terminal_width(slam.config)
-    failed = result is not None and not result.passed and exitstatus == pytest.ExitCode.OK
+    failed = gate_failed(result, exitstatus)
     tail = [*(format_diff(diff) if diff is not None else []), *_autosave(slam, verdict, clean, diff),
             *gate_lines(verdict)]  # fmt: skip
     if failed and result is not None:
-        why = "is incomplete" if result.incomplete else "did not pass"
-        tail.append(f"exit status {options.EXIT_GATE_FAILED}: the tests passed, the gate {why}")
+        tail.append(gate_failed_line(result))
     slam.summary.extend(fit_lines(_human_review(slam, verdict), width))
     slam.summary[:0] = render_table(verdict, width)
     slam.summary.extend(fit_lines(tail, width))
@@ -364,19 +367,24 @@ def _gate(
     return result if result.configured else None
 
 
-def _write(slam: SlamSession, verdict: Verdict, outcomes: list[Outcome]) -> list[Outcome]:
+def _write(
+    slam: SlamSession, verdict: Verdict, outcomes: list[Outcome], exitstatus: int
+) -> list[Outcome]:
     """Both files; a write that fails now (disk full, folder removed) is said, not a traceback.
     Returns the outcomes as written: scrubbed of secrets."""
     from pytest_slam.golden.redact import scrub
     from pytest_slam.report.html import write_html
     from pytest_slam.report.jsonreport import write_json
+    from pytest_slam.run.shardvisits import shard_visits
 
     # A key quoted in a prompt or an answer never reaches a report: scrubbed once, for both files
     # (the records are rebuilt only when a secret was found: scrub hands back what it was given).
     plain: JSON = [o.as_dict() for o in outcomes]
     scrubbed = scrub(plain)
     clean = outcomes if scrubbed is plain else records(Outcome, scrubbed)
-    for path, kind, flag, write in ((slam.settings.report, "JSON", options.REPORT, write_json),
+    visits = shard_visits(slam, exitstatus) if slam.settings.report else None
+    json_report = functools.partial(write_json, visits=visits)
+    for path, kind, flag, write in ((slam.settings.report, "JSON", options.REPORT, json_report),
                                     (slam.settings.html, "HTML", options.HTML, write_html)):  # fmt: skip
         if not path:
             continue

@@ -384,11 +384,14 @@ class SlamSession:
         if report.failed:  # xdist's controller hears of its workers' failed collections too
             self.collect_errors += 1
 
-    def partial_reason(self, session: pytest.Session, deselected: int = 0) -> str | None:
+    def partial_reason(
+        self, session: pytest.Session, deselected: int = 0, selection: bool = True
+    ) -> str | None:
         """Why this run did not run every collected test to its end (None: it did).
 
         A partial run cannot tell an entry no test asks for from one whose test never ran, so it
         may call nothing stale. ``deselected``: what xdist workers deselected (they report it).
+        ``selection=False``: whether the run's own selection (-k, node ids: a shard) ran to its end.
         """
         status = session.exitstatus
         stopped = session.shouldfail or session.shouldstop
@@ -397,7 +400,8 @@ class SlamSession:
         lost = self.workers_lost
         engines = sorted(self.engine_errors)
         deselected += self.deselected_count
-        node_ids = [a for a in self.config.args if "::" in a]
+        node_ids = [a for a in self.config.args if "::" in a] if selection else []
+        deselected = deselected if selection else 0
         missing = session.testscollected - len(self.finished)
         reasons = (
             (status == pytest.ExitCode.INTERRUPTED, "the run was interrupted"),
@@ -584,21 +588,11 @@ class SlamSession:
 
     def session_budget_breaches(self, verdict: Verdict) -> list[str]:
         """``[tool.slam.budget]`` checked against each model's flat aggregate of its calls."""
-        if not self.settings.budget:
-            return []
-        from pytest_slam.metrics.budget import SessionBudget
-        from pytest_slam.metrics.latency import flatten_model
+        from pytest_slam.report.budgets import session_budget_breaches
 
-        budget = SessionBudget.from_config(self.settings.budget)
-        breaches = []
-        for model in self.specs:
-            calls = [c for o in self.outcomes if o["model"] == model for c in o["calls"]]
-            flat = flatten_model(calls)
-            row = next((r for r in verdict.models if r.model == model), None)
-            if row is not None:
-                flat.update({k: v for k, v in row.as_dict().items() if isinstance(v, int | float)})
-            breaches.extend(budget.check(flat, model))
-        return breaches
+        return session_budget_breaches(
+            self.settings.budget, list(self.specs), self.outcomes, verdict
+        )
 
 
 def cap_lines(outcomes: list[dict[str, Any]]) -> list[str]:

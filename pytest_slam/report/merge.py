@@ -1,0 +1,180 @@
+"""Merge the JSON reports of a suite's shards into the report and gate of the whole run.
+
+Nothing is averaged: a shard's report holds every outcome with its calls and pairs, so the merge
+takes the union of the outcomes and ``aggregate`` recomputes every figure over all of them (counts,
+pass rates, bootstrap intervals over all requests, percentiles over all latency samples), exactly
+as for one run of the same calls. The gate is then evaluated on the merged verdict as a run
+evaluates it. Shards must be one run cut in parts: the same settings (the candidates selected, the
+report paths aside), no test run for the same model in two shards.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from pytest_slam.records import JSON, Outcome
+from pytest_slam.report.aggregate import ENGINE, RunInfo, Verdict, aggregate
+from pytest_slam.report.budgets import session_budget_breaches
+from pytest_slam.report.gate import Gate, apply_gate, evaluate, incomplete_reason
+from pytest_slam.report.gate_result import GateResult
+from pytest_slam.report.jsonreport import Report, ReportError, load_report
+from pytest_slam.report.visits import Visits, merge_visits
+
+# Settings a shard may set for itself: the candidates it ran and where it wrote its reports.
+PER_SHARD = ("models", "report", "html")
+AGREED = ("reference", "plugin_version")  # run fields every shard must share
+
+
+class MergeError(Exception):
+    """Shards that are not parts of one run (one line: which file, what, the fix)."""
+
+
+@dataclass
+class Merged:
+    """The merged run: its verdict (gate applied), outcomes, visits and exit status before the
+    gate; ``gate`` is None when no gate rule applied (as a run's)."""
+
+    verdict: Verdict
+    outcomes: list[Outcome]
+    visits: Visits
+    gate: GateResult | None
+    exitstatus: int
+
+
+def load_shards(paths: Sequence[str | os.PathLike[str]]) -> list[Report]:
+    """Each shard's report; ``MergeError`` for a file that is not a report of a shard."""
+    reports = []
+    for path in paths:
+        try:
+            report = load_report(path)
+        except ReportError as exc:
+            raise MergeError(str(exc)) from None
+        if report.visits is None:
+            raise MergeError(
+                f"{path} has no 'visits' (written by an older pytest-slam, or not by "
+                "--slm-report); run the shard again with this pytest-slam"
+            )
+        reports.append(report)
+    if not reports:
+        raise MergeError(
+            "no shard reports given; pass the JSON files the shards' --slm-report wrote"
+        )
+    return reports
+
+
+def merge(reports: Sequence[Report]) -> Merged:
+    """The shards as one run: outcomes unioned, every figure recomputed, the gate evaluated."""
+    names = [r.path or f"#{i + 1}" for i, r in enumerate(reports)]
+    run = merged_run([(n, r.verdict.run) for n, r in zip(names, reports, strict=True)])
+    outcomes = merged_outcomes([(n, r.outcomes) for n, r in zip(names, reports, strict=True)])
+    visits = merge_visits((n, r.visits or Visits()) for n, r in zip(names, reports, strict=True))
+    verdict = aggregate(outcomes, run)
+    gate = _gate(verdict, outcomes, _shard_incomplete(names, reports), visits.exitstatus)
+    return Merged(verdict, outcomes, visits, gate, visits.exitstatus)
+
+
+def merged_run(runs: list[tuple[str, RunInfo]]) -> RunInfo:
+    """One run's info: models by name in first-seen order, settings checked to agree, the span
+    of the shards' times; sentences that differ (cost model, GPU telemetry) are all kept."""
+    first_name, first = runs[0]
+    settings = dict(first.settings)
+    models = {m.name: m for _, r in runs for m in r.models}
+    for name, run in runs[1:]:
+        for key in AGREED:
+            if getattr(run, key) != getattr(first, key):
+                raise _disagree(
+                    name, first_name, f"run.{key}", getattr(run, key), getattr(first, key)
+                )
+        for key in sorted(set(run.settings) | set(settings)):
+            if key not in PER_SHARD and run.settings.get(key) != settings.get(key):
+                raise _disagree(name, first_name, f"run.settings.{key}",
+                                run.settings.get(key), settings.get(key))  # fmt: skip
+    settings["models"] = list(models)
+    settings["report"] = settings["html"] = None  # the merge's own outputs are not a shard's
+    started = [r.started for _, r in runs if r.started]
+    finished = [r.finished for _, r in runs if r.finished]
+    return RunInfo(
+        models=list(models.values()), reference=first.reference, settings=settings,
+        started=min(started) if started else None, finished=max(finished) if finished else None,
+        pytest_version=_joined(r.pytest_version for _, r in runs),
+        plugin_version=first.plugin_version,
+        cost_assumption=_joined(r.cost_assumption for _, r in runs),
+        gpu_telemetry=_joined(r.gpu_telemetry for _, r in runs),
+    )  # fmt: skip
+
+
+def _disagree(name: str, first: str, field: str, value: object, expected: object) -> MergeError:
+    return MergeError(
+        f"{name} is not a shard of the same run as {first}: {field} is {value!r}, not "
+        f"{expected!r}; run every shard with the same pyproject.toml and options"
+    )
+
+
+def _joined(texts: Iterable[str]) -> str:
+    seen: list[str] = []
+    for text in texts:
+        if text and text not in seen:
+            seen.append(text)
+    return "; ".join(seen)
+
+
+def merged_outcomes(shards: list[tuple[str, list[Outcome]]]) -> list[Outcome]:
+    """Every shard's outcomes; ``MergeError`` when two shards ran one test for one model.
+
+    An engine's cold start is each shard's own (each started its engine): all are kept, the
+    later shards' renamed so none hides another.
+    """
+    owner: dict[tuple[str, str, JSON], str] = {}
+    out: list[Outcome] = []
+    for index, (name, outcomes) in enumerate(shards):
+        mine: set[tuple[str, str, JSON]] = set()
+        for outcome in outcomes:
+            if outcome.outcome == ENGINE:
+                if index:
+                    outcome.nodeid = f"{outcome.nodeid} (shard {index + 1})"
+                out.append(outcome)
+                continue
+            key = (outcome.test, outcome.model, (outcome.repeat or {}).get("runs"))
+            if key in owner and key not in mine:
+                raise MergeError(
+                    f"{name} and {owner[key]} both ran {outcome.nodeid} (overlapping shards); "
+                    "give each test to one shard, or merge only one of these files"
+                )
+            owner.setdefault(key, name)
+            mine.add(key)
+            out.append(outcome)
+    return out
+
+
+def _shard_incomplete(names: list[str], reports: Sequence[Report]) -> str | None:
+    """The first shard whose own gate was incomplete (interrupted, stopped, a worker lost): the
+    whole run would have been. A shard that ran no swapped test is no reason on its own."""
+    nothing_ran = incomplete_reason(0, None, 0)
+    for name, report in zip(names, reports, strict=True):
+        gate = report.verdict.gate
+        if gate is not None and gate.incomplete and gate.incomplete != nothing_ran:
+            return f"shard {name}: {gate.incomplete}"
+    return None
+
+
+def _gate(
+    verdict: Verdict, outcomes: list[Outcome], shard_incomplete: str | None, exitstatus: int
+) -> GateResult | None:
+    """The gate as the run applies it (run/finish.py ``_gate``), on the merged verdict."""
+    settings = verdict.run.settings
+    gate_table = settings.get("gate")
+    budget = settings.get("budget")
+    gate = Gate.from_config(gate_table if isinstance(gate_table, dict) else None)
+    plain = [o.as_dict() for o in outcomes] if budget else []
+    breaches = session_budget_breaches(
+        budget if isinstance(budget, dict) else {}, verdict.run.model_names, plain, verdict
+    )
+    tests_run = sum(
+        row.tests_run + row.tests_not_swapped + row.tests_no_calls for row in verdict.models
+    )
+    why = shard_incomplete or incomplete_reason(exitstatus, None, tests_run)
+    result = evaluate(gate, verdict, None, breaches, incomplete=why)
+    apply_gate(verdict, result)
+    return result if result.configured else None
