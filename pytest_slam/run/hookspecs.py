@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from pytest_slam.report.aggregate import Verdict
 
 
+@pytest.hookspec
 def pytest_slam_models(config: pytest.Config, models: list[str]) -> None:
     """Edit the candidate list in place before pytest-slam resolves it: add, drop or reorder names
     (``[tool.slam] candidates`` or ``--slm-models``, as given). Called once per process, at
@@ -22,6 +23,7 @@ def pytest_slam_models(config: pytest.Config, models: list[str]) -> None:
     """
 
 
+@pytest.hookspec
 def pytest_slam_pair_scored(item: pytest.Item, model: str, pair: Pair) -> None:
     """One of ``item``'s calls on ``model`` was paired with its golden answer and scored
     (``pair.scores``, ``pair.verdict``); called in the process that ran the test, after the test's
@@ -29,6 +31,7 @@ def pytest_slam_pair_scored(item: pytest.Item, model: str, pair: Pair) -> None:
     """
 
 
+@pytest.hookspec
 def pytest_slam_gate(verdict: Verdict, breaches: list[str]) -> None:
     """Before the gate is judged: append a line to ``breaches`` to fail the run's gate with that
     reason (a rule of the project's own, read from ``verdict.models``). ``breaches`` holds the
@@ -36,6 +39,7 @@ def pytest_slam_gate(verdict: Verdict, breaches: list[str]) -> None:
     """
 
 
+@pytest.hookspec
 def pytest_slam_report(document: dict[str, JSON]) -> None:
     """The JSON report's document, just before it is written: add or change keys in place (a
     build id, a link to the CI run). Called once per JSON file written (``--slm-report``,
