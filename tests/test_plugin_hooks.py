@@ -26,8 +26,9 @@ model = "gpt-4o-mini"
 def project(pytester: pytest.Pytester, fake_gpt4: Any) -> Any:
     with FakeOpenAI(lambda r: "GPT-4 says: " + r["messages"][-1]["content"]) as candidate:
         pytester.makepyfile(product=PRODUCT, test_product=REPORTED_TESTS)
-        text = (MINI_PYPROJECT + OTHER).format(reference=fake_gpt4.base_url,
-                                               candidate=candidate.base_url)  # fmt: skip
+        text = (MINI_PYPROJECT + OTHER).format(
+            reference=fake_gpt4.base_url, candidate=candidate.base_url
+        )
         pytester.makefile(".toml", pyproject=text)
         yield pytester
 

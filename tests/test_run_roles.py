@@ -120,7 +120,7 @@ def test_cap_lines_name_the_cut_tests() -> None:
     )
     acc = Accounting("serial", outcomes=[synth.outcome("mini", "test_a", "passed", [cut], [])])
     (line,) = acc.cap_lines()
-    assert line.startswith(f"generation cap: the answers of 1 test(s) were cut at the output limit")
+    assert line.startswith("generation cap: the answers of 1 test(s) were cut at the output limit")
     assert f"({MODULE}::test_a[mini])" in line
     assert Accounting("serial").cap_lines() == []
 
@@ -171,8 +171,16 @@ def run_end(tmp_path: Path, settings: Settings, **fields: Any) -> RunEnd:
     sel = fields.pop("selection", selection(tmp_path))
     specs = {"mini": ModelSpec("mini", "openai", "gpt-4o-mini")}
     acc = fields.pop("accounting", Accounting("serial"))
-    return RunEnd(settings, fields.pop("role", "serial"), sel, acc, Summary(tmp_path),
-                  fields.pop("hook", hooks()), specs, **fields)  # fmt: skip
+    return RunEnd(
+        settings,
+        fields.pop("role", "serial"),
+        sel,
+        acc,
+        Summary(tmp_path),
+        fields.pop("hook", hooks()),
+        specs,
+        **fields,
+    )
 
 
 def goldens(tmp_path: Path) -> GoldenStore:
@@ -190,8 +198,14 @@ def test_a_complete_run_names_the_entry_no_test_asked_for(tmp_path: Path) -> Non
     sel = selection(tmp_path)
     sel.cover([f"{MODULE}::test_a[mini]"])
     acc = Accounting("serial", finished={f"{MODULE}::test_a[mini]"})
-    end = run_end(tmp_path, Settings(), selection=sel, accounting=acc, store=store,
-                  stopped=Stopped(collected=1))  # fmt: skip
+    end = run_end(
+        tmp_path,
+        Settings(),
+        selection=sel,
+        accounting=acc,
+        store=store,
+        stopped=Stopped(collected=1),
+    )
     assert finish(end, 0) == 0
     assert end.summary.lines[0].startswith("1 stale golden entry (no test asked for it)")
     gone = rec("no longer asked").key
@@ -209,8 +223,15 @@ def test_prune_removes_the_stale_entry_and_says_how_to_undo(tmp_path: Path) -> N
     sel = selection(tmp_path)
     sel.cover([f"{MODULE}::test_a[mini]"])
     acc = Accounting("serial", finished={f"{MODULE}::test_a[mini]"})
-    end = run_end(tmp_path, Settings(), selection=sel, accounting=acc, store=store,
-                  stopped=Stopped(collected=1), prune=True)  # fmt: skip
+    end = run_end(
+        tmp_path,
+        Settings(),
+        selection=sel,
+        accounting=acc,
+        store=store,
+        stopped=Stopped(collected=1),
+        prune=True,
+    )
     finish(end, 0)
     assert end.summary.lines[0].startswith(
         "pruned 1 stale golden entry; undo with `slam golden restore"
@@ -225,8 +246,16 @@ def test_a_partial_run_judges_nothing_stale(tmp_path: Path) -> None:
     sel = selection(tmp_path)
     sel.cover([f"{MODULE}::test_a[mini]"])
     sel.deselected([f"{MODULE}::test_gone[mini]"])
-    end = run_end(tmp_path, Settings(), selection=sel, store=store, stopped=Stopped(collected=1),
-                  prune=True, accounting=Accounting("serial", finished={f"{MODULE}::test_a[mini]"}))  # fmt: skip
+    acc = Accounting("serial", finished={f"{MODULE}::test_a[mini]"})
+    end = run_end(
+        tmp_path,
+        Settings(),
+        selection=sel,
+        accounting=acc,
+        store=store,
+        stopped=Stopped(collected=1),
+        prune=True,
+    )
     finish(end, 0)
     assert end.summary.lines[:1] == [
         "--slm-prune removed nothing: this run was partial (1 test(s) deselected (-k, -m, "
@@ -243,8 +272,16 @@ def test_a_worker_publishes_its_visits_coverage_and_lines(tmp_path: Path) -> Non
     sel.cover([f"{MODULE}::test_a[mini]"])
     output: dict[str, object] = {}
     acc = Accounting("worker", failed_tests={"t::b"})
-    end = run_end(tmp_path, Settings(), role="worker", selection=sel, accounting=acc,
-                  store=store, workeroutput=output, unswapped=3)  # fmt: skip
+    end = run_end(
+        tmp_path,
+        Settings(),
+        role="worker",
+        selection=sel,
+        accounting=acc,
+        store=store,
+        workeroutput=output,
+        unswapped=3,
+    )
     assert finish(end, 1) == 1
     assert output["slam"] == {
         "visited": {MODULE: ["k1"]},
