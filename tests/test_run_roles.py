@@ -20,7 +20,7 @@ from pytest_slam.golden.store import GoldenStore
 from pytest_slam.records import ModelSpec
 from pytest_slam.run import hookspecs
 from pytest_slam.run.accounting import Accounting
-from pytest_slam.run.finish import RunEnd, Stopped, drop_older_reports, finish
+from pytest_slam.run.finish import RunEnd, SessionFacts, drop_older_reports, finish
 from pytest_slam.run.options import EXIT_GATE_FAILED
 from pytest_slam.run.selection import Selection, not_enabled_line
 from pytest_slam.run.summary import Summary
@@ -204,7 +204,7 @@ def test_a_complete_run_names_the_entry_no_test_asked_for(tmp_path: Path) -> Non
         selection=sel,
         accounting=acc,
         store=store,
-        stopped=Stopped(collected=1),
+        session=SessionFacts(collected=1),
     )
     assert finish(end, 0) == 0
     assert end.summary.lines[0].startswith("1 stale golden entry (no test asked for it)")
@@ -229,7 +229,7 @@ def test_prune_removes_the_stale_entry_and_says_how_to_undo(tmp_path: Path) -> N
         selection=sel,
         accounting=acc,
         store=store,
-        stopped=Stopped(collected=1),
+        session=SessionFacts(collected=1),
         prune=True,
     )
     finish(end, 0)
@@ -253,7 +253,7 @@ def test_a_partial_run_judges_nothing_stale(tmp_path: Path) -> None:
         selection=sel,
         accounting=acc,
         store=store,
-        stopped=Stopped(collected=1),
+        session=SessionFacts(collected=1),
         prune=True,
     )
     finish(end, 0)
@@ -299,7 +299,7 @@ def test_the_report_hook_adds_to_the_json_and_the_gate_hook_fails_the_gate(tmp_p
     settings = Settings(reference="none", report=str(tmp_path / "slam.json"))
     acc = Accounting("serial", outcomes=synth.mini_outcomes())
     end = run_end(
-        tmp_path, settings, accounting=acc, hook=hooks(plugin), stopped=Stopped(collected=4)
+        tmp_path, settings, accounting=acc, hook=hooks(plugin), session=SessionFacts(collected=4)
     )
     assert finish(end, 0) == EXIT_GATE_FAILED
     document = json.loads((tmp_path / "slam.json").read_text())
@@ -309,7 +309,7 @@ def test_the_report_hook_adds_to_the_json_and_the_gate_hook_fails_the_gate(tmp_p
     assert "exit status 6: the tests passed, the gate did not pass" in end.summary.lines
     plugin.gates.clear()
     again = run_end(
-        tmp_path, settings, accounting=acc, hook=hooks(plugin), stopped=Stopped(collected=4)
+        tmp_path, settings, accounting=acc, hook=hooks(plugin), session=SessionFacts(collected=4)
     )
     assert finish(again, 0) == 0
     assert "JSON report: " + str(tmp_path / "slam.json") in again.summary.lines
@@ -324,5 +324,5 @@ def test_an_interrupted_run_with_no_outcome_removes_an_older_report(tmp_path: Pa
         "was removed"
     ]
     assert not older.exists() and drop_older_reports(settings) == []
-    end = run_end(tmp_path, Settings(reference="none"), stopped=Stopped(collected=2))
+    end = run_end(tmp_path, Settings(reference="none"), session=SessionFacts(collected=2))
     assert finish(end, 2) == 2 and end.summary.lines == []

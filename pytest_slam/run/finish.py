@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class Stopped:
-    """The facts of pytest's session the end reads (plain values: unit tests build them)."""
+class SessionFacts:
+    """What the end reads of pytest's session (plain values: unit tests build them)."""
 
     status: int = 0  # session.exitstatus
     collected: int = 0  # session.testscollected
@@ -65,7 +65,7 @@ class RunEnd:
     original_url: str = ""  # that endpoint
     started: str = ""
     gpu_line: str = ""
-    stopped: Stopped = field(default_factory=Stopped)
+    session: SessionFacts = field(default_factory=SessionFacts)
     collectonly: bool = False
     prune: bool = False  # --slm-prune
     baseline: str | None = None  # --slm-baseline
@@ -115,7 +115,7 @@ OPT_IN = (
 def nothing_opted_in(slam: RunEnd, exitstatus: int) -> str | None:
     """The one line a first run gets when tests ran but none was opted in: nothing was swapped,
     how many requests went to the original endpoint instead, and how to opt in."""
-    collected = slam.stopped.collected
+    collected = slam.session.collected
     if slam.accounting.outcomes or not collected or exitstatus == pytest.ExitCode.INTERRUPTED:
         return None
     payloads = [_payload(slam), *slam.accounting.worker_payloads]
@@ -236,16 +236,16 @@ def _store(slam: RunEnd) -> GoldenStore:
 
 def _unjudged(slam: RunEnd) -> str | None:
     """Why this run cannot tell a stale entry from one whose test never ran (None: it can)."""
-    if not slam.stopped.known:
+    if not slam.session.known:
         return "pytest's session is unknown"
-    return partial_reason(slam, slam.stopped.status)
+    return partial_reason(slam, slam.session.status)
 
 
 def partial_reason(slam: RunEnd, status: int) -> str | None:
     """Why this run cannot tell a stale entry from one whose test never ran (Accounting's)."""
-    stopped = slam.stopped.stopped or slam.stopped.dist_stopped
+    stopped = slam.session.stopped or slam.session.dist_stopped
     return slam.accounting.partial_reason(
-        slam.selection, slam.engine_errors, status, stopped, slam.stopped.collected
+        slam.selection, slam.engine_errors, status, stopped, slam.session.collected
     )
 
 
@@ -412,7 +412,7 @@ def _gate(
     gate = Gate.from_config(slam.settings.gate)
     if diff is not None and "no_regression" not in slam.settings.gate:
         gate.no_regression = True  # a baseline given on the command line is meant to be enforced
-    stopped = slam.stopped.known and bool(slam.stopped.stopped)
+    stopped = slam.session.known and bool(slam.session.stopped)
     # A not-swapped test ran (it has no evidence, which fails the gate on its own): not incomplete;
     # so did a test that made no model call.
     tests_run = sum(

@@ -25,7 +25,7 @@ import pytest
 
 from pytest_slam.records import Call, ModelSpec, utc_now
 from pytest_slam.run.accounting import Accounting
-from pytest_slam.run.finish import RunEnd, Stopped, drop_older_reports, finish
+from pytest_slam.run.finish import RunEnd, SessionFacts, drop_older_reports, finish
 from pytest_slam.run.selection import Selection, not_enabled_line
 from pytest_slam.run.summary import Summary
 from pytest_slam.run.verdict import CTX, TestVerdict
@@ -487,7 +487,7 @@ class SlamSession:
         option = self.config.option
         known = self.config.pluginmanager.get_plugin("session") is not None
         dsession = self.config.pluginmanager.get_plugin("dsession")
-        stopped = Stopped(
+        facts = SessionFacts(
             status=session.exitstatus,
             collected=session.testscollected,
             stopped=session.shouldfail or session.shouldstop,
@@ -510,7 +510,7 @@ class SlamSession:
             original_url=self._original_url(),
             started=self.started,
             gpu_line=self.gpu_line,
-            stopped=stopped,
+            session=facts,
             collectonly=bool(option.collectonly),
             prune=bool(getattr(option, "slm_prune", False)),
             baseline=getattr(option, "slm_baseline", None),
