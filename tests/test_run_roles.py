@@ -326,3 +326,14 @@ def test_an_interrupted_run_with_no_outcome_removes_an_older_report(tmp_path: Pa
     assert not older.exists() and drop_older_reports(settings) == []
     end = run_end(tmp_path, Settings(reference="none"), session=SessionFacts(collected=2))
     assert finish(end, 2) == 2 and end.summary.lines == []
+
+
+def test_a_run_stopped_early_gets_an_incomplete_gate_naming_why(tmp_path: Path) -> None:
+    settings = Settings(reference="none", gate={"min_pass_rate": 0.5})
+    acc = Accounting("serial", outcomes=synth.mini_outcomes())
+    facts = SessionFacts(collected=4, stopped="stopping after 1 failures")
+    end = run_end(tmp_path, settings, accounting=acc, session=facts)
+    finish(end, 1)
+    assert (
+        "gate: INCOMPLETE (the run stopped early: stopping after 1 failures)" in end.summary.lines
+    )

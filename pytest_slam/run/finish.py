@@ -412,7 +412,7 @@ def _gate(
     gate = Gate.from_config(slam.settings.gate)
     if diff is not None and "no_regression" not in slam.settings.gate:
         gate.no_regression = True  # a baseline given on the command line is meant to be enforced
-    stopped = slam.session.known and bool(slam.session.stopped)
+    stopped = slam.session.stopped if slam.session.known else False
     # A not-swapped test ran (it has no evidence, which fails the gate on its own): not incomplete;
     # so did a test that made no model call.
     tests_run = sum(
