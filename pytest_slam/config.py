@@ -1,16 +1,20 @@
 """The one model of ``[tool.slam]``: every key's type, default and rule, checked before anything starts.
 
-One pydantic declaration gives the checks, the defaults, the JSON Schema editors read
-(``slam config schema``, ``slam.schema.json``) and the README's reference table, so they cannot
-drift apart. Sections that had their own rules keep their messages: the model runs those checks
-(``models.check_table``, ``metering.validate_tables``, ``report.gate.check_tables``) on any value
-of the right shape. A run gets its plain-data ``Settings`` from ``SlamTable.to_settings``.
+Each key is declared once, in ``settings.Settings`` (its name, the type the run reads, its
+default); ``SlamTable`` is built from it here, adding each key's rule and description (``_RULES``)
+and the richer type of a key that is a table of its own (``_TYPES``). That one model gives the
+checks, the JSON Schema editors read (``slam config schema``, ``slam.schema.json``) and the README's
+reference table, so they cannot drift apart. Sections that had their own rules keep their
+messages: the model runs those checks (``models.check_table``, ``metering.validate_tables``,
+``report.gate.check_tables``) on any value of the right shape. A run gets its plain-data
+``Settings`` from ``SlamTable.to_settings``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import typing
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -28,7 +32,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from pytest_slam.config_keys import did_you_mean
-from pytest_slam.settings import DEFAULT_GOLDEN_DIR, RECORD_MODES, Settings, SettingsError
+from pytest_slam.settings import RECORD_MODES, Settings, SettingsError
 from pytest_slam.swap.models import check_table
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
@@ -241,65 +245,74 @@ def _budget_hint(table: Mapping[str, Any]) -> str:
     return f"; {hint}" if hint else ""
 
 
-class SlamTable(BaseModel):
-    """``[tool.slam]`` in pyproject.toml, merged with the ``--slm-*`` options."""
+# Each key of [tool.slam] is declared once, in ``settings.Settings``: its name, the type the run
+# reads and its default. Here, only what the table adds: each key's rule and description, and the
+# richer type of a key that is a table of its own. ``SlamTable`` is built from the two.
+_KEY_OF = {"models": "candidates", "model_table": "models"}  # Settings field -> [tool.slam] key
+_RUN_ONLY = {"configured", "golden_dir_legacy"}  # found by the run, never written in the table
+_TYPES: dict[str, Any] = {  # keys whose type in the table is richer than the run's plain data
+    "models": dict[str, ModelTable],
+    "record": RecordMode,
+    "equivalence": EquivalenceTable,
+    "prices": PriceTable,
+    "gate": GateTable,
+    "baseline": BaselineTable,
+}
+
+
+def _rule(description: str, **rule: Any) -> dict[str, Any]:
+    return {"description": description, **rule}
+
+
+_RULES: dict[str, dict[str, Any]] = {  # each key's description, and its bounds or other shapes
+    "candidates": _rule(
+        "models to run (default: smollm2-135m)", json_schema_extra=_alternatives(_COMMA_LIST)
+    ),
+    "models": _rule(
+        "`[tool.slam.models.NAME]` tables (or the candidates, when there are none)",
+        json_schema_extra=_alternatives(_STRINGS, _COMMA_LIST),
+    ),
+    "reference": _rule('reference model spec; `"none"`: no pairing'),
+    "golden_dir": _rule(
+        "where golden files live (the old default `fixtures/slam` is used while it exists and "
+        "this is not set)"
+    ),
+    "record": _rule("golden answers: none, new, all"),
+    "samples": _rule("reference answers recorded per request", ge=1),
+    "paths": _rule("folders whose tests opt in"),
+    "equivalence": _rule("default scorer and threshold"),
+    "judge": _rule("model spec of the LLM judge"),
+    "repeat": _rule("runs of each test per model", ge=1),
+    "pass_fraction": _rule("share of runs that must pass", ge=0, le=1),
+    "prices": _rule("list price overrides (before genai-prices and the dated table)"),
+    "budget": _rule(
+        "per-model limits, `<stat>_<metric> = limit` (`p95_e2e_ms = 2000`)",
+        json_schema_extra={"propertyNames": {"pattern": _budget_pattern()}},
+    ),
+    "gate": _rule("gate rules"),
+    "baseline": _rule("tolerances"),
+    "report": _rule("JSON report path"),
+    "html": _rule("HTML report path"),
+    "engine_timeout_s": _rule("engine start timeout, seconds", gt=0),
+    "reference_retries": _rule("retries of a failed reference call", ge=0),
+    "reference_timeout_s": _rule("reference call timeout, seconds", gt=0),
+    "cap_factor": _rule("a call without an output limit gets this x the reference's tokens", gt=0),
+    "cap_margin": _rule("plus this many tokens (at most max_tokens_cap)", ge=0),
+    "max_tokens_cap": _rule(
+        "every candidate's max_tokens_cap, the embedded model's included", ge=1
+    ),
+    "embeddings": _rule("model spec that answers embeddings (default: the original endpoint)"),
+    "redirect_hosts": _rule("more hosts whose OpenAI calls are swapped (gateways; `*` patterns)"),
+}
+
+
+class _TableRules(BaseModel):
+    """What ``[tool.slam]`` checks beyond each key's type: its shapes, and the sections' rules."""
 
     model_config = ConfigDict(extra="forbid", strict=True, title="tool.slam")
-    candidates: list[str] = Field(
-        default_factory=list,
-        description="models to run (default: smollm2-135m)",
-        json_schema_extra=_alternatives(_COMMA_LIST),
-    )
-    models: dict[str, ModelTable] = Field(
-        default_factory=dict,
-        description="`[tool.slam.models.NAME]` tables (or the candidates, when there are none)",
-        json_schema_extra=_alternatives(_STRINGS, _COMMA_LIST),
-    )
-    reference: str = Field("openai:gpt-4", description='reference model spec; `"none"`: no pairing')
-    golden_dir: str = Field(
-        DEFAULT_GOLDEN_DIR,
-        description="where golden files live (the old default `fixtures/slam` is used while it "
-        "exists and this is not set)",
-    )
-    record: RecordMode = Field("none", description="golden answers: none, new, all")
-    samples: int = Field(1, ge=1, description="reference answers recorded per request")
-    paths: list[str] = Field(default_factory=list, description="folders whose tests opt in")
-    equivalence: EquivalenceTable = Field(
-        default_factory=EquivalenceTable, description="default scorer and threshold"
-    )
-    judge: str | None = Field(None, description="model spec of the LLM judge")
-    repeat: int = Field(1, ge=1, description="runs of each test per model")
-    pass_fraction: float = Field(1.0, ge=0, le=1, description="share of runs that must pass")
-    prices: PriceTable = Field(
-        default_factory=PriceTable,
-        description="list price overrides (before genai-prices and the dated table)",
-    )
-    budget: dict[str, float] = Field(
-        default_factory=dict,
-        description="per-model limits, `<stat>_<metric> = limit` (`p95_e2e_ms = 2000`)",
-        json_schema_extra={"propertyNames": {"pattern": _budget_pattern()}},
-    )
-    gate: GateTable = Field(default_factory=GateTable, description="gate rules")
-    baseline: BaselineTable = Field(default_factory=BaselineTable, description="tolerances")
-    report: str | None = Field(None, description="JSON report path")
-    html: str | None = Field(None, description="HTML report path")
-    engine_timeout_s: float = Field(120.0, gt=0, description="engine start timeout, seconds")
-    reference_retries: int = Field(4, ge=0, description="retries of a failed reference call")
-    reference_timeout_s: float = Field(120.0, gt=0, description="reference call timeout, seconds")
-    cap_factor: float = Field(
-        2.0, gt=0, description="a call without an output limit gets this x the reference's tokens"
-    )
-    cap_margin: int = Field(64, ge=0, description="plus this many tokens (at most max_tokens_cap)")
-    max_tokens_cap: int | None = Field(
-        None, ge=1, description="every candidate's max_tokens_cap, the embedded model's included"
-    )
-    embeddings: str | None = Field(
-        None, description="model spec that answers embeddings (default: the original endpoint)"
-    )
-    redirect_hosts: list[str] = Field(
-        default_factory=list,
-        description="more hosts whose OpenAI calls are swapped (gateways; `*` patterns)",
-    )
+    if TYPE_CHECKING:  # the two keys to_settings reads by name (the fields come from Settings)
+        candidates: list[str]
+        models: dict[str, ModelTable]
 
     @model_validator(mode="before")
     @classmethod
@@ -312,14 +325,14 @@ class SlamTable(BaseModel):
             data["candidates"] = data.get("candidates") or listed
         return data
 
-    @field_validator("candidates", mode="before")
+    @field_validator("candidates", mode="before", check_fields=False)
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [item.strip() for item in value.split(",") if item.strip()]
         return value
 
-    @field_validator("models", mode="before")
+    @field_validator("models", mode="before", check_fields=False)
     @classmethod
     def _model_rules(cls, value: Any) -> Any:
         if isinstance(value, Mapping):
@@ -328,7 +341,7 @@ class SlamTable(BaseModel):
                     check_table(name, dict(table))
         return value
 
-    @field_validator("prices", "budget", mode="before")
+    @field_validator("prices", "budget", mode="before", check_fields=False)
     @classmethod
     def _metering_rules(cls, value: Any, info: ValidationInfo) -> Any:
         from pytest_slam.metrics.metering import validate_tables
@@ -345,7 +358,7 @@ class SlamTable(BaseModel):
             raise ValueError(f"{exc}{_budget_hint(table)}") from None
         return value
 
-    @field_validator("gate", "baseline", mode="before")
+    @field_validator("gate", "baseline", mode="before", check_fields=False)
     @classmethod
     def _report_rules(cls, value: Any, info: ValidationInfo) -> Any:
         from pytest_slam.report.gate import check_tables
@@ -364,6 +377,34 @@ class SlamTable(BaseModel):
         return Settings(
             models=list(self.candidates), model_table=model_table, configured=configured, **plain
         )
+
+
+def _slam_table() -> type[_TableRules]:
+    """``SlamTable``: one field per Settings field, in its order, with its rule from ``_RULES``."""
+    hints = typing.get_type_hints(Settings)
+    fields: dict[str, Any] = {}
+    for spec in dataclasses.fields(Settings):
+        if spec.name in _RUN_ONLY:
+            continue
+        key = _KEY_OF.get(spec.name, spec.name)
+        typ = _TYPES.get(key, hints[spec.name])
+        if isinstance(typ, type) and issubclass(typ, BaseModel):
+            default: dict[str, Any] = {"default_factory": typ}
+        elif spec.default_factory is not dataclasses.MISSING:
+            default = {"default_factory": spec.default_factory}
+        else:
+            default = {"default": spec.default}
+        fields[key] = (typ, Field(**default, **_RULES[key]))
+    doc = "``[tool.slam]`` in pyproject.toml, merged with the ``--slm-*`` options."
+    return create_model("SlamTable", __base__=_TableRules, __doc__=doc, **fields)
+
+
+if TYPE_CHECKING:
+
+    class SlamTable(_TableRules): ...
+
+else:
+    SlamTable = _slam_table()
 
 
 def load(table: Mapping[str, Any] | None, overrides: Mapping[str, Any] | None = None) -> Settings:

@@ -1,4 +1,5 @@
-"""pytest-slam's pytest hooks and fixtures. Each hook is a few lines that hand off to SlamSession.
+"""pytest-slam's pytest hooks and fixtures. Each hook is a few lines that hand off to the session's
+role objects (run/session.py says which owns what); pytest-slam's own hooks are in run/hookspecs.py.
 
 Importing this module costs nothing: the openai SDK, engines and the proxy are imported and started only
 when the run is enabled (``--slm-models`` or a ``[tool.slam]`` table) and a process runs tests.
@@ -30,6 +31,13 @@ MARKERS = (
     "slm_budget(e2e_ms=None, ttft_ms=None, tpot_ms=None, cost_usd=None, completion_tokens=None): "
     "per-call limits for this test",
 )
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """pytest-slam's own hooks, for a project's conftest.py to implement."""
+    from pytest_slam.run import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -71,7 +79,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if slam.role != "worker":
         from pytest_slam.run.lastline import LastLine
 
-        config.pluginmanager.register(LastLine(slam), "slam-last-line")
+        config.pluginmanager.register(LastLine(slam.summary), "slam-last-line")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -94,23 +102,23 @@ def pytest_pycollect_makeitem(collector: PyCollector, name: str, obj: object) ->
     slam = collector.config.stash.get(STASH, None)
     if slam is None or not callable(obj) or not collector.istestfunction(obj, name):
         return
-    if optin.opted_in(collector, obj, slam.opt_in_paths):
+    if optin.opted_in(collector, obj, slam.selection.opt_in_paths):
         optin.request_model_fixture(obj)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     slam = metafunc.config.stash.get(STASH, None)
     if slam is not None and "slm_model" in metafunc.fixturenames:
-        slam.parametrize(metafunc)
+        slam.selection.parametrize(metafunc)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    config.stash[STASH].collected(items)
+    config.stash[STASH].selection.collected(items)
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
     if items:
-        items[0].config.stash[STASH].deselected(items)
+        items[0].config.stash[STASH].selection.deselected([i.nodeid for i in items])
 
 
 @pytest.hookimpl(wrapper=True)

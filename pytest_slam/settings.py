@@ -1,8 +1,8 @@
 """Run settings: ``[tool.slam]`` in the project's pyproject.toml, overridden by ``--slm-*`` options.
 
-Kept as one plain dataclass so xdist can ship it to workers and reports can print it. Its values
-come from the one model of the table (config.SlamTable), which checks every key before a run
-starts; the defaults here are that model's (tests/test_config.py keeps them equal).
+Kept as one plain dataclass so xdist can ship it to workers and reports can print it. It is the
+one declaration of every key (name, type, default): config.SlamTable, the model that checks every
+key before a run starts, is built from these fields and adds only each key's rule and description.
 """
 
 from __future__ import annotations

@@ -3,48 +3,107 @@
 A worker only flushes its goldens and publishes what it saw; the controller (or the serial process)
 merges, reports and gates. The gate has its own exit status (``options.EXIT_GATE_FAILED``) so a CI
 log tells a failed gate from failed tests.
+
+``RunEnd`` is what the end reads, built by the session at ``pytest_sessionfinish``: the role objects
+(``Selection``, ``Accounting``, ``Summary``), the run's models and a few facts of pytest's session.
+Each step below reads the few of its fields it needs; none imports the session.
 """
 
 from __future__ import annotations
 
-import functools
 import os
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_slam import __version__
 from pytest_slam.golden.fileformat import GoldenError
-from pytest_slam.records import JSON, Outcome, records, utc_now
+from pytest_slam.records import JSON, ModelSpec, Outcome, records, utc_now
 from pytest_slam.run import options
+from pytest_slam.run.accounting import Accounting
 from pytest_slam.run.exitstatus import gate_failed, gate_failed_line
-from pytest_slam.run.shardvisits import shard_ids
+from pytest_slam.run.selection import Selection
+from pytest_slam.run.summary import Summary
+from pytest_slam.settings import Settings
 
 if TYPE_CHECKING:
     from pytest_slam.golden.store import GoldenStore
     from pytest_slam.report.aggregate import RunInfo, Verdict
     from pytest_slam.report.baseline import BaselineDiff
     from pytest_slam.report.gate_result import GateResult
-    from pytest_slam.run.session import SlamSession
+    from pytest_slam.report.visits import Visits
 
 
-def finish(slam: SlamSession, session: pytest.Session, exitstatus: int) -> int:
+@dataclass
+class SessionFacts:
+    """What the end reads of pytest's session (plain values: unit tests build them)."""
+
+    status: int = 0  # session.exitstatus
+    collected: int = 0  # session.testscollected
+    stopped: str | bool = False  # session.shouldfail or session.shouldstop
+    dist_stopped: bool = False  # xdist's controller stopped its workers (-x under -n)
+    known: bool = True  # pytest's session is registered (it always is in a real run)
+
+
+@dataclass
+class RunEnd:
+    """What the end of one run reads; ``hook`` is pytest's hook relay (hookspecs.py)."""
+
+    settings: Settings
+    role: str
+    selection: Selection
+    accounting: Accounting
+    summary: Summary
+    hook: Any
+    specs: dict[str, ModelSpec]
+    reference_spec: ModelSpec | None = None
+    store: GoldenStore | None = None
+    engine_errors: dict[str, str] = field(default_factory=dict)
+    engine_outcomes: list[dict[str, Any]] = field(default_factory=list)  # cold first calls
+    unswapped: int = 0  # requests that went to the original endpoint (the router's count)
+    original_url: str = ""  # that endpoint
+    started: str = ""
+    gpu_line: str = ""
+    session: SessionFacts = field(default_factory=SessionFacts)
+    collectonly: bool = False
+    prune: bool = False  # --slm-prune
+    baseline: str | None = None  # --slm-baseline
+    width: int = 100  # the terminal's
+    workeroutput: dict[str, object] | None = None  # xdist's, on a worker
+    shard_ids: dict[str, JSON] = field(default_factory=dict)  # collected/selected (shardvisits)
+
+    @property
+    def rootpath(self) -> Path:
+        return self.selection.rootpath
+
+    @property
+    def armed(self) -> bool:
+        return self.selection.armed
+
+    @property
+    def runs_tests(self) -> bool:
+        return self.role != "controller"
+
+
+def finish(slam: RunEnd, exitstatus: int) -> int:
     if not slam.armed:
         return exitstatus
     if slam.runs_tests:
         _flush(slam)
     if slam.role == "worker":
-        workeroutput: dict[str, object] = vars(slam.config)["workeroutput"]  # set by xdist
-        workeroutput["slam"] = _payload(slam)
+        if slam.workeroutput is not None:  # set by xdist
+            slam.workeroutput["slam"] = _payload(slam)
         return exitstatus
-    for data in slam.worker_payloads:  # what each worker wrote (golden files) or could not
-        slam.summary.extend(line for line in data["summary"] if line not in slam.summary)
+    for data in slam.accounting.worker_payloads:  # what each worker wrote (golden files) or not
+        slam.summary.merge(data["summary"])
     if slam.settings.has_reference:
         _stale(slam)
-    if slam.config.option.collectonly:
+    if slam.collectonly:
         return exitstatus
-    line = nothing_opted_in(slam, session, exitstatus)
+    line = nothing_opted_in(slam, exitstatus)
     if line:
         slam.summary.append(line)
     return _report(slam, exitstatus)
@@ -56,16 +115,16 @@ OPT_IN = (
 )
 
 
-def nothing_opted_in(slam: SlamSession, session: pytest.Session, exitstatus: int) -> str | None:
+def nothing_opted_in(slam: RunEnd, exitstatus: int) -> str | None:
     """The one line a first run gets when tests ran but none was opted in: nothing was swapped,
     how many requests went to the original endpoint instead, and how to opt in."""
-    if slam.outcomes or not session.testscollected or exitstatus == pytest.ExitCode.INTERRUPTED:
+    collected = slam.session.collected
+    if slam.accounting.outcomes or not collected or exitstatus == pytest.ExitCode.INTERRUPTED:
         return None
-    sent = sum(int(str(p.get("unswapped") or 0)) for p in [_payload(slam), *slam.worker_payloads])
-    from pytest_slam.swap.router import Upstream
-
+    payloads = [_payload(slam), *slam.accounting.worker_payloads]
+    sent = sum(int(str(p.get("unswapped") or 0)) for p in payloads)
     models = ", ".join(slam.specs)
-    where = (slam.router.original if slam.router else Upstream.from_env(dict(os.environ))).base_url
+    where = slam.original_url
     went = (
         f"{sent} model request(s) went unswapped to the original endpoint {where} (an error such "
         "as \"502 ... unreachable\" there is that endpoint's, not a candidate's)"
@@ -75,7 +134,7 @@ def nothing_opted_in(slam: SlamSession, session: pytest.Session, exitstatus: int
     return f"nothing was opted in, so no test ran on {models}: {went}; {OPT_IN}"
 
 
-def _flush(slam: SlamSession) -> None:
+def _flush(slam: RunEnd) -> None:
     """Write this process's recorded answers (each file once, under its lock, atomically)."""
     if slam.store is None:
         return
@@ -88,29 +147,26 @@ def _flush(slam: SlamSession) -> None:
         slam.summary.append(f"golden answers written: {_shown(slam, path)}")
 
 
-def _shown(slam: SlamSession, path: Path) -> str:
+def _shown(slam: RunEnd, path: Path) -> str:
     """A path as the user reads it: relative to the rootdir when it is inside it."""
-    try:
-        return str(Path(path).relative_to(slam.config.rootpath))
-    except ValueError:
-        return str(path)
+    return slam.summary.shown(path)
 
 
-def _payload(slam: SlamSession) -> dict[str, JSON]:
+def _payload(slam: RunEnd) -> dict[str, JSON]:
     visited = slam.store.visited if slam.store is not None else {}
     return {
         "visited": {m: sorted(keys) for m, keys in visited.items()},
-        "failed_tests": sorted(slam.failed_tests),
-        "coverage": sorted(slam.coverage - slam.partial),
-        "deselected": slam.deselected_count,  # a worker's -k/-m: the whole run is partial
-        "summary": list(slam.summary),
-        "unswapped": slam.router.unswapped if slam.router is not None else 0,
-        **shard_ids(slam.config),  # for the report's visits (run/shardvisits.py)
+        "failed_tests": sorted(slam.accounting.failed_tests),
+        "coverage": slam.selection.covered(),
+        "deselected": slam.selection.deselected_count,  # a worker's -k/-m: the run is partial
+        "summary": list(slam.summary.lines),
+        "unswapped": slam.unswapped,
+        **slam.shard_ids,  # this process's collected and selected ids (run/shardvisits.py)
     }
 
 
-def _merged(slam: SlamSession) -> tuple[dict[str, set[str]], set[str], set[str]]:
-    payloads = [_payload(slam), *slam.worker_payloads]
+def _merged(slam: RunEnd) -> tuple[dict[str, set[str]], set[str], set[str]]:
+    payloads = [_payload(slam), *slam.accounting.worker_payloads]
     visited: dict[str, set[str]] = {}
     failed: set[str] = set()
     covered: set[str] | None = None
@@ -129,16 +185,16 @@ def _base(nodeid: str) -> str:
     return nodeid.split("[", 1)[0]
 
 
-def _stale(slam: SlamSession) -> None:
+def _stale(slam: RunEnd) -> None:
     """Report (or prune) the entries no test asked for; leave the report `slam golden prune` reads.
 
-    Judged only after a complete run (``SlamSession.partial_reason``): after Ctrl-C, a crash, -x,
+    Judged only after a complete run (``RunEnd.partial_reason``): after Ctrl-C, a crash, -x,
     -k, node ids, a collection error, an engine that did not start or a lost worker, an unvisited
     entry may just belong to a test that never ran. A partial run says why in the report, so prune
     refuses it. Modules with a failed or skipped test are not judged either (see ``_merged``).
     """
     visited, covered, failed = _merged(slam)
-    if slam.config.option.collectonly:
+    if slam.collectonly:
         return
     store = _store(slam)
     why_not = _unjudged(slam)
@@ -146,13 +202,13 @@ def _stale(slam: SlamSession) -> None:
     try:
         if why_not:
             lines = [f"stale golden entries not checked: {why_not}"]
-            if slam.config.option.slm_prune:
+            if slam.prune:
                 lines = [f"--slm-prune removed nothing: this run was partial ({why_not})"]
             stale = []
         else:
             stale = store.stale(visited, covered, failed)
             lines = _stale_lines(slam, store, stale)
-            if stale and slam.config.option.slm_prune:
+            if stale and slam.prune:
                 lines = _prune(slam, store, stale)
                 stale = []
         _write_stale_report(store, stale, why_not)
@@ -162,7 +218,7 @@ def _stale(slam: SlamSession) -> None:
     slam.summary.extend(lines)
 
 
-def _prune(slam: SlamSession, store: GoldenStore, stale: list[tuple[str, str]]) -> list[str]:
+def _prune(slam: RunEnd, store: GoldenStore, stale: list[tuple[str, str]]) -> list[str]:
     """``--slm-prune``: remove the stale entries, each kept in a trash file first; say how to undo."""
     from pytest_slam.golden.trash import Trash
 
@@ -173,25 +229,48 @@ def _prune(slam: SlamSession, store: GoldenStore, stale: list[tuple[str, str]]) 
     return [f"pruned {removed} stale golden entr{'y' if removed == 1 else 'ies'}{undo}:", *listed]
 
 
-def _store(slam: SlamSession) -> GoldenStore:
+def _store(slam: RunEnd) -> GoldenStore:
     from pytest_slam.golden.store import GoldenStore
 
     if slam.store is not None:
         return slam.store
-    root = Path(slam.config.rootpath) / slam.settings.golden_dir
+    root = slam.rootpath / slam.settings.golden_dir
     return GoldenStore(root, slam.settings.reference)
 
 
-def _unjudged(slam: SlamSession) -> str | None:
+def _unjudged(slam: RunEnd) -> str | None:
     """Why this run cannot tell a stale entry from one whose test never ran (None: it can)."""
-    session = slam.config.pluginmanager.get_plugin("session")
-    if session is None:
+    if not slam.session.known:
         return "pytest's session is unknown"
-    deselected = sum(data.get("deselected", 0) for data in slam.worker_payloads)
-    return slam.partial_reason(session, deselected)
+    return partial_reason(slam, slam.session.status)
 
 
-def _stale_lines(slam: SlamSession, store: GoldenStore, stale: list[tuple[str, str]]) -> list[str]:
+def partial_reason(slam: RunEnd, status: int, own_selection: bool = False) -> str | None:
+    """Why this run cannot tell a stale entry from one whose test never ran (Accounting's).
+
+    ``own_selection``: whether the run's own selection (-k, node ids: a shard) ran to its end.
+    """
+    stopped = slam.session.stopped or slam.session.dist_stopped
+    return slam.accounting.partial_reason(
+        slam.selection, slam.engine_errors, status, stopped, slam.session.collected, own_selection
+    )
+
+
+def _visits(slam: RunEnd, exitstatus: int) -> Visits:
+    """The report's ``visits``: what shards need to be merged and judged for staleness."""
+    from pytest_slam.run.shardvisits import shard_visits
+
+    visited, covered, _ = _merged(slam)
+    partial = (
+        partial_reason(slam, slam.session.status, own_selection=True)
+        if slam.session.known
+        else "pytest's session is unknown"
+    )
+    payloads = [_payload(slam), *slam.accounting.worker_payloads]
+    return shard_visits(payloads, visited, covered, partial, slam.selection.node_ids, exitstatus)
+
+
+def _stale_lines(slam: RunEnd, store: GoldenStore, stale: list[tuple[str, str]]) -> list[str]:
     if not stale:
         return []
     one = len(stale) == 1
@@ -220,7 +299,7 @@ def _write_stale_report(
         write_stale_report(path, store.reference, stale, partial)
 
 
-def run_info(slam: SlamSession) -> RunInfo:
+def run_info(slam: RunEnd) -> RunInfo:
     from pytest_slam.report.aggregate import RunInfo
     from pytest_slam.report.runinfo import cost_assumption, reference_name
 
@@ -237,7 +316,7 @@ def run_info(slam: SlamSession) -> RunInfo:
     )  # fmt: skip
 
 
-def _report(slam: SlamSession, exitstatus: int) -> int:
+def _report(slam: RunEnd, exitstatus: int) -> int:
     """Verdict, baseline, gate, files; the table leads the summary and the gate closes it."""
     from pytest_slam.report.aggregate import aggregate
     from pytest_slam.report.baseline import format_diff
@@ -246,38 +325,37 @@ def _report(slam: SlamSession, exitstatus: int) -> int:
         fit_lines,
         gate_lines,
         render_table,
-        terminal_width,
     )
 
-    outcomes = records(Outcome, [*slam.outcomes, *slam.engine_outcomes()])  # from the reports
+    outcomes = records(Outcome, [*slam.accounting.outcomes, *slam.engine_outcomes])
     if not outcomes:
         if exitstatus == pytest.ExitCode.INTERRUPTED:
-            slam.summary.extend(drop_older_reports(slam))
+            slam.summary.extend(drop_older_reports(slam.settings))
         return exitstatus
     verdict = aggregate(outcomes, run_info(slam))
     diff = _baseline(slam, verdict)
     result = _gate(slam, verdict, diff, exitstatus)
     clean = _write(slam, verdict, outcomes, exitstatus)
     _step_summary(slam, verdict, diff)
-    width = terminal_width(slam.config)
+    width = slam.width
     failed = gate_failed(result, exitstatus)
     tail = [*(format_diff(diff) if diff is not None else []), *_autosave(slam, verdict, clean, diff),
             *gate_lines(verdict)]  # fmt: skip
     if failed and result is not None:
         tail.append(gate_failed_line(result))
     slam.summary.extend(fit_lines(_human_review(slam, verdict), width))
-    slam.summary[:0] = render_table(verdict, width)
+    slam.summary.lead(render_table(verdict, width))
     slam.summary.extend(fit_lines(tail, width))
-    slam.last_line = final_line(verdict, width)
+    slam.summary.last_line = final_line(verdict, width)
     return options.EXIT_GATE_FAILED if failed else exitstatus
 
 
-def drop_older_reports(slam: SlamSession) -> list[str]:
+def drop_older_reports(settings: Settings) -> list[str]:
     """A run interrupted before any test reported (Ctrl-C while an engine warms up) writes no
     report; one an older run left at its path would read as this run's, so it is removed. What
     was removed, one line each."""
     lines = []
-    for path, kind in ((slam.settings.report, "JSON"), (slam.settings.html, "HTML")):
+    for path, kind in ((settings.report, "JSON"), (settings.html, "HTML")):
         if not path or not os.path.lexists(path):
             continue
         try:
@@ -291,19 +369,19 @@ def drop_older_reports(slam: SlamSession) -> list[str]:
     return lines
 
 
-def _human_review(slam: SlamSession, verdict: Verdict) -> list[str]:
+def _human_review(slam: RunEnd, verdict: Verdict) -> list[str]:
     """The committed blind-review verdicts for this run's candidates, in one line (or none)."""
     if not slam.settings.has_reference:
         return []
     from pytest_slam.review.summary import human_review_lines
 
-    root = Path(slam.config.rootpath) / slam.settings.golden_dir
+    root = slam.rootpath / slam.settings.golden_dir
     models = [row.model for row in verdict.models]
     return human_review_lines(root, slam.settings.reference, models)
 
 
-def _baseline(slam: SlamSession, verdict: Verdict) -> BaselineDiff | None:
-    path = slam.config.option.slm_baseline
+def _baseline(slam: RunEnd, verdict: Verdict) -> BaselineDiff | None:
+    path = slam.baseline
     if not path:
         return None
     from pytest_slam.report.autosave import AUTO, last_run, runs_dir
@@ -312,7 +390,7 @@ def _baseline(slam: SlamSession, verdict: Verdict) -> BaselineDiff | None:
     tol = Tolerances.from_config(slam.settings.baseline)
     if path != AUTO:
         return diff_baseline(verdict, path, tol)
-    last = last_run(runs_dir(slam.config.rootpath))
+    last = last_run(runs_dir(slam.rootpath))
     if last is None:
         return None  # the first run: _autosave says so
     diff = diff_baseline(verdict, last, tol)
@@ -321,20 +399,19 @@ def _baseline(slam: SlamSession, verdict: Verdict) -> BaselineDiff | None:
 
 
 def _autosave(
-    slam: SlamSession, verdict: Verdict, outcomes: list[Outcome], diff: BaselineDiff | None
+    slam: RunEnd, verdict: Verdict, outcomes: list[Outcome], diff: BaselineDiff | None
 ) -> list[str]:
     """``--slm-baseline=auto``: save this run's JSON report for the next run to compare with."""
     from pytest_slam.report.autosave import AUTO, claim_next, runs_dir
-    from pytest_slam.report.jsonreport import write_json
 
-    if slam.config.option.slm_baseline != AUTO:
+    if slam.baseline != AUTO:
         return []
-    folder = runs_dir(slam.config.rootpath)
+    folder = runs_dir(slam.rootpath)
     first = "no earlier run to compare with; " if diff is None else ""
     try:
         path = claim_next(folder)
         try:
-            write_json(path, verdict, outcomes)
+            _write_json(slam, path, verdict, outcomes)
         except BaseException:
             path.unlink(missing_ok=True)
             raise
@@ -345,47 +422,56 @@ def _autosave(
 
 
 def _gate(
-    slam: SlamSession, verdict: Verdict, diff: BaselineDiff | None, exitstatus: int
+    slam: RunEnd, verdict: Verdict, diff: BaselineDiff | None, exitstatus: int
 ) -> GateResult | None:
     """The gate's result, or None when no rule applied; a partial run is never passed."""
     from pytest_slam.report.gate import Gate, apply_gate, evaluate, incomplete_reason
 
-    breaches = slam.session_budget_breaches(verdict)
+    breaches = _budget_breaches(slam, verdict)
+    slam.hook.pytest_slam_gate(verdict=verdict, breaches=breaches)
     gate = Gate.from_config(slam.settings.gate)
     if diff is not None and "no_regression" not in slam.settings.gate:
         gate.no_regression = True  # a baseline given on the command line is meant to be enforced
-    session = slam.config.pluginmanager.get_plugin("session")
-    stopped = session is not None and (session.shouldfail or session.shouldstop)
+    stopped = slam.session.stopped if slam.session.known else False
     # A not-swapped test ran (it has no evidence, which fails the gate on its own): not incomplete;
     # so did a test that made no model call.
     tests_run = sum(
         row.tests_run + row.tests_not_swapped + row.tests_no_calls for row in verdict.models
     )
-    why = incomplete_reason(exitstatus, stopped, tests_run, getattr(slam, "workers_lost", 0))
+    why = incomplete_reason(exitstatus, stopped, tests_run, slam.accounting.workers_lost)
     result = evaluate(gate, verdict, diff, breaches, incomplete=why)
     apply_gate(verdict, result)
     return result if result.configured else None
 
 
+def _budget_breaches(slam: RunEnd, verdict: Verdict) -> list[str]:
+    """``[tool.slam.budget]`` checked against each model's flat aggregate of its calls."""
+    from pytest_slam.report.budgets import session_budget_breaches
+
+    return session_budget_breaches(
+        slam.settings.budget, list(slam.specs), slam.accounting.outcomes, verdict
+    )
+
+
 def _write(
-    slam: SlamSession, verdict: Verdict, outcomes: list[Outcome], exitstatus: int
+    slam: RunEnd, verdict: Verdict, outcomes: list[Outcome], exitstatus: int
 ) -> list[Outcome]:
     """Both files; a write that fails now (disk full, folder removed) is said, not a traceback.
     Returns the outcomes as written: scrubbed of secrets."""
     from pytest_slam.golden.redact import scrub
     from pytest_slam.report.html import write_html
-    from pytest_slam.report.jsonreport import write_json
-    from pytest_slam.run.shardvisits import shard_visits
 
     # A key quoted in a prompt or an answer never reaches a report: scrubbed once, for both files
     # (the records are rebuilt only when a secret was found: scrub hands back what it was given).
     plain: JSON = [o.as_dict() for o in outcomes]
     scrubbed = scrub(plain)
     clean = outcomes if scrubbed is plain else records(Outcome, scrubbed)
-    visits = shard_visits(slam, exitstatus) if slam.settings.report else None
-    json_report = functools.partial(write_json, visits=visits)
-    for path, kind, flag, write in ((slam.settings.report, "JSON", options.REPORT, json_report),
-                                    (slam.settings.html, "HTML", options.HTML, write_html)):  # fmt: skip
+    visits = _visits(slam, exitstatus) if slam.settings.report else None
+    writers = (
+        (slam.settings.report, "JSON", options.REPORT, partial(_write_json, slam, visits=visits)),
+        (slam.settings.html, "HTML", options.HTML, write_html),
+    )
+    for path, kind, flag, write in writers:
         if not path:
             continue
         try:
@@ -396,7 +482,23 @@ def _write(
     return clean
 
 
-def _step_summary(slam: SlamSession, verdict: Verdict, diff: BaselineDiff | None) -> None:
+def _write_json(
+    slam: RunEnd,
+    path: str | Path,
+    verdict: Verdict,
+    outcomes: list[Outcome],
+    visits: Visits | None = None,
+) -> Path:
+    """The JSON report, after ``pytest_slam_report`` (hookspecs.py) had its say on the document."""
+    from pytest_slam.golden.fileformat import atomic_write
+    from pytest_slam.report.jsonreport import report_dict, report_text
+
+    document = report_dict(verdict, outcomes, visits)
+    slam.hook.pytest_slam_report(document=document)
+    return atomic_write(path, report_text(document))
+
+
+def _step_summary(slam: RunEnd, verdict: Verdict, diff: BaselineDiff | None) -> None:
     """On GitHub Actions the verdict also lands on the run's page, as a Markdown table."""
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if not path:

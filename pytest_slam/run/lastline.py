@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_slam.run.session import SlamSession
+    from pytest_slam.run.summary import Summary
 
 COLOURS = {"PASS": "green", "FAIL": "red", "INCOMPLETE": "red"}
 
@@ -22,13 +22,13 @@ COLOURS = {"PASS": "green", "FAIL": "red", "INCOMPLETE": "red"}
 class LastLine:
     """Registered on the controller (or a plain run) only: workers print no summary."""
 
-    def __init__(self, slam: SlamSession) -> None:
-        self.slam = slam
+    def __init__(self, summary: Summary) -> None:
+        self.summary = summary
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, object, object]:
         result = yield
-        line = self.slam.last_line
+        line = self.summary.last_line
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if line and reporter is not None and not reporter.no_summary:
             word = line.split(": ", 1)[1].split(" (", 1)[0]

@@ -1,8 +1,15 @@
-"""SlamSession: the state of one pytest run, in whichever process it lives.
+"""SlamSession: one pytest run's engines and swap, and the role objects the hooks hand off to.
 
-Roles: ``serial`` (no xdist) does everything; under xdist the ``controller`` owns the engines, merges
-what the workers publish and writes the reports, and each ``worker`` runs tests through its own
-loopback swap proxy. Hooks in plugin.py only call the methods here.
+Process roles: ``serial`` (no xdist) does everything; under xdist the ``controller`` owns the
+engines, merges what the workers publish and writes the reports, and each ``worker`` runs tests
+through its own loopback swap proxy.
+
+The session owns the engines, the swap (router, proxy, reference, checker) and one test's entry
+and exit. What each part of the run keeps is an object of its own, unit-tested without pytest runs:
+``Selection`` (run/selection.py: what was collected and selected), ``Accounting``
+(run/accounting.py: each test's outcome, which finished, what workers sent), ``Summary``
+(run/summary.py: the section's lines), and at the end ``RunEnd`` (run/finish.py: stale entries,
+report, baseline, gate), which the session builds and hands to ``finish``.
 """
 
 from __future__ import annotations
@@ -17,6 +24,11 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import pytest
 
 from pytest_slam.records import Call, ModelSpec, utc_now
+from pytest_slam.run.accounting import Accounting
+from pytest_slam.run.finish import RunEnd, SessionFacts, drop_older_reports, finish
+from pytest_slam.run.selection import Selection, not_enabled_line
+from pytest_slam.run.shardvisits import shard_ids
+from pytest_slam.run.summary import Summary
 from pytest_slam.run.verdict import CTX, TestVerdict
 from pytest_slam.settings import Settings
 from pytest_slam.swap import models as model_specs
@@ -27,7 +39,6 @@ if TYPE_CHECKING:  # imported when the swap arms: a run that opts nothing in nev
     from pytest_slam.golden.reference import ReferenceService
     from pytest_slam.golden.store import GoldenStore
     from pytest_slam.metrics.metering import EnergyMeter
-    from pytest_slam.report.aggregate import Verdict
     from pytest_slam.run.checks import Checker
     from pytest_slam.run.fixtures import ReferenceClient, SlamModel
     from pytest_slam.run.progress import Progress
@@ -72,16 +83,15 @@ class SlamSession:
     config: pytest.Config
     settings: Settings
     specs: dict[str, ModelSpec]
-    armed: bool
+    selection: Selection
+    accounting: Accounting
+    summary: Summary
     role: str = "serial"
     reference_spec: ModelSpec | None = None
     judge_spec: ModelSpec | None = None
     engines: list[Running] = field(default_factory=list)
     engine_starts: list[EngineStart] = field(default_factory=list)
     engine_errors: dict[str, str] = field(default_factory=dict)
-    not_enabled: list[str] = field(default_factory=list)  # opted-in tests of an unarmed run
-    outcomes: list[dict[str, Any]] = field(default_factory=list)
-    worker_payloads: list[dict[str, Any]] = field(default_factory=list)
     saved_env: dict[str, str | None] = field(default_factory=dict)
     router: SwapRouter | None = None
     proxy: SwapProxy | None = None
@@ -90,25 +100,15 @@ class SlamSession:
     log_dir: Path | None = None
     checker: Checker | None = None
     energy: EnergyMeter | None = None
-    opt_in_paths: list[Path] = field(default_factory=list)
-    coverage: set[str] = field(default_factory=set)
-    partial: set[str] = field(default_factory=set)
-    failed_tests: set[str] = field(default_factory=set)
-    summary: list[str] = field(default_factory=list)
-    last_line: str = ""  # the gate's verdict, printed after pytest's own summary (lastline.py)
     started: str = ""
     gpu_line: str = ""
-    workers_lost: int = 0
-    finished: set[str] = field(default_factory=set)  # tests whose teardown was reported
-    deselected_count: int = 0
-    collect_errors: int = 0
     embeddings_spec: ModelSpec | None = None  # [tool.slam] embeddings
     redirected: set[str] = field(default_factory=set)  # hosts whose calls redirect.py swapped
     progress: Progress | None = None  # engine lines and heartbeats (run/progress.py)
 
     @property
-    def model_names(self) -> list[str]:
-        return list(self.specs)
+    def armed(self) -> bool:
+        return self.selection.armed
 
     @property
     def runs_tests(self) -> bool:
@@ -286,7 +286,7 @@ class SlamSession:
             Prices.from_config(self.settings.prices),
             judge=judge,
             record_mode=self.settings.record,
-            summary=self.summary,
+            summary=self.summary.lines,
         )
 
     def check_report_paths(self) -> None:
@@ -317,10 +317,8 @@ class SlamSession:
                 raise
 
     def _interrupted_at_start(self) -> None:
-        from pytest_slam.run.finish import drop_older_reports
-
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
-        for line in drop_older_reports(self):
+        for line in drop_older_reports(self.settings):
             if terminal is not None:
                 terminal.write_line(f"pytest-slam: {line}")
 
@@ -336,90 +334,14 @@ class SlamSession:
         if self.role == "serial" and self.log_dir is None:
             self.start_engines()
 
-    # -- collection --------------------------------------------------------------------------------
-
-    def parametrize(self, metafunc: pytest.Metafunc) -> None:
-        from pytest_slam.run.optin import parametrize
-
-        if not self.armed:  # said once, after collection (``collected``): not a collection error
-            self.not_enabled.append(metafunc.definition.nodeid)
-            return
-        parametrize(metafunc, self.model_names)
-
-    @staticmethod
-    def not_enabled_line(nodeids: list[str]) -> str:
-        """One line for opted-in tests in a run where pytest-slam is not enabled."""
-        more = len(nodeids) - 1
-        others = f" (and {more} more test(s))" if more else ""
-        return (
-            f"pytest-slam: {nodeids[0]}{others} opts in to model swapping, but pytest-slam is not "
-            "enabled for this run: add a [tool.slam] table to pyproject.toml, or pass "
-            "--slm-models=smollm2-135m."
-        )
-
-    def collected(self, items: list[pytest.Item]) -> None:
-        from pytest_slam.run.hypothesis_support import adjust
-        from pytest_slam.run.optin import module_of
-
-        if self.not_enabled and self.role != "worker":  # a worker's tests fail one by one
-            raise pytest.UsageError(self.not_enabled_line(self.not_enabled))
-        swapped = [i for i in items if self.is_swapped(i)]
-        for item in swapped:
-            adjust(item)
-        self.coverage.update(module_of(i.nodeid) for i in swapped)
-        narrowed = {
-            module_of(a.replace(str(self.config.rootpath) + "/", ""))
-            for a in self.config.args
-            if "::" in a
-        }
-        self.coverage -= narrowed
-
-    def deselected(self, items: list[pytest.Item]) -> None:
-        from pytest_slam.run.optin import module_of
-
-        self.partial.update(module_of(i.nodeid) for i in items)
-        self.deselected_count += len(items)
+    # -- collection (run/selection.py) -------------------------------------------------------------
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:  # xdist's controller hears of its workers' failed collections too
-            self.collect_errors += 1
-
-    def partial_reason(
-        self, session: pytest.Session, deselected: int = 0, selection: bool = True
-    ) -> str | None:
-        """Why this run did not run every collected test to its end (None: it did).
-
-        A partial run cannot tell an entry no test asks for from one whose test never ran, so it
-        may call nothing stale. ``deselected``: what xdist workers deselected (they report it).
-        ``selection=False``: whether the run's own selection (-k, node ids: a shard) ran to its end.
-        """
-        status = session.exitstatus
-        stopped = session.shouldfail or session.shouldstop
-        dsession = self.config.pluginmanager.get_plugin("dsession")
-        stopped = stopped or getattr(dsession, "shouldstop", False)
-        lost = self.workers_lost
-        engines = sorted(self.engine_errors)
-        deselected += self.deselected_count
-        node_ids = [a for a in self.config.args if "::" in a] if selection else []
-        deselected = deselected if selection else 0
-        missing = session.testscollected - len(self.finished)
-        reasons = (
-            (status == pytest.ExitCode.INTERRUPTED, "the run was interrupted"),
-            (status == pytest.ExitCode.INTERNAL_ERROR, "pytest stopped on an internal error"),
-            (status == pytest.ExitCode.USAGE_ERROR, "pytest stopped on a usage error"),
-            (bool(stopped), f"the run stopped early ({stopped})"),
-            (self.collect_errors > 0, f"{self.collect_errors} collection error(s)"),
-            (lost > 0, f"{lost} xdist worker(s) lost, with the entries their tests asked for"),
-            (bool(engines), f"the engine of {', '.join(engines)} did not start"),
-            (deselected > 0, f"{deselected} test(s) deselected (-k, -m, --deselect, --lf)"),
-            (bool(node_ids), f"narrowed to node ids ({', '.join(node_ids)})"),
-            (missing > 0, f"{missing} of {session.testscollected} collected tests did not finish"),
-        )
-        return next((why for cond, why in reasons if cond), None)
+            self.selection.collect_failed()
 
     def is_swapped(self, item: pytest.Item) -> bool:
-        callspec = getattr(item, "callspec", None)
-        return callspec is not None and "slm_model" in callspec.params and self.armed
+        return self.selection.is_swapped(item)
 
     # -- one test ------------------------------------------------------------------------------------
 
@@ -432,7 +354,7 @@ class SlamSession:
 
         router, proxy = self.router, self.proxy
         if not self.armed:  # under xdist: each worker's test says it in one line
-            pytest.fail(self.not_enabled_line([item.nodeid]), pytrace=False)
+            pytest.fail(not_enabled_line([item.nodeid]), pytrace=False)
         if name is None or router is None or proxy is None:
             raise pytest.UsageError(
                 f"pytest-slam: {item.nodeid} uses slm_model outside a model run"
@@ -495,19 +417,26 @@ class SlamSession:
             if ctx is not None:
                 ctx.settle()  # a call still in flight is a failed call of this test
             if ctx is not None and checker is not None:
-                item.stash[VERDICT] = checker.run(item, ctx, failed=True)
+                item.stash[VERDICT] = self._scored(item, checker.run(item, ctx, failed=True))
             raise
         if ctx is not None:
             ctx.settle()
         if ctx is None or checker is None:
             return result
-        verdict = item.stash[VERDICT] = checker.run(item, ctx, failed=False)
+        verdict = item.stash[VERDICT] = self._scored(item, checker.run(item, ctx, failed=False))
         if verdict.problems:
             pytest.fail(
                 f"pytest-slam ({ctx.model.name}):\n  " + "\n  ".join(verdict.problems),
                 pytrace=False,
             )
         return result
+
+    def _scored(self, item: pytest.Item, verdict: TestVerdict) -> TestVerdict:
+        """``pytest_slam_pair_scored`` (hookspecs.py): each pair of this test, once scored."""
+        ctx = item.stash[CTX]
+        for pair in verdict.pairs:
+            self.config.hook.pytest_slam_pair_scored(item=item, model=ctx.model.name, pair=pair)
+        return verdict
 
     def annotate(self, item: pytest.Item, report: pytest.TestReport) -> None:
         """Attach this test's Outcome to its report: reports are what xdist carries home."""
@@ -531,21 +460,11 @@ class SlamSession:
             report.sections.append(("pytest-slam", cut))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from pytest_slam.run.outcomes import keep_final
-
-        payload = getattr(report, "slam", None)
-        if payload is not None and self.role != "worker":
-            keep_final(self.outcomes, payload, report)  # one final outcome per test per model
-        if report.failed or report.skipped:
-            self.failed_tests.add(report.nodeid)
-        if report.when == "teardown":
-            self.finished.add(report.nodeid)
+        self.accounting.logreport(report)
 
     # -- the end ---------------------------------------------------------------------------------------
 
     def session_finish(self, session: pytest.Session, exitstatus: int) -> int:
-        from pytest_slam.run.finish import finish
-
         for host in sorted(self.redirected):  # one line per host: xdist's workers agree on it
             self.summary.append(
                 f"calls to {host} were swapped too (redirected at the HTTP transport; "
@@ -554,18 +473,65 @@ class SlamSession:
         if self.router is not None:  # replicas that refused connections (swap/fleet.py)
             self.summary.extend(self.router.replica_lines())
         if self.role != "worker":
-            self.summary.extend(cap_lines(self.outcomes))
+            self.summary.extend(self.accounting.cap_lines())
             from pytest_slam.run.checks import diverged_lines
 
-            self.summary.extend(diverged_lines(self.outcomes))
+            self.summary.extend(diverged_lines(self.accounting.outcomes))
             if self.settings.golden_dir_legacy:
                 from pytest_slam.settings import MOVE_GOLDENS
 
                 self.summary.append(MOVE_GOLDENS)
-        return finish(self, session, exitstatus)
+        return finish(self.run_end(session), exitstatus)
+
+    def run_end(self, session: pytest.Session) -> RunEnd:
+        """What the end of the run reads (run/finish.py), from this session and pytest's."""
+        from pytest_slam.report.terminal import terminal_width
+
+        option = self.config.option
+        known = self.config.pluginmanager.get_plugin("session") is not None
+        dsession = self.config.pluginmanager.get_plugin("dsession")
+        facts = SessionFacts(
+            status=session.exitstatus,
+            collected=session.testscollected,
+            stopped=session.shouldfail or session.shouldstop,
+            dist_stopped=bool(getattr(dsession, "shouldstop", False)),
+            known=known,
+        )
+        return RunEnd(
+            settings=self.settings,
+            role=self.role,
+            selection=self.selection,
+            accounting=self.accounting,
+            summary=self.summary,
+            hook=self.config.hook,
+            specs=self.specs,
+            reference_spec=self.reference_spec,
+            store=self.store,
+            engine_errors=self.engine_errors,
+            engine_outcomes=self.engine_outcomes(),
+            unswapped=self.router.unswapped if self.router is not None else 0,
+            original_url=self._original_url(),
+            started=self.started,
+            gpu_line=self.gpu_line,
+            session=facts,
+            collectonly=bool(option.collectonly),
+            prune=bool(getattr(option, "slm_prune", False)),
+            baseline=getattr(option, "slm_baseline", None),
+            width=terminal_width(self.config),
+            workeroutput=vars(self.config).get("workeroutput"),
+            shard_ids=shard_ids(self.config),
+        )
+
+    def _original_url(self) -> str:
+        """The endpoint unswapped calls went to (the router's, or what the environment names)."""
+        from pytest_slam.swap.router import Upstream
+
+        if self.router is not None:
+            return self.router.original.base_url
+        return Upstream.from_env(dict(os.environ)).base_url
 
     def summary_lines(self) -> list[str]:
-        return list(self.summary)
+        return list(self.summary.lines)
 
     def engine_outcomes(self) -> list[dict[str, Any]]:
         """Each engine's cold first call, as an outcome of its own that the percentiles leave out."""
@@ -586,38 +552,24 @@ class SlamSession:
                 )
         return out
 
-    def session_budget_breaches(self, verdict: Verdict) -> list[str]:
-        """``[tool.slam.budget]`` checked against each model's flat aggregate of its calls."""
-        from pytest_slam.report.budgets import session_budget_breaches
-
-        return session_budget_breaches(
-            self.settings.budget, list(self.specs), self.outcomes, verdict
-        )
-
-
-def cap_lines(outcomes: list[dict[str, Any]]) -> list[str]:
-    """The summary's word on answers the generation cap cut (chat.generation_cap), if any."""
-    from pytest_slam.run.outcomes import CAP_OPTION
-
-    cut = [o["nodeid"] for o in outcomes if any(c.get("cut_by_cap") for c in o.get("calls", ()))]
-    if not cut:
-        return []
-    shown = ", ".join(cut[:3]) + (f" and {len(cut) - 3} more" if len(cut) > 3 else "")
-    return [
-        f"generation cap: the answers of {len(cut)} test(s) were cut at the output limit "
-        f"pytest-slam set for calls without max_tokens ({shown}); set max_tokens in the request, "
-        f"or raise [tool.slam] cap_factor / cap_margin or {CAP_OPTION}"
-    ]
-
 
 def build(config: pytest.Config, settings: Settings, armed: bool) -> SlamSession:
-    """Resolve every model spec up front, so a typo fails at the door as a usage error."""
-    names = settings.models or [model_specs.DEFAULT_MODEL]
+    """Resolve every model spec up front, so a typo fails at the door as a usage error.
+
+    ``pytest_slam_models`` (hookspecs.py) may edit the candidate list first.
+    """
+    names = list(settings.models or [model_specs.DEFAULT_MODEL])
+    if armed:
+        config.hook.pytest_slam_models(config=config, models=names)
     specs = {s.name: s for s in model_specs.resolve_all(names, settings.model_table)}
     if settings.max_tokens_cap is not None:  # one line for every model, the embedded one included
         for spec in specs.values():
             spec.max_tokens_cap = settings.max_tokens_cap
-    session = SlamSession(config, settings, specs, armed, role=process_role(config))
+    role = process_role(config)
+    rootpath = Path(config.rootpath)
+    selection = Selection(armed, role, list(specs), rootpath, [str(a) for a in config.args])
+    summary = Summary(rootpath)
+    session = SlamSession(config, settings, specs, selection, Accounting(role), summary, role)
     if settings.has_reference:
         session.reference_spec = model_specs.resolve(settings.reference, settings.model_table)
     if settings.judge:
@@ -648,7 +600,7 @@ def configure(config: pytest.Config) -> SlamSession:
     ini_paths = config.getini("slm_paths")
     armed = settings.configured or "candidates" in cli or bool(ini_paths)
     session = build(config, settings, armed)
-    session.opt_in_paths = [Path(p).resolve() for p in ini_paths] + [
+    session.selection.opt_in_paths = [Path(p).resolve() for p in ini_paths] + [
         (Path(config.rootpath) / p).resolve() for p in settings.paths
     ]
     session.started = utc_now()

@@ -9,7 +9,7 @@ chosen by node ids, ``-k`` or pytest-split is complete when everything it select
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -17,7 +17,6 @@ from pytest_slam.records import JSON
 
 if TYPE_CHECKING:
     from pytest_slam.report.visits import Visits
-    from pytest_slam.run.session import SlamSession
 
 PLUGIN = "slam-shard-ids"
 
@@ -56,21 +55,22 @@ def shard_ids(config: pytest.Config) -> dict[str, JSON]:
     return {"collected": sorted(ids.selected | ids.seen), "selected": sorted(ids.selected)}
 
 
-def shard_visits(slam: SlamSession, exitstatus: int) -> Visits:
-    """The run's visits: golden keys by module, modules run whole, failures, completeness, ids."""
+def shard_visits(
+    payloads: list[dict[str, Any]],
+    visited: dict[str, set[str]],
+    covered: set[str],
+    partial: str | None,
+    narrowed: list[str],
+    exitstatus: int,
+) -> Visits:
+    """The run's visits: golden keys by module, modules run whole, failures, completeness, ids.
+
+    ``payloads``: this process's and each xdist worker's (finish.py ``_payload``); ``partial``:
+    why the run's own selection did not run to its end (None: it did).
+    """
     from pytest_slam.golden.redact import scrub
     from pytest_slam.report.visits import Visits
-    from pytest_slam.run.finish import _merged, _payload
 
-    payloads = [_payload(slam), *slam.worker_payloads]
-    visited, covered, _ = _merged(slam)
-    session = slam.config.pluginmanager.get_plugin("session")
-    deselected = sum(data.get("deselected", 0) for data in slam.worker_payloads)
-    partial = (
-        slam.partial_reason(session, deselected, selection=False)
-        if session is not None
-        else "pytest's session is unknown"
-    )
     visits = Visits(
         visited={m: sorted(keys) for m, keys in sorted(visited.items())},
         modules=sorted(covered),
@@ -79,7 +79,7 @@ def shard_visits(slam: SlamSession, exitstatus: int) -> Visits:
         partial=partial,
         collected=sorted({n for data in payloads for n in data.get("collected", [])}),
         selected=sorted({n for data in payloads for n in data.get("selected", [])}),
-        narrowed=sorted(a for a in slam.config.args if "::" in a),
+        narrowed=sorted(narrowed),
         exitstatus=int(exitstatus),
     )
     plain = visits.as_dict()

@@ -43,8 +43,8 @@ class XdistHooks:
         )  # absent when the worker crashed
         payload = output.get("slam")
         if payload is not None:
-            self.slam.worker_payloads.append(payload)
+            self.slam.accounting.worker_payloads.append(payload)
         elif self.slam.armed:
             # Its golden visits are lost, so no entry may be called stale in this run.
-            self.slam.workers_lost += 1
+            self.slam.accounting.workers_lost += 1
             self.slam.summary.append(f"worker {node.gateway.id} sent no pytest-slam data")
