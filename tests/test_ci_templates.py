@@ -18,14 +18,15 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from test_report_merge import candidates, project, rows  # noqa: F401 (a fixture)
+from test_report_merge import candidates, project, rows  # noqa: F401 (candidates: a fixture)
 
 from pytest_slam.run.options import EXIT_GATE_FAILED
 from pytest_slam.testing import FakeOpenAI
@@ -35,7 +36,14 @@ GITHUB, GITLAB = DOCS / "github-actions.yml", DOCS / "gitlab-ci.yml"
 SETUP = "pip install "  # the only lines not executed: installing what this venv already has
 SECRET = "sk-ci-template-secret-0123456789"  # what the CI would put in OPENAI_API_KEY
 CASES = 2  # per module: 3 modules x 2 cases x 2 candidates = 12 tests
-Script = Callable[[Path, dict[str, str]], int]
+UNRELATED_PLUGINS = (
+    "hypothesispytest",
+    "xdist",
+    "xdist.looponfail",
+    "rerunfailures",
+    "recording",
+    "anyio",
+)
 
 
 @dataclass
@@ -48,8 +56,10 @@ class Job:
 
 def environ(**extra: str) -> dict[str, str]:
     """The CI runner's environment: this venv's tools first on PATH, no API key unless given."""
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "PYTEST_ADDOPTS")}
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    # This venv's other pytest plugins (a user's CI has none of them) only slow each start-up.
+    env["PYTEST_ADDOPTS"] = " ".join(f"-p no:{name}" for name in UNRELATED_PLUGINS)
     return {**env, "CI": "true", **extra}
 
 
@@ -57,6 +67,13 @@ def bash(script: str, cwd: Path, env: dict[str, str]) -> int:
     """A step's script as both CIs run it: bash, stopping at the first failing command or pipe."""
     argv = ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script]
     return subprocess.run(argv, cwd=cwd, env=env, timeout=300).returncode
+
+
+def in_parallel(job: Callable[[int], Job], indices: Iterable[int]) -> list[tuple[int, Job]]:
+    """A CI runs a matrix's (a ``parallel`` job's) instances at once: so do these."""
+    indices = list(indices)
+    with ThreadPoolExecutor(len(indices)) as pool:
+        return list(zip(indices, pool.map(job, indices), strict=True))
 
 
 def checkout(project_dir: Path, where: Path) -> Path:
@@ -216,13 +233,16 @@ class Whole:
 
 @pytest.fixture
 def whole(
-    pytester: pytest.Pytester, fake_gpt4: Any, candidates: tuple[FakeOpenAI, FakeOpenAI]
+    pytester: pytest.Pytester,
+    fake_gpt4: Any,
+    candidates: tuple[FakeOpenAI, FakeOpenAI],  # noqa: F811 (test_report_merge's fixture)
 ) -> Whole:
     """The project with goldens recorded by the GitHub template's recording step (its key a
     stand-in secret), then run whole: the gate fails for "mini" (exit 6), passes for "twin"."""
     project(pytester, fake_gpt4, candidates, cases=CASES)
     doc = github_workflow()
-    (record,) = [s for s in doc["jobs"]["record"]["steps"] if s.get("name") == "Record what is missing"]  # fmt: skip
+    steps = doc["jobs"]["record"]["steps"]
+    (record,) = [s for s in steps if s.get("name") == "Record what is missing"]
     assert bash(record["run"], pytester.path, environ(OPENAI_API_KEY=SECRET)) == EXIT_GATE_FAILED
     goldens = list((pytester.path / "__slam__").rglob("*.json"))
     assert len(goldens) == 3 and not any(SECRET in p.read_text() for p in goldens)
@@ -240,64 +260,89 @@ def assert_merged_equals_whole(merged: Path, whole: Whole, status: int) -> None:
     assert len(visits["selected"]) == 2 * 3 * CASES and visits["complete"]
 
 
-@pytest.mark.parametrize("split", ["pytest-split", "node-ids"])
-def test_github_actions_template_runs_shards_and_merges_into_the_whole_runs_gate(
-    whole: Whole, tmp_path: Path, split: str
-) -> None:
-    doc = github_workflow()
-    shards = int(doc["env"]["SHARDS"])
+SPLITS = ("pytest-split", "node-ids")  # the templates' SPLIT: both ways of choosing a shard
+
+
+def github_run(doc: dict[str, Any], project_dir: Path, tmp: Path, split: str) -> Job:
+    """Every shard job of the matrix, then the merge job on their artifacts."""
     env = environ(**{**{k: str(v) for k, v in doc["env"].items()}, "SPLIT": split})
     artifacts: dict[str, list[Path]] = {}
     sizes = []
-    for group in doc["jobs"]["shard"]["strategy"]["matrix"]["group"]:
-        workspace = checkout(whole.path, tmp_path / f"shard-{group}")
-        context = {"matrix.group": str(group)}
-        job = github_job(doc["jobs"]["shard"], workspace, context, env, artifacts)
+
+    def shard(group: int) -> Job:
+        workspace = checkout(project_dir, tmp / f"shard-{group}")
+        return github_job(doc["jobs"]["shard"], workspace, {"matrix.group": str(group)}, env, {})
+
+    for group, job in in_parallel(shard, doc["jobs"]["shard"]["strategy"]["matrix"]["group"]):
         assert job.status in (0, EXIT_GATE_FAILED)  # mini's equivalence, in the shards with mini
         artifacts.update(job.artifacts)
-        sizes.append(len(json.loads((workspace / f"slam-{group}.json").read_text())["outcomes"]))
-    assert sorted(artifacts) == [f"slam-shard-{g}" for g in range(1, shards + 1)]
+        report = json.loads((tmp / f"shard-{group}" / f"slam-{group}.json").read_text())
+        sizes.append(len(report["outcomes"]))
+    assert sorted(artifacts) == [f"slam-shard-{g}" for g in range(1, int(env["SHARDS"]) + 1)]
     assert sum(sizes) == 2 * 3 * CASES and all(sizes)  # every test in one shard, no shard empty
 
-    summary = tmp_path / "summary.md"
-    merge_env = {**env, "GITHUB_STEP_SUMMARY": str(summary)}
-    job = github_job(doc["jobs"]["merge"], tmp_path / "merge", {}, merge_env, artifacts)
-    assert_merged_equals_whole(tmp_path / "merge" / "slam-report.json", whole, job.status)
-    assert "| mini |" in summary.read_text(encoding="utf-8")
+    merge_env = {**env, "GITHUB_STEP_SUMMARY": str(tmp / "summary.md")}
+    job = github_job(doc["jobs"]["merge"], tmp / "merge", {}, merge_env, artifacts)
+    assert "| mini |" in (tmp / "summary.md").read_text(encoding="utf-8")
     assert sorted(p.name for p in job.artifacts["slam-report"]) == [
         "slam-junit.xml", "slam-report.html", "slam-report.json", "slam-report.md"
     ]  # fmt: skip
 
     # A shard that never handed in its report: the gate fails loudly, whatever the others said.
     del artifacts["slam-shard-2"]
-    lost = github_job(doc["jobs"]["merge"], tmp_path / "merge-lost", {}, merge_env, artifacts)
-    assert lost.status == 2
+    lost = github_job(doc["jobs"]["merge"], tmp / "merge-lost", {}, merge_env, artifacts)
+    assert lost.status == 2 and not (tmp / "merge-lost" / "slam-report.json").exists()
+    return job
 
 
-@pytest.mark.parametrize("split", ["pytest-split", "node-ids"])
-def test_gitlab_template_runs_parallel_shards_and_merges_into_the_whole_runs_gate(
-    whole: Whole, tmp_path: Path, split: str, capfd: pytest.CaptureFixture[str]
+def test_github_actions_template_runs_shards_and_merges_into_the_whole_runs_gate(
+    whole: Whole, tmp_path: Path
 ) -> None:
-    doc = gitlab_pipeline()
+    doc = github_workflow()
+    for split in SPLITS:
+        job = github_run(doc, whole.path, tmp_path / split, split)
+        assert_merged_equals_whole(
+            tmp_path / split / "merge" / "slam-report.json", whole, job.status
+        )
+
+
+def gitlab_pipeline_run(doc: dict[str, Any], project_dir: Path, tmp: Path, split: str) -> Job:
+    """Every ``parallel`` instance of the shard job, then the gate job that needs them."""
     shard, gate = gitlab_job(doc, "slam-shard"), gitlab_job(doc, "slam-gate")
     variables = {**{k: str(v) for k, v in doc["variables"].items()}, "SPLIT": split}
+    total = shard["parallel"]
     artifacts: dict[str, list[Path]] = {}
-    for index in range(1, shard["parallel"] + 1):
-        env = environ(**variables, CI_NODE_INDEX=str(index), CI_NODE_TOTAL=str(shard["parallel"]))
-        workspace = checkout(whole.path, tmp_path / f"shard-{index}")
-        job = gitlab_run(shard, workspace, env, {})
+
+    def instance(index: int) -> Job:
+        env = environ(**variables, CI_NODE_INDEX=str(index), CI_NODE_TOTAL=str(total))
+        return gitlab_run(shard, checkout(project_dir, tmp / f"shard-{index}"), env, {})
+
+    for index, job in in_parallel(instance, range(1, total + 1)):
         assert job.status in (0, EXIT_GATE_FAILED)
         assert [p.name for p in job.artifacts["job"]] == [f"slam-{index}.json"]
-        artifacts[f"slam-shard {index}/{shard['parallel']}"] = job.artifacts["job"]
+        artifacts[f"slam-shard {index}/{total}"] = job.artifacts["job"]
 
-    merged = gitlab_run(gate, checkout(whole.path, tmp_path / "gate"), environ(**variables), artifacts)
-    assert_merged_equals_whole(tmp_path / "gate" / "slam-report.json", whole, merged.status)
+    merged = gitlab_run(gate, checkout(project_dir, tmp / "gate"), environ(**variables), artifacts)
     assert sorted(p.name for p in merged.artifacts["job"]) == [
         "slam-junit.xml", "slam-report.html", "slam-report.json", "slam-report.md"
     ]  # fmt: skip
 
-    del artifacts["slam-shard 3/3"]
-    capfd.readouterr()
-    lost = gitlab_run(gate, checkout(whole.path, tmp_path / "lost"), environ(**variables), artifacts)
-    assert lost.status == 2
-    assert "report not found: slam-3.json" in capfd.readouterr().err
+    del artifacts[f"slam-shard {total}/{total}"]  # a shard that never wrote its report
+    lost = gitlab_run(gate, checkout(project_dir, tmp / "lost"), environ(**variables), artifacts)
+    assert lost.status == 2 and not (tmp / "lost" / "slam-report.json").exists()
+    return merged
+
+
+def test_gitlab_template_runs_parallel_shards_and_merges_into_the_whole_runs_gate(
+    whole: Whole, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    doc = gitlab_pipeline()
+    for split in SPLITS:
+        capfd.readouterr()
+        job = gitlab_pipeline_run(doc, whole.path, tmp_path / split, split)
+        assert_merged_equals_whole(
+            tmp_path / split / "gate" / "slam-report.json", whole, job.status
+        )
+        assert (
+            "slam report merge: pytest-slam report not found: slam-3.json" in capfd.readouterr().err
+        )
