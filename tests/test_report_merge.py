@@ -259,3 +259,23 @@ def test_merge_refuses_overlapping_foreign_and_mismatched_shards_in_one_line(
     ok = slam(pytester, "report", "merge", "a.json", "b.json", "-o", "merged.json")
     assert ok.returncode == EXIT_GATE_FAILED, ok.stderr
     assert rows(pytester.path / "merged.json")["mini"]["tests_passed"] == 4
+
+
+def test_an_xdist_runs_visits_are_its_workers_together(
+    pytester: pytest.Pytester, fake_gpt4: Any, candidates: tuple[FakeOpenAI, FakeOpenAI]
+) -> None:
+    """The controller collects nothing: what the workers collected, ran and asked for is reported."""
+    project(pytester, fake_gpt4, candidates[:1], cases=3)
+    run(pytester, "--slm-record=new").assert_outcomes(passed=9)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "-k", "not gamma",
+                                           "--slm-report=xdist.json")  # fmt: skip
+    result.assert_outcomes(passed=6)
+    visits = load_report(pytester.path / "xdist.json").visits
+    assert visits is not None and visits.complete and visits.partial is None
+    assert len(visits.collected) == 9 and len(visits.selected) == 6
+    assert [n for n in visits.collected if n not in visits.selected] == [
+        f"test_gamma.py::test_case[mini-{n}]" for n in range(3)
+    ]
+    assert sorted(visits.visited) == visits.modules == ["test_alpha.py", "test_beta.py"]
+    assert all(len(keys) == 3 for keys in visits.visited.values())
+    assert visits.exitstatus == 0 and visits.failed_tests == []

@@ -58,6 +58,7 @@ def shard_ids(config: pytest.Config) -> dict[str, JSON]:
 
 def shard_visits(slam: SlamSession, exitstatus: int) -> Visits:
     """The run's visits: golden keys by module, modules run whole, failures, completeness, ids."""
+    from pytest_slam.golden.redact import scrub
     from pytest_slam.report.visits import Visits
     from pytest_slam.run.finish import _merged, _payload
 
@@ -70,7 +71,7 @@ def shard_visits(slam: SlamSession, exitstatus: int) -> Visits:
         if session is not None
         else "pytest's session is unknown"
     )
-    return Visits(
+    visits = Visits(
         visited={m: sorted(keys) for m, keys in sorted(visited.items())},
         modules=sorted(covered),
         failed_tests=sorted({t for data in payloads for t in data["failed_tests"]}),
@@ -81,3 +82,6 @@ def shard_visits(slam: SlamSession, exitstatus: int) -> Visits:
         narrowed=sorted(a for a in slam.config.args if "::" in a),
         exitstatus=int(exitstatus),
     )
+    plain = visits.as_dict()
+    scrubbed = scrub(plain)  # a secret in a test's parameters never reaches the report
+    return visits if scrubbed is plain else Visits.from_dict(scrubbed)
