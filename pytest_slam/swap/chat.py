@@ -305,21 +305,15 @@ def forward_chat(
     relay: Relay | None = None,
     timeout: float | None = None,
     cap: int | None = None,
-    *,
-    split: bool = True,
 ) -> ChatResult:
     """Send one chat request to ``target``; relay chunks to a streaming caller; return what was measured.
 
     ``timeout`` (seconds without data) defaults to the model's ``timeout_s``, else 600. A server
     fault is the call's ``error``, one line naming the model, never an exception. ``cap``: the
     output limit sent for a request that set none (``generation_cap``); ``call.request`` stays the
-    product's own body, so the golden key does not change with it. A candidate asked for ``n`` > 1
-    choices by an engine that lacks ``n`` answers through ``choices.forward_n`` (``split``).
+    product's own body, so the golden key does not change with it. One call, as sent: a
+    candidate's ``n`` > 1 is the router's to split (``choices.forward_candidate``).
     """
-    if split and target.role == "candidate" and isinstance(body.get("n"), int) and body["n"] > 1:
-        from pytest_slam.swap.choices import forward_n
-
-        return forward_n(target, body, relay, timeout, cap)
     call = Call(model=target.spec.name, role=target.role, request=body, endpoint=target.base_url,
                 streamed=bool(body.get("stream")), started_at=time.time(),
                 capped=cap is not None, cap=cap)  # fmt: skip

@@ -26,6 +26,16 @@ from pytest_slam.swap.engines.registry import provider_of
 from pytest_slam.swap.upstream import JSONObject
 
 
+def forward_candidate(
+    target: Target, body: JSONObject, relay: Relay | None = None, cap: int | None = None
+) -> ChatResult:
+    """A candidate's chat call: ``n`` > 1 through ``forward_n``, any other as one call."""
+    n = body.get("n")
+    if isinstance(n, int) and not isinstance(n, bool) and n > 1:
+        return forward_n(target, body, relay, None, cap)
+    return forward_chat(target, body, relay, cap=cap)
+
+
 def forward_n(
     target: Target,
     body: JSONObject,
@@ -36,7 +46,7 @@ def forward_n(
     """``body`` (``n`` > 1) answered by ``target``: in one call where the engine takes ``n``,
     else in ``n`` calls merged. A failed call fails the whole answer, as one call would."""
     if provider_of(target.spec).serves_n:
-        result = forward_chat(target, body, relay, timeout, cap, split=False)
+        result = forward_chat(target, body, relay, timeout, cap)
         if result.status != 400:
             return result
     one = {k: v for k, v in body.items() if k != "n"}
@@ -44,9 +54,7 @@ def forward_n(
     base = seed if isinstance(seed, int) and not isinstance(seed, bool) else CANDIDATE_SEED
     results = []
     for index in range(int(body["n"])):
-        result = forward_chat(
-            target, {**one, "seed": base + index}, None, timeout, cap, split=False
-        )
+        result = forward_chat(target, {**one, "seed": base + index}, None, timeout, cap)
         result.call.request = body
         if not result.call.ok or result.completion is None:
             return result

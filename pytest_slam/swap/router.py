@@ -26,6 +26,7 @@ from pytest_slam.swap.chat import (
     forward_chat,
     generation_cap,
 )
+from pytest_slam.swap.choices import forward_candidate
 from pytest_slam.swap.fleet import Replicas
 from pytest_slam.swap.models import OPENAI_URL, api_key
 from pytest_slam.swap.proxy import RouteError
@@ -234,11 +235,12 @@ class SwapRouter:
             with ctx.lock:
                 ctx.elsewhere += 1
         try:
+            forward = forward_candidate if target.role == "candidate" else forward_chat
             if self.meter is None:
-                result = forward_chat(target, body, relay, cap=cap)
+                result = forward(target, body, relay, cap=cap)
             else:  # GPU energy of calls to GPU-served models (metering.EnergyMeter)
                 result = self.meter.metered(
-                    target.spec, lambda: forward_chat(target, body, relay, cap=cap)
+                    target.spec, lambda: forward(target, body, relay, cap=cap)
                 )
         except BaseException as exc:  # an interrupt, or a fault of the swap: still a failed call
             if ctx is not None and flight is not None:
