@@ -25,8 +25,8 @@ from _common import Sample, footer, header, ratio, table
 
 from pytest_slam.golden.fileformat import atomic_write, dump_golden, read_golden
 from pytest_slam.golden.keys import request_key
-from pytest_slam.golden.merge import merge_paths, write_merged
 from pytest_slam.golden.store import GoldenStore
+from pytest_slam.golden.threeway import merge_paths, write_merged
 from pytest_slam.records import GoldenAnswer, GoldenRecord
 
 MODULE = "tests/test_triage.py"

@@ -60,7 +60,7 @@ _COMMA_LIST: JsonDict = {"type": "string", "description": "comma-separated names
 
 def _scorers() -> list[str]:
     """Built-in and installed scorer names."""
-    from pytest_slam.compare.registry import SCORERS, installed
+    from pytest_slam.compare.named import SCORERS, installed
 
     return [*SCORERS, *installed()]
 
@@ -123,7 +123,7 @@ class EquivalenceTable(BaseModel):
     @field_validator("by")
     @classmethod
     def _known_scorer(cls, by: str) -> str:
-        from pytest_slam.compare.registry import scorer_class
+        from pytest_slam.compare.named import scorer_class
 
         try:
             scorer_class(by)
@@ -137,7 +137,7 @@ class EquivalenceTable(BaseModel):
 
     @model_validator(mode="after")
     def _known_options(self) -> EquivalenceTable:
-        from pytest_slam.compare.registry import scorer_class, scorer_options
+        from pytest_slam.compare.named import scorer_class, scorer_options
 
         try:
             scorer = scorer_class(self.by)

@@ -13,7 +13,6 @@ from typing import Any
 import openai
 import pytest
 
-from pytest_slam.compare.base import ScorerUnavailable
 from pytest_slam.compare.judge import (
     TEMPLATE_VERSION,
     JudgeScorer,
@@ -21,6 +20,7 @@ from pytest_slam.compare.judge import (
     MemoryJudgeCache,
     judge_key,
 )
+from pytest_slam.compare.scorer import ScorerUnavailable
 from pytest_slam.testing import FakeOpenAI
 
 CANDIDATE = "Paris is the capital of France."

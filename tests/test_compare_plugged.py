@@ -19,7 +19,7 @@ from ext_dist import make_dist
 from pytest_slam.compare import Scorer, ScorerError, get_scorer
 from pytest_slam.compare.about import JUDGE, SIMILARITY, STRUCTURE, About, describe
 from pytest_slam.compare.decide import Rule
-from pytest_slam.compare.registry import GROUP, describe_name, scorer_class
+from pytest_slam.compare.named import GROUP, describe_name, scorer_class
 from pytest_slam.records import Score
 
 PACKAGE = "acme_scorers"

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from pytest_slam.compare import SCORERS, Scorer, get_scorer
-from pytest_slam.compare.registry import scorer_class
+from pytest_slam.compare.named import scorer_class
 from pytest_slam.compare.text import FuzzyScorer
 
 

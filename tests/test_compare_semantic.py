@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from pytest_slam.compare.base import ScorerUnavailable
+from pytest_slam.compare.scorer import ScorerUnavailable
 from pytest_slam.compare.semantic import SemanticScorer, cosine
 from pytest_slam.testing import FakeOpenAI
 

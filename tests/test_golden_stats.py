@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+from pytest_slam.golden.census import format_stats, stats
 from pytest_slam.golden.keys import request_key
-from pytest_slam.golden.stats import format_stats, stats
 from pytest_slam.golden.store import GoldenStore
 from pytest_slam.records import GoldenAnswer, GoldenRecord
 

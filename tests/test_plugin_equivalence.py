@@ -19,7 +19,7 @@ import pytest
 from pytest_slam.testing import FakeOpenAI
 
 COUNTING = """
-from pytest_slam.compare.base import Scorer
+from pytest_slam.compare.scorer import Scorer
 
 BUILT = []
 
@@ -35,7 +35,7 @@ class Counting(Scorer):
         return self.verdict(1.0, f"scorer #{self.serial} pair {self.pairs}")
 """
 COUNTING_CONFTEST = """
-from pytest_slam.compare.registry import SCORERS
+from pytest_slam.compare.named import SCORERS
 
 def pytest_configure(config):
     SCORERS["counting"] = "counting:Counting"

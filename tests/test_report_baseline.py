@@ -10,8 +10,8 @@ import test_report_helpers as synth
 
 from pytest_slam.report.aggregate import aggregate
 from pytest_slam.report.baseline import Tolerances, compare, diff_baseline, format_diff
-from pytest_slam.report.config import ConfigError
 from pytest_slam.report.jsonreport import load_report, write_json
+from pytest_slam.report.section_checks import ConfigError
 
 REPLY = "tests/test_support.py::test_reply"
 SUMMARIZE = "tests/test_support.py::test_summarize"

@@ -11,9 +11,9 @@ from slam_helpers import PRODUCT, said, write_pyproject
 
 from pytest_slam.report.aggregate import aggregate
 from pytest_slam.report.baseline import diff_baseline
-from pytest_slam.report.config import ConfigError
 from pytest_slam.report.gate import Gate, apply_gate, check_tables, evaluate
 from pytest_slam.report.jsonreport import write_json
+from pytest_slam.report.section_checks import ConfigError
 from pytest_slam.testing import FakeOpenAI
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_slam.review.markdown import render
+from pytest_slam.review.safe_markdown import render
 
 
 def test_code_blocks_stay_code_and_html_stays_text() -> None:

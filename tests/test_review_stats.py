@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from review_helpers import pair
 
-from pytest_slam.review.stats import agreement, by_model, wilson
+from pytest_slam.review.agreement import agreement, by_model, wilson
 from pytest_slam.review.verdicts import make_verdict
 
 

@@ -59,7 +59,7 @@ def command(sub: Subparsers, name: str, text: str) -> argparse.ArgumentParser:
 
 
 def golden_parser(sub: Subparsers, settings: Settings) -> None:
-    from pytest_slam.cli import golden_merge, promote
+    from pytest_slam.cli import golden_merge, promote_cmd
     from pytest_slam.cli.golden import COMMANDS, HELP
 
     golden = command(sub, "golden", "Golden answers of the reference model: refresh, import, "
@@ -68,8 +68,8 @@ def golden_parser(sub: Subparsers, settings: Settings) -> None:
     gsub.add_parser(
         "refresh", help="Re-record every golden answer (runs pytest; extra args pass through)"
     )
-    helps = {**HELP, **promote.HELP, **golden_merge.HELP}
-    for name, add, cmd in (*COMMANDS, *promote.COMMANDS, *golden_merge.COMMANDS):
+    helps = {**HELP, **promote_cmd.HELP, **golden_merge.HELP}
+    for name, add, cmd in (*COMMANDS, *promote_cmd.COMMANDS, *golden_merge.COMMANDS):
         parser = add(command(gsub, name, helps[name]))
         parser.set_defaults(
             func=cmd, project_root=Path(settings.golden_dir), project_reference=settings.reference
@@ -116,7 +116,7 @@ def config_parser(sub: Subparsers) -> None:
 
 
 def calibrate_parser(sub: Subparsers, settings: Settings) -> None:
-    from pytest_slam.cli.calibrate import add_arguments, cmd_calibrate
+    from pytest_slam.cli.calibrate_cmd import add_arguments, cmd_calibrate
 
     parser = command(
         sub,

@@ -139,7 +139,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """Print one row per golden file: entries, answers, returned models, dates, age."""
-    from pytest_slam.golden.stats import format_stats, stats
+    from pytest_slam.golden.census import format_stats, stats
 
     try:
         rows = stats(store_root(args))

@@ -69,7 +69,7 @@ def add_driver_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
 
 def cmd_merge(args: argparse.Namespace) -> int:
     """Merge every input; write only when every file merged without a conflict."""
-    from pytest_slam.golden.merge import merge_paths, write_merged
+    from pytest_slam.golden.threeway import merge_paths, write_merged
 
     try:
         planned = merge_paths(args.inputs, args.output, args.base)
@@ -100,7 +100,7 @@ def cmd_merge_driver(args: argparse.Namespace) -> int:
     if len(args.files) not in (3, 4):
         return _usage("needs BASE OURS THEIRS [PATH] (git's %O %A %B %P), or --install")
     from pytest_slam.golden.fileformat import atomic_write
-    from pytest_slam.golden.merge import merge_files, merged_text
+    from pytest_slam.golden.threeway import merge_files, merged_text
 
     base, ours, theirs, *shown = args.files
     name = str(shown[0]) if shown else str(ours)

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_slam.report.baseline import Tolerances, compare, format_diff
-from pytest_slam.report.config import ConfigError
 from pytest_slam.report.jsonreport import ReportError, load_report
+from pytest_slam.report.section_checks import ConfigError
 
 if TYPE_CHECKING:
     from pytest_slam.report.merge import Merged

@@ -113,8 +113,8 @@ def _store(root: Path, reference: str) -> GoldenStore:
 
 def _gate(settings: Settings, verdict: Verdict, before: Verdict) -> bool:
     """Apply the configured gate; True when it failed (an incomplete run never passes)."""
-    from pytest_slam.report.config import ConfigError
     from pytest_slam.report.gate import Gate, apply_gate, evaluate
+    from pytest_slam.report.section_checks import ConfigError
 
     try:
         gate = Gate.from_config(settings.gate)

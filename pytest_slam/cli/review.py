@@ -95,7 +95,7 @@ def cmd_review(args: argparse.Namespace) -> int:
 
 
 def _stats(store: GoldenStore, pairs: list[ReviewPair], export: str | None) -> int:
-    from pytest_slam.review.stats import labels, stats_lines
+    from pytest_slam.review.agreement import labels, stats_lines
     from pytest_slam.review.verdicts import all_verdicts, dump_lines
 
     verdicts = [v for vs in all_verdicts(store).values() for v in vs]

@@ -10,10 +10,10 @@ from pytest_slam.compare.assertion import (
     evaluate,
     set_obtained_writer,
 )
-from pytest_slam.compare.base import MissingExtra, Scorer, ScorerError, ScorerUnavailable
 from pytest_slam.compare.judge import JudgeCache, JudgeUnjudged, MemoryJudgeCache
 from pytest_slam.compare.judge_parse import JudgeUnparseable
-from pytest_slam.compare.registry import SCORERS, get_scorer
+from pytest_slam.compare.named import SCORERS, get_scorer
+from pytest_slam.compare.scorer import MissingExtra, Scorer, ScorerError, ScorerUnavailable
 
 __all__ = [
     "SCORERS",

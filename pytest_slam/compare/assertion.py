@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from pytest_slam.compare.base import Scorer
 from pytest_slam.compare.defaults import DEFAULT_AT_LEAST, DEFAULT_SCORER
 from pytest_slam.compare.diff import side_by_side
-from pytest_slam.compare.registry import get_scorer
+from pytest_slam.compare.named import get_scorer
+from pytest_slam.compare.scorer import Scorer
 from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON, Call, GoldenAnswer, GoldenRecord, Score
 

@@ -5,7 +5,7 @@ on other data miss badly: bench/README.md). Per scope (a test module with labels
 rest) every scorer in :data:`SCORERS` is scored on the labelled pairs, :mod:`.bandselect`
 certifies its bands (Learn then Test, Bonferroni over the scorers), and the scorer that decides the
 most pairs with both errors held is kept. Where the labels come from is the command's business
-(``pytest_slam.cli.calibrate``); writing the table is ``.calibrate_table``'s.
+(``pytest_slam.cli.calibrate_cmd``); writing the table is ``.calibrate_table``'s.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def available_scorers(only: Sequence[str] = ()) -> dict[str, tuple[str, dict[str
 
 
 def _calibratable_here(by: str) -> bool:
-    from pytest_slam.compare.registry import describe_name
+    from pytest_slam.compare.named import describe_name
 
     about = describe_name(by)
     return about.calibratable and all(importlib.util.find_spec(m) for m in about.requires)
@@ -110,7 +110,7 @@ def _calibratable_here(by: str) -> bool:
 
 def score_column(by: str, options: dict[str, str], pairs: Sequence[LabelledPair]) -> list[float]:
     """One scorer's score of every pair (semantic in one batch)."""
-    from pytest_slam.compare.registry import get_scorer
+    from pytest_slam.compare.named import get_scorer
 
     scorer = get_scorer(by, **options)
     batch = getattr(scorer, "score_many", None)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pytest_slam.compare.bands import Bands
-from pytest_slam.compare.registry import describe_name
+from pytest_slam.compare.named import describe_name
 from pytest_slam.records import Score
 
 

@@ -18,7 +18,7 @@ from pytest_slam.compare.bands import DIFFERENT, EQUIVALENT, Bands
 from pytest_slam.compare.bandselect import Counts
 from pytest_slam.compare.binomial import interval
 from pytest_slam.compare.calibrate import CalibrationRefused, LabelledPair, score_column
-from pytest_slam.compare.registry import describe_name
+from pytest_slam.compare.named import describe_name
 
 NOT_OPTIONS = ("by", "at_least", "fail_below", "then", "modules")
 

@@ -14,8 +14,14 @@ from collections.abc import Callable
 from typing import Protocol, TypeGuard, TypeVar
 
 from pytest_slam.compare.about import JUDGE, About
-from pytest_slam.compare.base import Scorer, ScorerError, ScorerUnavailable, empty_verdict, preview
 from pytest_slam.compare.judge_parse import JudgeUnparseable, parse_grade, parse_preference
+from pytest_slam.compare.scorer import (
+    Scorer,
+    ScorerError,
+    ScorerUnavailable,
+    empty_verdict,
+    preview,
+)
 from pytest_slam.records import JSON, Score
 
 # Bump when a prompt below changes: cached verdicts from older prompts then no longer replay.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 
-from pytest_slam.compare.base import ScorerError, preview
+from pytest_slam.compare.scorer import ScorerError, preview
 from pytest_slam.records import JSON
 
 _NUM = r"(10|[1-9](?:\.\d+)?)"

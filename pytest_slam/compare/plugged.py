@@ -11,7 +11,7 @@ import numbers
 from typing import Any
 
 from pytest_slam.compare.about import describe
-from pytest_slam.compare.base import Scorer, ScorerError, shorten
+from pytest_slam.compare.scorer import Scorer, ScorerError, shorten
 from pytest_slam.records import Score
 
 

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from typing import Literal, Protocol
 
 from pytest_slam.compare.about import About
-from pytest_slam.compare.base import MissingExtra, Scorer, ScorerUnavailable, empty_verdict
+from pytest_slam.compare.scorer import MissingExtra, Scorer, ScorerUnavailable, empty_verdict
 from pytest_slam.records import Score
 
 BACKENDS = ("local", "endpoint")

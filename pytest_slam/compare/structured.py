@@ -11,7 +11,6 @@ import math
 from collections.abc import Sequence
 
 from pytest_slam.compare.about import STRUCTURALLY_EQUAL, STRUCTURE, About
-from pytest_slam.compare.base import MissingExtra, Scorer
 from pytest_slam.compare.jsontree import (
     NotJson,
     Path,
@@ -21,6 +20,7 @@ from pytest_slam.compare.jsontree import (
     parse_answer,
     parse_pattern,
 )
+from pytest_slam.compare.scorer import MissingExtra, Scorer
 from pytest_slam.records import JSON, Score
 
 SHOWN_DIFFERENCES = 5

@@ -11,7 +11,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from pytest_slam.compare.about import EXACT_MATCH, SIMILAR
-from pytest_slam.compare.base import Scorer, empty_verdict, preview
+from pytest_slam.compare.scorer import Scorer, empty_verdict, preview
 from pytest_slam.records import Score
 
 

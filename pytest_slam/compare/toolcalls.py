@@ -21,8 +21,8 @@ import json
 from collections.abc import Sequence
 
 from pytest_slam.compare.about import STRUCTURALLY_EQUAL, STRUCTURE, About
-from pytest_slam.compare.base import Scorer
 from pytest_slam.compare.jsontree import NotJson, parse_answer
+from pytest_slam.compare.scorer import Scorer
 from pytest_slam.compare.structured import JsonScorer
 from pytest_slam.records import JSON, Score
 

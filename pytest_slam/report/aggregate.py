@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from pytest_slam.compare.registry import describe_name
+from pytest_slam.compare.named import describe_name
 from pytest_slam.compare.uncertainty import Comparison, Interval
 from pytest_slam.metrics.cost import cost_ratio, per_1000
 from pytest_slam.metrics.latency import LATENCY_METRICS

@@ -28,8 +28,8 @@ from pytest_slam.report.aggregate import (
     RunInfo,
     Verdict,
 )
-from pytest_slam.report.config import check_section
 from pytest_slam.report.jsonreport import Report, ReportError, load_report
+from pytest_slam.report.section_checks import check_section
 
 SECTION = "tool.slam.baseline"
 

@@ -26,8 +26,8 @@ from pytest_slam.records import JSON, Record
 from pytest_slam.report import fmt
 from pytest_slam.report.aggregate import ModelRow, Verdict
 from pytest_slam.report.baseline import BaselineDiff
-from pytest_slam.report.config import ConfigError, check_section
 from pytest_slam.report.gate_result import NOT_CONFIGURED, Breach, GateResult, ModelGate
+from pytest_slam.report.section_checks import ConfigError, check_section
 
 SECTION = "tool.slam.gate"
 INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED (this module does not import pytest)

@@ -118,7 +118,7 @@ def human_review(verdict: Verdict, outcomes: list[Outcome]) -> HumanReview | Non
     """Win/tie/loss against the reference per candidate, with Wilson 95% intervals, from the
     ``slam review`` verdicts kept beside the run's golden files; None when there are none (or the
     golden files are no longer where the run read them)."""
-    from pytest_slam.review.stats import LABELS, by_model
+    from pytest_slam.review.agreement import LABELS, by_model
     from pytest_slam.review.verdicts import (
         VERDICTS,
         HumanVerdict,

@@ -12,8 +12,8 @@ from functools import cache
 from jinja2 import Environment, PackageLoader, Template, select_autoescape
 from markupsafe import Markup
 
-from pytest_slam.review.markdown import render
 from pytest_slam.review.pairs import ReviewPair
+from pytest_slam.review.safe_markdown import render
 
 
 @dataclass

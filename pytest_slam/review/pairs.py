@@ -149,7 +149,7 @@ def scorer_passes(pair: ReviewPair) -> dict[str, bool]:
 def _judges(scorer: str) -> bool:
     """Whether a score is a judge's verdict, as its scorer describes itself."""
     from pytest_slam.compare.about import JUDGE
-    from pytest_slam.compare.registry import describe_name
+    from pytest_slam.compare.named import describe_name
 
     return describe_name(scorer).evidence == JUDGE
 

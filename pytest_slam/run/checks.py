@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 from pytest_slam.compare.bands import DIFFERENT, UNDECIDED
-from pytest_slam.compare.base import ScorerError
 from pytest_slam.compare.decide import Rule
+from pytest_slam.compare.scorer import ScorerError
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.golden.reference import MissingGolden, ReferenceFailed, ReferenceService
 from pytest_slam.metrics.metering import measure
@@ -50,8 +50,8 @@ from pytest_slam.settings import TOML
 from pytest_slam.swap.router import TestContext
 
 if TYPE_CHECKING:  # the compare wing loads when a test is first scored
-    from pytest_slam.compare.base import Scorer
     from pytest_slam.compare.judge import MemoryJudgeCache
+    from pytest_slam.compare.scorer import Scorer
     from pytest_slam.golden.store import GoldenStore
     from pytest_slam.metrics.cost import Prices
     from pytest_slam.review.verdicts import HumanVerdict
@@ -85,7 +85,7 @@ class JudgeModel:
     offline: bool = False  # cached verdicts only (slam rescore): a verdict not cached stays unknown
 
     def complete(self, messages: list[dict[str, str]]) -> str:
-        from pytest_slam.compare.base import ScorerUnavailable
+        from pytest_slam.compare.scorer import ScorerUnavailable
         from pytest_slam.swap.chat import Target, forward_chat
 
         spec = self.spec
@@ -314,7 +314,7 @@ class Checker:
 
         Several reviewers: the majority of "not worse" (win or tie) against worse; a tie is no
         verdict."""
-        from pytest_slam.review.stats import passed_by_human
+        from pytest_slam.review.agreement import passed_by_human
 
         found = [v for v in self._reviews(ctx.module)
                  if v.key == key and v.model == ctx.model.name and v.answer_hash == answer]  # fmt: skip
@@ -390,8 +390,8 @@ class Checker:
                     reference: str) -> Score:  # fmt: skip
         """A request that asked for JSON, with no scorer named: its fields compared (json), and
         the candidate checked against the request's own schema when it carries one."""
-        from pytest_slam.compare.base import MissingExtra
-        from pytest_slam.compare.registry import get_scorer
+        from pytest_slam.compare.named import get_scorer
+        from pytest_slam.compare.scorer import MissingExtra
 
         fields = scorer.score(candidate, reference)
         schema = request_schema(request)
@@ -483,7 +483,7 @@ class Checker:
 
     def _build_plan(self, config: dict[str, object]) -> ScoringPlan:
         from pytest_slam.compare.bands import Bands
-        from pytest_slam.compare.registry import get_scorer
+        from pytest_slam.compare.named import get_scorer
         from pytest_slam.compare.toolcalls import ToolCallScorer
 
         options = dict(config)
@@ -598,14 +598,14 @@ def _lower(first: Score, second: Score) -> Score:
 
 def _part(scorer: str) -> str:
     """What a scorer compares, as its description says ("tool calls", "fields", "text")."""
-    from pytest_slam.compare.registry import describe_name
+    from pytest_slam.compare.named import describe_name
 
     return describe_name(scorer).compares
 
 
 def _by_name(by: str) -> str:
     """A built-in scorer's name as the registry spells it; any other name as written."""
-    from pytest_slam.compare.registry import is_builtin
+    from pytest_slam.compare.named import is_builtin
 
     return by.strip().lower() if is_builtin(by) else by.strip()
 
@@ -613,7 +613,7 @@ def _by_name(by: str) -> str:
 def _needs_of(by: object) -> tuple[frozenset[str], str | None]:
     """What the scorer ``by`` names needs (``about.py``), or why there is no such scorer."""
     from pytest_slam.compare.about import describe
-    from pytest_slam.compare.registry import scorer_class, unknown_scorer
+    from pytest_slam.compare.named import scorer_class, unknown_scorer
 
     try:
         found = scorer_class(by) if isinstance(by, str) else by
@@ -626,7 +626,7 @@ def _needs_of(by: object) -> tuple[frozenset[str], str | None]:
 
 def _judge_evidence(scorer: str) -> bool:
     from pytest_slam.compare.about import JUDGE
-    from pytest_slam.compare.registry import describe_name
+    from pytest_slam.compare.named import describe_name
 
     return describe_name(scorer).evidence == JUDGE
 

@@ -373,7 +373,7 @@ def _human_review(slam: RunEnd, verdict: Verdict) -> list[str]:
     """The committed blind-review verdicts for this run's candidates, in one line (or none)."""
     if not slam.settings.has_reference:
         return []
-    from pytest_slam.review.summary import human_review_lines
+    from pytest_slam.review.human_lines import human_review_lines
 
     root = slam.rootpath / slam.settings.golden_dir
     models = [row.model for row in verdict.models]

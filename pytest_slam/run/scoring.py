@@ -21,7 +21,7 @@ from pytest_slam.records import JSON
 from pytest_slam.settings import TOML
 
 if TYPE_CHECKING:
-    from pytest_slam.compare.base import Scorer
+    from pytest_slam.compare.scorer import Scorer
     from pytest_slam.compare.toolcalls import ToolCallScorer
 
 EQUIVALENCE_MARK = "slm_equivalence"

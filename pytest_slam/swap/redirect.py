@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from pytest_slam.swap import stacks
-from pytest_slam.swap.stacks.base import (
+from pytest_slam.swap.stacks.common import (
     DEFAULT_HOSTS,
     HEADER,
     INSTALLED,

@@ -9,7 +9,6 @@ or import path. Built-ins: ``llamacpp``, ``vllm``, ``ollama``, ``openai``, ``end
 
 from __future__ import annotations
 
-from pytest_slam.swap.engines.base import BaseProvider, ManagedProvider
 from pytest_slam.swap.engines.llamacpp import (
     KV_TOKENS_PER_FILE,
     LlamaCppEngine,
@@ -18,6 +17,7 @@ from pytest_slam.swap.engines.llamacpp import (
 )
 from pytest_slam.swap.engines.managed import Engine, ManagedServer, free_port, log_tail
 from pytest_slam.swap.engines.protocol import EngineError, ModelSpecError, Provider, Running, Say
+from pytest_slam.swap.engines.providers import BaseProvider, ManagedProvider
 from pytest_slam.swap.engines.registry import (
     GROUP,
     UnknownProvider,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pytest_slam.records import ModelSpec
-from pytest_slam.swap.engines.base import BaseProvider
 from pytest_slam.swap.engines.protocol import CostModel
+from pytest_slam.swap.engines.providers import BaseProvider
 
 
 class Curated(BaseProvider):

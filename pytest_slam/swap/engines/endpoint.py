@@ -11,8 +11,8 @@ import re
 from collections.abc import Mapping
 
 from pytest_slam.records import JSON, ModelSpec
-from pytest_slam.swap.engines.base import BaseProvider
 from pytest_slam.swap.engines.protocol import ModelSpecError
+from pytest_slam.swap.engines.providers import BaseProvider
 
 OLLAMA_URL = "http://127.0.0.1:11434/v1"
 

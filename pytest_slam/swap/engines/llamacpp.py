@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 from pytest_slam.records import JSON, ModelSpec
-from pytest_slam.swap.engines.base import ManagedProvider
 from pytest_slam.swap.engines.managed import Engine
 from pytest_slam.swap.engines.protocol import EngineError, ModelSpecError
+from pytest_slam.swap.engines.providers import ManagedProvider
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # llama.cpp splits its context between slots, so each slot gets the configured ``ctx`` and the KV

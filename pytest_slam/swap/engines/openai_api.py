@@ -7,7 +7,7 @@ Inline ``openai:MODEL``. Its models take ``max_completion_tokens`` (the o-series
 from __future__ import annotations
 
 from pytest_slam.records import ModelSpec
-from pytest_slam.swap.engines.base import BaseProvider
+from pytest_slam.swap.engines.providers import BaseProvider
 
 OPENAI_URL = "https://api.openai.com/v1"
 OPENAI_KEY_ENV = "OPENAI_API_KEY"

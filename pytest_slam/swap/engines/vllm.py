@@ -13,9 +13,9 @@ from pathlib import Path
 
 from pytest_slam.config_keys import unknown_keys_line
 from pytest_slam.records import JSON, ModelSpec
-from pytest_slam.swap.engines.base import ManagedProvider
 from pytest_slam.swap.engines.managed import Engine
 from pytest_slam.swap.engines.protocol import EngineError, ModelSpecError
+from pytest_slam.swap.engines.providers import ManagedProvider
 
 
 class VllmEngine(Engine):

@@ -13,7 +13,7 @@ import importlib
 import pkgutil
 from typing import Any
 
-from pytest_slam.swap.stacks.base import Stack
+from pytest_slam.swap.stacks.common import Stack
 
 SUFFIX = "_stack"
 # Every send point replaced, with what was there before: restored when the last redirect ends.

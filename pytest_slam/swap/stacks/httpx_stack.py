@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from pytest_slam.swap.local import LocalAnswer
-from pytest_slam.swap.stacks.base import HEADER, Patch, Redirect, rule_for
+from pytest_slam.swap.stacks.common import HEADER, Patch, Redirect, rule_for
 
 LIBRARIES = ("httpx2", "httpx")
 # Requests, responses and transports here are httpx or httpx2 objects, whichever is installed

@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
-from pytest_slam.swap.stacks.base import HEADER, Patch, Redirect, rule_for
+from pytest_slam.swap.stacks.common import HEADER, Patch, Redirect, rule_for
 
 # ``requests.PreparedRequest`` and ``Response`` objects: requests is imported by name at run time,
 # hence Any at this boundary.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_slam.golden.store import GoldenStore
-from pytest_slam.review.stats import summary_line
+from pytest_slam.review.agreement import summary_line
 from pytest_slam.review.verdicts import ReviewError, all_verdicts
 
 

@@ -19,8 +19,8 @@ import sys
 from importlib.metadata import EntryPoint, entry_points
 
 from pytest_slam.compare.about import SIMILAR, About, combined, describe
-from pytest_slam.compare.base import Scorer
 from pytest_slam.compare.plugged import Plugged
+from pytest_slam.compare.scorer import Scorer
 
 GROUP = "pytest_slam.scorers"
 SCORERS: dict[str, str] = {
