@@ -41,10 +41,15 @@ def hard_unicode_text(min_size: int = 1, max_size: int = 200) -> st.SearchStrate
     """
     hard = [h for h in HARD_CHARACTERS if len(h) <= max_size]
     if not hard or not 0 <= min_size <= max_size:
-        raise ValueError(f"hard_unicode_text: need 0 <= min_size <= max_size and max_size >= 1, "
-                         f"got min_size={min_size}, max_size={max_size}")  # fmt: skip
-    piece = st.one_of(st.sampled_from(HARD_CHARACTERS), st.sampled_from(SENTENCES),
-                      st.text(min_size=1, max_size=8))  # fmt: skip
+        raise ValueError(
+            f"hard_unicode_text: need 0 <= min_size <= max_size and max_size >= 1, "
+            f"got min_size={min_size}, max_size={max_size}"
+        )
+    piece = st.one_of(
+        st.sampled_from(HARD_CHARACTERS),
+        st.sampled_from(SENTENCES),
+        st.text(min_size=1, max_size=8),
+    )
     parts = st.tuples(st.sampled_from(hard), st.lists(piece, max_size=12), st.integers(0, 200))
     return parts.map(lambda p: _place(p[0], "".join(p[1]), p[2], min_size, max_size))
 
@@ -87,6 +92,7 @@ def ticket_text() -> st.SearchStrategy[str]:
     field or a long text.
     """
     ordinary = st.lists(st.sampled_from(SENTENCES), min_size=1, max_size=3).map(" ".join)
-    hostile = st.one_of(hard_unicode_text(), injection_strings(), blank_fields(),
-                        long_text(max_chars=3_000))  # fmt: skip
+    hostile = st.one_of(
+        hard_unicode_text(), injection_strings(), blank_fields(), long_text(max_chars=3_000)
+    )
     return st.one_of(ordinary, hostile)

@@ -62,8 +62,12 @@ def golden_parser(sub: Subparsers, settings: Settings) -> None:
     from pytest_slam.cli import golden_merge, promote_cmd
     from pytest_slam.cli.golden import COMMANDS, HELP
 
-    golden = command(sub, "golden", "Golden answers of the reference model: refresh, import, "
-                     "stats, prune, restore, promote, unpromote, merge")  # fmt: skip
+    golden = command(
+        sub,
+        "golden",
+        "Golden answers of the reference model: refresh, import, "
+        "stats, prune, restore, promote, unpromote, merge",
+    )
     gsub = golden.add_subparsers(dest="golden_command", required=True)
     gsub.add_parser(
         "refresh", help="Re-record every golden answer (runs pytest; extra args pass through)"
@@ -88,12 +92,30 @@ def report_parser(sub: Subparsers) -> None:
 
     report = command(sub, "report", "Render a JSON report as HTML, or diff two reports")
     rsub = report.add_subparsers(dest="report_command", required=True)
-    add_render_arguments(command(rsub, "render", "Render a JSON report as one self-contained HTML "
-                                 "file (slam report RUN.json is short for it)"))  # fmt: skip
-    add_diff_arguments(command(rsub, "diff", "Compare two JSON reports: what regressed and what "
-                               "improved beyond the tolerances; exit 1 on a regression"))  # fmt: skip
-    add_merge_arguments(command(rsub, "merge", "Merge the JSON reports of a suite's shards into "
-                                "the whole run's report and gate; exit as the whole run"))  # fmt: skip
+    add_render_arguments(
+        command(
+            rsub,
+            "render",
+            "Render a JSON report as one self-contained HTML "
+            "file (slam report RUN.json is short for it)",
+        )
+    )
+    add_diff_arguments(
+        command(
+            rsub,
+            "diff",
+            "Compare two JSON reports: what regressed and what "
+            "improved beyond the tolerances; exit 1 on a regression",
+        )
+    )
+    add_merge_arguments(
+        command(
+            rsub,
+            "merge",
+            "Merge the JSON reports of a suite's shards into "
+            "the whole run's report and gate; exit as the whole run",
+        )
+    )
     rsub.choices["merge"].set_defaults(func=cmd_merge)
     command(rsub, "schema", "Print the JSON Schema of the JSON report").set_defaults(
         func=_print_report_schema

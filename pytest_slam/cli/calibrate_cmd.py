@@ -43,27 +43,64 @@ MIN_RESAMPLES = 100
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument("--labels", type=Path, help="JSON Lines of labelled pairs (candidate, "
-                        "reference, label[, unit, module])")  # fmt: skip
-    parser.add_argument("--report", type=Path, help="a run's JSON report: calibrate on the "
-                        "human verdicts 'slam review' stored for its answers")  # fmt: skip
-    parser.add_argument("--evaluate", type=Path, metavar="LABELS", help="measure the current "
-                        "configuration on these labelled pairs (JSON Lines); writes nothing")  # fmt: skip
-    parser.add_argument("--format", choices=("text", "json"), default="text",
-                        help="--evaluate's output")  # fmt: skip
-    parser.add_argument("--pyproject", type=Path, default=Path("pyproject.toml"),
-                        help="file to write the table to (default %(default)s)")  # fmt: skip
-    parser.add_argument("--max-pass-error", type=float, default=0.05, help="at most this share "
-                        "of the pairs called equivalent may be unacceptable (default 0.05)")  # fmt: skip
-    parser.add_argument("--max-fail-error", type=float, default=0.10, help="at most this share "
-                        "of the pairs called different may be acceptable (default 0.10)")  # fmt: skip
-    parser.add_argument("--confidence", type=float, default=0.95, help="for both errors and "
-                        "every scorer tried together (default 0.95)")  # fmt: skip
+    parser.add_argument(
+        "--labels",
+        type=Path,
+        help="JSON Lines of labelled pairs (candidate, reference, label[, unit, module])",
+    )
+    parser.add_argument(
+        "--report",
+        type=Path,
+        help="a run's JSON report: calibrate on the "
+        "human verdicts 'slam review' stored for its answers",
+    )
+    parser.add_argument(
+        "--evaluate",
+        type=Path,
+        metavar="LABELS",
+        help="measure the current "
+        "configuration on these labelled pairs (JSON Lines); writes nothing",
+    )
+    parser.add_argument(
+        "--format", choices=("text", "json"), default="text", help="--evaluate's output"
+    )
+    parser.add_argument(
+        "--pyproject",
+        type=Path,
+        default=Path("pyproject.toml"),
+        help="file to write the table to (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-pass-error",
+        type=float,
+        default=0.05,
+        help="at most this share of the pairs called equivalent may be unacceptable (default 0.05)",
+    )
+    parser.add_argument(
+        "--max-fail-error",
+        type=float,
+        default=0.10,
+        help="at most this share of the pairs called different may be acceptable (default 0.10)",
+    )
+    parser.add_argument(
+        "--confidence",
+        type=float,
+        default=0.95,
+        help="for both errors and every scorer tried together (default 0.95)",
+    )
     parser.add_argument("--min-count", type=int, default=20, help="fewest pairs a band may hold")
-    parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (by "
-                        "prompt) for the chosen errors' second interval")  # fmt: skip
-    parser.add_argument("--scorers", help="comma-separated, of: " + ", ".join(
-        n.split()[-1] for n in SCORERS) + " (default: all installed)")  # fmt: skip
+    parser.add_argument(
+        "--resamples",
+        type=int,
+        default=1000,
+        help="bootstrap resamples (by prompt) for the chosen errors' second interval",
+    )
+    parser.add_argument(
+        "--scorers",
+        help="comma-separated, of: "
+        + ", ".join(n.split()[-1] for n in SCORERS)
+        + " (default: all installed)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the table, write nothing")
     return parser
 

@@ -62,25 +62,40 @@ def figures(result: ScopeResult, targets: Targets) -> list[str]:
     for c in sorted(result.tried, key=lambda c: c is not result.chosen):
         role = "chosen" if c is result.chosen else "tried "
         if c.at_least is None:
-            fail = (f"different below {c.fail_below}: fail error {error_text(c.failed)}, "
-                    f"decides {c.coverage:.1%}" if c.fail_below else "decides nothing")  # fmt: skip
-            lines.append(f"#   {role} {c.scorer}: no pass band certified (a band needs {needs}+ "
-                         f"pairs at these targets); {fail}")  # fmt: skip
+            fail = (
+                f"different below {c.fail_below}: fail error {error_text(c.failed)}, "
+                f"decides {c.coverage:.1%}"
+                if c.fail_below
+                else "decides nothing"
+            )
+            lines.append(
+                f"#   {role} {c.scorer}: no pass band certified (a band needs {needs}+ "
+                f"pairs at these targets); {fail}"
+            )
             continue
-        fail = (f"different below {c.fail_below}: fail error {error_text(c.failed)}"
-                if c.fail_below else "no fail band certified, nothing called different")  # fmt: skip
-        lines.append(f"#   {role} {c.scorer}: equivalent at >= {c.at_least}: pass error "
-                     f"{error_text(c.passed)}; {fail}; decides {c.coverage:.1%}")  # fmt: skip
+        fail = (
+            f"different below {c.fail_below}: fail error {error_text(c.failed)}"
+            if c.fail_below
+            else "no fail band certified, nothing called different"
+        )
+        lines.append(
+            f"#   {role} {c.scorer}: equivalent at >= {c.at_least}: pass error "
+            f"{error_text(c.passed)}; {fail}; decides {c.coverage:.1%}"
+        )
     for band, est in result.by_prompt.items():
         if not math.isnan(est.value):
             lines.append(f"#   chosen {band} error, bootstrap resampled by prompt: {est}")
     if result.chosen is None:
-        lines.append("#   no band certified: similarity is reported, no pair is decided by it; "
-                     "label more pairs, or send pairs to a judge (then = [\"judge\"])")  # fmt: skip
+        lines.append(
+            "#   no band certified: similarity is reported, no pair is decided by it; "
+            'label more pairs, or send pairs to a judge (then = ["judge"])'
+        )
     name, threshold = BASELINE
     passed, failed = result.baseline
-    lines.append(f"#   plain  {name} >= {threshold}: pass error {error_text(passed)}; fail error "
-                 f"{error_text(failed)}; decides 100.0%")  # fmt: skip
+    lines.append(
+        f"#   plain  {name} >= {threshold}: pass error {error_text(passed)}; fail error "
+        f"{error_text(failed)}; decides 100.0%"
+    )
     return lines
 
 
@@ -88,8 +103,11 @@ def table_text(results: list[ScopeResult], targets: Targets, kept: dict[str, Any
     """The top-level table and one sub-table per calibrated module, each under its figures."""
     out: list[str] = []
     for result in results:
-        header = ("[tool.slam.equivalence]" if result.scope == TOP
-                  else f"[tool.slam.equivalence.modules.{json.dumps(result.scope)}]")  # fmt: skip
+        header = (
+            "[tool.slam.equivalence]"
+            if result.scope == TOP
+            else f"[tool.slam.equivalence.modules.{json.dumps(result.scope)}]"
+        )
         values = {**scope_values(result), **(kept if result.scope == TOP else {})}
         out += [*figures(result, targets), header]
         out += [f"{key} = {json.dumps(value)}" for key, value in values.items()]

@@ -163,8 +163,11 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
     try:
         report = args.from_report or args.stale_report or stale_report_path(store_root(args))
-        reference, entries = (stale_from_report(report, store_root(args)) if args.from_report
-                              else read_stale_report(report))  # fmt: skip
+        reference, entries = (
+            stale_from_report(report, store_root(args))
+            if args.from_report
+            else read_stale_report(report)
+        )
         if args.reference and golden_reference(args.reference) != reference:
             raise GoldenError(
                 f"{report} lists entries of {reference!r}, not {args.reference!r}. "

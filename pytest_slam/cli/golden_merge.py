@@ -37,33 +37,46 @@ HELP = {
 
 def add_merge_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument(
-        "inputs", type=Path, nargs="+", metavar="INPUT",
+        "inputs",
+        type=Path,
+        nargs="+",
+        metavar="INPUT",
         help="Golden files, or golden folders (each shard's __slam__), to merge",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "-o", "--output", type=Path, required=True, metavar="OUT",
+        "-o",
+        "--output",
+        type=Path,
+        required=True,
+        metavar="OUT",
         help="File (or folder, for folders) to write; its own content is replaced, so name it "
         "among the inputs too to keep its entries",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--base", type=Path, metavar="BASE",
+        "--base",
+        type=Path,
+        metavar="BASE",
         help="The common ancestor the inputs started from (a file or folder): an entry one input "
         "re-recorded wins over another that kept the ancestor's answer",
-    )  # fmt: skip
+    )
     return parser
 
 
 def add_driver_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument(
-        "files", type=Path, nargs="*", metavar="BASE OURS THEIRS [PATH]",
+        "files",
+        type=Path,
+        nargs="*",
+        metavar="BASE OURS THEIRS [PATH]",
         help="The ancestor's, our and their version (git's %%O %%A %%B), and the file's path in the "
         "repository (%%P, for messages); the merge is written into OURS",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--install", action="store_true",
+        "--install",
+        action="store_true",
         help="Set up the driver in this git repository: the .gitattributes line for the golden "
         "folder and git config merge.slam-golden.driver",
-    )  # fmt: skip
+    )
     return parser
 
 
@@ -88,8 +101,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
         return EXIT_CONFLICT
     write_merged(planned)
     entries = sum(len(merged.golden.entries) for _, merged in planned)
-    print(f"merged {len(args.inputs)} inputs: {len(planned)} golden files, {entries} entries "
-          f"-> {args.output}")  # fmt: skip
+    print(
+        f"merged {len(args.inputs)} inputs: {len(planned)} golden files, {entries} entries "
+        f"-> {args.output}"
+    )
     return 0
 
 
@@ -149,8 +164,10 @@ def _install(args: argparse.Namespace) -> int:
         try:
             rel = root.resolve().relative_to(top.resolve())
         except ValueError:
-            raise GoldenError(f"{root}: the golden folder is outside the git repository {top}. "
-                              "Fix: run this in the repository that holds it") from None  # fmt: skip
+            raise GoldenError(
+                f"{root}: the golden folder is outside the git repository {top}. "
+                "Fix: run this in the repository that holds it"
+            ) from None
         line = attributes_line(rel)
         attributes = top / ".gitattributes"
         text = attributes.read_text(encoding="utf-8") if attributes.exists() else ""

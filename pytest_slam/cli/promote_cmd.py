@@ -29,13 +29,25 @@ HELP = {
 
 def add_promote_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     add_store_arguments(parser)
-    parser.add_argument("model", help="Candidate model whose answers become the reference's, "
-                        "as the report names it (e.g. smollm2-135m)")  # fmt: skip
-    parser.add_argument("--report", type=Path, required=True, metavar="RUN.json",
-                        help="JSON report of the run (written by --slm-report)")  # fmt: skip
-    parser.add_argument("--baseline", metavar="NAME", help="Name to keep the replaced answers "
-                        "under (default: the reference and the UTC time, e.g. "
-                        "gpt-4@20261201T120000Z)")  # fmt: skip
+    parser.add_argument(
+        "model",
+        help="Candidate model whose answers become the reference's, "
+        "as the report names it (e.g. smollm2-135m)",
+    )
+    parser.add_argument(
+        "--report",
+        type=Path,
+        required=True,
+        metavar="RUN.json",
+        help="JSON report of the run (written by --slm-report)",
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="NAME",
+        help="Name to keep the replaced answers "
+        "under (default: the reference and the UTC time, e.g. "
+        "gpt-4@20261201T120000Z)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="List the entries, change none")
     return parser
 
@@ -56,13 +68,17 @@ def cmd_promote(args: argparse.Namespace) -> int:
         report = load_report(args.report)
         gate = report.verdict.gate
         if gate is not None and gate.incomplete:
-            raise GoldenError(f"{args.report} is from a run that did not finish ({gate.incomplete}): "
-                              "its answers are not a whole reference. Fix: run the suite to its "
-                              "end, then promote that run's report")  # fmt: skip
+            raise GoldenError(
+                f"{args.report} is from a run that did not finish ({gate.incomplete}): "
+                "its answers are not a whole reference. Fix: run the suite to its "
+                "end, then promote that run's report"
+            )
         models = sorted({o.model for o in report.outcomes})
         if args.model not in models:
-            raise GoldenError(f"{args.report} has no answers of {args.model!r}. Fix: name one of "
-                              f"its candidates: {', '.join(models) or 'none'}")  # fmt: skip
+            raise GoldenError(
+                f"{args.report} has no answers of {args.model!r}. Fix: name one of "
+                f"its candidates: {', '.join(models) or 'none'}"
+            )
         store = GoldenStore(store_root(args), run_reference(args, report.verdict.run.settings))
         name = args.baseline or baseline_name(store.reference)
         baseline = GoldenStore(store.root, name)
@@ -75,12 +91,16 @@ def cmd_promote(args: argparse.Namespace) -> int:
     for module, key in done.promoted:
         print(f"{verb} {module} {key}")
     skipped = "".join(f"; skipped {n}: {why}" for why, n in sorted(done.skipped.items()))
-    print(f"{len(done.promoted)} golden entries of {store.reference!r} "
-          f"{'would take' if args.dry_run else 'now hold'} {args.model}'s answers, "
-          f"{len(done.unchanged)} already did{skipped}")  # fmt: skip
+    print(
+        f"{len(done.promoted)} golden entries of {store.reference!r} "
+        f"{'would take' if args.dry_run else 'now hold'} {args.model}'s answers, "
+        f"{len(done.unchanged)} already did{skipped}"
+    )
     if done.promoted and not args.dry_run:
-        print(f"the replaced answers are kept as baseline {name!r} in {baseline.dir}; "
-              f"undo with: {undo_command(name, store.root, store.reference)}")  # fmt: skip
+        print(
+            f"the replaced answers are kept as baseline {name!r} in {baseline.dir}; "
+            f"undo with: {undo_command(name, store.root, store.reference)}"
+        )
     return 0
 
 
@@ -89,15 +109,25 @@ def run_reference(args: argparse.Namespace, settings: dict[str, Any]) -> str:
     when given, must be the same."""
     ran = settings.get("reference")
     if args.reference and ran and golden_reference(args.reference) != golden_reference(str(ran)):
-        raise GoldenError(f"{args.report} was run against {ran!r}, not {args.reference!r}. "
-                          "Fix: leave out --reference (the report names the run's)")  # fmt: skip
+        raise GoldenError(
+            f"{args.report} was run against {ran!r}, not {args.reference!r}. "
+            "Fix: leave out --reference (the report names the run's)"
+        )
     return str(ran or store_reference(args))
 
 
 def undo_command(name: str, root: Path, reference: str) -> str:
     """The command that puts a promote's replaced answers back, ready to paste here."""
-    return " ".join(["slam golden unpromote", shlex.quote(name), "--root", shlex.quote(str(root)),
-                     "--reference", shlex.quote(reference)])  # fmt: skip
+    return " ".join(
+        [
+            "slam golden unpromote",
+            shlex.quote(name),
+            "--root",
+            shlex.quote(str(root)),
+            "--reference",
+            shlex.quote(reference),
+        ]
+    )
 
 
 def cmd_unpromote(args: argparse.Namespace) -> int:
@@ -108,8 +138,10 @@ def cmd_unpromote(args: argparse.Namespace) -> int:
     try:
         store = GoldenStore(store_root(args), store_reference(args))
         if reference_slug(args.baseline) == store.dir.name:
-            raise GoldenError(f"{args.baseline!r} is the reference itself. Fix: pass the "
-                              "baseline name `slam golden promote` printed")  # fmt: skip
+            raise GoldenError(
+                f"{args.baseline!r} is the reference itself. Fix: pass the "
+                "baseline name `slam golden promote` printed"
+            )
         baseline = GoldenStore(store.root, args.baseline)
         restored = unpromote(store, baseline)
         shutil.rmtree(baseline.dir)
@@ -117,8 +149,10 @@ def cmd_unpromote(args: argparse.Namespace) -> int:
         return _fail(exc)
     for module, key in restored:
         print(f"restore {module} {key}")
-    print(f"restored {len(restored)} golden entries of {store.reference!r} from baseline "
-          f"{args.baseline!r} (removed {baseline.dir})")  # fmt: skip
+    print(
+        f"restored {len(restored)} golden entries of {store.reference!r} from baseline "
+        f"{args.baseline!r} (removed {baseline.dir})"
+    )
     return 0
 
 

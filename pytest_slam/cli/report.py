@@ -72,8 +72,11 @@ def cmd_render(args: argparse.Namespace) -> int:
     try:
         written = write_html(output, report.verdict, report.outcomes)
     except OSError as exc:  # the one write is atomic: nothing is left behind
-        print(f"slam report render: cannot write {output} ({exc.strerror or exc}); "
-              "pass -o a file in a folder you can write", file=sys.stderr)  # fmt: skip
+        print(
+            f"slam report render: cannot write {output} ({exc.strerror or exc}); "
+            "pass -o a file in a folder you can write",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     print(f"slam report render: wrote {written}")
     return EXIT_OK
@@ -115,8 +118,12 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from pytest_slam.run.exitstatus import gate_failed_line, gated_exitstatus
     from pytest_slam.run.options import check_writable
 
-    outputs = [(args.output, "-o"), (args.html, "--html"), (args.markdown, "--markdown"),
-               (args.junit, "--junit")]  # fmt: skip
+    outputs = [
+        (args.output, "-o"),
+        (args.html, "--html"),
+        (args.markdown, "--markdown"),
+        (args.junit, "--junit"),
+    ]
     try:
         problem = next((p for p in (check_writable(path, f) for path, f in outputs) if p), None)
         if problem:
@@ -128,8 +135,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
     try:
         written = _write_merged(args, merged)
     except OSError as exc:
-        print(f"slam report merge: cannot write ({exc.strerror or exc}); pass writable paths",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"slam report merge: cannot write ({exc.strerror or exc}); pass writable paths",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     width = shutil.get_terminal_size((100, 20)).columns
     for line in [*render_table(merged.verdict, width), *gate_lines(merged.verdict)]:

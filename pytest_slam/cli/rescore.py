@@ -73,8 +73,13 @@ def checker_for(settings: Settings, store: GoldenStore) -> Checker:
     judge = None
     if settings.judge:
         judge = JudgeModel(resolve(settings.judge, settings.model_table), offline=True)
-    return Checker(None, dict(settings.equivalence), Prices.from_config(settings.prices),
-                   judge=judge, golden_store=store)  # fmt: skip
+    return Checker(
+        None,
+        dict(settings.equivalence),
+        Prices.from_config(settings.prices),
+        judge=judge,
+        golden_store=store,
+    )
 
 
 def rescore_outcome(checker: Checker, outcome: Outcome) -> Outcome:
@@ -136,8 +141,10 @@ def _write(args: argparse.Namespace, verdict: Verdict, outcomes: list[Outcome]) 
             try:
                 said.append(f"{kind} report: {write(path, verdict, outcomes)}")
             except OSError as exc:
-                raise SystemExit(f"slam rescore: {path} not written ({exc.strerror or exc}); "
-                                 "give a writable path") from None  # fmt: skip
+                raise SystemExit(
+                    f"slam rescore: {path} not written ({exc.strerror or exc}); "
+                    "give a writable path"
+                ) from None
     return said
 
 

@@ -24,20 +24,33 @@ DEFAULT_REPORT = "slam-report.json"
 
 
 def add_arguments(parser: argparse.ArgumentParser, report: str | None) -> argparse.ArgumentParser:
-    parser.add_argument("--report", default=report or DEFAULT_REPORT,
-                        help=f"JSON report of the run to review (default: [tool.slam] report, "
-                             f"else {DEFAULT_REPORT})")  # fmt: skip
+    parser.add_argument(
+        "--report",
+        default=report or DEFAULT_REPORT,
+        help=f"JSON report of the run to review (default: [tool.slam] report, "
+        f"else {DEFAULT_REPORT})",
+    )
     parser.add_argument("--model", help="Review this candidate model only")
     parser.add_argument("--test", help="Review the tests whose node id contains this only")
-    parser.add_argument("--order", choices=ORDERS, default="report",
-                        help="informative: pairs where the judge and a scorer disagree first")  # fmt: skip
+    parser.add_argument(
+        "--order",
+        choices=ORDERS,
+        default="report",
+        help="informative: pairs where the judge and a scorer disagree first",
+    )
     parser.add_argument("--reviewer", help="Your name in the verdicts (default: git user.name)")
     parser.add_argument("--no-browser", action="store_true", help="Print the URL only")
     parser.add_argument("--port", type=int, default=0, help="Port on 127.0.0.1 (default: any)")
-    parser.add_argument("--stats", action="store_true",
-                        help="Print win/tie/loss per model and the agreement with scorers")  # fmt: skip
-    parser.add_argument("--export-labels", metavar="FILE.jsonl",
-                        help="Write the verdicts as labels for slam calibrate --labels")  # fmt: skip
+    parser.add_argument(
+        "--stats",
+        action="store_true",
+        help="Print win/tie/loss per model and the agreement with scorers",
+    )
+    parser.add_argument(
+        "--export-labels",
+        metavar="FILE.jsonl",
+        help="Write the verdicts as labels for slam calibrate --labels",
+    )
     return parser
 
 
@@ -46,8 +59,9 @@ def reviewer_name(given: str | None) -> str:
     if given and given.strip():
         return given.strip()
     try:
-        done = subprocess.run(["git", "config", "user.name"], capture_output=True, text=True,
-                              timeout=10, check=False)  # fmt: skip
+        done = subprocess.run(
+            ["git", "config", "user.name"], capture_output=True, text=True, timeout=10, check=False
+        )
         if done.returncode == 0 and done.stdout.strip():
             return done.stdout.strip()
     except (OSError, subprocess.SubprocessError):
@@ -87,8 +101,10 @@ def cmd_review(args: argparse.Namespace) -> int:
             return _stats(store, pairs, args.export_labels)
         todo = ordered(select(pairs, args.model, args.test), args.order)
         if not todo:
-            raise SystemExit(f"slam review: no pair matches --model {args.model} --test "
-                             f"{args.test}; drop the filter or check the names in the report")  # fmt: skip
+            raise SystemExit(
+                f"slam review: no pair matches --model {args.model} --test "
+                f"{args.test}; drop the filter or check the names in the report"
+            )
         return _serve(store, todo, reviewer_name(args.reviewer), args)
     except ReviewError as exc:
         raise SystemExit(f"slam review: {exc}") from None
@@ -107,8 +123,10 @@ def _stats(store: GoldenStore, pairs: list[ReviewPair], export: str | None) -> i
 
         rows = labels(pairs, verdicts)
         atomic_write(export, dump_lines(rows))
-        print(f"slam review: {len(rows)} label(s) written to {export}; "
-              f"use them with `slam calibrate --labels {export}`")  # fmt: skip
+        print(
+            f"slam review: {len(rows)} label(s) written to {export}; "
+            f"use them with `slam calibrate --labels {export}`"
+        )
         return 0
     print("\n".join(stats_lines(pairs, verdicts)))
     return 0
@@ -124,11 +142,16 @@ def _serve(
         server = serve(session, args.port)
     except OSError as exc:
         why = exc.strerror or exc
-        raise SystemExit(f"slam review: cannot listen on 127.0.0.1:{args.port} ({why}); "
-                         "leave out --port to take a free one") from None  # fmt: skip
+        raise SystemExit(
+            f"slam review: cannot listen on 127.0.0.1:{args.port} ({why}); "
+            "leave out --port to take a free one"
+        ) from None
     left = len(todo) - len(session.done)
-    print(f"slam review: {left} of {len(todo)} pair(s) to review as {reviewer!r}; open "
-          f"{url(server)}  (Ctrl-C to stop)", flush=True)  # fmt: skip
+    print(
+        f"slam review: {left} of {len(todo)} pair(s) to review as {reviewer!r}; open "
+        f"{url(server)}  (Ctrl-C to stop)",
+        flush=True,
+    )
     if not args.no_browser:  # a one-time launch URL: the token is in no process's argv
         _open_browser(launch_url(server))
     try:
@@ -137,8 +160,10 @@ def _serve(
         pass
     finally:
         server.server_close()
-    print(f"slam review: {session.saved} verdict(s) saved beside the goldens in {store.dir}",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"slam review: {session.saved} verdict(s) saved beside the goldens in {store.dir}",
+        file=sys.stderr,
+    )
     return 0
 
 

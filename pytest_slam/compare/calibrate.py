@@ -97,8 +97,11 @@ def available_scorers(only: Sequence[str] = ()) -> dict[str, tuple[str, dict[str
     """The scorers calibration tries here (those named by ``only``'s last words, when given): each
     one whose description says it is calibratable, and only where the modules it requires are
     installed (semantic without its extra is left out)."""
-    return {n: s for n, s in SCORERS.items()
-            if _calibratable_here(s[0]) and (not only or n.split()[-1] in only)}  # fmt: skip
+    return {
+        n: s
+        for n, s in SCORERS.items()
+        if _calibratable_here(s[0]) and (not only or n.split()[-1] in only)
+    }
 
 
 def _calibratable_here(by: str) -> bool:
@@ -146,36 +149,52 @@ def calibrate_columns(
     return result
 
 
-def prompt_intervals(chosen: Choice, scores: Sequence[float], labels: Sequence[int],
-                     units: Sequence[str], resamples: int) -> dict[str, Estimate]:  # fmt: skip
+def prompt_intervals(
+    chosen: Choice,
+    scores: Sequence[float],
+    labels: Sequence[int],
+    units: Sequence[str],
+    resamples: int,
+) -> dict[str, Estimate]:
     """Pass and fail error of the chosen bands with a bootstrap interval resampled by prompt:
     how much the pairs of one prompt move together, beside the pair-level exact interval."""
 
     def error(band: int) -> Callable[[list[int]], float]:
         def statistic(rows: list[int]) -> float:
-            counts = band_counts([scores[i] for i in rows], [labels[i] for i in rows],
-                                 chosen.at_least, chosen.fail_below)[band]  # fmt: skip
+            counts = band_counts(
+                [scores[i] for i in rows],
+                [labels[i] for i in rows],
+                chosen.at_least,
+                chosen.fail_below,
+            )[band]
             return counts.rate
 
         return statistic
 
-    return {band: grouped_bootstrap(units, error(i), resamples)
-            for i, band in enumerate(("pass", "fail"))}  # fmt: skip
+    return {
+        band: grouped_bootstrap(units, error(i), resamples)
+        for i, band in enumerate(("pass", "fail"))
+    }
 
 
 Scorers = dict[str, tuple[str, dict[str, str]]]
 
 
-def calibrate_scope(scope: str, pairs: Sequence[LabelledPair], targets: Targets,
-                    scorers: Scorers, resamples: int) -> ScopeResult:  # fmt: skip
+def calibrate_scope(
+    scope: str, pairs: Sequence[LabelledPair], targets: Targets, scorers: Scorers, resamples: int
+) -> ScopeResult:
     columns = {name: score_column(by, opts, pairs) for name, (by, opts) in scorers.items()}
     labels, units = [p.label for p in pairs], [p.unit for p in pairs]
     return calibrate_columns(scope, columns, labels, units, targets, resamples)
 
 
-def calibrate(pairs: Sequence[LabelledPair], targets: Targets, resamples: int = 0,
-              scorers: Scorers | None = None,
-              module_min: int = MODULE_MIN_PAIRS) -> list[ScopeResult]:  # fmt: skip
+def calibrate(
+    pairs: Sequence[LabelledPair],
+    targets: Targets,
+    resamples: int = 0,
+    scorers: Scorers | None = None,
+    module_min: int = MODULE_MIN_PAIRS,
+) -> list[ScopeResult]:
     """The top-level result first, then each module that certified bands on its own labels.
 
     A module with ``module_min`` labels is calibrated on them alone; one whose labels certify no

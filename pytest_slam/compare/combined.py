@@ -48,8 +48,13 @@ class Logistic:
         return 1 / (1 + math.exp(-max(-30.0, min(30.0, z))))
 
     def as_dict(self) -> dict[str, object]:
-        return {"names": self.names, "weights": self.weights, "bias": self.bias,
-                "mean": self.mean, "scale": self.scale}  # fmt: skip
+        return {
+            "names": self.names,
+            "weights": self.weights,
+            "bias": self.bias,
+            "mean": self.mean,
+            "scale": self.scale,
+        }
 
 
 def _standardize(rows: Sequence[Sequence[float]]) -> tuple[list[float], list[float]]:
@@ -88,10 +93,17 @@ def fit(
     beta = [0.0] * len(xs[0])
     for _ in range(steps):
         p = [1 / (1 + math.exp(-max(-30.0, min(30.0, _dot(beta, x))))) for x in xs]
-        grad = [sum((y - pi) * x[j] for x, y, pi in zip(xs, labels, p, strict=True))
-                for j in range(len(beta))]  # fmt: skip
-        hess = [[sum(pi * (1 - pi) * x[i] * x[j] for x, pi in zip(xs, p, strict=True))
-                 for j in range(len(beta))] for i in range(len(beta))]  # fmt: skip
+        grad = [
+            sum((y - pi) * x[j] for x, y, pi in zip(xs, labels, p, strict=True))
+            for j in range(len(beta))
+        ]
+        hess = [
+            [
+                sum(pi * (1 - pi) * x[i] * x[j] for x, pi in zip(xs, p, strict=True))
+                for j in range(len(beta))
+            ]
+            for i in range(len(beta))
+        ]
         for j in range(1, len(beta)):  # the bias is not penalised
             grad[j] -= l2 * beta[j]
             hess[j][j] += l2

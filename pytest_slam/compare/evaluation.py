@@ -61,8 +61,13 @@ def scope_of(equivalence: Mapping[str, Any], module: str) -> Scope:
 
 def error(c: Counts) -> dict[str, Any]:
     low, high = interval(c.wrong, c.called)
-    return {"value": c.wrong / c.called if c.called else None, "low": low, "high": high,
-            "wrong": c.wrong, "of": c.called}  # fmt: skip
+    return {
+        "value": c.wrong / c.called if c.called else None,
+        "low": low,
+        "high": high,
+        "wrong": c.wrong,
+        "of": c.called,
+    }
 
 
 def evaluate(pairs: Sequence[LabelledPair], equivalence: Mapping[str, Any]) -> dict[str, Any]:
@@ -96,14 +101,18 @@ def evaluation_text(result: Mapping[str, Any]) -> str:
     def line(name: str, err: Mapping[str, Any], called: str) -> str:
         if not err["of"]:
             return f"{name}: no pair called {called}"
-        return (f"{name}: {err['value']:.3f} [{err['low']:.3f}, {err['high']:.3f}] "
-                f"({err['wrong']} of {err['of']} called {called})")  # fmt: skip
+        return (
+            f"{name}: {err['value']:.3f} [{err['low']:.3f}, {err['high']:.3f}] "
+            f"({err['wrong']} of {err['of']} called {called})"
+        )
 
     n = result["pairs"]
-    return "\n".join([
-        f"{n} labelled pairs: {result['equivalent']} equivalent, {result['different']} different, "
-        f"{result['undecided']} undecided ({(n - result['undecided']) / n:.1%} decided)",
-        line("pass error", result["pass_error"], "equivalent"),
-        line("fail error", result["fail_error"], "different"),
-        "(95% Clopper-Pearson intervals)",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"{n} labelled pairs: {result['equivalent']} equivalent, {result['different']} different, "
+            f"{result['undecided']} undecided ({(n - result['undecided']) / n:.1%} decided)",
+            line("pass error", result["pass_error"], "equivalent"),
+            line("fail error", result["fail_error"], "different"),
+            "(95% Clopper-Pearson intervals)",
+        ]
+    )

@@ -130,8 +130,9 @@ class JudgeScorer(Scorer):
     """
 
     name = "judge"
-    about = About(JUDGE, frozenset({"question", "model"}), False, AT_LEAST["grade"],
-                  tuple(AT_LEAST.items()))  # fmt: skip
+    about = About(
+        JUDGE, frozenset({"question", "model"}), False, AT_LEAST["grade"], tuple(AT_LEAST.items())
+    )
 
     def __init__(
         self,
@@ -182,8 +183,10 @@ class JudgeScorer(Scorer):
         """One judge call; with ``earlier`` (its unreadable answer), the reminder follows it."""
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
         if earlier is not None:
-            messages += [{"role": "assistant", "content": earlier},
-                         {"role": "user", "content": REMINDER[self.mode]}]  # fmt: skip
+            messages += [
+                {"role": "assistant", "content": earlier},
+                {"role": "user", "content": REMINDER[self.mode]},
+            ]
         try:
             answer = self.complete(messages)
         except ScorerError:
@@ -199,8 +202,12 @@ class JudgeScorer(Scorer):
         fill = {"question": question or NO_QUESTION}
         cand, ref = clip(candidate, self.max_answer_chars), clip(reference, self.max_answer_chars)
         # the candidate text makes a cached verdict a labelled pair for ``slam calibrate``
-        head = {"judge": self.model, "mode": self.mode, "template": TEMPLATE_VERSION,
-                "candidate": candidate}  # fmt: skip
+        head = {
+            "judge": self.model,
+            "mode": self.mode,
+            "template": TEMPLATE_VERSION,
+            "candidate": candidate,
+        }
         if self.mode == "grade":
             return head | self._grade(GRADE_PROMPT.format(reference=ref, candidate=cand, **fill))
         first = PAIR_PROMPT.format(a=cand, b=ref, **fill)

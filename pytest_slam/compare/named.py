@@ -84,8 +84,10 @@ def scorer_class(name: str) -> type:
         try:
             found = ep.load()
         except Exception as err:
-            raise ValueError(f"scorer {key!r}: entry point {ep.value} could not be loaded: "
-                             f"{type(err).__name__}: {err}") from None  # fmt: skip
+            raise ValueError(
+                f"scorer {key!r}: entry point {ep.value} could not be loaded: "
+                f"{type(err).__name__}: {err}"
+            ) from None
         return _scorer_like(key, found, ep.value)
     if ":" in key:
         return _scorer_like(key, _import(key, key), key)
@@ -107,8 +109,9 @@ def _import(name: str, target: str) -> object:
 def _scorer_like(name: str, found: object, where: str) -> type:
     """``found`` when it is a class with a ``score`` method; ValueError saying what it is not."""
     if not isinstance(found, type) or not callable(getattr(found, "score", None)):
-        raise ValueError(f"scorer {name!r}: {where} is not a class with a "
-                         "score(candidate, reference) method")  # fmt: skip
+        raise ValueError(
+            f"scorer {name!r}: {where} is not a class with a score(candidate, reference) method"
+        )
     try:
         describe(found)
     except ValueError as err:
@@ -149,8 +152,9 @@ def get_scorer(by: str | Scorer | object, **options: object) -> Scorer:
     try:
         scorer = cls(**options)
     except Exception as err:
-        raise ValueError(f"scorer {by.strip()!r} could not be built: "
-                         f"{type(err).__name__}: {err}") from None  # fmt: skip
+        raise ValueError(
+            f"scorer {by.strip()!r} could not be built: {type(err).__name__}: {err}"
+        ) from None
     return Plugged(by.strip(), scorer)
 
 

@@ -34,8 +34,10 @@ class Plugged(Scorer):
         number = isinstance(value, numbers.Real) and not isinstance(value, bool)
         if not (number and 0.0 <= float(value) <= 1.0):  # NaN fails too
             shown = shorten(repr(value), 60)
-            raise BadScore(f"{self.where}.score() returned {shown}, not a number in 0..1; "
-                           "return the similarity of the two answers, 1 for equivalent")  # fmt: skip
+            raise BadScore(
+                f"{self.where}.score() returned {shown}, not a number in 0..1; "
+                "return the similarity of the two answers, 1 for equivalent"
+            )
         return Score(self.name, float(value), shorten(str(why)))
 
     def __repr__(self) -> str:

@@ -54,9 +54,14 @@ class Encoder(Protocol):
     """
 
     def encode(
-        self, texts: list[str], /, *, batch_size: int, convert_to_numpy: Literal[True],
+        self,
+        texts: list[str],
+        /,
+        *,
+        batch_size: int,
+        convert_to_numpy: Literal[True],
         show_progress_bar: bool,
-    ) -> Vectors: ...  # fmt: skip
+    ) -> Vectors: ...
 
 
 _models: dict[tuple[str, str | None], Encoder] = {}

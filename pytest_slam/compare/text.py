@@ -150,8 +150,9 @@ class LengthScorer(Scorer):
             return empty
         c, r = len(candidate.strip()), len(reference.strip())
         side = "shorter" if c < r else "longer"
-        return self.verdict(min(c, r) / max(c, r), f"candidate {c} chars, {side} than the "
-                            f"reference's {r}")  # fmt: skip
+        return self.verdict(
+            min(c, r) / max(c, r), f"candidate {c} chars, {side} than the reference's {r}"
+        )
 
 
 class LabelScorer(Scorer):

@@ -42,8 +42,13 @@ class Interval:
     level: float = LEVEL
 
     def as_dict(self) -> dict[str, float]:
-        return {"mean": self.mean, "low": self.low, "high": self.high, "n": self.n,
-                "level": self.level}  # fmt: skip
+        return {
+            "mean": self.mean,
+            "low": self.low,
+            "high": self.high,
+            "n": self.n,
+            "level": self.level,
+        }
 
 
 @dataclass
@@ -67,8 +72,14 @@ class Comparison:
         return f"{self.a} and {self.b}: {TIED} on {self.metric} at this sample size ({gap})"
 
     def as_dict(self) -> dict[str, JSON]:
-        return {"a": self.a, "b": self.b, "metric": self.metric, "diff": self.diff.as_dict(),
-                "outcome": self.outcome, "text": self.describe()}  # fmt: skip
+        return {
+            "a": self.a,
+            "b": self.b,
+            "metric": self.metric,
+            "diff": self.diff.as_dict(),
+            "outcome": self.outcome,
+            "text": self.describe(),
+        }
 
 
 def _percentiles(samples: list[float], level: float) -> tuple[float, float]:

@@ -67,11 +67,15 @@ class EmbeddingsService:
                 return 200, rec.answers[0].text.encode()
             if reference.mode == "none" and self.spec is None:
                 path = reference.store.path_for(ctx.module)
-                return _error(404, (
-                    f"pytest-slam: no golden embeddings for this request (key {key}) in {path}. "
-                    f"Record them from {self.original_url} with: "
-                    f"{reference.record_command(ctx.nodeid)}, or set [tool.slam] embeddings = "
-                    '"NAME" to a model that serves embeddings'))  # fmt: skip
+                return _error(
+                    404,
+                    (
+                        f"pytest-slam: no golden embeddings for this request (key {key}) in {path}. "
+                        f"Record them from {self.original_url} with: "
+                        f"{reference.record_command(ctx.nodeid)}, or set [tool.slam] embeddings = "
+                        '"NAME" to a model that serves embeddings'
+                    ),
+                )
         status, payload = self._forward(body, headers)
         if status == 200 and ctx is not None and reference is not None and reference.mode != "none":
             self._record(ctx, reference, key, body, payload)
@@ -82,8 +86,9 @@ class EmbeddingsService:
 
         if self.spec is not None:
             if not self.spec.base_urls:
-                return _error(503, f"pytest-slam: embeddings model {self.spec.name!r} has no "
-                                   "running server")  # fmt: skip
+                return _error(
+                    503, f"pytest-slam: embeddings model {self.spec.name!r} has no running server"
+                )
             url, where = self.spec.base_urls[0], f"embeddings model {self.spec.name!r}"
             sent = [("Content-Type", "application/json"), ("Accept-Encoding", "identity")]
             key = api_key(self.spec)
@@ -93,16 +98,26 @@ class EmbeddingsService:
         else:
             origin = next((v for n, v in headers if n == REDIRECTED), None)
             if origin is not None and origin != _origin(self.original_url):
-                return _error(409, (
-                    f"pytest-slam: an embeddings call to {origin} cannot be answered: its key "
-                    f"belongs to {origin}, not to {self.original_url}; set [tool.slam] embeddings "
-                    '= "NAME" to a model that serves embeddings'))  # fmt: skip
+                return _error(
+                    409,
+                    (
+                        f"pytest-slam: an embeddings call to {origin} cannot be answered: its key "
+                        f"belongs to {origin}, not to {self.original_url}; set [tool.slam] embeddings "
+                        '= "NAME" to a model that serves embeddings'
+                    ),
+                )
             url, where = self.original_url, self.original_url
             sent = [(n, v) for n, v in forwarded_headers(headers) if n != REDIRECTED]
             data = json.dumps(body)
         try:
-            resp = upstream.forward(url, "POST", "/embeddings", sent, data.encode(),
-                                    upstream.timeout_for(self.spec) if self.spec else 120.0)  # fmt: skip
+            resp = upstream.forward(
+                url,
+                "POST",
+                "/embeddings",
+                sent,
+                data.encode(),
+                upstream.timeout_for(self.spec) if self.spec else 120.0,
+            )
             return resp.status, resp.read()
         except upstream.UpstreamUnreachable as exc:
             return _error(502, f"pytest-slam: embeddings endpoint {where} is unreachable ({exc})")

@@ -111,8 +111,10 @@ def _tool_call_ids(messages: list[JSON]) -> list[JSON]:
     out = []
     for msg in messages:
         if isinstance(msg, dict) and isinstance(msg.get("tool_calls"), list):
-            calls = [dict(tc, id=renamed(tc["id"])) if isinstance(tc, dict) and "id" in tc else tc
-                     for tc in msg["tool_calls"]]  # fmt: skip
+            calls = [
+                dict(tc, id=renamed(tc["id"])) if isinstance(tc, dict) and "id" in tc else tc
+                for tc in msg["tool_calls"]
+            ]
             msg = {**msg, "tool_calls": calls}
         if isinstance(msg, dict) and "tool_call_id" in msg:
             msg = {**msg, "tool_call_id": renamed(msg["tool_call_id"])}

@@ -65,27 +65,41 @@ def completion_from(rec: GoldenRecord, sample: int = 0) -> dict[str, JSON]:
     from pytest_slam.swap.chat import completion_choice
 
     ans = rec.answers[sample]
-    first = {"index": 0, "text": ans.text, "finish_reason": ans.finish_reason,
-             "tool_calls": _with_ids(ans.tool_calls), "logprobs": ans.logprobs}  # fmt: skip
+    first = {
+        "index": 0,
+        "text": ans.text,
+        "finish_reason": ans.finish_reason,
+        "tool_calls": _with_ids(ans.tool_calls),
+        "logprobs": ans.logprobs,
+    }
     others = [{**c, "tool_calls": _with_ids(c.get("tool_calls"))} for c in ans.other_choices or ()]
     usage = None
     if ans.prompt_tokens is not None and ans.completion_tokens is not None:
-        usage = {"prompt_tokens": ans.prompt_tokens, "completion_tokens": ans.completion_tokens,
-                 "total_tokens": ans.prompt_tokens + ans.completion_tokens,
-                 **(ans.usage_details or {})}  # fmt: skip
+        usage = {
+            "prompt_tokens": ans.prompt_tokens,
+            "completion_tokens": ans.completion_tokens,
+            "total_tokens": ans.prompt_tokens + ans.completion_tokens,
+            **(ans.usage_details or {}),
+        }
     return {
-        "id": f"chatcmpl-golden-{rec.key}", "object": "chat.completion", "created": 0,
-        "model": ans.model or "", "system_fingerprint": ans.system_fingerprint, "usage": usage,
+        "id": f"chatcmpl-golden-{rec.key}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": ans.model or "",
+        "system_fingerprint": ans.system_fingerprint,
+        "usage": usage,
         "choices": [completion_choice(c) for c in [first, *others]],
-    }  # fmt: skip
+    }
 
 
 def _with_ids(tool_calls: list[dict[str, JSON]] | None) -> list[dict[str, JSON]] | None:
     """Recorded tool calls, each with an id and a type (hand-written goldens may lack them)."""
     if not tool_calls:
         return None
-    return [{"type": "function", **tc, "id": tc.get("id") or f"call_{i}"}
-            for i, tc in enumerate(tool_calls)]  # fmt: skip
+    return [
+        {"type": "function", **tc, "id": tc.get("id") or f"call_{i}"}
+        for i, tc in enumerate(tool_calls)
+    ]
 
 
 def _ms(value: float | None) -> float | None:
@@ -95,13 +109,20 @@ def _ms(value: float | None) -> float | None:
 
 def answer_from(call: Call) -> GoldenAnswer:
     return GoldenAnswer(
-        text=call.text, model=call.response_model, recorded_at=utc_now(),
-        finish_reason=call.finish_reason, tool_calls=call.tool_calls,
-        prompt_tokens=call.prompt_tokens, completion_tokens=call.completion_tokens,
-        ttft_ms=_ms(call.ttft_ms), e2e_ms=_ms(call.e2e_ms),
-        system_fingerprint=call.system_fingerprint, logprobs=call.logprobs,
-        other_choices=call.other_choices, usage_details=call.usage_details,
-    )  # fmt: skip
+        text=call.text,
+        model=call.response_model,
+        recorded_at=utc_now(),
+        finish_reason=call.finish_reason,
+        tool_calls=call.tool_calls,
+        prompt_tokens=call.prompt_tokens,
+        completion_tokens=call.completion_tokens,
+        ttft_ms=_ms(call.ttft_ms),
+        e2e_ms=_ms(call.e2e_ms),
+        system_fingerprint=call.system_fingerprint,
+        logprobs=call.logprobs,
+        other_choices=call.other_choices,
+        usage_details=call.usage_details,
+    )
 
 
 def same_answer(old: GoldenAnswer, new: GoldenAnswer) -> bool:
@@ -155,9 +176,13 @@ class ReferenceService:
         self.store.write_through = True  # a paid answer (or judge verdict) is never only in memory
 
     def answer(
-        self, module: str, test: str, body: dict[str, JSON], selector: str,
+        self,
+        module: str,
+        test: str,
+        body: dict[str, JSON],
+        selector: str,
         turn: int | None = None,
-    ) -> GoldenRecord:  # fmt: skip
+    ) -> GoldenRecord:
         """The golden record for ``body`` as asked by ``test`` as its call ``turn`` (1-based);
         records it if the mode says so.
 
@@ -264,9 +289,14 @@ class ReferenceService:
         return message
 
     def record(
-        self, module: str, test: str, key: str, body: dict[str, JSON],
-        old: GoldenRecord | None = None, turn: int | None = None,
-    ) -> GoldenRecord:  # fmt: skip
+        self,
+        module: str,
+        test: str,
+        key: str,
+        body: dict[str, JSON],
+        old: GoldenRecord | None = None,
+        turn: int | None = None,
+    ) -> GoldenRecord:
         """Ask the real reference (every sample first; a failure writes nothing), then save it,
         with its place (call ``turn`` of ``test``) when known.
 
@@ -276,9 +306,14 @@ class ReferenceService:
         fresh = [scrub_answer(answer_from(self.ask(body))) for _ in range(self.samples)]
         answers = kept_answers(old, fresh)
         unchanged = old is not None and answers == old.answers
-        rec = GoldenRecord(key=key, request=body, answers=answers, tests=[test],
-                           judge=dict(old.judge) if unchanged and old else {},
-                           turns=with_turn({}, test, turn))  # fmt: skip
+        rec = GoldenRecord(
+            key=key,
+            request=body,
+            answers=answers,
+            tests=[test],
+            judge=dict(old.judge) if unchanged and old else {},
+            turns=with_turn({}, test, turn),
+        )
         self.store.record(module, rec, test)
         return self.store.lookup(module, key) or rec
 
@@ -337,12 +372,23 @@ class ReferenceService:
         except (ReferenceFailed, GoldenError) as exc:
             raise RouteError(502, f"pytest-slam: {exc}") from None
         ans = rec.answers[0]
-        call = Call(model=self.spec.name, role="reference", request=body, text=ans.text,
-                    finish_reason=ans.finish_reason, response_model=ans.model,
-                    tool_calls=ans.tool_calls, prompt_tokens=ans.prompt_tokens,
-                    completion_tokens=ans.completion_tokens, ttft_ms=ans.ttft_ms, e2e_ms=ans.e2e_ms,
-                    replayed=(ctx.module, rec.key) not in self.rerecorded, key=rec.key,
-                    streamed=bool(body.get("stream")), started_at=time.time())  # fmt: skip
+        call = Call(
+            model=self.spec.name,
+            role="reference",
+            request=body,
+            text=ans.text,
+            finish_reason=ans.finish_reason,
+            response_model=ans.model,
+            tool_calls=ans.tool_calls,
+            prompt_tokens=ans.prompt_tokens,
+            completion_tokens=ans.completion_tokens,
+            ttft_ms=ans.ttft_ms,
+            e2e_ms=ans.e2e_ms,
+            replayed=(ctx.module, rec.key) not in self.rerecorded,
+            key=rec.key,
+            streamed=bool(body.get("stream")),
+            started_at=time.time(),
+        )
         ctx.add(call)
         return ChatResult(call, completion=completion_from(rec))
 

@@ -89,8 +89,11 @@ def merge_record(
     versions: Sequence[GoldenRecord], base: GoldenRecord | None
 ) -> GoldenRecord | list[int]:
     """One key's merged record, or the indexes (into ``versions``) of the sides that conflict."""
-    changed = [i for i, v in enumerate(versions)
-               if base is None or not same_answers(v.answers, base.answers)]  # fmt: skip
+    changed = [
+        i
+        for i, v in enumerate(versions)
+        if base is None or not same_answers(v.answers, base.answers)
+    ]
     candidates = changed or list(range(len(versions)))
     distinct: list[int] = []
     for i in candidates:

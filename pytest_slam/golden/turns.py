@@ -89,9 +89,12 @@ def at_place(records: Iterable[GoldenRecord], test: str, turn: int) -> list[Gold
 
 
 def reference_turn(
-    records: Iterable[GoldenRecord], test: str, turn: int, body: dict[str, JSON],
+    records: Iterable[GoldenRecord],
+    test: str,
+    turn: int,
+    body: dict[str, JSON],
     lenient: bool = True,
-) -> GoldenRecord | None:  # fmt: skip
+) -> GoldenRecord | None:
     """The reference's turn at the place of ``body`` (call ``turn`` of ``test``, same shape:
     strict first, then lenient unless told not to)."""
     placed = [r for r in at_place(records, test, turn) if r.answers]

@@ -94,8 +94,9 @@ def llamacpp_count(
 ) -> int:
     """Exact count from a llama.cpp server's ``/tokenize`` (a trailing ``/v1`` is stripped)."""
     url = f"{_root(base_url)}/tokenize"
-    tokens = _field(_post_json(url, {"content": text, "add_special": add_special}, timeout_s),
-                    "tokens", url)  # fmt: skip
+    tokens = _field(
+        _post_json(url, {"content": text, "add_special": add_special}, timeout_s), "tokens", url
+    )
     if not isinstance(tokens, list):
         raise ValueError(f"{url} answered without a 'tokens' list: {str(tokens)[:80]}")
     return len(tokens)

@@ -169,8 +169,9 @@ class ModelRow(Record):
 def comparison(data: Mapping[str, JSON]) -> Comparison:
     """A comparison as a report holds it; its ``text`` is derived (``describe``), so not read."""
     diff = Interval(**{k: data["diff"][k] for k in ("mean", "low", "high", "n", "level")})
-    return Comparison(str(data["a"]), str(data["b"]), str(data["metric"]), diff,
-                      str(data["outcome"]))  # fmt: skip
+    return Comparison(
+        str(data["a"]), str(data["b"]), str(data["metric"]), diff, str(data["outcome"])
+    )
 
 
 @dataclass
@@ -258,8 +259,13 @@ def aggregate(outcomes: Iterable[OutcomeLike], run_info: RunInfo) -> Verdict:
         for name in _model_order(ordered, run_info)
     ]
     _fill_comparisons(rows, ordered)
-    return Verdict(run=run_info, models=rows, reference=reference, tests=per_test_rows(ordered),
-                   notes=weak_verdict_notes(ordered, run_info))  # fmt: skip
+    return Verdict(
+        run=run_info,
+        models=rows,
+        reference=reference,
+        tests=per_test_rows(ordered),
+        notes=weak_verdict_notes(ordered, run_info),
+    )
 
 
 HOW_TO_DECIDE = (
@@ -416,9 +422,8 @@ def _fill_verdicts(row: ModelRow, pairs: list[Pair]) -> None:
     row.judge_replayed = sum(1 for p in judged if all(s.replayed for s in p.scores))
     row.judge_asked = len(judged) - row.judge_replayed
     row.judge_saved = sum(
-        1 for p in scored
-        if all(s.decided_by in CHEAP and "judge" in s.then for s in p.scores)
-    )  # fmt: skip
+        1 for p in scored if all(s.decided_by in CHEAP and "judge" in s.then for s in p.scores)
+    )
 
 
 def request_equivalence(outcomes: list[Outcome]) -> dict[str, float]:
@@ -567,11 +572,15 @@ def golden_pairs(outcomes: list[Outcome]) -> list[Pair]:
 def _as_call(pair: Pair) -> Call:
     """A golden answer seen as a call, so the reference row uses the same arithmetic."""
     return Call(
-        model=pair.reference_model or "", role="reference", request={},
-        ttft_ms=pair.reference_ttft_ms, e2e_ms=pair.reference_e2e_ms,
+        model=pair.reference_model or "",
+        role="reference",
+        request={},
+        ttft_ms=pair.reference_ttft_ms,
+        e2e_ms=pair.reference_e2e_ms,
         prompt_tokens=pair.reference_prompt_tokens,
-        completion_tokens=pair.reference_completion_tokens, cost_usd=pair.reference_cost_usd,
-    )  # fmt: skip
+        completion_tokens=pair.reference_completion_tokens,
+        cost_usd=pair.reference_cost_usd,
+    )
 
 
 def per_test_rows(outcomes: Iterable[OutcomeLike]) -> list[PerTestRow]:

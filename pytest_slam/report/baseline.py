@@ -150,9 +150,12 @@ def _what(spec: ModelSpec) -> str:
 
 
 def _check(
-    diff: BaselineDiff, model: str, test: str | None, old: ModelRow | PerTestRow,
+    diff: BaselineDiff,
+    model: str,
+    test: str | None,
+    old: ModelRow | PerTestRow,
     new: ModelRow | PerTestRow,
-) -> None:  # fmt: skip
+) -> None:
     """Apply the three rules to two rows (ModelRow or PerTestRow)."""
     tol = diff.tolerances
     cost = "cost_usd" if isinstance(new, PerTestRow) else "cost_per_call_usd"

@@ -67,8 +67,11 @@ class GateResult(Record):
         return "PASS" if entry.passed else "FAIL"
 
     def lines(self) -> list[str]:
-        head = {"passed": "passed", "incomplete": "incomplete",
-                NOT_CONFIGURED: "not configured"}.get(self.status, "FAILED")  # fmt: skip
+        head = {
+            "passed": "passed",
+            "incomplete": "incomplete",
+            NOT_CONFIGURED: "not configured",
+        }.get(self.status, "FAILED")
         out = [f"pytest-slam gate {head}" + (f" ({self.incomplete})" if self.incomplete else "")]
         for entry in self.models:
             out.extend(f"  {entry.model}: {b.message}" for b in entry.breaches)
@@ -83,8 +86,11 @@ class GateResult(Record):
 
     def gists(self) -> list[str]:
         """Each breach in a few words (``model: rule: measured vs limit``), for one-line verdicts."""
-        out = [f"{m.model}: {CLAUSE_END.split(b.message, maxsplit=1)[0]}"
-               for m in self.models for b in m.breaches]  # fmt: skip
+        out = [
+            f"{m.model}: {CLAUSE_END.split(b.message, maxsplit=1)[0]}"
+            for m in self.models
+            for b in m.breaches
+        ]
         return out + [
             f"session: {CLAUSE_END.split(b, maxsplit=1)[0]}" for b in self.session_breaches
         ]

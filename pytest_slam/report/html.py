@@ -142,13 +142,14 @@ def human_review(verdict: Verdict, outcomes: list[Outcome]) -> HumanReview | Non
     return HumanReview(
         labels=[*LABELS.values(), "not worse"],
         rows=[
-            ReviewRow(r.model, r.n,
-                      [*(r.share(r.counts[v]) for v in VERDICTS), r.share(r.not_worse)])
+            ReviewRow(
+                r.model, r.n, [*(r.share(r.counts[v]) for v in VERDICTS), r.share(r.not_worse)]
+            )
             for r in rows
         ],
         reviewers=len({v.reviewer for v in found if v.model in models}),
         problems=problems,
-    )  # fmt: skip
+    )
 
 
 def latency_series(verdict: Verdict, outcomes: list[Outcome]) -> list[tuple[str, Series]]:
@@ -157,10 +158,15 @@ def latency_series(verdict: Verdict, outcomes: list[Outcome]) -> list[tuple[str,
     for row in verdict.models:
         calls = [c for o in outcomes if o.model == row.model for c in o.candidate_calls()]
         measured = latency_calls(calls)
-        series.append((row.model, {
-            "e2e_ms": [c.e2e_ms for c in measured if c.e2e_ms is not None],
-            "ttft_ms": [c.ttft_ms for c in measured if c.ttft_ms is not None],
-        }))  # fmt: skip
+        series.append(
+            (
+                row.model,
+                {
+                    "e2e_ms": [c.e2e_ms for c in measured if c.e2e_ms is not None],
+                    "ttft_ms": [c.ttft_ms for c in measured if c.ttft_ms is not None],
+                },
+            )
+        )
     if verdict.reference is not None:
         golden = golden_pairs(outcomes)
         ref: Series = {

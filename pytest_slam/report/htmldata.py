@@ -117,15 +117,29 @@ def table_data(verdict: Verdict, outcomes: list[Outcome]) -> TableData:
             rank = VERDICT_RANK.get(worst or "", PASSED)
         elif row.outcome == "skipped":
             rank = SKIPPED
-        rows.append(((rank, position), [
-            test_index[row.test], model_index[row.model], row.outcome, worst,
-            row.message or "", anchor(row.test, row.model),
-            line.get((row.test, row.model), -1), len(found),
-            found[0][0].nodeid if found else None, *_figures(row),
-        ]))  # fmt: skip
+        rows.append(
+            (
+                (rank, position),
+                [
+                    test_index[row.test],
+                    model_index[row.model],
+                    row.outcome,
+                    worst,
+                    row.message or "",
+                    anchor(row.test, row.model),
+                    line.get((row.test, row.model), -1),
+                    len(found),
+                    found[0][0].nodeid if found else None,
+                    *_figures(row),
+                ],
+            )
+        )
     rows.sort(key=lambda r: r[0])
-    data: dict[str, JSON] = {"models": list(models), "tests": list(tests),
-                             "rows": [r for _, r in rows]}  # fmt: skip
+    data: dict[str, JSON] = {
+        "models": list(models),
+        "tests": list(tests),
+        "rows": [r for _, r in rows],
+    }
     return TableData(data, lines)
 
 
@@ -159,8 +173,9 @@ def pair_data(outcome: Outcome, pair: Pair) -> list[JSON]:
     reference = pair.reference_text
     if reference is not None:  # a golden answer that only called tools has the text ""
         reference = answer_text(reference, pair.reference_tool_calls)
-    scores: list[JSON] = [[s.scorer, f"{s.value:.2f}", s.verdict, s.decided_by]
-                          for s in pair.scores]  # fmt: skip
+    scores: list[JSON] = [
+        [s.scorer, f"{s.value:.2f}", s.verdict, s.decided_by] for s in pair.scores
+    ]
     missing = pair.missing or reference is None
     runs: list[JSON] | None = None
     similarity = None
@@ -168,8 +183,17 @@ def pair_data(outcome: Outcome, pair: Pair) -> list[JSON]:
         found, ratio = diff_runs(reference, candidate)
         runs, similarity = list(found), f"{ratio:.0%}"
     error = call.error if call is not None else None
-    return [pair.key, pair.reference_model or "reference", missing, fmt.score(pair.equivalence),
-            scores, error, similarity, runs, None if runs is not None else candidate]  # fmt: skip
+    return [
+        pair.key,
+        pair.reference_model or "reference",
+        missing,
+        fmt.score(pair.equivalence),
+        scores,
+        error,
+        similarity,
+        runs,
+        None if runs is not None else candidate,
+    ]
 
 
 def _json(data: JSON) -> str:

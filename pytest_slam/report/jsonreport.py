@@ -51,10 +51,17 @@ def report_document(
 ) -> ReportDocument:
     """The typed document: the verdict's parts, then every outcome in canonical order."""
     return ReportDocument(
-        schema=SCHEMA_ID, generated_at=utc_now(), run=verdict.run, models=verdict.models,
-        reference=verdict.reference, tests=verdict.tests, gate=verdict.gate,
-        notes=list(verdict.notes), visits=visits, outcomes=sort_outcomes(outcomes),
-    )  # fmt: skip
+        schema=SCHEMA_ID,
+        generated_at=utc_now(),
+        run=verdict.run,
+        models=verdict.models,
+        reference=verdict.reference,
+        tests=verdict.tests,
+        gate=verdict.gate,
+        notes=list(verdict.notes),
+        visits=visits,
+        outcomes=sort_outcomes(outcomes),
+    )
 
 
 def report_dict(

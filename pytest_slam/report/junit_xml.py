@@ -23,20 +23,33 @@ FAILED = ("failed", CANDIDATE_FAILED)
 def junit_xml(outcomes: Iterable[Outcome], name: str = "pytest-slam") -> str:
     cases = [o for o in final_outcomes(sort_outcomes(outcomes)) if o.outcome != ENGINE]
     kinds = [o.outcome for o in cases]
-    suite = ET.Element("testsuite", {
-        "name": name, "tests": str(len(cases)),
-        "failures": str(sum(kinds.count(k) for k in FAILED)), "errors": str(kinds.count("error")),
-        "skipped": str(kinds.count("skipped")), "time": f"{sum(o.duration_s for o in cases):.3f}",
-    })  # fmt: skip
+    suite = ET.Element(
+        "testsuite",
+        {
+            "name": name,
+            "tests": str(len(cases)),
+            "failures": str(sum(kinds.count(k) for k in FAILED)),
+            "errors": str(kinds.count("error")),
+            "skipped": str(kinds.count("skipped")),
+            "time": f"{sum(o.duration_s for o in cases):.3f}",
+        },
+    )
     for outcome in cases:
         classname, test = _names(outcome.nodeid)
-        case = ET.SubElement(suite, "testcase", {
-            "classname": classname, "name": test, "time": f"{outcome.duration_s:.3f}"})  # fmt: skip
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            {"classname": classname, "name": test, "time": f"{outcome.duration_s:.3f}"},
+        )
         props = ET.SubElement(case, "properties")
         for key, value in junit_properties(outcome):
             ET.SubElement(props, "property", {"name": key, "value": str(value)})
-        tag = {"failed": "failure", CANDIDATE_FAILED: "failure", "error": "error",
-               "skipped": "skipped"}.get(outcome.outcome)  # fmt: skip
+        tag = {
+            "failed": "failure",
+            CANDIDATE_FAILED: "failure",
+            "error": "error",
+            "skipped": "skipped",
+        }.get(outcome.outcome)
         if tag:
             ET.SubElement(case, tag, {"message": outcome.message or outcome.outcome})
     root = ET.Element("testsuites")

@@ -89,20 +89,28 @@ def merged_run(runs: list[tuple[str, RunInfo]]) -> RunInfo:
                 )
         for key in sorted(set(run.settings) | set(settings)):
             if key not in PER_SHARD and run.settings.get(key) != settings.get(key):
-                raise _disagree(name, first_name, f"run.settings.{key}",
-                                run.settings.get(key), settings.get(key))  # fmt: skip
+                raise _disagree(
+                    name,
+                    first_name,
+                    f"run.settings.{key}",
+                    run.settings.get(key),
+                    settings.get(key),
+                )
     settings["models"] = list(models)
     settings["report"] = settings["html"] = None  # the merge's own outputs are not a shard's
     started = [r.started for _, r in runs if r.started]
     finished = [r.finished for _, r in runs if r.finished]
     return RunInfo(
-        models=list(models.values()), reference=first.reference, settings=settings,
-        started=min(started) if started else None, finished=max(finished) if finished else None,
+        models=list(models.values()),
+        reference=first.reference,
+        settings=settings,
+        started=min(started) if started else None,
+        finished=max(finished) if finished else None,
         pytest_version=_joined(r.pytest_version for _, r in runs),
         plugin_version=first.plugin_version,
         cost_assumption=_joined(r.cost_assumption for _, r in runs),
         gpu_telemetry=_joined(r.gpu_telemetry for _, r in runs),
-    )  # fmt: skip
+    )
 
 
 def _disagree(name: str, first: str, field: str, value: object, expected: object) -> MergeError:

@@ -106,8 +106,9 @@ def _clip(text: str, width: int) -> str:
 
 def _wrap(text: str, width: int) -> list[str]:
     """A footnote over several lines rather than cut: it says what the numbers mean."""
-    lines = textwrap.wrap(text, width=max(width, 20), subsequent_indent="  ",
-                          break_on_hyphens=False)  # fmt: skip
+    lines = textwrap.wrap(
+        text, width=max(width, 20), subsequent_indent="  ", break_on_hyphens=False
+    )
     return [_clip(line, width) for line in lines] or [""]
 
 
@@ -170,10 +171,12 @@ def judge_notes(verdict: Verdict) -> list[str]:
         cost += " (partly unpriced)"
     p50 = sorted({r.judge_e2e_p50_ms for r in rows if r.judge_e2e_p50_ms is not None})
     latency = " to ".join(map(fmt.ms, p50[:: max(len(p50) - 1, 1)])) or fmt.NA  # a range per model
-    text = (f"judge for {', '.join(r.model for r in rows)}: "
-            f"{sum(r.judge_calls for r in rows)} call(s), {cost}, "
-            f"{sum(r.judge_prompt_tokens for r in rows)}+"
-            f"{sum(r.judge_completion_tokens for r in rows)} tokens, E2E p50 {latency}")  # fmt: skip
+    text = (
+        f"judge for {', '.join(r.model for r in rows)}: "
+        f"{sum(r.judge_calls for r in rows)} call(s), {cost}, "
+        f"{sum(r.judge_prompt_tokens for r in rows)}+"
+        f"{sum(r.judge_completion_tokens for r in rows)} tokens, E2E p50 {latency}"
+    )
     unjudged = sum(r.unjudged for r in rows)
     if unjudged:
         text += f"; {unjudged} pair(s) unjudged (no readable verdict after a retry; not scored 0)"
@@ -185,17 +188,22 @@ def verdict_notes(verdict: Verdict) -> list[str]:
     golden files, saved because cheaper evidence decided first). None when no pair was decided."""
     out = []
     for row in verdict.models:
-        counts = [(row.pairs_equivalent, "equivalent"), (row.pairs_different, "different"),
-                  (row.pairs_undecided, "undecided (missing evidence)"),
-                  (row.pairs_no_verdict, "no verdict (similarity only)")]  # fmt: skip
+        counts = [
+            (row.pairs_equivalent, "equivalent"),
+            (row.pairs_different, "different"),
+            (row.pairs_undecided, "undecided (missing evidence)"),
+            (row.pairs_no_verdict, "no verdict (similarity only)"),
+        ]
         if not any(n for n, _ in counts[:3]):
             continue
         text = f"verdicts for {row.model}: " + ", ".join(f"{n} {what}" for n, what in counts if n)
         if row.judge_asked or row.judge_replayed or row.judge_saved:
             cost = fmt.usd(row.judge_cost_usd) if row.judge_cost_usd is not None else "unpriced"
-            text += (f"; judge: {row.judge_asked} pair(s) asked ({row.judge_calls} call(s), "
-                     f"{cost}), {row.judge_replayed} replayed from the golden files, "
-                     f"{row.judge_saved} saved (decided before the judge)")  # fmt: skip
+            text += (
+                f"; judge: {row.judge_asked} pair(s) asked ({row.judge_calls} call(s), "
+                f"{cost}), {row.judge_replayed} replayed from the golden files, "
+                f"{row.judge_saved} saved (decided before the judge)"
+            )
         out.append(text)
     return out
 
@@ -268,8 +276,13 @@ def fit_lines(lines: list[str], width: int) -> list[str]:
             out.append(line)
             continue
         indent = " " * (len(line) - len(line.lstrip()) + 2)
-        wrapped = textwrap.wrap(line, width=max(width, 20), subsequent_indent=indent,
-                                break_long_words=False, break_on_hyphens=False)  # fmt: skip
+        wrapped = textwrap.wrap(
+            line,
+            width=max(width, 20),
+            subsequent_indent=indent,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
         out.extend(wrapped or [line])
     return out
 
@@ -292,12 +305,16 @@ def accounting_notes(verdict: Verdict) -> list[str]:
     out = []
     unswapped = [f"{t.test} ({t.model})" for t in verdict.tests if t.outcome == NOT_SWAPPED]
     if unswapped:
-        out.append(f"not swapped: {len(unswapped)} test(s) passed with no call the candidate "
-                   f"answered, so they count for no model: {_shown(unswapped)}; {CAUSES}; "
-                   f"{FIXES}")  # fmt: skip
+        out.append(
+            f"not swapped: {len(unswapped)} test(s) passed with no call the candidate "
+            f"answered, so they count for no model: {_shown(unswapped)}; {CAUSES}; "
+            f"{FIXES}"
+        )
     no_calls = sorted({t.test for t in verdict.tests if t.outcome == NO_CALLS})
     if no_calls:
-        out.append(f"no calls: {len(no_calls)} opted-in test(s) made no model call, so they are "
-                   f"counted apart (not in the pass rate, not gated): {_shown(no_calls)}")  # fmt: skip
+        out.append(
+            f"no calls: {len(no_calls)} opted-in test(s) made no model call, so they are "
+            f"counted apart (not in the pass rate, not gated): {_shown(no_calls)}"
+        )
     line = summary_line([(f"{t.test} ({t.model})", t.egress) for t in verdict.tests if t.egress])
     return out + ([line] if line else [])

@@ -98,16 +98,24 @@ def labels(pairs: list[ReviewPair], verdicts: list[HumanVerdict]) -> list[dict[s
     for v in verdicts:
         pair = index.get((v.key, v.model, v.answer_hash))
         if pair is not None:
-            rows.append({"candidate": pair.candidate, "reference": pair.reference,
-                         "label": passed_by_human(v.verdict), "unit": v.key})  # fmt: skip
+            rows.append(
+                {
+                    "candidate": pair.candidate,
+                    "reference": pair.reference,
+                    "label": passed_by_human(v.verdict),
+                    "unit": v.key,
+                }
+            )
     return rows
 
 
 def stats_lines(pairs: list[ReviewPair], verdicts: list[HumanVerdict]) -> list[str]:
     """The ``slam review --stats`` text."""
     reviewers = len({v.reviewer for v in verdicts})
-    lines = [f"human review: {len(verdicts)} verdict(s) by {reviewers} reviewer(s), "
-             "candidate against the reference, shares with 95% Wilson intervals"]  # fmt: skip
+    lines = [
+        f"human review: {len(verdicts)} verdict(s) by {reviewers} reviewer(s), "
+        "candidate against the reference, shares with 95% Wilson intervals"
+    ]
     rows = [["model", "n", *LABELS.values(), "not worse"]]
     for row in by_model(verdicts):
         shares = [row.share(row.counts[v]) for v in VERDICTS]
@@ -115,12 +123,16 @@ def stats_lines(pairs: list[ReviewPair], verdicts: list[HumanVerdict]) -> list[s
     lines.extend(_table(rows))
     agree = agreement(pairs, verdicts)
     if agree:
-        lines.append("agreement with the human verdicts (Cohen's kappa, 95% bootstrap interval "
-                     "by request; human pass = win or tie):")  # fmt: skip
+        lines.append(
+            "agreement with the human verdicts (Cohen's kappa, 95% bootstrap interval "
+            "by request; human pass = win or tie):"
+        )
         lines.extend(f"  {a.scorer}: kappa {a.kappa} over {a.n} pair(s)" for a in agree)
     else:
-        lines.append("agreement: no reviewed pair has a scorer verdict in this report "
-                     "(give the scorer an at_least threshold, or configure a judge)")  # fmt: skip
+        lines.append(
+            "agreement: no reviewed pair has a scorer verdict in this report "
+            "(give the scorer an at_least threshold, or configure a judge)"
+        )
     return lines
 
 
@@ -129,8 +141,10 @@ def summary_line(verdicts: list[HumanVerdict], models: list[str]) -> str | None:
     rows = [r for r in by_model(verdicts) if r.model in models]
     if not rows:
         return None
-    parts = [f"{r.model} not worse than the reference in {r.not_worse}/{r.n} "
-             f"({r.share(r.not_worse)})" for r in rows]  # fmt: skip
+    parts = [
+        f"{r.model} not worse than the reference in {r.not_worse}/{r.n} ({r.share(r.not_worse)})"
+        for r in rows
+    ]
     return "human review: " + "; ".join(parts) + "; details: slam review --stats"
 
 

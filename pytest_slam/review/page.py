@@ -37,12 +37,15 @@ def shown(pair: ReviewPair) -> Shown:
 
 @cache
 def _template() -> Template:
-    env = Environment(loader=PackageLoader("pytest_slam.review", "templates"),
-                      autoescape=select_autoescape(["html", "j2"]))  # fmt: skip
+    env = Environment(
+        loader=PackageLoader("pytest_slam.review", "templates"),
+        autoescape=select_autoescape(["html", "j2"]),
+    )
     return env.get_template("review.html.j2")
 
 
 def render_page(todo: list[ReviewPair], reviewed: int, total: int, nonce: str) -> str:
     """The page for the pairs still to review; ``reviewed`` of ``total`` are done already."""
-    return _template().render(pairs=[shown(p) for p in todo], reviewed=reviewed, total=total,
-                              nonce=nonce)  # fmt: skip
+    return _template().render(
+        pairs=[shown(p) for p in todo], reviewed=reviewed, total=total, nonce=nonce
+    )

@@ -104,12 +104,19 @@ def _pair(outcome: Outcome, pair: Pair, store: GoldenStore) -> ReviewPair | None
         return None
     messages = (call.request or {}).get("messages") or []
     return ReviewPair(
-        module=module, key=pair.key, model=outcome.model,
-        messages=[{"role": str(m.get("role", "")), "text": message_text(m)}
-                  for m in messages if isinstance(m, dict)],
-        reference=reference, candidate=answer_text(call.text, call.tool_calls),
-        tests=[test], scores=list(pair.scores),
-    )  # fmt: skip
+        module=module,
+        key=pair.key,
+        model=outcome.model,
+        messages=[
+            {"role": str(m.get("role", "")), "text": message_text(m)}
+            for m in messages
+            if isinstance(m, dict)
+        ],
+        reference=reference,
+        candidate=answer_text(call.text, call.tool_calls),
+        tests=[test],
+        scores=list(pair.scores),
+    )
 
 
 def _reference(store: GoldenStore, module: str, pair: Pair) -> str | None:
@@ -129,9 +136,10 @@ def _reference(store: GoldenStore, module: str, pair: Pair) -> str | None:
 def select(pairs: list[ReviewPair], model: str | None, test: str | None) -> list[ReviewPair]:
     """One model (exact name) and/or one test (a part of its node id), or all."""
     return [
-        p for p in pairs
+        p
+        for p in pairs
         if (model is None or p.model == model) and (test is None or any(test in t for t in p.tests))
-    ]  # fmt: skip
+    ]
 
 
 def scorer_passes(pair: ReviewPair) -> dict[str, bool]:

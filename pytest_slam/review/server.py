@@ -72,8 +72,11 @@ class ReviewSession:
         seen: set[tuple[str, ...]] = set()
         for module in {p.module for p in self.pairs}:
             seen |= {v.ident for v in read_verdicts(review_path(self.store, module))}
-        self.done = {p.id for p in self.pairs  # resumable: this reviewer's pairs are done
-                     if (p.key, p.model, p.answer_hash, self.reviewer) in seen}  # fmt: skip
+        self.done = {
+            p.id
+            for p in self.pairs  # resumable: this reviewer's pairs are done
+            if (p.key, p.model, p.answer_hash, self.reviewer) in seen
+        }
 
     def launched(self, nonce: str) -> bool:
         """True the first time the launch nonce is presented, and never again."""
@@ -98,10 +101,14 @@ class ReviewSession:
         if pair is None or choice not in CHOICES or not isinstance(note, str):
             raise ValueError(f"a verdict needs a known id, a choice in {CHOICES} and a text note")
         verdict = make_verdict(
-            key=pair.key, model=pair.model, answer_hash=pair.answer_hash,
-            reference_hash=pair.reference_hash, verdict=_candidate_view(choice, pair),
-            reviewer=self.reviewer, note=note[:MAX_NOTE],
-        )  # fmt: skip
+            key=pair.key,
+            model=pair.model,
+            answer_hash=pair.answer_hash,
+            reference_hash=pair.reference_hash,
+            verdict=_candidate_view(choice, pair),
+            reviewer=self.reviewer,
+            note=note[:MAX_NOTE],
+        )
         save_verdicts(self.store, pair.module, [verdict])
         with self.lock:
             self.done.add(pair.id)
@@ -193,8 +200,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(403, {"error": CROSS_ORIGIN})
             return
         length = self.headers.get("Content-Length", "")
-        if not _is_json(self.headers.get("Content-Type", "")) or not length.isdigit() \
-                or int(length) > MAX_BODY:  # fmt: skip
+        if (
+            not _is_json(self.headers.get("Content-Type", ""))
+            or not length.isdigit()
+            or int(length) > MAX_BODY
+        ):
             self._json(400, {"error": f"send a JSON verdict ({JSON_TYPE}) under {MAX_BODY} bytes"})
             return
         body = self.rfile.read(int(length))
@@ -211,9 +221,13 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, json.dumps(body).encode(), JSON_TYPE)
 
     def _send(
-        self, status: int, body: bytes, ctype: str, csp: str | None = None,
+        self,
+        status: int,
+        body: bytes,
+        ctype: str,
+        csp: str | None = None,
         location: str | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         if not self.deadline.done():
             return  # cut off already: nothing more is said on this connection
         self.send_response(status)
@@ -261,8 +275,9 @@ class _Deadline:
                 return
             self.expired = True
         try:  # the reading thread wakes to an ended stream; nothing more is read or answered
-            self.sock.sendall(b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n"
-                              b"Connection: close\r\n\r\n")  # fmt: skip
+            self.sock.sendall(
+                b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            )
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
@@ -277,8 +292,10 @@ def _is_json(ctype: str) -> bool:
 
 
 def _csp(nonce: str) -> str:
-    return (f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; "
-            "img-src data:; connect-src 'self'; base-uri 'none'; form-action 'none'")  # fmt: skip
+    return (
+        f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; "
+        "img-src data:; connect-src 'self'; base-uri 'none'; form-action 'none'"
+    )
 
 
 class _Server(ThreadingHTTPServer):

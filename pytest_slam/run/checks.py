@@ -95,8 +95,12 @@ class JudgeModel:
             raise ScorerUnavailable(f"judge {spec.name!r} has no running server; {_JUDGE_FIX}")
         key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
         target = Target(spec, spec.base_urls[0], key, role="judge")
-        body = {"model": spec.model_id, "messages": messages, "temperature": 0,
-                "max_tokens": JUDGE_MAX_TOKENS}  # fmt: skip
+        body = {
+            "model": spec.model_id,
+            "messages": messages,
+            "temperature": 0,
+            "max_tokens": JUDGE_MAX_TOKENS,
+        }
         call = forward_chat(target, body, timeout=self.timeout_s).call
         self.calls.append(call)
         if not call.ok:
@@ -178,8 +182,9 @@ class Checker:
         self._keep_judge_calls(ctx)
         return verdict
 
-    def _pair(self, ctx: TestContext, index: int, call: Call, verdict: TestVerdict,
-              failed: bool) -> None:  # fmt: skip
+    def _pair(
+        self, ctx: TestContext, index: int, call: Call, verdict: TestVerdict, failed: bool
+    ) -> None:
         assert self.reference is not None
         store = self.reference.store
         key = _key(call)
@@ -206,14 +211,20 @@ class Checker:
         ans = rec.answers[0]
         model = ans.model or (self.reference.spec.model_id if self.reference else None)
         return Pair(
-            call_index=index, key=rec.key, golden_file=path, reference_text=ans.text,
-            reference_model=model, reference_prompt_tokens=ans.prompt_tokens,
-            reference_completion_tokens=ans.completion_tokens, reference_e2e_ms=ans.e2e_ms,
-            reference_ttft_ms=ans.ttft_ms, reference_tool_calls=ans.tool_calls,
+            call_index=index,
+            key=rec.key,
+            golden_file=path,
+            reference_text=ans.text,
+            reference_model=model,
+            reference_prompt_tokens=ans.prompt_tokens,
+            reference_completion_tokens=ans.completion_tokens,
+            reference_e2e_ms=ans.e2e_ms,
+            reference_ttft_ms=ans.ttft_ms,
+            reference_tool_calls=ans.tool_calls,
             reference_cost_usd=api_call_cost(
                 model or "", ans.prompt_tokens, ans.completion_tokens, self.prices
             ),
-        )  # fmt: skip
+        )
 
     # -- scoring ----------------------------------------------------------------------------------
 
@@ -252,8 +263,9 @@ class Checker:
                 if score.verdict == DIFFERENT:
                     verdict.problems.append(_failed(pair, score, sides, index))
 
-    def _score_pair(self, plan: ScoringPlan, ctx: TestContext, pair: Pair,
-                    rec: GoldenRecord | None) -> list[Score]:  # fmt: skip
+    def _score_pair(
+        self, plan: ScoringPlan, ctx: TestContext, pair: Pair, rec: GoldenRecord | None
+    ) -> list[Score]:
         """One score per choice: the candidate's choice i against the reference's choice i.
 
         A request with ``n`` > 1 gets ``n`` scores on its pair (the pair's equivalence is their
@@ -280,9 +292,16 @@ class Checker:
             scores.append(score)
         return scores
 
-    def _cascade(self, plan: ScoringPlan, ctx: TestContext, call: Call, pair: Pair,
-                 rec: GoldenRecord | None, score: Score,
-                 sides: tuple[Choice, Choice, int]) -> None:  # fmt: skip
+    def _cascade(
+        self,
+        plan: ScoringPlan,
+        ctx: TestContext,
+        call: Call,
+        pair: Pair,
+        rec: GoldenRecord | None,
+        score: Score,
+        sides: tuple[Choice, Choice, int],
+    ) -> None:
         """The next evidence for an undecided score, cheapest first, until one decides it."""
         from pytest_slam.compare.judge import JudgeUnjudged
         from pytest_slam.review.pairs import answer_text
@@ -316,8 +335,11 @@ class Checker:
         verdict."""
         from pytest_slam.review.agreement import passed_by_human
 
-        found = [v for v in self._reviews(ctx.module)
-                 if v.key == key and v.model == ctx.model.name and v.answer_hash == answer]  # fmt: skip
+        found = [
+            v
+            for v in self._reviews(ctx.module)
+            if v.key == key and v.model == ctx.model.name and v.answer_hash == answer
+        ]
         if not found:
             return None
         good = sum(passed_by_human(v.verdict) for v in found)
@@ -340,8 +362,15 @@ class Checker:
             self.reviews[module] = found
         return self.reviews[module]
 
-    def _score_choice(self, plan: ScoringPlan, ctx: TestContext, call: Call,
-                      rec: GoldenRecord | None, cand: Choice, ref: Choice) -> Score:  # fmt: skip
+    def _score_choice(
+        self,
+        plan: ScoringPlan,
+        ctx: TestContext,
+        call: Call,
+        rec: GoldenRecord | None,
+        cand: Choice,
+        ref: Choice,
+    ) -> Score:
         """Text with the test's scorer; tool calls, when either side made one, with the tool-call
         scorer. When both sides also wrote text, both count: the lower of the two values (an
         answer is as good as its worse part), with both explanations."""
@@ -356,16 +385,30 @@ class Checker:
         text = self._score_text(plan, ctx, call, rec, c_text, r_text)
         return _lower(tools, text)
 
-    def _score_text(self, plan: ScoringPlan, ctx: TestContext, call: Call,
-                    rec: GoldenRecord | None, candidate: str, reference: str) -> Score:  # fmt: skip
+    def _score_text(
+        self,
+        plan: ScoringPlan,
+        ctx: TestContext,
+        call: Call,
+        rec: GoldenRecord | None,
+        candidate: str,
+        reference: str,
+    ) -> Score:
         scorer = plan.scorer
         assert scorer is not None  # _score stops at a plan without scorers
         if plan.auto and plan.json is not None and wants_json(call.request):
             return self._score_json(plan.json, call.request, candidate, reference)
         return self._in_context(scorer, ctx, call, rec, candidate, reference)
 
-    def _in_context(self, scorer: Scorer, ctx: TestContext, call: Call, rec: GoldenRecord | None,
-                    candidate: str, reference: str) -> Score:  # fmt: skip
+    def _in_context(
+        self,
+        scorer: Scorer,
+        ctx: TestContext,
+        call: Call,
+        rec: GoldenRecord | None,
+        candidate: str,
+        reference: str,
+    ) -> Score:
         """Score one pair, giving the scorer what its description says it needs (``about.py``):
         the pair's question, and for a scorer that calls a model the golden record's verdict
         cache (its Score says whether it was replayed from there)."""
@@ -386,8 +429,9 @@ class Checker:
         return score
 
     @staticmethod
-    def _score_json(scorer: Scorer, request: dict[str, JSON], candidate: str,
-                    reference: str) -> Score:  # fmt: skip
+    def _score_json(
+        scorer: Scorer, request: dict[str, JSON], candidate: str, reference: str
+    ) -> Score:
         """A request that asked for JSON, with no scorer named: its fields compared (json), and
         the candidate checked against the request's own schema when it carries one."""
         from pytest_slam.compare.named import get_scorer
@@ -416,8 +460,9 @@ class Checker:
 
             self.judge_memory = MemoryJudgeCache()
         writes = self.record_mode != "none" and self.reference is not None
-        return GoldenJudgeCache(store, ctx.module, rec, ctx.test, writes, self.judge_memory,
-                                self._note_unsaved)  # fmt: skip
+        return GoldenJudgeCache(
+            store, ctx.module, rec, ctx.test, writes, self.judge_memory, self._note_unsaved
+        )
 
     def _keep_judge_calls(self, ctx: TestContext) -> None:
         """The judge's answered calls go on the test's outcome (role "judge"), priced like any
@@ -436,14 +481,18 @@ class Checker:
         if self.judge is not None and self.judge.calls:
             last = self.judge.calls[-1]
             last.error, last.error_kind = f"{UNJUDGED}: {exc}", UNJUDGED
-        self.summary.append(f"unjudged (left out of the means, not scored 0): {ctx.nodeid} "
-                            f"call {pair.call_index + 1}: {exc}")  # fmt: skip
+        self.summary.append(
+            f"unjudged (left out of the means, not scored 0): {ctx.nodeid} "
+            f"call {pair.call_index + 1}: {exc}"
+        )
 
     def _note_unsaved(self, module: str) -> None:
         if self.judge is not None and self.judge.offline:
             return
-        line = (f"judge verdicts for {module} were asked but not cached (replay mode, "
-                f"--slm-record=none); cache them with: pytest --slm-record=new {module}")  # fmt: skip
+        line = (
+            f"judge verdicts for {module} were asked but not cached (replay mode, "
+            f"--slm-record=none); cache them with: pytest --slm-record=new {module}"
+        )
         if line not in self.summary:
             self.summary.append(line)
 
@@ -517,8 +566,9 @@ class Checker:
             try:
                 plan.scorer = get_scorer(by, **options)
                 if "judge" in plan.then and self.judge is not None:
-                    plan.judge = get_scorer("judge", complete=self.judge.complete,
-                                            model=self.judge.spec.name)  # fmt: skip
+                    plan.judge = get_scorer(
+                        "judge", complete=self.judge.complete, model=self.judge.spec.name
+                    )
                 plan.json = get_scorer("json") if auto else None
             except (ScorerError, ValueError, TypeError) as exc:
                 plan.error = str(exc)
@@ -591,9 +641,12 @@ def _decide(score: Score, verdict: str | None, evidence: str, why: str) -> None:
 def _lower(first: Score, second: Score) -> Score:
     """Two scores of one answer as one: the lower value (an answer is as good as its worse part),
     both explanations."""
-    return Score(f"{first.scorer}+{second.scorer}", min(first.value, second.value),
-                 f"{_part(first.scorer)} {first.value:.2f}: {first.explanation}; "
-                 f"{_part(second.scorer)} {second.value:.2f}: {second.explanation}")  # fmt: skip
+    return Score(
+        f"{first.scorer}+{second.scorer}",
+        min(first.value, second.value),
+        f"{_part(first.scorer)} {first.value:.2f}: {first.explanation}; "
+        f"{_part(second.scorer)} {second.value:.2f}: {second.explanation}",
+    )
 
 
 def _part(scorer: str) -> str:
@@ -653,14 +706,20 @@ def _failed(pair: Pair, score: Score, sides: tuple[list[Choice], list[Choice]], 
 
 def diverged(pair: Pair) -> str:
     """What a pair matched by its place says: where the conversation left the reference's."""
-    return (f"conversation diverged at turn {pair.diverged_at}: compared with the reference's "
-            f"turn {pair.call_index + 1}")  # fmt: skip
+    return (
+        f"conversation diverged at turn {pair.diverged_at}: compared with the reference's "
+        f"turn {pair.call_index + 1}"
+    )
 
 
 def diverged_lines(outcomes: list[dict[str, JSON]]) -> list[str]:
     """The summary's word on calls compared with the reference's turn at their place, if any."""
-    found = [(o["nodeid"], p["call_index"] + 1) for o in outcomes
-             for p in o.get("pairs", ()) if p.get("diverged_at") is not None]  # fmt: skip
+    found = [
+        (o["nodeid"], p["call_index"] + 1)
+        for o in outcomes
+        for p in o.get("pairs", ())
+        if p.get("diverged_at") is not None
+    ]
     if not found:
         return []
     tests = len({nodeid for nodeid, _ in found})
@@ -676,10 +735,14 @@ def diverged_lines(outcomes: list[dict[str, JSON]]) -> list[str]:
 def why_different(score: Score) -> str:
     """Why a score is "different", by the evidence that said so."""
     if score.decided_by in ("judge", "review") and not _judge_evidence(score.scorer):
-        return (f"{score.decided_by} says different ({score.scorer} {score.value:.2f} was "
-                f"undecided): {score.explanation}")  # fmt: skip
+        return (
+            f"{score.decided_by} says different ({score.scorer} {score.value:.2f} was "
+            f"undecided): {score.explanation}"
+        )
     if score.decided_by == "bands" and score.fail_below is not None:
-        return (f"equivalence {score.value:.2f} < {score.fail_below:.2f}, the fail band "
-                f"({score.scorer}): {score.explanation}")  # fmt: skip
+        return (
+            f"equivalence {score.value:.2f} < {score.fail_below:.2f}, the fail band "
+            f"({score.scorer}): {score.explanation}"
+        )
     limit = score.threshold if score.threshold is not None else 0.0
     return f"equivalence {score.value:.2f} < {limit:.2f} ({score.scorer}): {score.explanation}"

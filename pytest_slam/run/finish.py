@@ -308,12 +308,15 @@ def run_info(slam: RunEnd) -> RunInfo:
         models=list(slam.specs.values()),
         reference=reference_name(reference, slam.reference_spec if reference else None),
         settings=slam.settings.as_dict(),
-        started=slam.started, finished=utc_now(),
-        pytest_version=pytest.__version__, plugin_version=__version__,
-        cost_assumption=cost_assumption(slam.specs.values(), slam.reference_spec,
-                                        slam.settings.prices),
+        started=slam.started,
+        finished=utc_now(),
+        pytest_version=pytest.__version__,
+        plugin_version=__version__,
+        cost_assumption=cost_assumption(
+            slam.specs.values(), slam.reference_spec, slam.settings.prices
+        ),
         gpu_telemetry=slam.gpu_line,
-    )  # fmt: skip
+    )
 
 
 def _report(slam: RunEnd, exitstatus: int) -> int:
@@ -339,8 +342,11 @@ def _report(slam: RunEnd, exitstatus: int) -> int:
     _step_summary(slam, verdict, diff)
     width = slam.width
     failed = gate_failed(result, exitstatus)
-    tail = [*(format_diff(diff) if diff is not None else []), *_autosave(slam, verdict, clean, diff),
-            *gate_lines(verdict)]  # fmt: skip
+    tail = [
+        *(format_diff(diff) if diff is not None else []),
+        *_autosave(slam, verdict, clean, diff),
+        *gate_lines(verdict),
+    ]
     if failed and result is not None:
         tail.append(gate_failed_line(result))
     slam.summary.extend(fit_lines(_human_review(slam, verdict), width))
@@ -361,11 +367,15 @@ def drop_older_reports(settings: Settings) -> list[str]:
         try:
             os.unlink(path)
         except OSError as exc:
-            lines.append(f"{kind} report: the older {path} is not this run's and could not be "
-                         f"removed ({exc.strerror or exc}); delete it")  # fmt: skip
+            lines.append(
+                f"{kind} report: the older {path} is not this run's and could not be "
+                f"removed ({exc.strerror or exc}); delete it"
+            )
             continue
-        lines.append(f"{kind} report: none, the run was interrupted before any test reported; "
-                     f"the older {path} was removed")  # fmt: skip
+        lines.append(
+            f"{kind} report: none, the run was interrupted before any test reported; "
+            f"the older {path} was removed"
+        )
     return lines
 
 
@@ -416,8 +426,10 @@ def _autosave(
             path.unlink(missing_ok=True)
             raise
     except OSError as exc:
-        return [f"baseline auto: {first}this run not saved in {_shown(slam, folder)} "
-                f"({exc.strerror or exc}); make that folder writable"]  # fmt: skip
+        return [
+            f"baseline auto: {first}this run not saved in {_shown(slam, folder)} "
+            f"({exc.strerror or exc}); make that folder writable"
+        ]
     return [f"baseline auto: {first}this run saved as {_shown(slam, path)}"]
 
 
@@ -477,8 +489,10 @@ def _write(
         try:
             slam.summary.append(f"{kind} report: {write(path, verdict, clean)}")
         except OSError as exc:
-            slam.summary.append(f"{kind} report not written to {path} ({exc.strerror or exc}); "
-                                f"give {flag} a writable path")  # fmt: skip
+            slam.summary.append(
+                f"{kind} report not written to {path} ({exc.strerror or exc}); "
+                f"give {flag} a writable path"
+            )
     return clean
 
 

@@ -51,8 +51,10 @@ def mark_problem(item: pytest.Item) -> str | None:
     if calls is not None and (calls != 0 or isinstance(calls, bool)):
         return f"{where}(calls={calls!r}): only calls=0 (the test makes no model call) is meant"
     if mark.kwargs.get("swap", True) is False:
-        return (f"{where}(swap=False) keeps the test on the original endpoint, but it uses the "
-                "slm_model fixture; drop one of the two")  # fmt: skip
+        return (
+            f"{where}(swap=False) keeps the test on the original endpoint, but it uses the "
+            "slm_model fixture; drop one of the two"
+        )
     return None
 
 

@@ -74,8 +74,13 @@ def _repeat(slam: SlamSession, item: pytest.Function) -> Generator[None, object,
     return True
 
 
-def _one_more(slam: SlamSession, item: pytest.Function, ctx: TestContext, result: RepeatResult,
-              every_call: list[Call]) -> None:  # fmt: skip
+def _one_more(
+    slam: SlamSession,
+    item: pytest.Function,
+    ctx: TestContext,
+    result: RepeatResult,
+    every_call: list[Call],
+) -> None:
     """One further run through the whole ``pytest_pyfunc_call`` chain."""
     _start_run(ctx, result, every_call)
     error: BaseException | None = None
@@ -100,8 +105,14 @@ def _start_run(ctx: TestContext, result: RepeatResult, every_call: list[Call]) -
         ctx.calls = []
 
 
-def _end_run(slam: SlamSession, item: pytest.Function, ctx: TestContext, result: RepeatResult,
-             every_call: list[Call], error: BaseException | None) -> None:  # fmt: skip
+def _end_run(
+    slam: SlamSession,
+    item: pytest.Function,
+    ctx: TestContext,
+    result: RepeatResult,
+    every_call: list[Call],
+    error: BaseException | None,
+) -> None:
     """Check the run's own calls, fold them into the test's, and note why the run failed."""
     import dataclasses
 

@@ -65,8 +65,10 @@ class RepeatResult:
         return {"runs": self.runs, "passed": self.passed, "rate": self.rate}
 
     def message(self) -> str:
-        head = (f"passed {self.passed} of {self.runs} runs (rate {self.rate:.2f}), "
-                f"below pass_fraction {self.pass_fraction:.2f}")  # fmt: skip
+        head = (
+            f"passed {self.passed} of {self.runs} runs (rate {self.rate:.2f}), "
+            f"below pass_fraction {self.pass_fraction:.2f}"
+        )
         shown = [f"run {n}: {why}" for n, why in self.failures[:SHOWN_FAILURES]]
         more = len(self.failures) - SHOWN_FAILURES
         if more > 0:

@@ -86,8 +86,11 @@ class _Choice:
 
     def summary(self, index: int) -> JSONObject:
         """What a product can read of this choice, as Call/GoldenAnswer keep it (no None values)."""
-        out: JSONObject = {"index": index, "text": "".join(self.text),
-                               "finish_reason": self.finish_reason or "stop"}  # fmt: skip
+        out: JSONObject = {
+            "index": index,
+            "text": "".join(self.text),
+            "finish_reason": self.finish_reason or "stop",
+        }
         if self.tool_calls:
             out["tool_calls"] = [self.tool_calls[i] for i in sorted(self.tool_calls)]
         if self.logprobs is not None:
@@ -104,9 +107,12 @@ def completion_choice(summary: JSONObject) -> JSONObject:
     message: JSONObject = {"role": "assistant", "content": text if text or not tools else None}
     if tools:
         message["tool_calls"] = tools
-    return {"index": summary.get("index", 0), "message": message,
-            "logprobs": summary.get("logprobs"),
-            "finish_reason": summary.get("finish_reason") or "stop"}  # fmt: skip
+    return {
+        "index": summary.get("index", 0),
+        "message": message,
+        "logprobs": summary.get("logprobs"),
+        "finish_reason": summary.get("finish_reason") or "stop",
+    }
 
 
 META_KEYS = ("id", "created", "model", "system_fingerprint")
@@ -160,8 +166,10 @@ class Accumulator:
         slot = choice.tool_calls.get(index)
         if slot is None:
             slot = choice.tool_calls[index] = {
-                "id": None, "type": "function", "function": {"name": "", "arguments": ""}
-            }  # fmt: skip
+                "id": None,
+                "type": "function",
+                "function": {"name": "", "arguments": ""},
+            }
         if tc.get("id"):
             slot["id"] = tc["id"]
         fn = tc.get("function") or {}
@@ -198,9 +206,12 @@ LIMIT_KEYS = ("max_tokens", "max_completion_tokens")
 
 
 def generation_cap(
-    body: JSONObject, spec: ModelSpec, reference_tokens: int | None,
-    factor: float = 2.0, margin: int = 64,
-) -> int | None:  # fmt: skip
+    body: JSONObject,
+    spec: ModelSpec,
+    reference_tokens: int | None,
+    factor: float = 2.0,
+    margin: int = 64,
+) -> int | None:
     """The output limit a candidate call gets when the product set none, else None.
 
     A small model asked without a limit can generate until its context is full (minutes on a CPU);
@@ -314,9 +325,16 @@ def forward_chat(
     product's own body, so the golden key does not change with it. One call, as sent: a
     candidate's ``n`` > 1 is the router's to split (``choices.forward_candidate``).
     """
-    call = Call(model=target.spec.name, role=target.role, request=body, endpoint=target.base_url,
-                streamed=bool(body.get("stream")), started_at=time.time(),
-                capped=cap is not None, cap=cap)  # fmt: skip
+    call = Call(
+        model=target.spec.name,
+        role=target.role,
+        request=body,
+        endpoint=target.base_url,
+        streamed=bool(body.get("stream")),
+        started_at=time.time(),
+        capped=cap is not None,
+        cap=cap,
+    )
     timeout = upstream.timeout_for(target.spec) if timeout is None else timeout
     start = time.perf_counter()
     limit = CALLER_DEADLINE.get()
@@ -333,8 +351,10 @@ def forward_chat(
     except upstream.UpstreamTimeout:
         if deadline is not None and time.perf_counter() >= deadline:
             return _gave_up(call, start, limit)
-        call.error = (f"model {target.spec.name!r} at {call.endpoint} sent no answer within "
-                      f"{timeout:g} s (its timeout_s)")  # fmt: skip
+        call.error = (
+            f"model {target.spec.name!r} at {call.endpoint} sent no answer within "
+            f"{timeout:g} s (its timeout_s)"
+        )
         call.error_kind = "timeout"
         call.e2e_ms = (time.perf_counter() - start) * 1000.0
         return ChatResult(call, status=504)
@@ -348,8 +368,12 @@ def forward_chat(
         call.error = upstream.error_message(resp.status, payload)
         call.error_kind = "http"
         call.e2e_ms = (time.perf_counter() - start) * 1000.0
-        return ChatResult(call, status=resp.status, error_body=payload,
-                          retry_after=resp.headers.get("retry-after"))  # fmt: skip
+        return ChatResult(
+            call,
+            status=resp.status,
+            error_body=payload,
+            retry_after=resp.headers.get("retry-after"),
+        )
     try:
         acc = _consume(resp, start, relay, _wants_usage(body), timeout, deadline)
     except CandidateFault as exc:
@@ -382,11 +406,15 @@ def caller_left(call: Call, timeout_s: float | None = None, stopped: bool = Fals
     call of the candidate, never evidence."""
     after = "" if timeout_s is None else f" of {timeout_s:.3g} s"
     if stopped:
-        call.error = (f"the caller stopped reading (its own timeout, or it closed the stream) "
-                      f"before model {call.model!r} at {call.endpoint} ended its answer")  # fmt: skip
+        call.error = (
+            f"the caller stopped reading (its own timeout, or it closed the stream) "
+            f"before model {call.model!r} at {call.endpoint} ended its answer"
+        )
     else:
-        call.error = (f"the caller gave up (its own timeout{after}) before model {call.model!r} "
-                      f"at {call.endpoint} answered")  # fmt: skip
+        call.error = (
+            f"the caller gave up (its own timeout{after}) before model {call.model!r} "
+            f"at {call.endpoint} answered"
+        )
     call.error_kind = "timeout"
 
 
@@ -425,11 +453,14 @@ def _consume(
         try:
             payload = next(events, None)
         except TimeoutError:
-            raise CandidateFault(f"the stream stalled: nothing for {timeout:g} s after "
-                                 f"{count} chunk(s) (its timeout_s)") from None  # fmt: skip
+            raise CandidateFault(
+                f"the stream stalled: nothing for {timeout:g} s after "
+                f"{count} chunk(s) (its timeout_s)"
+            ) from None
         except (http.client.HTTPException, OSError) as exc:
-            raise CandidateFault(f"the stream broke off after {count} chunk(s) (truncated: "
-                                 f"{type(exc).__name__})") from None  # fmt: skip
+            raise CandidateFault(
+                f"the stream broke off after {count} chunk(s) (truncated: {type(exc).__name__})"
+            ) from None
         if payload is None:
             break
         chunk = _chunk(payload)
@@ -441,8 +472,10 @@ def _consume(
         if relay is not None and (chunk.get("choices") or usage):
             _relay(relay, payload)
     if not resp.done and not any(c.finish_reason for c in acc.choices.values()):
-        raise CandidateFault(f"the stream ended after {count} chunk(s) with no finish_reason "
-                             "and no [DONE] (truncated)")  # fmt: skip
+        raise CandidateFault(
+            f"the stream ended after {count} chunk(s) with no finish_reason "
+            "and no [DONE] (truncated)"
+        )
     return acc
 
 
@@ -451,8 +484,10 @@ def _chunk(payload: bytes) -> JSONObject:
     try:
         text = payload.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise CandidateFault(f"sent bytes that are not UTF-8 in its stream "
-                             f"({payload[max(exc.start - 10, 0):exc.end + 10]!r})") from None  # fmt: skip
+        raise CandidateFault(
+            f"sent bytes that are not UTF-8 in its stream "
+            f"({payload[max(exc.start - 10, 0) : exc.end + 10]!r})"
+        ) from None
     try:
         chunk = json.loads(text)
     except ValueError:
@@ -482,8 +517,10 @@ def _whole(
         payloads = None
     if not payloads:
         shown = raw[:80].decode("utf-8", "replace")
-        raise CandidateFault(f"answered 200 with {ctype or 'no content type'} that is neither an "
-                             f"SSE stream nor a chat completion ({shown!r})")  # fmt: skip
+        raise CandidateFault(
+            f"answered 200 with {ctype or 'no content type'} that is neither an "
+            f"SSE stream nor a chat completion ({shown!r})"
+        )
     now = time.perf_counter()
     for payload in payloads:
         chunk = json.loads(payload)
@@ -542,10 +579,25 @@ def stream_events(completion: JSONObject, include_usage: bool) -> list[bytes]:
             delta["tool_calls"] = [dict(tc, index=i) for i, tc in enumerate(msg["tool_calls"])]
         elif delta["content"] is None:
             delta["content"] = ""
-        out.append({**base, "choices": [{"index": idx, "delta": delta, "finish_reason": None,
-                                         "logprobs": choice.get("logprobs")}]})  # fmt: skip
-        out.append({**base, "choices": [{"index": idx, "delta": {},
-                                         "finish_reason": choice["finish_reason"]}]})  # fmt: skip
+        out.append(
+            {
+                **base,
+                "choices": [
+                    {
+                        "index": idx,
+                        "delta": delta,
+                        "finish_reason": None,
+                        "logprobs": choice.get("logprobs"),
+                    }
+                ],
+            }
+        )
+        out.append(
+            {
+                **base,
+                "choices": [{"index": idx, "delta": {}, "finish_reason": choice["finish_reason"]}],
+            }
+        )
     if include_usage and completion.get("usage"):
         out.append({**base, "choices": [], "usage": completion["usage"]})
     return [json.dumps(chunk).encode() for chunk in out]

@@ -81,8 +81,11 @@ def merged_choices(results: list[ChatResult]) -> ChatResult:
     summaries = []
     for index, result in enumerate(results):
         c = result.call
-        summary: JSONObject = {"index": index, "text": c.text,
-                               "finish_reason": c.finish_reason or "stop"}  # fmt: skip
+        summary: JSONObject = {
+            "index": index,
+            "text": c.text,
+            "finish_reason": c.finish_reason or "stop",
+        }
         if c.tool_calls:
             summary["tool_calls"] = c.tool_calls
         if c.logprobs is not None:
@@ -100,6 +103,9 @@ def merged_choices(results: list[ChatResult]) -> ChatResult:
     usage = completion.get("usage")
     if isinstance(usage, dict) and call.completion_tokens is not None:
         prompt = usage.get("prompt_tokens") or 0
-        completion["usage"] = {**usage, "completion_tokens": call.completion_tokens,
-                               "total_tokens": prompt + call.completion_tokens}  # fmt: skip
+        completion["usage"] = {
+            **usage,
+            "completion_tokens": call.completion_tokens,
+            "total_tokens": prompt + call.completion_tokens,
+        }
     return ChatResult(call, completion=completion)

@@ -118,12 +118,16 @@ class Replicas:
                 came = (
                     f", took requests again after resting ({health.back}x)" if health.back else ""
                 )
-                out.append(f"model {self.model!r}: replica {url} refused the connection "
-                           f"{health.refused} time(s) ({health.first_refusal}){came}")  # fmt: skip
-            out.append(f"model {self.model!r}: {self.moved} call(s) went to the next replica "
-                       f"because theirs refused the connection (no request was sent twice; a "
-                       f"refusing replica gets no call for {self.rest_s:g} s); requests taken per "
-                       f"replica: {taken}")  # fmt: skip
+                out.append(
+                    f"model {self.model!r}: replica {url} refused the connection "
+                    f"{health.refused} time(s) ({health.first_refusal}){came}"
+                )
+            out.append(
+                f"model {self.model!r}: {self.moved} call(s) went to the next replica "
+                f"because theirs refused the connection (no request was sent twice; a "
+                f"refusing replica gets no call for {self.rest_s:g} s); requests taken per "
+                f"replica: {taken}"
+            )
             return out
 
 

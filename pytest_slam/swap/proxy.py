@@ -253,8 +253,11 @@ class Exchange:
         if target.role == "passthrough":
             origin = next((v for n, v in headers if n == REDIRECTED), None)
             if origin is not None:  # its key belongs to that host, not to the original endpoint
-                raise RouteError(409, f"pytest-slam: a call to {origin} was redirected here "
-                                      "outside an opted-in test; it is not forwarded")  # fmt: skip
+                raise RouteError(
+                    409,
+                    f"pytest-slam: a call to {origin} was redirected here "
+                    "outside an opted-in test; it is not forwarded",
+                )
             sent = forwarded_headers(headers)
         else:
             keep = ("content-type", "accept", "accept-encoding")
@@ -265,8 +268,11 @@ class Exchange:
                 body = _as_candidate(body, target, path)
         timeout = upstream.timeout_for(target.spec)
         try:
-            resp = send(target.replicas, target.base_url,
-                        lambda url: upstream.forward(url, method, path, sent, body, timeout))[1]  # fmt: skip
+            resp = send(
+                target.replicas,
+                target.base_url,
+                lambda url: upstream.forward(url, method, path, sent, body, timeout),
+            )[1]
         except upstream.UpstreamUnreachable as exc:
             raise RouteError(
                 502, f"pytest-slam: {target.base_url} is unreachable ({exc})"
@@ -331,8 +337,9 @@ class _Wire:
         self.handler.write(out + conn.send(h11.Data(data=payload)) + conn.send(h11.EndOfMessage()))
 
     def head(self, status: int, headers: list[tuple[str, str]]) -> None:
-        head = h11.Response(status_code=status, headers=[*headers, *CHUNKED],
-                            reason=_reason(status))  # fmt: skip
+        head = h11.Response(
+            status_code=status, headers=[*headers, *CHUNKED], reason=_reason(status)
+        )
         self.pending = self.conn.send(head)
         # HTTP/1.1 callers get the chunked framing h11 would write, framed here: h11's send costs
         # several microseconds per event, for every streamed token. An HTTP/1.0 caller's stream is
@@ -421,8 +428,10 @@ class _Connection(socketserver.BaseRequestHandler):
 
     @property
     def _late(self) -> str:
-        return (f"pytest-slam: the request was not sent whole within {self.server.request_s:g} s "
-                f"(or {self.server.idle_s:g} s passed with no data)")  # fmt: skip
+        return (
+            f"pytest-slam: the request was not sent whole within {self.server.request_s:g} s "
+            f"(or {self.server.idle_s:g} s passed with no data)"
+        )
 
     def _one(self) -> bool:
         """Serve one request; whether the connection can carry another."""
@@ -507,8 +516,11 @@ class _Connection(socketserver.BaseRequestHandler):
         except h11.LocalProtocolError:  # no request line parsed yet (a timeout mid-head): by hand
             payload = json.dumps({"error": {"message": message, "code": status}}).encode()
             head = b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
-            self.write(head % (status, _reason(status), len(payload)) + b"Connection: close\r\n\r\n"
-                       + payload)  # fmt: skip
+            self.write(
+                head % (status, _reason(status), len(payload))
+                + b"Connection: close\r\n\r\n"
+                + payload
+            )
 
 
 def _as_candidate(body: bytes, target: Target, path: str) -> bytes:

@@ -46,8 +46,17 @@ from pytest_slam.swap.stacks.common import (
     bypass,
 )
 
-__all__ = ["DEFAULT_HOSTS", "HEADER", "Redirect", "Redirected", "active", "api_path", "bypass",
-           "install", "uninstall"]  # fmt: skip
+__all__ = [
+    "DEFAULT_HOSTS",
+    "HEADER",
+    "Redirect",
+    "Redirected",
+    "active",
+    "api_path",
+    "bypass",
+    "install",
+    "uninstall",
+]
 
 
 def install(

@@ -95,9 +95,14 @@ class TestContext:
 
     def begin(self, target: Target, body: JSONObject) -> Flight:
         """A candidate call is sent: in flight until ``end``, or until the test's end."""
-        call = Call(model=target.spec.name, role=target.role, request=body,
-                    endpoint=target.base_url, streamed=bool(body.get("stream")),
-                    started_at=time.time())  # fmt: skip
+        call = Call(
+            model=target.spec.name,
+            role=target.role,
+            request=body,
+            endpoint=target.base_url,
+            streamed=bool(body.get("stream")),
+            started_at=time.time(),
+        )
         flight = Flight(call, time.perf_counter())
         with self.lock:
             self.flights.append(flight)

@@ -143,8 +143,14 @@ def _logprobs(pieces: list[str], top: int) -> list[dict[str, Any]]:
     for piece in pieces:
         logprob = -round(0.01 * (1 + len(piece.strip()) % 7), 2)
         entry = {"token": piece, "logprob": logprob, "bytes": list(piece.encode())}
-        alts = [{"token": f"{piece}~{k}", "logprob": logprob - k,
-                 "bytes": list(f"{piece}~{k}".encode())} for k in range(1, top)]  # fmt: skip
+        alts = [
+            {
+                "token": f"{piece}~{k}",
+                "logprob": logprob - k,
+                "bytes": list(f"{piece}~{k}".encode()),
+            }
+            for k in range(1, top)
+        ]
         out.append({**entry, "top_logprobs": [entry, *alts][:top]})
     return out
 
@@ -364,14 +370,23 @@ class FakeOpenAI:
         self._sleep_until(start + max(self.latency_s, self.ttft_s or 0.0))
         choices = []
         for index, reply in enumerate(replies):
-            message: dict[str, Any] = {"role": "assistant", "content": reply.content,
-                                       "refusal": None}  # fmt: skip
+            message: dict[str, Any] = {
+                "role": "assistant",
+                "content": reply.content,
+                "refusal": None,
+            }
             if reply.tools:
                 message["tool_calls"] = reply.tools
             pieces = split_tokens(reply.content or "")
             logprobs = None if top is None else {"content": _logprobs(pieces, top), "refusal": None}
-            choices.append({"index": index, "message": message, "logprobs": logprobs,
-                            "finish_reason": reply.finish})  # fmt: skip
+            choices.append(
+                {
+                    "index": index,
+                    "message": message,
+                    "logprobs": logprobs,
+                    "finish_reason": reply.finish,
+                }
+            )
         shown = usage if self.report_usage else None
         h.send_json(200, {**head, "object": "chat.completion", "choices": choices, "usage": shown})
 
@@ -392,8 +407,10 @@ class FakeOpenAI:
             for piece in split_tokens(reply.content or ""):
                 lp = None if top is None else {"content": _logprobs([piece], top), "refusal": None}
                 deltas.append((index, {"content": piece}, lp))
-            deltas += [(index, {"tool_calls": [{"index": i, **call}]}, None)
-                       for i, call in enumerate(reply.tools)]  # fmt: skip
+            deltas += [
+                (index, {"tool_calls": [{"index": i, **call}]}, None)
+                for i, call in enumerate(reply.tools)
+            ]
         total = max(self.latency_s, self.ttft_s or 0.0)
         first = self.ttft_s if self.ttft_s is not None else total / max(len(deltas), 1)
         h.send_response(200)
@@ -401,10 +418,19 @@ class FakeOpenAI:
         h.send_header("Transfer-Encoding", "chunked")
         h.end_headers()
 
-        def send(delta: dict[str, Any] | None, finish_reason: str | None = None, index: int = 0,
-                 logprobs: Any = None, **extra: Any) -> None:  # fmt: skip
-            choice = {"index": index, "delta": delta, "logprobs": logprobs,
-                      "finish_reason": finish_reason}  # fmt: skip
+        def send(
+            delta: dict[str, Any] | None,
+            finish_reason: str | None = None,
+            index: int = 0,
+            logprobs: Any = None,
+            **extra: Any,
+        ) -> None:
+            choice = {
+                "index": index,
+                "delta": delta,
+                "logprobs": logprobs,
+                "finish_reason": finish_reason,
+            }
             choices = [] if delta is None else [choice]
             chunk = {**head, "object": "chat.completion.chunk", "choices": choices}
             chunk |= {"usage": None, **extra} if with_usage else {}

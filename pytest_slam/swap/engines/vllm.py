@@ -49,8 +49,11 @@ class VllmEngine(Engine):
         self._check_args()
         has_vllm = self.executable() is not None
         has_gpu = not self.spec.engine_args.get("gpu", True) or _has_nvidia_gpu()
-        lacks = {(False, False): "neither vLLM nor a CUDA GPU", (False, True): "no vLLM",
-                 (True, False): "no CUDA GPU"}.get((has_vllm, has_gpu))  # fmt: skip
+        lacks = {
+            (False, False): "neither vLLM nor a CUDA GPU",
+            (False, True): "no vLLM",
+            (True, False): "no CUDA GPU",
+        }.get((has_vllm, has_gpu))
         if lacks:
             raise EngineError(
                 f"model {self.spec.name!r} is served by vLLM, which needs vLLM and a CUDA GPU; "

@@ -43,9 +43,10 @@ class HttpxStack:
         sync_cls, async_cls = library.HTTPTransport, library.AsyncHTTPTransport
         return [
             Patch(sync_cls, "handle_request", _sync(library, sync_cls.handle_request)),
-            Patch(async_cls, "handle_async_request",
-                  _async(library, async_cls.handle_async_request)),
-        ]  # fmt: skip
+            Patch(
+                async_cls, "handle_async_request", _async(library, async_cls.handle_async_request)
+            ),
+        ]
 
 
 STACK = HttpxStack()
@@ -132,13 +133,18 @@ def _local_response(stack: ModuleType, request: Any, answer: LocalAnswer) -> Any
         # A stream, not ``content=``: the client times and closes the body as it does one read
         # off a connection (``response.elapsed``, ``with_streaming_response``).
         headers = [*answer.headers, ("Content-Length", str(len(answer.payload)))]
-        return stack.Response(answer.status, headers=headers,
-                              stream=stack.ByteStream(answer.payload), request=request,
-                              extensions=extensions)  # fmt: skip
+        return stack.Response(
+            answer.status,
+            headers=headers,
+            stream=stack.ByteStream(answer.payload),
+            request=request,
+            extensions=extensions,
+        )
     headers = [*answer.headers, ("Transfer-Encoding", "chunked")]
     body = _body_class(stack)(answer, timeout, request)
-    return stack.Response(answer.status, headers=headers, stream=body, request=request,
-                          extensions=extensions)  # fmt: skip
+    return stack.Response(
+        answer.status, headers=headers, stream=body, request=request, extensions=extensions
+    )
 
 
 class _LocalBody:

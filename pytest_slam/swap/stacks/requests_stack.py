@@ -48,10 +48,24 @@ def _send(original: Any) -> Any:
         parts = urlsplit(request.url)
         redirect = rule_for(parts.hostname or "", parts.port)
         if redirect is None:
-            return original(self, request, stream=stream, timeout=timeout, verify=verify,
-                            cert=cert, proxies=proxies)  # fmt: skip
-        response = original(self, _rewrite(redirect, request), stream=stream, timeout=timeout,
-                            verify=verify, cert=cert, proxies={})  # fmt: skip
+            return original(
+                self,
+                request,
+                stream=stream,
+                timeout=timeout,
+                verify=verify,
+                cert=cert,
+                proxies=proxies,
+            )
+        response = original(
+            self,
+            _rewrite(redirect, request),
+            stream=stream,
+            timeout=timeout,
+            verify=verify,
+            cert=cert,
+            proxies={},
+        )
         response.request, response.url = request, request.url
         return response
 
