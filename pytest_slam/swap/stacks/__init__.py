@@ -1,6 +1,6 @@
 """Client stacks: one module per HTTP library a product may call the API with.
 
-Each ``*_stack.py`` module here exposes ``STACK`` (``base.Stack``): the library's installed
+Each ``*_stack.py`` module here exposes ``STACK`` (``common.Stack``): the library's installed
 modules and the send points to wrap. The registry finds the modules by name, once per process, so
 a new stack is one new module (and its test). ``install`` wraps every installed library's send
 points; ``restore`` puts back exactly what was there.
