@@ -175,22 +175,14 @@ class PriceTable(BaseModel):
         return value.isoformat() if isinstance(value, datetime.date) else value
 
 
-# Gate rules and baseline tolerances are declared by their readers (report.gate.Gate, RULES and
-# report.baseline.Tolerances); their tables are built from them, so a new rule is a key here too.
-_DESCRIBED = {
-    "no_regression": "fail on a regression from --slm-baseline",
-    "allow_not_swapped": "a test that passed with no swapped call is not a breach",
-    "allow_undecided": "undecided pairs (missing evidence) are not a breach",
-    "equivalence_drop": "drop in mean equivalence",
-    "latency_increase_pct": "p95 E2E increase, percent",
-    "latency_increase_ms": "and at least this many ms",
-    "cost_increase_pct": "cost per call increase, percent",
-}
-
-
+# Gate rules and baseline tolerances are declared by their readers (report.gate.Gate and
+# report.baseline.Tolerances: each field's name, type, default, and its rule or description in the
+# field's metadata); their tables are built from them, so a new rule is a key here too.
 def _gate_table() -> type[BaseModel]:
     from pytest_slam.report.gate import RULES, Gate
+    from pytest_slam.report.section_checks import section_keys
 
+    types = section_keys(Gate)
     fields: dict[str, Any] = {}
     for spec in dataclasses.fields(Gate):
         if spec.name in RULES:
@@ -199,16 +191,22 @@ def _gate_table() -> type[BaseModel]:
             text = f"{'at least' if side == 'min' else 'at most'} this {column}, per candidate"
             fields[spec.name] = (float | None, Field(None, description=text, ge=0, le=ceiling))
         else:
-            fields[spec.name] = (bool, Field(spec.default, description=_DESCRIBED.get(spec.name)))
+            described = Field(spec.default, description=spec.metadata.get("description"))
+            fields[spec.name] = (types[spec.name], described)
     doc = "``[tool.slam.gate]``: rules every candidate must keep, or the run fails (exit 6)."
     return create_model("GateTable", __config__=_STRICT, __doc__=doc, **fields)
 
 
 def _baseline_table() -> type[BaseModel]:
     from pytest_slam.report.baseline import Tolerances
+    from pytest_slam.report.section_checks import section_keys
 
+    types = section_keys(Tolerances)
     fields: dict[str, Any] = {
-        spec.name: (float, Field(spec.default, ge=0, description=_DESCRIBED.get(spec.name)))
+        spec.name: (
+            types[spec.name],
+            Field(spec.default, ge=0, description=spec.metadata["description"]),
+        )
         for spec in dataclasses.fields(Tolerances)
     }
     doc = "``[tool.slam.baseline]``: how far a metric may move from the baseline to count."
