@@ -225,21 +225,16 @@ else:
 
 
 def _budget_pattern() -> str:
-    from pytest_slam.metrics.stats import METRICS, Summary
+    from pytest_slam.metrics.budget import KEY_PATTERN
 
-    return f"^({'|'.join(Summary.FIELDS)})_({'|'.join(METRICS)})$"
+    return KEY_PATTERN
 
 
 def _budget_hint(table: Mapping[str, Any]) -> str:
     """``; did you mean 'p95_e2e_ms'?`` for a misspelt budget key, else nothing."""
-    import re
+    from pytest_slam.metrics.budget import KEYS
 
-    from pytest_slam.metrics.stats import METRICS, Summary
-
-    known = [f"{stat}_{metric}" for stat in Summary.FIELDS for metric in METRICS]
-    pattern = re.compile(_budget_pattern())
-    unknown = [key for key in table if not pattern.match(key)]
-    hint = did_you_mean(unknown, known).strip()
+    hint = did_you_mean([key for key in table if key not in KEYS], KEYS).strip()
     return f"; {hint}" if hint else ""
 
 
