@@ -153,26 +153,51 @@ class EquivalenceTable(BaseModel):
         return self
 
 
-class PriceEntry(BaseModel):
-    """One model's list prices, USD per one million tokens."""
+# [tool.slam.prices]' keys are declared where they are read (metrics.cost PRICE_KEYS, META_KEYS).
+def _price_entry() -> type[BaseModel]:
+    from pytest_slam.metrics.cost import PRICE_KEYS
 
-    model_config = _STRICT
-    input_per_mtok: float | None = Field(None, ge=0)
-    output_per_mtok: float | None = Field(None, ge=0)
+    prices: dict[str, Any] = {key: (float | None, Field(None, ge=0)) for key in PRICE_KEYS}
+    doc = "One model's list prices, USD per one million tokens."
+    return create_model("PriceEntry", __config__=_STRICT, __doc__=doc, **prices)
 
 
-class PriceTable(BaseModel):
-    """``[tool.slam.prices]``: list price overrides (before genai-prices and the dated table)."""
+if TYPE_CHECKING:
+
+    class PriceEntry(BaseModel): ...
+
+else:
+    PriceEntry = _price_entry()
+
+
+class _PriceRules(BaseModel):
+    """What ``[tool.slam.prices]`` checks beyond its own keys: each model's table, TOML dates."""
 
     model_config = ConfigDict(extra="allow", strict=True)
     __pydantic_extra__: dict[str, PriceEntry] = Field(init=False)
-    as_of: str | None = Field(default=None, description="date of the prices")
-    source: str | None = Field(default=None, description="where the prices come from")
 
-    @field_validator("as_of", mode="before")
+    @field_validator("as_of", mode="before", check_fields=False)
     @classmethod
     def _date_text(cls, value: Any) -> Any:
         return value.isoformat() if isinstance(value, datetime.date) else value
+
+
+def _price_table() -> type[_PriceRules]:
+    from pytest_slam.metrics.cost import META_KEYS
+
+    meta: dict[str, Any] = {
+        key: (str | None, Field(default=None, description=text)) for key, text in META_KEYS.items()
+    }
+    doc = "``[tool.slam.prices]``: list price overrides (before genai-prices and the dated table)."
+    return create_model("PriceTable", __base__=_PriceRules, __doc__=doc, **meta)
+
+
+if TYPE_CHECKING:
+
+    class PriceTable(_PriceRules): ...
+
+else:
+    PriceTable = _price_table()
 
 
 # Gate rules and baseline tolerances are declared by their readers (report.gate.Gate and
