@@ -38,10 +38,17 @@ from pytest_slam.swap.models import check_table
 _STRICT = ConfigDict(extra="forbid", strict=True)
 JsonDict = dict[str, JsonValue]  # a JSON Schema fragment, as pydantic's json_schema_extra takes
 
+# [tool.slam.equivalence] is declared here, in EquivalenceTable, with these: the run reads them
+# (run.scoring), never its own copy of the table's keys.
+DEFAULT_BY = "fuzzy"  # the scorer when none is named
+CASCADE = ("judge", "review")  # the evidence ``then`` may name, cheapest first
+
 if TYPE_CHECKING:  # one of the listed names: a str to the type checker, checked by pydantic
     RecordMode = str
+    Evidence = str
 else:
     RecordMode = Literal[RECORD_MODES]
+    Evidence = Literal[CASCADE]
 
 
 def _alternatives(*others: JsonDict) -> Callable[[JsonDict], None]:
@@ -96,7 +103,7 @@ class EquivalenceTable(BaseModel):
 
     model_config = ConfigDict(extra="allow", strict=True)
     by: str = Field(
-        default="fuzzy",
+        default=DEFAULT_BY,
         description="scorer: built in (fuzzy, json, judge, ...: see Comparing answers), installed "
         "(entry point group pytest_slam.scorers) or an import path, package.module:Class",
     )
@@ -110,7 +117,7 @@ class EquivalenceTable(BaseModel):
         description="the fail band (slam calibrate): below it a pair is different, between the "
         "bands undecided; unset, every pair below at_least is different",
     )
-    then: list[Literal["judge", "review"]] = Field(
+    then: list[Evidence] = Field(
         default_factory=list,
         description='the next evidence for undecided pairs, cheapest first: "judge", "review"',
     )
@@ -151,6 +158,11 @@ class EquivalenceTable(BaseModel):
                 f"{did_you_mean(unknown, known)}it takes: {', '.join(sorted(known)) or 'none'}."
             )
         return self
+
+
+SCOPE_KEYS = ("by", "modules")  # which scorer, and the narrower scopes
+# the keys every scorer takes (its verdict rule), not a scorer's options
+VERDICT_KEYS = tuple(key for key in EquivalenceTable.model_fields if key not in SCOPE_KEYS)
 
 
 # [tool.slam.prices]' keys are declared where they are read (metrics.cost PRICE_KEYS, META_KEYS).
