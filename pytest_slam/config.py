@@ -2,7 +2,10 @@
 
 Each key is declared once, in ``settings.Settings`` (its name, the type the run reads, its
 default); ``SlamTable`` is built from it here, adding each key's rule and description (``_RULES``)
-and the richer type of a key that is a table of its own (``_TYPES``). That one model gives the
+and the richer type of a key that is a table of its own (``_TYPES``). A sub-table's keys are declared once
+too: by their reader where one reads them (``report.gate.Gate``, ``report.baseline.Tolerances``,
+``metrics.budget.KEYS``, ``metrics.cost.PRICE_KEYS``), the table built from them; here for
+``EquivalenceTable``, whose reader (``run.scoring``) imports its keys. That one model gives the
 checks, the JSON Schema editors read (``slam config schema``, ``slam.schema.json``) and the README's
 reference table, so they cannot drift apart. Sections that had their own rules keep their
 messages: the model runs those checks (``models.check_table``, ``metering.validate_tables``,
