@@ -2,7 +2,10 @@
 
 Each key is declared once, in ``settings.Settings`` (its name, the type the run reads, its
 default); ``SlamTable`` is built from it here, adding each key's rule and description (``_RULES``)
-and the richer type of a key that is a table of its own (``_TYPES``). That one model gives the
+and the richer type of a key that is a table of its own (``_TYPES``). A sub-table's keys are declared once
+too: by their reader where one reads them (``report.gate.Gate``, ``report.baseline.Tolerances``,
+``metrics.budget.KEYS``, ``metrics.cost.PRICE_KEYS``), the table built from them; here for
+``EquivalenceTable``, whose reader (``run.scoring``) imports its keys. That one model gives the
 checks, the JSON Schema editors read (``slam config schema``, ``slam.schema.json``) and the README's
 reference table, so they cannot drift apart. Sections that had their own rules keep their
 messages: the model runs those checks (``models.check_table``, ``metering.validate_tables``,
@@ -38,10 +41,17 @@ from pytest_slam.swap.models import check_table
 _STRICT = ConfigDict(extra="forbid", strict=True)
 JsonDict = dict[str, JsonValue]  # a JSON Schema fragment, as pydantic's json_schema_extra takes
 
+# [tool.slam.equivalence] is declared here, in EquivalenceTable, with these: the run reads them
+# (run.scoring), never its own copy of the table's keys.
+DEFAULT_BY = "fuzzy"  # the scorer when none is named
+CASCADE = ("judge", "review")  # the evidence ``then`` may name, cheapest first
+
 if TYPE_CHECKING:  # one of the listed names: a str to the type checker, checked by pydantic
     RecordMode = str
+    Evidence = str
 else:
     RecordMode = Literal[RECORD_MODES]
+    Evidence = Literal[CASCADE]
 
 
 def _alternatives(*others: JsonDict) -> Callable[[JsonDict], None]:
@@ -96,7 +106,7 @@ class EquivalenceTable(BaseModel):
 
     model_config = ConfigDict(extra="allow", strict=True)
     by: str = Field(
-        default="fuzzy",
+        default=DEFAULT_BY,
         description="scorer: built in (fuzzy, json, judge, ...: see Comparing answers), installed "
         "(entry point group pytest_slam.scorers) or an import path, package.module:Class",
     )
@@ -110,7 +120,7 @@ class EquivalenceTable(BaseModel):
         description="the fail band (slam calibrate): below it a pair is different, between the "
         "bands undecided; unset, every pair below at_least is different",
     )
-    then: list[Literal["judge", "review"]] = Field(
+    then: list[Evidence] = Field(
         default_factory=list,
         description='the next evidence for undecided pairs, cheapest first: "judge", "review"',
     )
@@ -153,44 +163,66 @@ class EquivalenceTable(BaseModel):
         return self
 
 
-class PriceEntry(BaseModel):
-    """One model's list prices, USD per one million tokens."""
-
-    model_config = _STRICT
-    input_per_mtok: float | None = Field(None, ge=0)
-    output_per_mtok: float | None = Field(None, ge=0)
+SCOPE_KEYS = ("by", "modules")  # which scorer, and the narrower scopes
+# the keys every scorer takes (its verdict rule), not a scorer's options
+VERDICT_KEYS = tuple(key for key in EquivalenceTable.model_fields if key not in SCOPE_KEYS)
 
 
-class PriceTable(BaseModel):
-    """``[tool.slam.prices]``: list price overrides (before genai-prices and the dated table)."""
+# [tool.slam.prices]' keys are declared where they are read (metrics.cost PRICE_KEYS, META_KEYS).
+def _price_entry() -> type[BaseModel]:
+    from pytest_slam.metrics.cost import PRICE_KEYS
+
+    prices: dict[str, Any] = {key: (float | None, Field(None, ge=0)) for key in PRICE_KEYS}
+    doc = "One model's list prices, USD per one million tokens."
+    return create_model("PriceEntry", __config__=_STRICT, __doc__=doc, **prices)
+
+
+if TYPE_CHECKING:
+
+    class PriceEntry(BaseModel): ...
+
+else:
+    PriceEntry = _price_entry()
+
+
+class _PriceRules(BaseModel):
+    """What ``[tool.slam.prices]`` checks beyond its own keys: each model's table, TOML dates."""
 
     model_config = ConfigDict(extra="allow", strict=True)
     __pydantic_extra__: dict[str, PriceEntry] = Field(init=False)
-    as_of: str | None = Field(default=None, description="date of the prices")
-    source: str | None = Field(default=None, description="where the prices come from")
 
-    @field_validator("as_of", mode="before")
+    @field_validator("as_of", mode="before", check_fields=False)
     @classmethod
     def _date_text(cls, value: Any) -> Any:
         return value.isoformat() if isinstance(value, datetime.date) else value
 
 
-# Gate rules and baseline tolerances are declared by their readers (report.gate.Gate, RULES and
-# report.baseline.Tolerances); their tables are built from them, so a new rule is a key here too.
-_DESCRIBED = {
-    "no_regression": "fail on a regression from --slm-baseline",
-    "allow_not_swapped": "a test that passed with no swapped call is not a breach",
-    "allow_undecided": "undecided pairs (missing evidence) are not a breach",
-    "equivalence_drop": "drop in mean equivalence",
-    "latency_increase_pct": "p95 E2E increase, percent",
-    "latency_increase_ms": "and at least this many ms",
-    "cost_increase_pct": "cost per call increase, percent",
-}
+def _price_table() -> type[_PriceRules]:
+    from pytest_slam.metrics.cost import META_KEYS
+
+    meta: dict[str, Any] = {
+        key: (str | None, Field(default=None, description=text)) for key, text in META_KEYS.items()
+    }
+    doc = "``[tool.slam.prices]``: list price overrides (before genai-prices and the dated table)."
+    return create_model("PriceTable", __base__=_PriceRules, __doc__=doc, **meta)
 
 
+if TYPE_CHECKING:
+
+    class PriceTable(_PriceRules): ...
+
+else:
+    PriceTable = _price_table()
+
+
+# Gate rules and baseline tolerances are declared by their readers (report.gate.Gate and
+# report.baseline.Tolerances: each field's name, type, default, and its rule or description in the
+# field's metadata); their tables are built from them, so a new rule is a key here too.
 def _gate_table() -> type[BaseModel]:
     from pytest_slam.report.gate import RULES, Gate
+    from pytest_slam.report.section_checks import section_keys
 
+    types = section_keys(Gate)
     fields: dict[str, Any] = {}
     for spec in dataclasses.fields(Gate):
         if spec.name in RULES:
@@ -199,16 +231,22 @@ def _gate_table() -> type[BaseModel]:
             text = f"{'at least' if side == 'min' else 'at most'} this {column}, per candidate"
             fields[spec.name] = (float | None, Field(None, description=text, ge=0, le=ceiling))
         else:
-            fields[spec.name] = (bool, Field(spec.default, description=_DESCRIBED.get(spec.name)))
+            described = Field(spec.default, description=spec.metadata.get("description"))
+            fields[spec.name] = (types[spec.name], described)
     doc = "``[tool.slam.gate]``: rules every candidate must keep, or the run fails (exit 6)."
     return create_model("GateTable", __config__=_STRICT, __doc__=doc, **fields)
 
 
 def _baseline_table() -> type[BaseModel]:
     from pytest_slam.report.baseline import Tolerances
+    from pytest_slam.report.section_checks import section_keys
 
+    types = section_keys(Tolerances)
     fields: dict[str, Any] = {
-        spec.name: (float, Field(spec.default, ge=0, description=_DESCRIBED.get(spec.name)))
+        spec.name: (
+            types[spec.name],
+            Field(spec.default, ge=0, description=spec.metadata["description"]),
+        )
         for spec in dataclasses.fields(Tolerances)
     }
     doc = "``[tool.slam.baseline]``: how far a metric may move from the baseline to count."
@@ -227,21 +265,16 @@ else:
 
 
 def _budget_pattern() -> str:
-    from pytest_slam.metrics.stats import METRICS, Summary
+    from pytest_slam.metrics.budget import KEY_PATTERN
 
-    return f"^({'|'.join(Summary.FIELDS)})_({'|'.join(METRICS)})$"
+    return KEY_PATTERN
 
 
 def _budget_hint(table: Mapping[str, Any]) -> str:
     """``; did you mean 'p95_e2e_ms'?`` for a misspelt budget key, else nothing."""
-    import re
+    from pytest_slam.metrics.budget import KEYS
 
-    from pytest_slam.metrics.stats import METRICS, Summary
-
-    known = [f"{stat}_{metric}" for stat in Summary.FIELDS for metric in METRICS]
-    pattern = re.compile(_budget_pattern())
-    unknown = [key for key in table if not pattern.match(key)]
-    hint = did_you_mean(unknown, known).strip()
+    hint = did_you_mean([key for key in table if key not in KEYS], KEYS).strip()
     return f"; {hint}" if hint else ""
 
 

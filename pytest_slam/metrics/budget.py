@@ -84,6 +84,12 @@ def check_calls(budget: Budget, calls: list[dict[str, JSON]]) -> list[str]:
     return breaches
 
 
+# The one declaration of [tool.slam.budget]'s keys, <stat>_<metric>: config.SlamTable's schema
+# (``KEY_PATTERN``) and its did-you-mean hint (``KEYS``) read them.
+KEYS = tuple(f"{stat}_{metric}" for stat in Summary.FIELDS for metric in METRICS)
+KEY_PATTERN = f"^({'|'.join(Summary.FIELDS)})_({'|'.join(METRICS)})$"
+
+
 def _split_key(key: str) -> tuple[str, str] | None:
     """``'p95_e2e_ms'`` -> ``('p95', 'e2e_ms')``; None when it is not ``<stat>_<metric>``."""
     stat, _, metric = key.partition("_")

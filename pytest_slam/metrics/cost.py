@@ -33,8 +33,10 @@ SELF_HOSTED_ASSUMPTION = (
     "(E2E); idle time and batching gains are not counted"
 )
 
-_PRICE_KEYS = ("input_per_mtok", "output_per_mtok")
-_META_KEYS = ("as_of", "source")
+# The one declaration of [tool.slam.prices]' keys: a model's prices (USD per 1M tokens), and the
+# table's own keys with their descriptions. config.PriceEntry and PriceTable are built from them.
+PRICE_KEYS = ("input_per_mtok", "output_per_mtok")
+META_KEYS = {"as_of": "date of the prices", "source": "where the prices come from"}
 # A dated snapshot id prices like its family: gpt-4o-2024-08-06, gpt-4-0613, gpt-3.5-turbo-0125.
 _SNAPSHOT = re.compile(r"-(\d{4}-\d{2}-\d{2}|\d{4})$")
 
@@ -148,7 +150,7 @@ class Prices:
         overrides: dict[str, Price] = {}
         meta: dict[str, str] = {}
         for name, entry in (config or {}).items():
-            if name in _META_KEYS:
+            if name in META_KEYS:
                 meta[name] = str(entry)
             else:
                 overrides[name] = _parse_entry(name, entry, base.get(name))
@@ -162,13 +164,13 @@ def _parse_entry(name: str, entry: JSON, known: Price | None) -> Price:
         raise ValueError(
             f"{where}: expected a table like {{input_per_mtok = 1.0, output_per_mtok = 2.0}}"
         )
-    unknown = sorted(set(entry) - set(_PRICE_KEYS))
+    unknown = sorted(set(entry) - set(PRICE_KEYS))
     if unknown:
-        raise ValueError(f"{where}: unknown key {unknown[0]!r}; use {' and '.join(_PRICE_KEYS)}")
-    missing = [k for k in _PRICE_KEYS if k not in entry]
+        raise ValueError(f"{where}: unknown key {unknown[0]!r}; use {' and '.join(PRICE_KEYS)}")
+    missing = [k for k in PRICE_KEYS if k not in entry]
     if missing and known is None:
         raise ValueError(f"{where}: new model needs both prices; add {' and '.join(missing)}")
-    values = {k: _usd(where, k, entry[k]) if k in entry else getattr(known, k) for k in _PRICE_KEYS}
+    values = {k: _usd(where, k, entry[k]) if k in entry else getattr(known, k) for k in PRICE_KEYS}
     cached = None if known is None else known.cached_input_per_mtok
     return Price(values["input_per_mtok"], values["output_per_mtok"], cached)
 

@@ -11,11 +11,11 @@ A baseline that cannot be read, or holds other models, gives a note and what can
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from pytest_slam.records import JSON, ModelSpec, Record
 from pytest_slam.report import fmt
@@ -29,25 +29,32 @@ from pytest_slam.report.aggregate import (
     Verdict,
 )
 from pytest_slam.report.jsonreport import Report, ReportError, load_report
-from pytest_slam.report.section_checks import check_section
+from pytest_slam.report.section_checks import read_section
 
 SECTION = "tool.slam.baseline"
 
 
+def _tolerance(default: float, description: str) -> Any:
+    return field(default=default, metadata={"description": description})
+
+
 @dataclass
 class Tolerances(Record):
-    """How far a metric may move before it counts as a change."""
+    """How far a metric may move before it counts as a change.
 
-    equivalence_drop: float = 0.02
-    latency_increase_pct: float = 20.0
-    latency_increase_ms: float = 50.0  # and by at least this much: 1 ms -> 2 ms is noise, not +100%
-    cost_increase_pct: float = 10.0
+    The one declaration of ``[tool.slam.baseline]`` (``config.BaselineTable`` is built from it).
+    """
+
+    equivalence_drop: float = _tolerance(0.02, "drop in mean equivalence")
+    latency_increase_pct: float = _tolerance(20.0, "p95 E2E increase, percent")
+    # and by at least this much: 1 ms -> 2 ms is noise, not +100%
+    latency_increase_ms: float = _tolerance(50.0, "and at least this many ms")
+    cost_increase_pct: float = _tolerance(10.0, "cost per call increase, percent")
 
     @classmethod
     def from_config(cls, data: Mapping[str, JSON] | None) -> Tolerances:
         """From ``[tool.slam.baseline]``; unknown keys or non-numbers raise ``ConfigError``."""
-        known = {f.name: float for f in dataclasses.fields(cls)}
-        return cls(**check_section(SECTION, data or {}, known))
+        return read_section(cls, SECTION, data)
 
 
 @dataclass

@@ -20,51 +20,62 @@ all is ``incomplete``: never passed, whatever its partial numbers say (``incompl
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from pytest_slam.records import JSON, Record
 from pytest_slam.report import fmt
 from pytest_slam.report.aggregate import ModelRow, Verdict
 from pytest_slam.report.baseline import BaselineDiff
 from pytest_slam.report.gate_result import NOT_CONFIGURED, Breach, GateResult, ModelGate
-from pytest_slam.report.section_checks import ConfigError, check_section
+from pytest_slam.report.section_checks import ConfigError, read_section
 
 SECTION = "tool.slam.gate"
 INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED (this module does not import pytest)
 
-# rule -> (ModelRow field, "min" | "max", formatter)
-RULES: dict[str, tuple[str, str, Callable[[float], str]]] = {
-    "min_pass_rate": ("pass_rate", "min", lambda v: f"{v:.1%}"),
-    "min_mean_equivalence": ("equivalence_mean", "min", lambda v: f"{v:.3f}"),
-    "max_p95_e2e_ms": ("e2e_p95_ms", "max", fmt.ms),
-    "max_cost_ratio": ("cost_ratio", "max", fmt.ratio),
-    # decide on the lower bound of the bootstrap 95% interval (compare/uncertainty.py)
-    "min_equivalence_lower": ("equivalence_mean_low", "min", lambda v: f"{v:.3f}"),
-    "min_pass_rate_lower": ("pass_rate_low", "min", lambda v: f"{v:.1%}"),
-}
+
+def _rule(column: str, side: str, show: Callable[[float], str]) -> Any:
+    """A rule's field: off (None) unless set; keeps ``column`` of each candidate row at or above
+    (``"min"``, a share in 0..1) or at or below (``"max"``) the value."""
+    return field(default=None, metadata={"rule": (column, side, show)})
+
+
+def _switch(description: str) -> Any:
+    """A switch's field: off unless set to true."""
+    return field(default=False, metadata={"description": description})
+
+
+def _share(value: float) -> str:
+    return f"{value:.1%}"
+
+
+def _mean(value: float) -> str:
+    return f"{value:.3f}"
 
 
 @dataclass
 class Gate(Record):
-    """Thresholds a team commits; None means the rule is off."""
+    """Thresholds a team commits; None means the rule is off.
 
-    min_pass_rate: float | None = None
-    min_mean_equivalence: float | None = None
-    max_p95_e2e_ms: float | None = None
-    max_cost_ratio: float | None = None
-    min_equivalence_lower: float | None = None
-    min_pass_rate_lower: float | None = None
-    no_regression: bool = False
-    allow_not_swapped: bool = False
-    allow_undecided: bool = False
+    The one declaration of ``[tool.slam.gate]``: each key's name, type, default and rule or
+    description; ``config.GateTable`` (the schema, the README) and ``from_config`` read them.
+    """
+
+    min_pass_rate: float | None = _rule("pass_rate", "min", _share)
+    min_mean_equivalence: float | None = _rule("equivalence_mean", "min", _mean)
+    max_p95_e2e_ms: float | None = _rule("e2e_p95_ms", "max", fmt.ms)
+    max_cost_ratio: float | None = _rule("cost_ratio", "max", fmt.ratio)
+    # decide on the lower bound of the bootstrap 95% interval (compare/uncertainty.py)
+    min_equivalence_lower: float | None = _rule("equivalence_mean_low", "min", _mean)
+    min_pass_rate_lower: float | None = _rule("pass_rate_low", "min", _share)
+    no_regression: bool = _switch("fail on a regression from --slm-baseline")
+    allow_not_swapped: bool = _switch("a test that passed with no swapped call is not a breach")
+    allow_undecided: bool = _switch("undecided pairs (missing evidence) are not a breach")
 
     @classmethod
     def from_config(cls, data: Mapping[str, JSON] | None) -> Gate:
         """From ``[tool.slam.gate]``; unknown keys and bad values raise ``ConfigError``."""
-        known = {name: float for name in RULES} | dict.fromkeys(
-            ("no_regression", "allow_not_swapped", "allow_undecided"), bool
-        )
-        gate = cls(**check_section(SECTION, data or {}, known))
+        gate = read_section(cls, SECTION, data)
         shares = [name for name, (_, side, _) in RULES.items() if side == "min"]  # all in 0..1
         for name in shares:
             value = getattr(gate, name)
@@ -78,6 +89,12 @@ class Gate(Record):
     @property
     def configured(self) -> bool:
         return self.no_regression or any(getattr(self, r) is not None for r in RULES)
+
+
+# rule -> (ModelRow field, "min" | "max", formatter), from Gate's rule fields
+RULES: dict[str, tuple[str, str, Callable[[float], str]]] = {
+    spec.name: spec.metadata["rule"] for spec in fields(Gate) if "rule" in spec.metadata
+}
 
 
 def evaluate(

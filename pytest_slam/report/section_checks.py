@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
 from collections.abc import Mapping
+from typing import Any, TypeVar
 
 from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON
@@ -10,6 +14,28 @@ from pytest_slam.records import JSON
 
 class ConfigError(ValueError, SlamError, kind="config"):
     """A ``[tool.slam.*]`` section holds a key or value pytest-slam cannot use."""
+
+
+T = TypeVar("T")
+
+
+def read_section(cls: type[T], section: str, data: Mapping[str, JSON] | None) -> T:
+    """``cls`` (a dataclass, the one declaration of the section's keys) from ``data``, checked
+    with the keys and types of its fields: ``ConfigError`` names the key and the fix."""
+    return cls(**check_section(section, data or {}, section_keys(cls)))
+
+
+def section_keys(cls: type[Any]) -> dict[str, type]:
+    """Each field of the dataclass ``cls`` and the type its value must have (``float | None``:
+    ``float``; None stays the default, never written in TOML)."""
+    hints = typing.get_type_hints(cls)
+    known = {}
+    for spec in dataclasses.fields(cls):
+        hint = hints[spec.name]
+        if isinstance(hint, types.UnionType):
+            (hint,) = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+        known[spec.name] = hint
+    return known
 
 
 def check_section(

@@ -32,13 +32,12 @@ import pytest
 from pytest_slam.compare.bands import DIFFERENT, UNDECIDED
 from pytest_slam.compare.decide import Rule
 from pytest_slam.compare.scorer import ScorerError
+from pytest_slam.config import CASCADE, DEFAULT_BY
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.golden.reference import MissingGolden, ReferenceFailed, ReferenceService
 from pytest_slam.metrics.metering import measure
 from pytest_slam.records import JSON, Call, GoldenRecord, ModelSpec, Pair, Score
 from pytest_slam.run.scoring import (
-    CASCADE,
-    DEFAULT_BY,
     ScoringPlan,
     mark_table,
     request_schema,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_slam.compare.decide import Rule
+from pytest_slam.config import DEFAULT_BY, VERDICT_KEYS
 from pytest_slam.records import JSON
 from pytest_slam.settings import TOML
 
@@ -25,9 +26,6 @@ if TYPE_CHECKING:
     from pytest_slam.compare.toolcalls import ToolCallScorer
 
 EQUIVALENCE_MARK = "slm_equivalence"
-CASCADE = ("judge", "review")  # the evidence ``then`` may name, cheapest first
-DEFAULT_BY = "fuzzy"
-VERDICT_KEYS = ("at_least", "fail_below", "then")  # keys of every scorer, not a scorer's options
 
 
 @dataclass
