@@ -21,6 +21,7 @@ from pytest_slam.report.jsonreport import (
     ReportError,
     load_report,
     report_dict,
+    report_text,
     write_json,
 )
 
@@ -95,6 +96,28 @@ def test_one_line_per_outcome_and_the_same_document(written) -> None:
     assert {**json.loads(text), "generated_at": None} == {**expected, "generated_at": None}
 
 
+def test_the_text_is_json_indenting_encoder_s_byte_for_byte(written) -> None:
+    """The per-test rows go through the C encoder (bench/README.md section 14): every row, flat or
+    not (a non-empty egress list, a nested table, text that needs escapes), reads as the indenting
+    encoder writes it, and an empty report is exactly ``json.dumps(indent=2)``."""
+    path, _, _ = written
+    document = json.loads(path.read_text())
+    rows = document["tests"]
+    rows[0]["egress"] = ["api.example.com:443", "x:1"]
+    rows[1]["message"] = 'a "quoted"\nline \u00e9\u2603'
+    rows[2]["egress"] = [{"host": "h", "ports": [1, 2], "empty": {}}]
+    rows.append({})
+    rows.append({"test": "t", "model": "m", "runs": 2, "cost_usd": 1e-07, "ok": True, "x": None})
+    text = report_text(document)
+    head = text[: text.index('  "outcomes": [\n')]
+    expected = json.dumps({**document, "outcomes": []}, indent=2)
+    assert head == expected[: expected.index('  "outcomes": []')]
+    empty = {**document, "outcomes": []}
+    assert report_text(empty) == json.dumps(empty, indent=2) + "\n"
+    no_rows = {**empty, "tests": []}
+    assert report_text(no_rows) == json.dumps(no_rows, indent=2) + "\n"
+
+
 def test_every_written_field_is_documented_in_schema_md(written) -> None:
     path, _, _ = written
     data = json.loads(path.read_text())
@@ -151,3 +174,16 @@ def test_nan_is_refused_rather_than_written(tmp_path) -> None:
     with pytest.raises(ValueError):
         write_json(tmp_path / "r.json", verdict, [])
     assert not (tmp_path / "r.json").exists()
+
+
+def test_nan_in_a_streamed_outcome_leaves_no_file_and_no_temp(tmp_path) -> None:
+    """Outcomes are written line by line: one JSON cannot hold, past the first, and the file is
+    neither written nor left half-written (the temp file is removed)."""
+    outcomes = synth.qwen_outcomes()
+    verdict = aggregate(outcomes, synth.run_info(models=(synth.QWEN,)))
+    outcomes[-1]["duration_s"] = float("nan")
+    (tmp_path / "r.json").write_text("before", encoding="utf-8")
+    with pytest.raises(ValueError):
+        write_json(tmp_path / "r.json", verdict, outcomes)
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+    assert (tmp_path / "r.json").read_text(encoding="utf-8") == "before"

@@ -15,7 +15,7 @@ import gc
 import json
 import os
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -271,12 +271,13 @@ def current_umask() -> int:
     return mask
 
 
-def atomic_write(path: str | os.PathLike[str], text: str) -> Path:
+def atomic_write(path: str | os.PathLike[str], text: str | Iterable[str]) -> Path:
     """Write a temp file in the same folder, then ``os.replace``: readers never see half a file.
 
     The package's one writer of files people keep (goldens, reports, the stale list). The file gets
     the mode it had, or the one ``open()`` would give it (0o666 less the umask): ``mkstemp`` makes
     0600, which a CI artifact or a shared checkout cannot read. Returns the path written.
+    ``text`` may come in pieces (a merged report's outcomes, line by line): never all held at once.
 
     A symlink is written through: its target is replaced and the link kept (``os.replace`` on the
     link itself would swap it for a regular file, silently cutting it from what it points at).
@@ -290,7 +291,10 @@ def atomic_write(path: str | os.PathLike[str], text: str) -> Path:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+            if isinstance(text, str):
+                handle.write(text)
+            else:
+                handle.writelines(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)

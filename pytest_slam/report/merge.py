@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from pytest_slam.golden.fileformat import _gc_paused
 from pytest_slam.records import JSON, Outcome
 from pytest_slam.report.aggregate import ENGINE, RunInfo, Verdict, aggregate
 from pytest_slam.report.budgets import session_budget_breaches
@@ -46,17 +47,9 @@ class Merged:
 def load_shards(paths: Sequence[str | os.PathLike[str]]) -> list[Report]:
     """Each shard's report; ``MergeError`` for a file that is not a report of a shard."""
     reports = []
-    for path in paths:
-        try:
-            report = load_report(path)
-        except ReportError as exc:
-            raise MergeError(str(exc)) from None
-        if report.visits is None:
-            raise MergeError(
-                f"{path} has no 'visits' (written by an older pytest-slam, or not by "
-                "--slm-report); run the shard again with this pytest-slam"
-            )
-        reports.append(report)
+    with _gc_paused():  # the shards' records live until the merge is written
+        for path in paths:
+            reports.append(_load_shard(path))
     if not reports:
         raise MergeError(
             "no shard reports given; pass the JSON files the shards' --slm-report wrote"
@@ -64,14 +57,32 @@ def load_shards(paths: Sequence[str | os.PathLike[str]]) -> list[Report]:
     return reports
 
 
+def _load_shard(path: str | os.PathLike[str]) -> Report:
+    try:
+        report = load_report(path)
+    except ReportError as exc:
+        raise MergeError(str(exc)) from None
+    if report.visits is None:
+        raise MergeError(
+            f"{path} has no 'visits' (written by an older pytest-slam, or not by "
+            "--slm-report); run the shard again with this pytest-slam"
+        )
+    # The merge recomputes every row from the outcomes: a shard's own rows (one per test and
+    # model, as many as its outcomes) would only hold memory until the end.
+    report.verdict.tests, report.verdict.models, report.verdict.reference = [], [], None
+    return report
+
+
 def merge(reports: Sequence[Report]) -> Merged:
     """The shards as one run: outcomes unioned, every figure recomputed, the gate evaluated."""
-    names = [r.path or f"#{i + 1}" for i, r in enumerate(reports)]
-    run = merged_run([(n, r.verdict.run) for n, r in zip(names, reports, strict=True)])
-    outcomes = merged_outcomes([(n, r.outcomes) for n, r in zip(names, reports, strict=True)])
-    visits = merge_visits((n, r.visits or Visits()) for n, r in zip(names, reports, strict=True))
-    verdict = aggregate(outcomes, run)
-    gate = _gate(verdict, outcomes, _shard_incomplete(names, reports), visits.exitstatus)
+    with _gc_paused():  # the figures are built over every outcome, and all of them live on
+        names = [r.path or f"#{i + 1}" for i, r in enumerate(reports)]
+        run = merged_run([(n, r.verdict.run) for n, r in zip(names, reports, strict=True)])
+        outcomes = merged_outcomes([(n, r.outcomes) for n, r in zip(names, reports, strict=True)])
+        shards = zip(names, reports, strict=True)
+        visits = merge_visits((n, r.visits or Visits()) for n, r in shards)
+        verdict = aggregate(outcomes, run)
+        gate = _gate(verdict, outcomes, _shard_incomplete(names, reports), visits.exitstatus)
     return Merged(verdict, outcomes, visits, gate, visits.exitstatus)
 
 
