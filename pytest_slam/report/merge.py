@@ -32,6 +32,9 @@ class MergeError(Exception):
     """Shards that are not parts of one run (one line: which file, what, the fix)."""
 
 
+EXIT_INCOMPLETE = 2  # pytest's exit status of an interrupted run: not the whole suite
+
+
 @dataclass
 class Merged:
     """The merged run: its verdict (gate applied), outcomes, visits and exit status before the
@@ -82,8 +85,24 @@ def merge(reports: Sequence[Report]) -> Merged:
         shards = zip(names, reports, strict=True)
         visits = merge_visits((n, r.visits or Visits()) for n, r in shards)
         verdict = aggregate(outcomes, run)
-        gate = _gate(verdict, outcomes, _shard_incomplete(names, reports), visits.exitstatus)
-    return Merged(verdict, outcomes, visits, gate, visits.exitstatus)
+        missing = _missing(visits)
+        status = EXIT_INCOMPLETE if missing else visits.exitstatus
+        why = _shard_incomplete(names, reports) or missing
+        gate = _gate(verdict, outcomes, why, status)
+    return Merged(verdict, outcomes, visits, gate, status)
+
+
+def _missing(visits: Visits) -> str | None:
+    """Why the shards are not the whole suite: collected tests that ran in no shard (a shard's
+    report was not given, or a splitter dropped tests). The verdict of part of a suite is not the
+    suite's, so the merge exits as an interrupted run would, its gate INCOMPLETE."""
+    missing = visits.missing()
+    if not missing:
+        return None
+    return (
+        f"{len(missing)} collected test(s) ran in no shard (first: {missing[0]}): a shard's "
+        "report is missing; merge every shard's report"
+    )
 
 
 def merged_run(runs: list[tuple[str, RunInfo]]) -> RunInfo:
