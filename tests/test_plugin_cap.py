@@ -158,7 +158,7 @@ reference = "{ref.base_url}#gpt-4"
     named = f"generation cap cut 1 answer(s) of mini at {derived} token(s)"
     assert named in message["test_text"]
     rows, _ = report_data((pytester.path / "r.html").read_text(encoding="utf-8"))
-    assert any(named in (row[10] or "") for row in rows["rows"])  # the test's row, its message
+    assert any(named in (row[4] or "") for row in rows["rows"])  # the test's row, its message
     result.stdout.fnmatch_lines([
         "*- pytest-slam -*",
         "pytest-slam: test_cap.py::test_text?mini?: the generation cap cut 1 answer(s)*",

@@ -111,8 +111,9 @@ def _frame(document: dict[str, JSON]) -> tuple[str, str]:
     rows = document.get("tests")
     keys = ("tests", "outcomes") if isinstance(rows, list) and rows else ("outcomes",)
     marks = {key: f'"slam-{key}-{uuid.uuid4().hex}"' for key in keys}
-    text = json.dumps({**document, **{k: m[1:-1] for k, m in marks.items()}}, indent=2,
-                      allow_nan=False)  # fmt: skip
+    text = json.dumps(
+        {**document, **{k: m[1:-1] for k, m in marks.items()}}, indent=2, allow_nan=False
+    )
     if isinstance(rows, list) and rows:
         listed = ",\n    ".join(_indented(row, 2) for row in rows)
         text = text.replace(marks["tests"], f"[\n    {listed}\n  ]", 1)
@@ -128,8 +129,11 @@ def _indented(value: JSON, depth: int) -> str:
     A JSON string never holds a raw newline, so any other value is re-indented by its newlines.
     """
     pad = "\n" + "  " * (depth + 1)
-    if isinstance(value, dict) and value and all(not v or not isinstance(v, dict | list)
-                                                 for v in value.values()):  # fmt: skip
+    if (
+        isinstance(value, dict)
+        and value
+        and all(not v or not isinstance(v, dict | list) for v in value.values())
+    ):
         inner = json.dumps(value, separators=("," + pad, ": "), allow_nan=False)[1:-1]
         return f"{{{pad}{inner}{pad[:-2]}}}"
     return json.dumps(value, indent=2, allow_nan=False).replace("\n", "\n" + "  " * depth)

@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from pytest_slam.errors import SlamError
 from pytest_slam.golden.fileformat import _gc_paused
 from pytest_slam.records import JSON, Outcome
 from pytest_slam.report.aggregate import ENGINE, RunInfo, Verdict, aggregate
@@ -28,7 +29,7 @@ PER_SHARD = ("models", "report", "html")
 AGREED = ("reference", "plugin_version")  # run fields every shard must share
 
 
-class MergeError(Exception):
+class MergeError(SlamError, kind="report"):
     """Shards that are not parts of one run (one line: which file, what, the fix)."""
 
 
