@@ -309,6 +309,19 @@ def _listed_in_flight(
     return listed
 
 
+def new_call(target: Target, body: JSONObject, **fields: JSON) -> Call:
+    """The record of one call to ``target`` of ``body``, started now (``fields``: more of it)."""
+    return Call(
+        model=target.spec.name,
+        role=target.role,
+        request=body,
+        endpoint=target.base_url,
+        streamed=bool(body.get("stream")),
+        started_at=time.time(),
+        **fields,
+    )
+
+
 @_listed_in_flight
 def forward_chat(
     target: Target,
@@ -325,16 +338,7 @@ def forward_chat(
     product's own body, so the golden key does not change with it. One call, as sent: a
     candidate's ``n`` > 1 is the router's to split (``choices.forward_candidate``).
     """
-    call = Call(
-        model=target.spec.name,
-        role=target.role,
-        request=body,
-        endpoint=target.base_url,
-        streamed=bool(body.get("stream")),
-        started_at=time.time(),
-        capped=cap is not None,
-        cap=cap,
-    )
+    call = new_call(target, body, capped=cap is not None, cap=cap)
     timeout = upstream.timeout_for(target.spec) if timeout is None else timeout
     start = time.perf_counter()
     limit = CALLER_DEADLINE.get()

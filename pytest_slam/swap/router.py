@@ -25,6 +25,7 @@ from pytest_slam.swap.chat import (
     caller_left,
     forward_chat,
     generation_cap,
+    new_call,
 )
 from pytest_slam.swap.choices import forward_candidate
 from pytest_slam.swap.fleet import Replicas
@@ -95,14 +96,7 @@ class TestContext:
 
     def begin(self, target: Target, body: JSONObject) -> Flight:
         """A candidate call is sent: in flight until ``end``, or until the test's end."""
-        call = Call(
-            model=target.spec.name,
-            role=target.role,
-            request=body,
-            endpoint=target.base_url,
-            streamed=bool(body.get("stream")),
-            started_at=time.time(),
-        )
+        call = new_call(target, body)
         flight = Flight(call, time.perf_counter())
         with self.lock:
             self.flights.append(flight)
