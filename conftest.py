@@ -66,7 +66,6 @@ def _hypothesis_profiles() -> None:
 
 _hypothesis_profiles()
 
-SHARED_DATA = Path(__file__).resolve().parent.parent / "shared" / "data"
 SMOLLM2_ID = "SmolLM2-135M-Instruct"
 
 
@@ -99,8 +98,12 @@ def fake_gpt4() -> Iterator[object]:
 
 @pytest.fixture
 def shared_data() -> Path:
+    from slam_helpers import SHARED_DATA  # tests/ is on the path once a test module is collected
+
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"needs the recorded data in {SHARED_DATA} (the read-only ../shared/data)")
+        pytest.skip(
+            f"needs the recorded data in {SHARED_DATA} (../shared/data, or set SLAM_SHARED_DATA)"
+        )
     return SHARED_DATA
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +21,12 @@ CHROMIUM = next(
 )
 needs_chromium = pytest.mark.skipif(
     CHROMIUM is None, reason="headless Chromium not installed (apt-get install -y chromium)"
+)
+
+# The labelled real-answer sets (read in place, never copied): ../shared/data beside the checkout, or
+# wherever SLAM_SHARED_DATA points. Tests that need them skip, naming this folder, when it is absent.
+SHARED_DATA = Path(
+    os.environ.get("SLAM_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"
 )
 
 # Product code as teams write it: a client built at import time, asking for a hosted model by name.

@@ -19,14 +19,14 @@ import json
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
+from slam_helpers import SHARED_DATA
 
 from pytest_slam.compare import get_scorer
 from pytest_slam.compare.validity import auc, spearman
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "alpaca_eval_gpt4_vs_slm"
+DATA = SHARED_DATA / "alpaca_eval_gpt4_vs_slm"
 RECORDS = DATA / "records.jsonl"
 WIN = 1.5  # preference above this: the judge preferred the small model
 TOLERANCE = 0.02

@@ -17,13 +17,14 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from slam_helpers import SHARED_DATA
 
 from pytest_slam.compare.bandselect import Counts, Targets
 from pytest_slam.compare.binomial import upper_bound
 from pytest_slam.compare.calibrate import BASELINE, SCORERS, calibrate_columns, score_column
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = SHARED_DATA
 SPLITS = 3
 FUZZY = {n: s for n, s in SCORERS.items() if s[0] == "fuzzy"}
 

@@ -1,8 +1,7 @@
 """``slam calibrate``: labelled pairs in, a justified threshold out, or a refusal that says why.
 
 Labels come from judge verdicts cached in real golden files (written with the golden file format
-itself) or from human verdicts in JSON Lines (here: real AlpacaEval judge preferences, when the
-shared data is present).
+itself) or from human verdicts in JSON Lines.
 """
 
 from __future__ import annotations

@@ -6,12 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+from slam_helpers import SHARED_DATA
 
 from pytest_slam.golden.importers import GoldenImportError, import_jsonl
 from pytest_slam.golden.keys import request_key
 from pytest_slam.golden.store import GoldenStore
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = SHARED_DATA
 MODULE = "tests/test_imported.py"
 # FastChat's per-category sampling temperatures (mt_bench README), so keys match real requests.
 MT_BENCH_TEMPERATURE = {"writing": 0.7, "roleplay": 0.7, "stem": 0.1, "humanities": 0.1}

@@ -10,9 +10,9 @@ import re
 import socket
 import statistics
 import urllib.request
-from pathlib import Path
 
 import pytest
+from slam_helpers import SHARED_DATA
 
 from pytest_slam.metrics.tokens import (
     HEURISTIC,
@@ -25,7 +25,7 @@ from pytest_slam.metrics.tokens import (
     openai_encoding,
 )
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = SHARED_DATA
 TEXT = "Hello world, how are you?"
 
 

@@ -55,8 +55,8 @@ def test_nothing_opted_in_says_so_in_one_line(
         "nothing was opted in, so no test ran on smollm2-135m: 1 model request(s) went unswapped "
         f'to the original endpoint {original.base_url} (an error such as "502 ... unreachable" '
         "there is that endpoint's, not a candidate's); opt tests in with the slm_model fixture, "
-        "@pytest.mark.slm on a test, class or module, slm_opt_in = True in a conftest.py, or "
-        '[tool.slam] paths = ["tests/llm"]'
+        "@pytest.mark.slm on a test, class or module, slm_opt_in = True in a conftest.py, "
+        '[tool.slam] paths = ["tests/llm"], or from the command line -o slm_paths=tests/llm'
     )
     assert result.ret == 0
 
@@ -144,3 +144,23 @@ def test_not_enabled_under_xdist_is_one_line_per_test_without_a_traceback(
         ]
     )
     assert "Traceback" not in result.stdout.str() and "INTERNALERROR" not in result.stdout.str()
+
+
+def test_the_command_line_opt_in_the_hint_names_works(
+    pytester: pytest.Pytester, original: FakeOpenAI
+) -> None:
+    """The nothing-opted-in line ends with ``-o slm_paths=tests/llm``: that very option opts the
+    folder in, with nothing in pyproject.toml or a conftest."""
+    with FakeOpenAI(answer="the candidate", model="gpt-4o-mini") as candidate:
+        write_pyproject(pytester, candidate.base_url)
+        pytester.makepyfile(product=PRODUCT)
+        for path, text in FOLDER_TESTS.items():
+            (pytester.path / path).parent.mkdir(parents=True, exist_ok=True)
+            (pytester.path / path).write_text(text)
+        plain = pytester.runpytest("-p", "no:cacheprovider")
+        assert "-o slm_paths=tests/llm" in said(plain) and candidate.hits == 0
+        result = pytester.runpytest("-p", "no:cacheprovider", "-o", "slm_paths=tests/llm")
+        assert candidate.hits == 1 and original.hits == 1  # swapped now; the first run was not
+    result.assert_outcomes(passed=3)
+    listed = pytester.runpytest("-p", "no:cacheprovider", "-o", "slm_paths=tests/llm", "--co", "-q")
+    assert "tests/llm/test_product.py::test_asks[mini]" in listed.stdout.lines

@@ -9,10 +9,10 @@ HTML and JSON reports must hold 1,249 real answer pairs. Needs ../shared/data.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from html_helpers import report_data, sides
+from slam_helpers import SHARED_DATA
 
 from pytest_slam.records import Call, Outcome, Pair, Score
 from pytest_slam.report.aggregate import RunInfo, aggregate
@@ -20,7 +20,7 @@ from pytest_slam.report.html import render_html
 from pytest_slam.report.jsonreport import load_report, write_json
 from pytest_slam.report.terminal import render_table
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "alpaca_eval_gpt4_vs_slm"
+DATA = SHARED_DATA / "alpaca_eval_gpt4_vs_slm"
 RECORDS = DATA / "records.jsonl"
 # README: win rates over this subset, mean(pref - 1) in %
 WIN_RATES = {

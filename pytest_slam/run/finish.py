@@ -111,7 +111,8 @@ def finish(slam: RunEnd, exitstatus: int) -> int:
 
 OPT_IN = (
     "opt tests in with the slm_model fixture, @pytest.mark.slm on a test, class or module, "
-    'slm_opt_in = True in a conftest.py, or [tool.slam] paths = ["tests/llm"]'
+    'slm_opt_in = True in a conftest.py, [tool.slam] paths = ["tests/llm"], or from the command '
+    "line -o slm_paths=tests/llm"
 )
 
 

@@ -44,7 +44,10 @@ def test_triage_labels_are_in_range():
     assert result.urgency in URGENCIES
 
 
-@pytest.mark.slm_budget(e2e_ms=10_000)
+# The latency budget measures the candidate on the machine that serves it. 30 s is a 4.5x margin over
+# SmolLM2-135M's p95 on a quiet 2-core machine (6.7 s), so a busy laptop or CI runner keeps the
+# verdict; a product sets its own budget from its SLO, on its serving hardware.
+@pytest.mark.slm_budget(e2e_ms=30_000)
 def test_reply_greets_the_customer_by_name():
     reply = draft_reply("Maria", "How do I export my data to CSV?")
     assert "Maria" in reply
