@@ -153,9 +153,9 @@ def _derived(section: str, model: type) -> dict[str, tuple[str, str]]:
     from the model, in the readers' own wording (report.config.check_section)."""
     cases = {}
     for name, field in model.model_fields.items():
-        bad, shown, kind = (
-            ('"yes"', "'yes'", "bool") if field.annotation is bool else ("[]", "[]", "float")
-        )
+        kinds = {bool: "bool", int: "whole number"}
+        kind = kinds.get(field.annotation, "float")  # type: ignore[arg-type]
+        bad, shown = ('"yes"', "'yes'") if kind == "bool" else ("[]", "[]")
         cases[f"{section}.{name}"] = (
             f"{section} = {{ {name} = {bad} }}",
             f"[tool.slam.{section}] {name} = {shown} must be a {kind}",
