@@ -128,7 +128,9 @@ def test_two_identical_runs_of_a_noisy_candidate_are_no_regression(noisy) -> Non
 def test_the_latency_rule_still_counts_once_it_has_its_samples(noisy) -> None:
     pytester, candidate = noisy
     pyproject = pytester.path / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text() + "\n[tool.slam.baseline]\nlatency_min_samples = 1\n")
+    pyproject.write_text(
+        pyproject.read_text() + "\n[tool.slam.baseline]\nlatency_min_samples = 1\n"
+    )
     assert run(pytester, "--slm-record=new").ret == 0
     candidate.latency_s = 0.4
     second = run(pytester)
