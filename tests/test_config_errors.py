@@ -54,6 +54,10 @@ WRONG_TYPES: dict[str, tuple[str, str]] = {
         "reference_timeout_s = []",
         "[tool.slam] reference_timeout_s = [] must be a number",
     ),
+    "scorer_timeout_s": (
+        'scorer_timeout_s = "1m"',
+        "[tool.slam] scorer_timeout_s = '1m' must be a number",
+    ),
     "cap_factor": ('cap_factor = "x"', "[tool.slam] cap_factor = 'x' must be a number"),
     "cap_margin": ("cap_margin = 1.5", "[tool.slam] cap_margin = 1.5 must be a whole number"),
     "max_tokens_cap": (
@@ -182,6 +186,10 @@ WRONG_VALUES: dict[str, tuple[str, str]] = {
     "zero engine timeout": (
         "engine_timeout_s = 0",
         "[tool.slam] engine_timeout_s = 0 must be greater than 0",
+    ),
+    "negative scorer deadline": (
+        "scorer_timeout_s = -1",
+        "[tool.slam] scorer_timeout_s = -1 must be greater than or equal to 0",
     ),
     "negative model timeout": (
         M + "timeout_s = -1",
