@@ -8,15 +8,18 @@ It is someone else's code, so a fault of it reads as theirs: what it raises is `
 line with the exception, the line that raised it, the distribution and entry point it came from
 and the fix (``swap/thirdparty.py``). It gets ``deadline_s`` seconds a score (``[tool.slam]
 scorer_timeout_s``; 0: no deadline, called in the test's own thread): a score still running then
-is ``ScorerTimeout``, and that scorer, left running on its daemon thread, is not asked again in the
-run (every later pair fails at once with the same line), so a hung scorer never hangs CI.
+is ``ScorerTimeout``, and that scorer, left running on its daemon thread (one per scorer, the same
+for all its calls), is not asked again in the run (every later pair fails at once with the same
+line), so a hung scorer never hangs CI.
 """
 
 from __future__ import annotations
 
 import contextvars
 import numbers
+import queue
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from pytest_slam.compare.about import describe
@@ -52,6 +55,7 @@ class Plugged(Scorer):
         self.origin = origin or origin_of("pytest_slam.scorers", self.where, None)
         self.deadline_s = DEADLINE_S
         self.hung: str | None = None  # the line of its timeout: not asked again
+        self._worker: _Worker | None = None  # the one thread it scores on, once asked
 
     def score(self, candidate: str, reference: str, **context: Any) -> Score:
         out = self._call(candidate, reference, context)
@@ -71,23 +75,19 @@ class Plugged(Scorer):
             raise ScorerTimeout(self.hung)
         if self.deadline_s <= 0:
             return self._guarded(candidate, reference, context)
-        box: list[Any] = []
-        run = contextvars.copy_context().run
-        thread = threading.Thread(
-            target=lambda: box.append(run(self._boxed, candidate, reference, context)),
-            name=f"slam-scorer-{self.name}",
-            daemon=True,
-        )
-        thread.start()
-        thread.join(self.deadline_s)
-        if thread.is_alive() or not box:
+        if self._worker is None:
+            self._worker = _Worker(f"slam-scorer-{self.name}")
+        run = contextvars.copy_context().run  # the test's context vars, on the scorer's thread
+        call = lambda: run(self._boxed, candidate, reference, context)  # noqa: E731
+        done = self._worker.run(call, self.deadline_s)
+        if done is None:
             self.hung = (
                 f"gave no score within {self.deadline_s:g} s ([tool.slam] scorer_timeout_s), so "
                 f"it is not asked again in this run; it is {self.origin.describe()}: "
                 f"{self.origin.fix(FIX + ', or raise scorer_timeout_s')}"
             )
             raise ScorerTimeout(self.hung)
-        ok, result = box[0]
+        ok, result = done
         if not ok:
             raise result
         return result
@@ -110,3 +110,27 @@ class Plugged(Scorer):
 
     def __repr__(self) -> str:
         return f"Plugged({self.name!r}, {self.where})"
+
+
+class _Worker:
+    """One daemon thread that runs a scorer's calls in turn: the same thread every time (a scorer
+    may keep thread-bound state, a connection or a cache), and one that never holds up the
+    interpreter's exit when a call hangs (an executor's threads are joined at exit)."""
+
+    def __init__(self, name: str) -> None:
+        self._tasks: queue.SimpleQueue[tuple[Callable[[], Any], list[Any], threading.Event]]
+        self._tasks = queue.SimpleQueue()
+        threading.Thread(target=self._loop, name=name, daemon=True).start()
+
+    def run(self, call: Callable[[], Any], timeout_s: float) -> Any:
+        """What ``call`` returned, or None when it was still running after ``timeout_s``."""
+        box: list[Any] = []
+        done = threading.Event()
+        self._tasks.put((call, box, done))
+        return box[0] if done.wait(timeout_s) else None
+
+    def _loop(self) -> None:
+        while True:
+            call, box, done = self._tasks.get()
+            box.append(call())
+            done.set()
