@@ -329,6 +329,11 @@ _RULES: dict[str, dict[str, Any]] = {  # each key's description, and its bounds 
     "engine_timeout_s": _rule("engine start timeout, seconds", gt=0),
     "reference_retries": _rule("retries of a failed reference call", ge=0),
     "reference_timeout_s": _rule("reference call timeout, seconds", gt=0),
+    "scorer_timeout_s": _rule(
+        "seconds a scorer from outside pytest-slam has for a score (0: no deadline); past it, "
+        "the test fails naming it and it is not asked again",
+        ge=0,
+    ),
     "cap_factor": _rule("a call without an output limit gets this x the reference's tokens", gt=0),
     "cap_margin": _rule("plus this many tokens (at most max_tokens_cap)", ge=0),
     "max_tokens_cap": _rule(

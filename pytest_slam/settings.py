@@ -50,6 +50,7 @@ class Settings:
     engine_timeout_s: float = 120.0
     reference_retries: int = 4
     reference_timeout_s: float = 120.0
+    scorer_timeout_s: float = 60.0  # a score of an outside scorer (compare/plugged.py)
     cap_factor: float = 2.0
     cap_margin: int = 64
     max_tokens_cap: int | None = None  # every candidate's ceiling (--slm-max-tokens-cap)

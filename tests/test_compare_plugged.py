@@ -256,3 +256,31 @@ def test_no_module_outside_compare_special_cases_a_scorer_by_class_or_name() -> 
         if any(re.search(p, line) for p in patterns)
     ]  # fmt: skip
     assert found == []
+
+
+class _Where:
+    """Says nothing of the answers: records the thread each score ran on."""
+
+    def __init__(self) -> None:
+        self.threads: list[int] = []
+
+    def score(self, candidate: str, reference: str) -> float:
+        import threading
+
+        self.threads.append(threading.get_ident())
+        return 1.0
+
+
+def test_an_outside_scorer_scores_on_one_thread_of_its_own_or_inline_without_a_deadline() -> None:
+    import threading
+
+    from pytest_slam.compare.plugged import Plugged
+
+    inner = _Where()
+    fenced = Plugged("where", inner)
+    assert [fenced.score("a", "b").value for _ in range(3)] == [1.0, 1.0, 1.0]
+    (worker,) = set(inner.threads)  # the same thread every time: thread-bound state keeps
+    assert worker != threading.get_ident()
+    fenced.deadline_s = 0  # scorer_timeout_s = 0: no deadline, the test's own thread
+    fenced.score("a", "b")
+    assert inner.threads[-1] == threading.get_ident()

@@ -44,6 +44,12 @@ def test_sections_have_the_fields_their_readers_take() -> None:
     }  # only the keys given: an absent rule is off
 
 
+def test_the_scorer_deadline_is_read_and_zero_turns_it_off() -> None:
+    assert load({}).scorer_timeout_s == 60.0
+    assert load({"scorer_timeout_s": 2.5}).scorer_timeout_s == 2.5
+    assert load({"scorer_timeout_s": 0}).scorer_timeout_s == 0
+
+
 def test_a_full_table_becomes_plain_settings() -> None:
     table = {
         "candidates": "smollm2-135m, qwen",

@@ -54,6 +54,10 @@ WRONG_TYPES: dict[str, tuple[str, str]] = {
         "reference_timeout_s = []",
         "[tool.slam] reference_timeout_s = [] must be a number",
     ),
+    "scorer_timeout_s": (
+        'scorer_timeout_s = "1m"',
+        "[tool.slam] scorer_timeout_s = '1m' must be a number",
+    ),
     "cap_factor": ('cap_factor = "x"', "[tool.slam] cap_factor = 'x' must be a number"),
     "cap_margin": ("cap_margin = 1.5", "[tool.slam] cap_margin = 1.5 must be a whole number"),
     "max_tokens_cap": (
@@ -153,9 +157,9 @@ def _derived(section: str, model: type) -> dict[str, tuple[str, str]]:
     from the model, in the readers' own wording (report.config.check_section)."""
     cases = {}
     for name, field in model.model_fields.items():
-        bad, shown, kind = (
-            ('"yes"', "'yes'", "bool") if field.annotation is bool else ("[]", "[]", "float")
-        )
+        kinds = {bool: "bool", int: "whole number"}
+        kind = kinds.get(field.annotation, "float")  # type: ignore[arg-type]
+        bad, shown = ('"yes"', "'yes'") if kind == "bool" else ("[]", "[]")
         cases[f"{section}.{name}"] = (
             f"{section} = {{ {name} = {bad} }}",
             f"[tool.slam.{section}] {name} = {shown} must be a {kind}",
@@ -182,6 +186,10 @@ WRONG_VALUES: dict[str, tuple[str, str]] = {
     "zero engine timeout": (
         "engine_timeout_s = 0",
         "[tool.slam] engine_timeout_s = 0 must be greater than 0",
+    ),
+    "negative scorer deadline": (
+        "scorer_timeout_s = -1",
+        "[tool.slam] scorer_timeout_s = -1 must be greater than or equal to 0",
     ),
     "negative model timeout": (
         M + "timeout_s = -1",

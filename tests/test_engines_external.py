@@ -150,3 +150,81 @@ def test_an_import_path_that_is_no_provider_says_why(pytester: pytest.Pytester) 
         from_table("m", {"provider": "os:getcwd", "base_url": "http://x/v1"})
     with pytest.raises(ModelSpecError, match=r"'no_such_pkg\.x:P' \(it does not load: No module"):
         from_table("m", {"provider": "no_such_pkg.x:P"})
+
+
+BROKEN = '''
+"""A third-party engine with faults: its class raises when built, or its engine when started."""
+
+from pytest_slam.swap.engines import Engine, ManagedProvider
+
+
+class NoCuda(ManagedProvider):
+    name = "no-cuda"
+
+    def __init__(self):
+        raise RuntimeError("this engine needs CUDA 13")
+
+
+class NoGpuEngine(Engine):
+    kind = "no-gpu"
+
+    def check_available(self):
+        pass
+
+    def command(self):
+        raise OSError("no GPU found")
+
+
+class NoGpu(ManagedProvider):
+    name = "no-gpu"
+    engine = NoGpuEngine
+'''
+
+BROKEN_ORIGIN = (
+    "(group pytest_slam.engines), of distribution slamext-broken 3.0: fix or upgrade "
+    "slamext-broken (pip install -U slamext-broken), or set another provider in [tool.slam.models]"
+)
+
+
+def _broken(pytester: pytest.Pytester) -> None:
+    site = make_dist(
+        pytester.path / "site", "slamext-broken",
+        {"slamext_broken/__init__.py": BROKEN},
+        {registry.GROUP: {"no-cuda": "slamext_broken:NoCuda", "no-gpu": "slamext_broken:NoGpu"}},
+        version="3.0",
+    )  # fmt: skip
+    pytester.syspathinsert(site)
+    pytester.makepyfile(test_ext=CALLS_IT)
+
+
+def test_an_engine_whose_class_raises_is_one_line_naming_its_distribution(
+    pytester: pytest.Pytester,
+) -> None:
+    _broken(pytester)
+    pytester.makefile(".toml", pyproject=PROJECT.format(provider="no-cuda", answer=ANSWER))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    out = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in out and "Traceback" not in out, out
+    (line,) = [line for line in out.splitlines() if "pytest-slam" in line]
+    assert line == (
+        "ERROR: pytest-slam: engine provider 'no-cuda' raised when built: RuntimeError: this engine "
+        "needs CUDA 13 (at slamext_broken/__init__.py:11); it is entry point no-cuda = "
+        f"slamext_broken:NoCuda {BROKEN_ORIGIN}"
+    )
+
+
+def test_an_engine_that_raises_as_it_starts_errors_its_tests_in_one_line_and_the_run_ends(
+    pytester: pytest.Pytester,
+) -> None:
+    _broken(pytester)
+    pytester.makefile(".toml", pyproject=PROJECT.format(provider="no-gpu", answer=ANSWER))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    out = result.stdout.str()
+    assert "INTERNALERROR" not in out and "Traceback" not in out, out
+    result.stdout.fnmatch_lines([
+        "engine provider 'no-gpu' raised in start(): OSError: no GPU found (at "
+        "slamext_broken/__init__.py:21); it is entry point no-gpu = slamext_broken:NoGpu "
+        f"{BROKEN_ORIGIN}",
+    ])  # fmt: skip

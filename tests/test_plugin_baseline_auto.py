@@ -94,3 +94,62 @@ def test_under_xdist_only_the_controller_saves(project) -> None:
     one, two = saved(pytester)
     result.stdout.fnmatch_lines([f"baseline: .slam/runs/{one}", "regressions: 0",
                                  f"baseline auto: this run saved as .slam/runs/{two}"])  # fmt: skip
+
+
+NOISY_PYPROJECT = MINI_PYPROJECT  # the default tolerances: 50 ms and 20%, p95 from 20 calls a side
+
+
+@pytest.fixture
+def noisy(pytester: pytest.Pytester, fake_gpt4: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A candidate whose answers never change and whose speed does, as a loaded machine's would
+    (set ``latency_s`` between runs: the noise is chosen, not measured, so no verdict hangs on
+    this machine's speed)."""
+    monkeypatch.setenv("COLUMNS", "200")
+    with FakeOpenAI(Answers(), model="gpt-4o-mini-2024-07-18") as candidate:
+        pytester.makepyfile(product=PRODUCT, test_product=REPORTED_TESTS)
+        pytester.makefile(".toml", pyproject=NOISY_PYPROJECT.format(
+            reference=fake_gpt4.base_url, candidate=candidate.base_url))  # fmt: skip
+        yield pytester, candidate
+
+
+def test_two_identical_runs_of_a_noisy_candidate_are_no_regression(noisy) -> None:
+    pytester, candidate = noisy
+    assert run(pytester, "--slm-record=new").ret == 0
+    candidate.latency_s = 0.4  # one call a test, each ~400 ms slower: +>50 ms and +>20%
+    second = run(pytester)
+    assert second.ret == 0, second.stdout.str()
+    second.stdout.fnmatch_lines([
+        "note: E2E p95 not compared for 3 row(s) with fewer than 20 measured calls on a side*",
+        "regressions: 0",
+        "gate: PASS",
+    ])  # fmt: skip
+
+
+def test_the_latency_rule_still_counts_once_it_has_its_samples(noisy) -> None:
+    pytester, candidate = noisy
+    pyproject = pytester.path / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text() + "\n[tool.slam.baseline]\nlatency_min_samples = 1\n"
+    )
+    assert run(pytester, "--slm-record=new").ret == 0
+    candidate.latency_s = 0.4
+    second = run(pytester)
+    assert second.ret == EXIT_GATE_FAILED, second.stdout.str()
+    second.stdout.fnmatch_lines(["regressions: 3", "  - mini: e2e_p95_ms * -> *", "gate: FAIL*"])
+
+
+def test_an_unreadable_last_run_fails_the_gate_in_one_line(project) -> None:
+    pytester, _ = project
+    assert run(pytester, "--slm-record=new").ret == 0
+    [one] = saved(pytester)
+    (pytester.path / ".slam" / "runs" / one).write_text('{"schema": "pytest-slam/rep')  # cut off
+    second = run(pytester)
+    second.assert_outcomes(passed=2)
+    assert second.ret == EXIT_GATE_FAILED, second.stdout.str()
+    out = second.stdout.str()
+    assert "gate: PASS" not in out and "Traceback" not in out
+    assert f"  session: no_regression: baseline .slam/runs/{one} could not be read" in out
+    assert "replace or delete it" in out
+    assert out.splitlines()[-1] == (
+        f"pytest-slam gate: FAIL (session: no_regression: baseline .slam/runs/{one} could not be read)"
+    )

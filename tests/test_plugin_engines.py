@@ -92,28 +92,38 @@ def _processes_mentioning(text: str) -> list[str]:
 
 def test_sigkill_of_pytest_leaves_no_engine_running(pytester: pytest.Pytester) -> None:
     marker = pytester.path / "engine.json"
-    pytester.makefile(".toml", pyproject="[tool.slam]\nreference = 'none'\n")
+    # a loaded machine starts the engine slowly: the inner run may take its time (it says when it
+    # cannot), and the wait below is on the run, not on a clock
+    pytester.makefile(
+        ".toml", pyproject="[tool.slam]\nreference = 'none'\nengine_timeout_s = 900\n"
+    )
     pytester.makepyfile(
         test_hang=f"""
-        import json, time, openai, pytest
+        import json, os, time, openai, pytest
 
         @pytest.mark.slm
         def test_hang(slm_model):
             openai.OpenAI().chat.completions.create(
                 model="gpt-4o", messages=[{{"role": "user", "content": "hi"}}], max_tokens=2)
-            with open({str(marker)!r}, "w") as fh:
+            with open({str(marker)!r} + ".part", "w") as fh:
                 json.dump({{"endpoint": slm_model.calls[0].endpoint}}, fh)
-            time.sleep(120)
+            os.replace({str(marker)!r} + ".part", {str(marker)!r})  # whole, or not there
+            time.sleep(1800)
         """
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "--slm-models=smollm2-135m", "-q"],
-        cwd=pytester.path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    log = pytester.path / "inner.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "--slm-models=smollm2-135m", "-q"],
+            cwd=pytester.path,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
-        wait_for(marker.exists, 120, "the inner test to reach the engine")
+        # ready when the inner test has its answer; an inner run that ends first says why
+        wait_for(lambda: marker.exists() or proc.poll() is not None, 1200,
+                 "the inner test to reach the engine, or its run to end")  # fmt: skip
+        assert marker.exists(), f"the inner run ended first:\n{log.read_text(errors='replace')}"
         port = int(json.loads(marker.read_text())["endpoint"].rsplit(":", 1)[1].split("/")[0])
         assert _port_open(port)
         proc.send_signal(signal.SIGKILL)

@@ -177,3 +177,100 @@ def test_an_unknown_scorer_in_the_table_is_one_line_naming_the_installed_ones(
     assert "known scorers: exact, normalized" in line and "installed: overlap, twice" in line
     assert "entry point in group 'pytest_slam.scorers'" in line
     assert "package.module:Class" in line and "Traceback" not in out
+
+
+FAULTY = """
+import time
+
+class Boom:
+    def score(self, candidate, reference):
+        raise RuntimeError("the acme model file is missing")
+
+class Hang:
+    def score(self, candidate, reference):
+        time.sleep(600)  # a scorer waiting on a server that never answers
+
+class Nan:
+    def score(self, candidate, reference):
+        return float("nan")
+"""
+
+
+def _faulty(pytester: pytest.Pytester) -> Path:
+    """acme-faulty 2.1, installed in the test's own folder: a scorer that raises, one that hangs
+    and one that returns NaN."""
+    return make_dist(
+        pytester.path / "site", "acme-faulty", {"acme_faulty/__init__.py": FAULTY},
+        {"pytest_slam.scorers": {"boom": "acme_faulty:Boom", "hang": "acme_faulty:Hang",
+                                 "nan": "acme_faulty:Nan"}},
+        version="2.1",
+    )  # fmt: skip
+
+
+def _failure_lines(result: pytest.RunResult, phrase: str) -> list[str]:
+    return [line for line in result.outlines if phrase in line and not line.startswith("FAILED")]
+
+
+ORIGIN = "(group pytest_slam.scorers), of distribution acme-faulty 2.1: fix or upgrade acme-faulty"
+
+
+def test_a_raising_scorer_of_another_distribution_is_one_line_per_test_naming_it(
+    pytester: pytest.Pytester, servers: tuple[FakeOpenAI, FakeOpenAI]
+) -> None:
+    reference, candidate = servers
+    pytester.syspathinsert(_faulty(pytester))
+    _project(pytester, reference, '{ by = "boom" }')
+    result = pytester.runpytest(f"--slm-models={candidate.base_url}#cand", "--slm-record=new")
+    result.assert_outcomes(failed=3)
+    out = result.stdout.str()
+    assert "Traceback" not in out and "INTERNALERROR" not in out
+    lines = _failure_lines(result, "the acme model file is missing")
+    assert len(lines) == 3, out  # one line per test, nothing else of the stack
+    assert lines[0].endswith(
+        "call 1: scorer 'boom': raised RuntimeError: the acme model file is missing (at "
+        f"acme_faulty/__init__.py:6); it is entry point boom = acme_faulty:Boom {ORIGIN} "
+        "(pip install -U acme-faulty), or choose another scorer ([tool.slam.equivalence] by)"
+    )
+
+
+def test_a_hanging_scorer_is_a_named_failure_at_its_deadline_and_the_run_ends(
+    pytester: pytest.Pytester, servers: tuple[FakeOpenAI, FakeOpenAI], monkeypatch: Any
+) -> None:
+    reference, candidate = servers
+    site = _faulty(pytester)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    pytester.makefile(".toml", pyproject=(
+        f"[tool.slam]\nreference = '{reference.base_url}#gpt-4'\nscorer_timeout_s = 0.5\n"
+        "equivalence = { by = 'hang' }\n"
+    ))  # fmt: skip
+    pytester.makepyfile(test_capital=TESTS)
+    # a subprocess: the hung score's thread is left behind in it, not in this process
+    result = pytester.runpytest_subprocess(
+        f"--slm-models={candidate.base_url}#cand", "--slm-record=new", timeout=300
+    )
+    result.assert_outcomes(failed=3)
+    lines = _failure_lines(result, "gave no score within 0.5 s")
+    assert len(lines) == 3, result.stdout.str()  # the first waited; the others fail at once
+    assert lines[0].endswith(
+        "call 1: scorer 'hang': gave no score within 0.5 s ([tool.slam] scorer_timeout_s), so "
+        f"it is not asked again in this run; it is entry point hang = acme_faulty:Hang {ORIGIN} "
+        "(pip install -U acme-faulty), or choose another scorer ([tool.slam.equivalence] by), "
+        "or raise scorer_timeout_s"
+    )
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_a_nan_score_is_one_line_naming_the_scorer(
+    pytester: pytest.Pytester, servers: tuple[FakeOpenAI, FakeOpenAI]
+) -> None:
+    reference, candidate = servers
+    pytester.syspathinsert(_faulty(pytester))
+    _project(pytester, reference, '{ by = "nan" }')
+    result = pytester.runpytest(f"--slm-models={candidate.base_url}#cand", "--slm-record=new")
+    result.assert_outcomes(failed=3)
+    lines = _failure_lines(result, "returned nan")
+    assert len(lines) == 3 and lines[0].endswith(
+        "call 1: scorer 'nan': acme_faulty:Nan.score() returned nan, not a number in 0..1; "
+        "return the similarity of the two answers, 1 for equivalent"
+    ), result.stdout.str()
+    assert "Traceback" not in result.stdout.str()

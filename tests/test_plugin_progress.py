@@ -156,3 +156,60 @@ reference = "none"
         ]
     )
     assert "Traceback" not in result.stderr.str()
+
+
+HOSTILE = """
+import socket
+import pytest
+from openai import OpenAI
+from pytest_slam.run.datagram import MAX_BYTES, seal
+
+pytestmark = pytest.mark.slm
+
+
+def test_ask(request):
+    channel = request.config.workerinput["slam_progress"]  # what any local user could guess
+    to, secret = ("127.0.0.1", channel["port"]), channel["secret"]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.sendto(b"[" * 60000, to)  # nested: json.loads would raise RecursionError
+        s.sendto(b'{"secret": "%s", "worker": "gw0", "text": "%s"}' % (secret.encode(), b"["), to)
+        s.sendto(seal(secret, "gw0", "big " * 5000)[:MAX_BYTES] + b"x" * 40000, to)  # oversized
+        s.sendto(seal("not-the-secret", "gw0", "forged line"), to)
+        once = seal(secret, "gw0", "sealed once")
+        s.sendto(once, to)
+        s.sendto(once, to)  # replayed
+        s.sendto(seal(secret, "gw0", "bell\\x07 \\x1b[2Jcleared \\u202eevil"), to)
+    r = OpenAI().chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": "Which plan?"}], max_tokens=6)
+    assert r.choices[0].message.content
+"""
+
+
+def test_a_hostile_datagram_never_stops_the_listener(
+    pytester: pytest.Pytester, slow: FakeOpenAI
+) -> None:
+    pytester.makepyfile(test_slow=HOSTILE)
+    pytester.makefile(".toml", pyproject=f"""
+[tool.pytest.ini_options]
+pythonpath = ["."]
+
+[tool.slam]
+candidates = ["slow"]
+reference = "none"
+
+[tool.slam.models.slow]
+base_url = "{slow.base_url}"
+""")  # fmt: skip
+    result = pytester.runpytest_subprocess("-p", "xdist", "-n", "1", "--slm-heartbeat=1")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert "forged line" not in out and "big big" not in out and "Traceback" not in out
+    assert out.count("sealed once") == 1  # the replay was dropped
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+    result.stdout.fnmatch_lines([
+        "pytest-slam: [[]gw0[]] sealed once",
+        r"pytest-slam: [[]gw0[]] bell\x07 \x1b[[]2Jcleared \u202eevil",
+        # sent after every hostile datagram: the listener is still there
+        "pytest-slam: [[]gw0[]] slow (candidate) still answering on "
+        "test_slow.py::test_ask[[]slow[]]: * token(s) so far, 1 s",
+    ])  # fmt: skip

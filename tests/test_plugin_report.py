@@ -114,7 +114,7 @@ def test_regression_against_a_baseline_fails_the_gate(project, candidate, monkey
     assert section[1].split() == ["model", "gate", "tests", "equiv", "worst", "TTFT", "p50",
                                   "E2E", "p50", "E2E", "p95", "$/1k", "calls", "vs", "ref", "$",
                                   "J/out", "tok"]  # fmt: skip
-    assert section[section.index("baseline: base.json") + 1] == "regressions: 4"
+    assert "regressions: 4" in section  # the answers, never the latency of one call a test
     assert "  - mini: equivalence_mean 1.00 -> 0.38" in section
     assert "  - mini test_product.py::test_refund: equivalence_mean 1.00 -> 0.38" in section
     assert "gate: FAIL" in section
@@ -209,14 +209,14 @@ def test_junit_properties_and_github_step_summary(project, monkeypatch, tmp_path
 def test_missing_or_older_baseline_is_said_and_compares_nothing(project) -> None:
     record(project)
     missing = run(project, "--slm-baseline=nope.json")
-    assert missing.ret == 0
+    assert missing.ret == EXIT_GATE_FAILED  # a check that could not happen is never a pass
     assert ("note: baseline not compared: pytest-slam report not found: nope.json; write one "
             "with `pytest --slm-report=nope.json` regressions: 0") in said(missing)  # fmt: skip
-    assert slam_section(missing)[-1] == "gate: PASS"  # nothing to enforce; the note says why
+    assert "session: no_regression: baseline nope.json could not be read" in said(missing)
     old = {"schema": "pytest-slam/report/0", "models": [{"model": "mini"}]}
     (project.path / "old.json").write_text(json.dumps(old), encoding="utf-8")
     older = run(project, "--slm-baseline=old.json")
-    assert older.ret == 0
+    assert older.ret == EXIT_GATE_FAILED
     assert ("note: baseline not compared: old.json uses the older schema pytest-slam/report/0; "
             "this pytest-slam reads pytest-slam/report/1. Re-run the tests with --slm-report to "
             "write a current report regressions: 0") in said(older)  # fmt: skip

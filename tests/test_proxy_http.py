@@ -203,3 +203,43 @@ def test_a_request_trickled_in_is_cut_off_at_its_deadline(upstream: FakeOpenAI, 
         assert unsent > 0  # answered before the request was whole
         assert status(reply) == 408 and b"not sent whole within 0.5 s" in reply
         still_serves(proxy)
+
+
+NESTED = """
+import os
+import urllib.error
+import urllib.request
+import pytest
+from openai import OpenAI
+
+pytestmark = pytest.mark.slm
+
+
+def test_nested():
+    url = os.environ["OPENAI_BASE_URL"] + "/chat/completions"
+    deep = urllib.request.Request(url, data=b"[" * 60000, method="POST")
+    deep.add_header("Content-Type", "application/json")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(deep, timeout=30)
+    text = refused.value.read().decode()
+    assert refused.value.code == 400 and "request body is not JSON" in text, text
+    r = OpenAI().chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": "hi"}], max_tokens=6)
+    assert r.choices[0].message.content == "from the candidate"
+"""
+
+
+def test_a_swapped_request_nested_past_the_parser_is_a_400(pytester: pytest.Pytester) -> None:
+    with FakeOpenAI(answer="from the candidate") as candidate:
+        pytester.makepyfile(test_nested=NESTED)
+        pytester.makefile(".toml", pyproject=f"""
+[tool.slam]
+candidates = ["cand"]
+reference = "none"
+
+[tool.slam.models.cand]
+base_url = "{candidate.base_url}"
+""")  # fmt: skip
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()

@@ -15,6 +15,8 @@ from pytest_slam.report.section_checks import ConfigError
 
 REPLY = "tests/test_support.py::test_reply"
 SUMMARIZE = "tests/test_support.py::test_summarize"
+# the synthetic runs measure one or two calls per test: the latency rule, once it may compare them
+FEW = Tolerances(latency_min_samples=1)
 
 
 @pytest.fixture()
@@ -47,7 +49,7 @@ def _found(changes, model, metric, test=None):
 
 
 def test_regressions_and_improvements_per_model_and_test(baseline_path) -> None:
-    diff = diff_baseline(changed_run(), baseline_path)
+    diff = diff_baseline(changed_run(), baseline_path, FEW)
     assert diff.regressed and diff.notes == []
     assert diff.compared_models == [synth.SMOL, synth.QWEN, synth.MINI]
     (eq,) = _found(diff.regressions, synth.QWEN, "equivalence_mean")
@@ -84,27 +86,42 @@ def test_passed_then_failed_is_a_regression(baseline_path) -> None:
 
 
 def test_format_diff_lines(baseline_path) -> None:
-    lines = format_diff(diff_baseline(changed_run(), baseline_path))
+    lines = format_diff(diff_baseline(changed_run(), baseline_path, FEW))
     assert lines[0] == f"baseline: {baseline_path}"
     assert "  - qwen2.5-1.5b: equivalence_mean 0.87 -> 0.82" in lines
     assert f"  - qwen2.5-1.5b {SUMMARIZE}: e2e_p95_ms 399 ms -> 598 ms" in lines
     assert lines[-1] == (
-        "tolerances: equivalence drop > 0.02, E2E p95 up > 20% and > 50 ms, cost up > 10%"
+        "tolerances: equivalence drop > 0.02, E2E p95 up > 20% and > 50 ms, cost up > 10%, "
+        "p95 compared from 1 calls a side"
     )
 
 
 def test_latency_must_also_rise_by_enough_milliseconds(baseline_path) -> None:
     # the changed run's E2E p95 rises by 199 ms (+50%): a regression at the default 50 ms floor
-    jitter = Tolerances(latency_increase_ms=250)
+    jitter = Tolerances(latency_increase_ms=250, latency_min_samples=1)
     diff = compare(changed_run(), load_report(baseline_path), jitter)
     assert not [c for c in diff.regressions if c.metric == "e2e_p95_ms"]
     assert _found(diff.regressions, synth.QWEN, "equivalence_mean")
+
+
+def test_a_p95_of_too_few_calls_is_not_compared(baseline_path) -> None:
+    # summarize's p95 rose 50% (2 calls a side), the model's too (6 calls): by default (20 a side)
+    # neither is a p95 yet, so neither is a regression; the changed answers still are
+    diff = diff_baseline(changed_run(), baseline_path)
+    assert not [c for c in diff.regressions + diff.improvements if c.metric == "e2e_p95_ms"]
+    assert _found(diff.regressions, synth.QWEN, "equivalence_mean", REPLY)
+    (note,) = diff.notes
+    assert note.startswith("E2E p95 not compared for 12 row(s) with fewer than 20 measured calls")
+    enough = Tolerances(latency_min_samples=2)  # summarize's 2 calls a side are enough now
+    assert _found(compare(changed_run(), load_report(baseline_path), enough).regressions,
+                  synth.QWEN, "e2e_p95_ms", SUMMARIZE)  # fmt: skip
 
 
 def test_missing_baseline_is_a_note_not_a_crash(tmp_path) -> None:
     diff = diff_baseline(changed_run(), tmp_path / "none.json")
     assert not diff.regressed and diff.compared_models == []
     assert diff.notes[0].startswith("baseline not compared: pytest-slam report not found")
+    assert diff.unreadable and diff.unreadable.startswith("pytest-slam report not found")
 
 
 def test_older_schema_baseline_is_a_note(baseline_path) -> None:
@@ -119,7 +136,7 @@ def test_other_models_compare_what_is_shared(tmp_path) -> None:
     old = synth.qwen_outcomes() + synth.mini_outcomes()
     path = write_json(tmp_path / "b.json", aggregate(old, synth.run_info((synth.QWEN, synth.MINI))),
                       old)  # fmt: skip
-    diff = diff_baseline(changed_run(), path)
+    diff = diff_baseline(changed_run(), path, FEW)
     assert diff.compared_models == [synth.QWEN, synth.MINI]
     assert diff.notes == [f"not in the baseline, not compared: {synth.SMOL}"]
     assert _found(diff.regressions, synth.QWEN, "equivalence_mean")

@@ -200,3 +200,19 @@ def test_another_users_process_is_refused_even_with_the_token(pytester) -> None:
         "403 forbidden: this review server serves only the user who started `slam review`"
     ), nobody.stderr
     assert same_user.stdout.strip() == "200", same_user.stderr
+
+
+def test_a_verdict_nested_past_the_parser_is_refused_and_the_server_serves_on(pytester) -> None:
+    import urllib.error
+    import urllib.request
+
+    project = make_project(pytester)
+    with review_server(project, "--reviewer", "ana") as address:
+        first = ids(http(address)[1])[0]
+        nested = urllib.request.Request(address + "verdict", data=b"[" * 60000, method="POST")
+        nested.add_header("Content-Type", "application/json")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(nested, timeout=30)
+        assert refused.value.code == 400
+        assert http(address + "verdict", {"id": first, "choice": "a"})[0] == 200
+    assert len(read_verdicts(project / REVIEW_FILE)) == 1

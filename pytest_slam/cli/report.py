@@ -55,6 +55,12 @@ def add_diff_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="Cost per call may rise by this many percent (default 10)",
     )
+    parser.add_argument(
+        "--latency-min-samples",
+        type=int,
+        default=None,
+        help="E2E p95 is compared only from this many calls on both sides (default 20)",
+    )
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -97,7 +103,13 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _tolerance_args(args: argparse.Namespace) -> dict[str, float]:
-    names = ("equivalence_drop", "latency_increase_pct", "latency_increase_ms", "cost_increase_pct")
+    names = (
+        "equivalence_drop",
+        "latency_increase_pct",
+        "latency_increase_ms",
+        "cost_increase_pct",
+        "latency_min_samples",
+    )
     return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
 
 

@@ -79,6 +79,7 @@ def checker_for(settings: Settings, store: GoldenStore) -> Checker:
         Prices.from_config(settings.prices),
         judge=judge,
         golden_store=store,
+        scorer_timeout_s=settings.scorer_timeout_s,
     )
 
 

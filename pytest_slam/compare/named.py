@@ -19,8 +19,9 @@ import sys
 from importlib.metadata import EntryPoint, entry_points
 
 from pytest_slam.compare.about import SIMILAR, About, combined, describe
-from pytest_slam.compare.plugged import Plugged
+from pytest_slam.compare.plugged import FIX, Plugged
 from pytest_slam.compare.scorer import Scorer
+from pytest_slam.swap.thirdparty import fault, origin_of
 
 GROUP = "pytest_slam.scorers"
 SCORERS: dict[str, str] = {
@@ -84,9 +85,10 @@ def scorer_class(name: str) -> type:
         try:
             found = ep.load()
         except Exception as err:
+            origin = origin_of(GROUP, key, ep)
             raise ValueError(
-                f"scorer {key!r}: entry point {ep.value} could not be loaded: "
-                f"{type(err).__name__}: {err}"
+                f"scorer {key!r}: entry point {ep.value} could not be loaded: {fault(err)}; it is "
+                f"{origin.describe()}: {origin.fix(FIX)}"
             ) from None
         return _scorer_like(key, found, ep.value)
     if ":" in key:
@@ -104,6 +106,14 @@ def _import(name: str, target: str) -> object:
         raise ValueError(f"scorer {name!r}: cannot import {module}: {err}") from None
     except AttributeError:
         raise ValueError(f"scorer {name!r}: module {module} has no {attr!r}") from None
+    except Exception as err:  # an outside module that raises on import
+        if module.startswith("pytest_slam."):
+            raise
+        origin = origin_of(GROUP, target, None)
+        raise ValueError(
+            f"scorer {name!r}: importing {module} raised {fault(err)}; it is "
+            f"{origin.describe()}: {origin.fix(FIX)}"
+        ) from None
 
 
 def _scorer_like(name: str, found: object, where: str) -> type:
@@ -149,13 +159,15 @@ def get_scorer(by: str | Scorer | object, **options: object) -> Scorer:
     _check_options(by, cls, options)
     if is_builtin(by):
         return cls(**options)  # type: ignore[no-any-return]
+    key = by.strip()
+    origin = origin_of(GROUP, key, installed().get(key))
     try:
-        scorer = cls(**options)
+        return Plugged(key, cls(**options), origin)
     except Exception as err:
         raise ValueError(
-            f"scorer {by.strip()!r} could not be built: {type(err).__name__}: {err}"
+            f"scorer {key!r} could not be built: {fault(err)}; it is {origin.describe()}: "
+            f"{origin.fix(FIX)}"
         ) from None
-    return Plugged(by.strip(), scorer)
 
 
 def scorer_options(cls: type) -> dict[str, inspect.Parameter]:

@@ -4,9 +4,18 @@ Per model and per test, three rules with tolerances from ``[tool.slam.baseline]`
 equivalence down by more than ``equivalence_drop`` (absolute), E2E p95 up by more than
 ``latency_increase_pct`` percent and more than ``latency_increase_ms`` (so a few milliseconds of
 jitter on a fast model never count), cost per call up by more than ``cost_increase_pct`` percent;
-the mirror images are improvements. A test that passed and now fails, errors or is not swapped
+the mirror images are improvements.
+
+A p95 is compared only where both sides measured at least ``latency_min_samples`` calls (20 by
+default; per model: its latency samples, per test: its calls). Latency is a distribution: the p95
+of one call is that call, and one call at 29 ms then one at 119 ms on a busy machine is noise, not
+a regression; below 20 samples a p95 is the slowest call. The rows left out are counted in a note.
+Equivalence and cost are compared as measured: at temperature 0 the same prompt gives the same
+answer, so a drop is a changed answer, not noise. A test that passed and now fails, errors or is not swapped
 (no call reached the candidate) is a regression too.
-A baseline that cannot be read, or holds other models, gives a note and what can be compared.
+A baseline that holds other models gives a note and what can be compared; one that cannot be read
+says why in ``unreadable``, which the gate's ``no_regression`` turns into a breach (gate.py): a
+check that did not happen is never a pass.
 """
 
 from __future__ import annotations
@@ -50,6 +59,8 @@ class Tolerances(Record):
     # and by at least this much: 1 ms -> 2 ms is noise, not +100%
     latency_increase_ms: float = _tolerance(50.0, "and at least this many ms")
     cost_increase_pct: float = _tolerance(10.0, "cost per call increase, percent")
+    # a p95 of fewer calls is its slowest one: one sample against one sample is noise
+    latency_min_samples: int = _tolerance(20, "measured calls on both sides before a p95 counts")
 
     @classmethod
     def from_config(cls, data: Mapping[str, JSON] | None) -> Tolerances:
@@ -85,6 +96,8 @@ class BaselineDiff(Record):
     improvements: list[Change] = field(default_factory=list)
     compared_models: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    unreadable: str | None = None  # why the baseline could not be read: nothing was compared
+    few_samples: int = 0  # rows whose p95 was not compared: too few calls on a side
 
     @property
     def regressed(self) -> bool:
@@ -101,7 +114,7 @@ def diff_baseline(
     try:
         old = load_report(path)
     except ReportError as exc:
-        diff = BaselineDiff(baseline=str(path), tolerances=tol or Tolerances())
+        diff = BaselineDiff(baseline=str(path), tolerances=tol or Tolerances(), unreadable=str(exc))
         diff.notes.append(f"baseline not compared: {exc}")
         return diff
     return compare(verdict, old, tol)
@@ -123,6 +136,12 @@ def compare(verdict: Verdict, old: Report, tol: Tolerances | None = None) -> Bas
         if prev is not None and row.model in diff.compared_models and row.outcome != ENGINE:
             _check(diff, row.model, row.test, prev, row)
             _check_outcome(diff, prev, row)
+    if diff.few_samples:
+        diff.notes.append(
+            f"E2E p95 not compared for {diff.few_samples} row(s) with fewer than "
+            f"{diff.tolerances.latency_min_samples} measured calls on a side (a p95 of so few is "
+            "noise); more calls or repeats, or [tool.slam.baseline] latency_min_samples"
+        )
     return diff
 
 
@@ -175,12 +194,25 @@ def _check(
     for metric, worse_by, limit in rules:
         if worse_by is None:
             continue
+        if metric == "e2e_p95_ms" and _too_few(old, new, tol):
+            diff.few_samples += 1
+            continue
         if metric == "e2e_p95_ms" and _jitter(old.e2e_p95_ms, new.e2e_p95_ms, tol):
             continue
         kind = "regressed" if worse_by > limit else "improved" if -worse_by > limit else None
         if kind:
             change = Change(model, metric, getattr(old, metric), getattr(new, metric), kind, test)
             (diff.regressions if kind == "regressed" else diff.improvements).append(change)
+
+
+def _too_few(old: ModelRow | PerTestRow, new: ModelRow | PerTestRow, tol: Tolerances) -> bool:
+    """Fewer measured calls on a side than a p95 needs to be more than its slowest call."""
+    return min(_samples(old), _samples(new)) < tol.latency_min_samples
+
+
+def _samples(row: ModelRow | PerTestRow) -> int:
+    # a test row counts its candidate calls (the measured ones are at most that many)
+    return row.latency_samples if isinstance(row, ModelRow) else row.calls
 
 
 def _jitter(old: float | None, new: float | None, tol: Tolerances) -> bool:
@@ -239,6 +271,7 @@ def format_diff(diff: BaselineDiff) -> list[str]:
     lines.append(
         f"tolerances: equivalence drop > {tol.equivalence_drop:g}, E2E p95 up > "
         f"{tol.latency_increase_pct:g}% and > {tol.latency_increase_ms:g} ms, "
-        f"cost up > {tol.cost_increase_pct:g}%"
+        f"cost up > {tol.cost_increase_pct:g}%, p95 compared from "
+        f"{tol.latency_min_samples} calls a side"
     )
     return lines

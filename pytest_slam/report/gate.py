@@ -68,7 +68,14 @@ class Gate(Record):
     # decide on the lower bound of the bootstrap 95% interval (compare/uncertainty.py)
     min_equivalence_lower: float | None = _rule("equivalence_mean_low", "min", _mean)
     min_pass_rate_lower: float | None = _rule("pass_rate_low", "min", _share)
-    no_regression: bool = _switch("fail on a regression from --slm-baseline")
+    # None: on whenever a baseline is given (a baseline asked for is meant to be enforced)
+    no_regression: bool | None = field(
+        default=None,
+        metadata={
+            "description": "fail on a regression from --slm-baseline, or on a baseline that "
+            "cannot be read (unset: on whenever --slm-baseline is given; false: report only)"
+        },
+    )
     allow_not_swapped: bool = _switch("a test that passed with no swapped call is not a breach")
     allow_undecided: bool = _switch("undecided pairs (missing evidence) are not a breach")
 
@@ -88,7 +95,11 @@ class Gate(Record):
 
     @property
     def configured(self) -> bool:
-        return self.no_regression or any(getattr(self, r) is not None for r in RULES)
+        return self.no_regression is True or any(getattr(self, r) is not None for r in RULES)
+
+    def enforces(self, diff: BaselineDiff | None) -> bool:
+        """Whether regressions from ``diff`` fail the gate: set, or unset with a baseline given."""
+        return diff is not None if self.no_regression is None else self.no_regression
 
 
 # rule -> (ModelRow field, "min" | "max", formatter), from Gate's rule fields
@@ -115,9 +126,15 @@ def evaluate(
         notes.append("no_regression is on but no baseline was given (--slm-baseline): not checked")
     if diff is not None:
         notes.extend(diff.notes)
+    if diff is not None and diff.unreadable and gate.enforces(diff):
+        session.append(
+            f"no_regression: baseline {diff.baseline} could not be read, so nothing was "
+            "compared; replace or delete it (--slm-baseline=auto then compares with the run "
+            "before), or set [tool.slam.gate] no_regression = false to only report"
+        )
     passed = all(e.passed for e in entries) and not session
     unswapped = any(b.rule in ON_BY_DEFAULT for e in entries for b in e.breaches)
-    configured = gate.configured or bool(session) or unswapped
+    configured = gate.configured or gate.enforces(diff) or bool(session) or unswapped
     failed = sum(row.tests_failed + row.tests_errored for row in verdict.models)
     if not configured:  # no rule judged: neither passed nor failed
         entries = [ModelGate(e.model, None) for e in entries]
@@ -154,7 +171,7 @@ def _check_model(gate: Gate, row: ModelRow, diff: BaselineDiff | None) -> ModelG
         if limit is not None:
             breach = _check_rule(row, rule, attr, kind, show, limit)
             breaches += [breach] if breach else []
-    if gate.no_regression and diff is not None and diff.for_model(row.model):
+    if gate.enforces(diff) and diff is not None and diff.for_model(row.model):
         changes = diff.for_model(row.model)
         what = "; ".join(c.describe() for c in changes[:3]) + ("; ..." if len(changes) > 3 else "")
         message = f"no_regression: {len(changes)} regression(s) vs baseline ({what})"

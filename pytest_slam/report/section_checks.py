@@ -67,9 +67,12 @@ def _check_type(section: str, key: str, value: object, want: type) -> None:
         ok = isinstance(value, want)
     if not ok:
         raise ConfigError(
-            f"[{section}] {key} = {value!r} must be a {want.__name__}, "
+            f"[{section}] {key} = {value!r} must be a {_NAMES.get(want, want.__name__)}, "
             f"e.g. {key} = {_example(want)}"
         )
+
+
+_NAMES: dict[type, str] = {int: "whole number"}
 
 
 def _example(want: type) -> str:

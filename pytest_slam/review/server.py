@@ -212,8 +212,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             self._json(200, self.server.session.record(json.loads(body)))
-        except (ValueError, AttributeError) as exc:
-            self._json(400, {"error": str(exc)})
+        except (ValueError, AttributeError, RecursionError) as exc:  # deep nesting: refused
+            self._json(400, {"error": str(exc) or "not a JSON verdict"})
         except (ReviewError, OSError) as exc:
             self._json(500, {"error": f"not saved: {exc}"})
 

@@ -159,6 +159,7 @@ class Checker:
     golden_store: GoldenStore | None = None  # the goldens without a reference (slam rescore)
     reviews: dict[str, list[HumanVerdict]] = field(default_factory=dict)  # by module, read once
     not_cached: int = 0  # pairs whose judge verdict was not cached (slam rescore: not asked)
+    scorer_timeout_s: float = 60.0  # [tool.slam] scorer_timeout_s: an outside scorer's deadline
 
     def run(self, item: pytest.Item, ctx: TestContext, failed: bool) -> TestVerdict:
         """This test's verdict: merged over its runs under ``--slm-repeat``, else checked now."""
@@ -532,6 +533,7 @@ class Checker:
     def _build_plan(self, config: dict[str, object]) -> ScoringPlan:
         from pytest_slam.compare.bands import Bands
         from pytest_slam.compare.named import get_scorer
+        from pytest_slam.compare.plugged import Plugged
         from pytest_slam.compare.toolcalls import ToolCallScorer
 
         options = dict(config)
@@ -564,6 +566,8 @@ class Checker:
             plan.then = [str(step) for step in then]
             try:
                 plan.scorer = get_scorer(by, **options)
+                if isinstance(plan.scorer, Plugged):  # someone else's code: under a deadline
+                    plan.scorer.deadline_s = self.scorer_timeout_s
                 if "judge" in plan.then and self.judge is not None:
                     plan.judge = get_scorer(
                         "judge", complete=self.judge.complete, model=self.judge.spec.name

@@ -442,9 +442,7 @@ def _gate(
 
     breaches = _budget_breaches(slam, verdict)
     slam.hook.pytest_slam_gate(verdict=verdict, breaches=breaches)
-    gate = Gate.from_config(slam.settings.gate)
-    if diff is not None and "no_regression" not in slam.settings.gate:
-        gate.no_regression = True  # a baseline given on the command line is meant to be enforced
+    gate = Gate.from_config(slam.settings.gate)  # no_regression unset: on with a baseline
     stopped = slam.session.stopped if slam.session.known else False
     # A not-swapped test ran (it has no evidence, which fails the gate on its own): not incomplete;
     # so did a test that made no model call.

@@ -11,14 +11,16 @@ Under xdist the controller speaks for its workers. A worker's calls run while it
 xdist has no live channel from a worker's test to the controller (its events are fixed: reports,
 warnings, scheduling), so the controller listens on a loopback UDP socket whose address and secret
 it hands each worker in ``workerinput``; a worker sends its lines there and never writes to a
-terminal itself. The controller prints them with the worker's id.
+terminal itself. The controller prints them with the worker's id. Any local user can send to that
+port: each datagram is sealed with the secret and checked before anything in it is read, and what
+is printed has its control characters escaped (``datagram.py``); nothing a datagram holds stops
+the listener.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import secrets
 import socket
 import threading
@@ -28,6 +30,7 @@ from typing import TypedDict
 import pytest
 
 from pytest_slam.run import options
+from pytest_slam.run.datagram import MAX_BYTES, Opener, seal
 from pytest_slam.swap.chat import IN_FLIGHT, InFlight
 
 HEARTBEAT_S = 10.0
@@ -101,9 +104,8 @@ class Progress:
         if self._socket is None or self._to is None:
             return
         worker = str(getattr(self.config, "workerinput", {}).get("workerid", "worker"))
-        data = json.dumps({"secret": self._secret, "worker": worker, "text": text})
         with contextlib.suppress(OSError):  # a lost heartbeat is no reason to fail a test
-            self._socket.sendto(data.encode(), self._to)
+            self._socket.sendto(seal(self._secret, worker, text), self._to)
 
     # -- the xdist channel --------------------------------------------------------------------
 
@@ -119,20 +121,18 @@ class Progress:
         return {"port": self._socket.getsockname()[1], "secret": self._secret}
 
     def _listen(self) -> None:
-        sock = self._socket
+        sock, opener = self._socket, Opener(self._secret)
         while sock is not None and not self._stop.is_set():
             try:
-                data = sock.recv(65536)
+                data = sock.recv(MAX_BYTES + 1)  # a longer one is cut to this, and refused
             except TimeoutError:
                 continue
             except OSError:  # closed at the end of the run
                 return
-            try:
-                event = json.loads(data)
-                if event["secret"] == self._secret:
-                    self._write(f"pytest-slam: [{event['worker']}] {event['text']}")
-            except (ValueError, KeyError, TypeError):
-                continue  # not one of this run's workers
+            line = opener.open(data)  # None: not a fresh line of this run's workers
+            if line is not None:
+                with contextlib.suppress(Exception):  # a line that cannot be shown is dropped
+                    self._write(f"pytest-slam: [{line[0]}] {line[1]}")
 
     def connect(self, channel: Channel | None) -> None:
         """A worker: send lines to the controller's ``channel`` (none: say nothing)."""

@@ -287,6 +287,7 @@ class SlamSession:
             judge=judge,
             record_mode=self.settings.record,
             summary=self.summary.lines,
+            scorer_timeout_s=self.settings.scorer_timeout_s,
         )
 
     def check_report_paths(self) -> None:

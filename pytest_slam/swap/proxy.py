@@ -143,7 +143,7 @@ def forwarded_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
 def _json_object(body: bytes) -> JSONObject:
     try:
         data = json.loads(body or b"{}")
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # nested past the parser's depth: not served
         raise RouteError(400, f"pytest-slam: request body is not JSON ({exc})") from None
     if not isinstance(data, dict):
         raise RouteError(400, "pytest-slam: request body must be a JSON object")
@@ -528,7 +528,7 @@ def _as_candidate(body: bytes, target: Target, path: str) -> bytes:
     limit gets the model's ``max_tokens_cap`` (an unbounded small model runs for minutes)."""
     try:
         data = json.loads(body) if body else None
-    except ValueError:  # a multipart upload: sent as it is
+    except (ValueError, RecursionError):  # a multipart upload (or too deep to be a request)
         return body
     if not isinstance(data, dict) or "model" not in data:
         return body

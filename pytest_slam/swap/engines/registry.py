@@ -2,15 +2,21 @@
 entry point's name is the ``provider`` users write), then an import path ``package.module:Class``.
 
 A provider is a class (made with no arguments) or an instance satisfying ``protocol.Provider``.
+One from outside the package is fenced: whatever it raises when loaded, built or asked (``Fenced``)
+is ``ProviderFault``, one line naming the distribution, the entry point and the fix, which the run
+reports as that model's engine error instead of an INTERNALERROR.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import tempfile
 from pathlib import Path
+from typing import Any
 
+from pytest_slam.errors import SlamError
 from pytest_slam.records import ModelSpec
 from pytest_slam.swap.engines.curated import Curated
 from pytest_slam.swap.engines.endpoint import Endpoint, Ollama
@@ -18,6 +24,7 @@ from pytest_slam.swap.engines.llamacpp import LlamaCpp
 from pytest_slam.swap.engines.openai_api import OpenAI
 from pytest_slam.swap.engines.protocol import ModelSpecError, Provider, Running, Say
 from pytest_slam.swap.engines.vllm import Vllm
+from pytest_slam.swap.thirdparty import Origin, fault, origin_of
 
 GROUP = "pytest_slam.engines"
 BUILTINS: dict[str, Provider] = {
@@ -33,6 +40,49 @@ class UnknownProvider(ModelSpecError):
     def __init__(self, name: str, why: str = "") -> None:
         self.why = why
         super().__init__(f"unknown provider {name!r}{why}; {choices()}.")
+
+
+class ProviderFault(ModelSpecError, kind="engine"):
+    """An engine provider from outside the package raised: loading, building or asking it."""
+
+
+def _fault(origin: Origin, doing: str, exc: BaseException) -> ProviderFault:
+    return ProviderFault(
+        f"engine provider {origin.name!r} raised {doing}: {fault(exc)}; it is "
+        f"{origin.describe()}: {origin.fix('set another provider in [tool.slam.models]')}"
+    )
+
+
+class Fenced:
+    """An outside provider, asked through a fence: what it raises is a ``ProviderFault``
+    (pytest-slam's own errors, which it may raise as built-ins do, pass as they are)."""
+
+    def __init__(self, inner: object, origin: Origin) -> None:
+        self._inner, self._origin = inner, origin
+
+    def __getattr__(self, attr: str) -> Any:
+        try:
+            value = getattr(self._inner, attr)
+        except AttributeError:
+            raise
+        except Exception as exc:
+            raise _fault(self._origin, f"on reading {attr}", exc) from None
+        if not callable(value) or isinstance(value, type):
+            return value
+
+        @functools.wraps(value)
+        def fenced(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return value(*args, **kwargs)
+            except SlamError:
+                raise
+            except Exception as exc:
+                raise _fault(self._origin, f"in {attr}()", exc) from None
+
+        return fenced
+
+    def __repr__(self) -> str:
+        return f"Fenced({self._inner!r})"
 
 
 def installed() -> dict[str, importlib.metadata.EntryPoint]:
@@ -59,22 +109,30 @@ def find(name: str) -> Provider:
     if found is not None:
         return found
     entry = installed().get(name)
+    if entry is None and ":" not in name:
+        raise UnknownProvider(name)
+    origin = origin_of(GROUP, name, entry)
     try:
         if entry is not None:
             obj = entry.load()
-        elif ":" in name:
+        else:
             module, _, attr = name.partition(":")
             obj = getattr(importlib.import_module(module), attr)
-        else:
-            raise UnknownProvider(name)
-        provider = obj() if isinstance(obj, type) else obj
-    except (ImportError, AttributeError, TypeError) as exc:
+    except (ImportError, AttributeError) as exc:
         raise UnknownProvider(name, f" (it does not load: {exc})") from None
-    if not isinstance(provider, Provider):
+    except Exception as exc:  # its module raised on import
+        raise _fault(origin, "on import", exc) from None
+    try:
+        provider = obj() if isinstance(obj, type) else obj
+        is_provider = isinstance(provider, Provider)
+    except Exception as exc:
+        raise _fault(origin, "when built", exc) from None
+    if not is_provider:
         why = f" ({obj!r} is not an engine provider: pytest_slam.swap.engines.protocol.Provider)"
         raise UnknownProvider(name, why)
-    _FOUND[name] = provider
-    return provider
+    fenced: Provider = Fenced(provider, origin)
+    _FOUND[name] = fenced
+    return fenced
 
 
 def provider_of(spec: ModelSpec) -> Provider:
