@@ -1,0 +1,162 @@
+"""Any text a model can send survives a run: a lone UTF-16 surrogate (valid JSON ``"\\ud800"``), a
+NUL and a bidi override in an answer, from the candidate or in the reference's recorded answer,
+record and replay. The run ends with its summary and gate line, writes its HTML, keeps every other
+golden answer of the module, and ``slam report render/merge`` and ``slam rescore`` take its report.
+The loopback FakeOpenAI sends the text as the API does: a JSON escape in the response body.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from html_helpers import chromium, report_data
+from slam_helpers import MINI_PYPROJECT, PRODUCT, needs_chromium, said
+
+from pytest_slam.cli import main
+from pytest_slam.testing import FakeOpenAI
+
+HOSTILE = "ok \ud800 then\x00 \u202eevil\u202c end"  # lone surrogate, NUL, RLO...PDF
+QUESTIONS = ("first", "second", "third")
+TESTS = """
+import pytest, product
+
+pytestmark = pytest.mark.slm
+
+def test_first():
+    assert product.ask("first")
+
+def test_second():
+    assert product.ask("second")
+
+def test_third():
+    assert product.ask("third")
+"""
+GOLDEN = Path("__slam__/gpt-4/test_product.json")
+
+
+def _answers(hostile: bool) -> Any:
+    def answer(request: dict[str, Any]) -> str:
+        question = request["messages"][-1]["content"]
+        return HOSTILE if hostile and question == "second" else f"GPT-4 says: {question}"
+
+    return answer
+
+
+@pytest.fixture(params=["candidate", "reference"])
+def project(request: pytest.FixtureRequest, pytester: pytest.Pytester, monkeypatch: Any) -> Any:
+    """A three-test module whose second answer is HOSTILE, from the role under test."""
+    monkeypatch.setenv("COLUMNS", "200")
+    role = request.param
+    with (
+        FakeOpenAI(_answers(role == "reference")) as reference,
+        FakeOpenAI(_answers(role == "candidate"), model="gpt-4o-mini-2024-07-18") as candidate,
+    ):
+        pytester.makepyfile(product=PRODUCT, test_product=TESTS)
+        pytester.makefile(".toml", pyproject=MINI_PYPROJECT.format(
+            reference=reference.base_url, candidate=candidate.base_url))  # fmt: skip
+        yield pytester, role
+
+
+def _run(pytester: pytest.Pytester, name: str, *args: str) -> pytest.RunResult:
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", f"--slm-report={name}.json", f"--slm-html={name}.html", *args
+    )
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == 0, out
+    assert "Traceback" not in out and "INTERNALERROR" not in out, out
+    assert "pytest-slam swap verdict: 1 model(s) vs gpt-4" in said(result)
+    result.stdout.fnmatch_lines(["pytest-slam gate: *"])
+    assert "\u202e" not in out  # the terminal never prints the override itself
+    assert (pytester.path / f"{name}.html").stat().st_size > 0
+    return result
+
+
+def _texts(report: Path) -> tuple[dict[str, str], dict[str, str | None]]:
+    """Each test's candidate answer and the reference answer paired with it, from the report."""
+    doc = json.loads(report.read_text(encoding="utf-8"))
+    calls = {o["test"].split("::")[1]: o["calls"][0]["text"] for o in doc["outcomes"]}
+    pairs = {o["test"].split("::")[1]: o["pairs"][0]["reference_text"] for o in doc["outcomes"]}
+    return calls, pairs
+
+
+def _golden(pytester: pytest.Pytester) -> dict[str, str]:
+    """The golden file's answers by question, read by a plain JSON reader."""
+    doc = json.loads((pytester.path / GOLDEN).read_text(encoding="utf-8"))
+    return {
+        e["request"]["messages"][-1]["content"]: e["answers"][0]["text"]
+        for e in doc["entries"].values()
+    }
+
+
+def _slam(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out + err
+
+
+def test_a_lone_surrogate_survives_record_replay_and_every_report_command(
+    project: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytester, role = project
+    _run(pytester, "record", "--slm-record=new")
+    golden_bytes = (pytester.path / GOLDEN).read_bytes()
+    golden_bytes.decode("utf-8")  # the committed file is valid UTF-8...
+    assert b"\\ud800" in golden_bytes if role == "reference" else b"\\ud800" not in golden_bytes
+    expected = {q: f"GPT-4 says: {q}" for q in QUESTIONS}
+    if role == "reference":
+        expected["second"] = HOSTILE  # ...and reads back to the very answer, lossless
+    assert _golden(pytester) == expected  # every other golden of the module kept
+
+    _run(pytester, "replay")
+    assert (pytester.path / GOLDEN).read_bytes() == golden_bytes  # a replay rewrites nothing
+    calls, refs = _texts(pytester.path / "replay.json")
+    assert refs == {f"test_{q}": text for q, text in expected.items()}
+    want = HOSTILE if role == "candidate" else "GPT-4 says: second"
+    assert calls["test_second"] == want and calls["test_first"] == "GPT-4 says: first"
+
+    capsys.readouterr()
+    status, out = _slam(capsys, "report", "render", "replay.json", "-o", "rendered.html")
+    assert status == 0, out
+    status, out = _slam(capsys, "report", "merge", "replay.json", "-o", "merged.json")
+    assert status == 0, out
+    assert _texts(pytester.path / "merged.json") == (calls, refs)
+    status, out = _slam(capsys, "rescore", "replay.json", "-o", "rescored.json")
+    assert status == 0, out
+    assert _texts(pytester.path / "rescored.json") == (calls, refs)
+
+    _, pairs = report_data((pytester.path / "rendered.html").read_text(encoding="utf-8"))
+    shown = json.dumps(pairs, ensure_ascii=False)
+    assert "\u202e" not in shown and "\ud800" not in shown and "\x00" not in shown
+    assert "ok \u27e8U+D800\u27e9 then\u27e8U+0000\u27e9 \u27e8U+202E\u27e9evil" in shown
+
+
+def test_a_split_emoji_from_a_stream_is_stored_and_read_as_the_emoji() -> None:
+    """Two halves of a surrogate pair in two SSE chunks are one character once accumulated."""
+    from pytest_slam.swap.chat import Accumulator
+
+    acc = Accumulator(0.0)
+    for half in ("smile \ud83d", "\ude00!"):
+        acc.feed({"choices": [{"index": 0, "delta": {"content": half}}]}, 1.0)
+    assert acc.text() == "smile \U0001f600!"
+
+
+@needs_chromium
+def test_a_bidi_override_in_an_answer_is_shown_as_a_marker_in_chromium(
+    pytester: pytest.Pytester, monkeypatch: Any, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    with (
+        FakeOpenAI(_answers(False)) as reference,
+        FakeOpenAI(_answers(True), model="gpt-4o-mini-2024-07-18") as candidate,
+    ):
+        pytester.makepyfile(product=PRODUCT, test_product=TESTS)
+        pytester.makefile(".toml", pyproject=MINI_PYPROJECT.format(
+            reference=reference.base_url, candidate=candidate.base_url))  # fmt: skip
+        _run(pytester, "run", "--slm-record=new")
+    page = pytester.path / "run.html"
+    dom = chromium(f"{page.as_uri()}#open=all", "--dump-dom", tmp_path=tmp_path)
+    assert "\u27e8U+202E\u27e9evil\u27e8U+202C\u27e9" in dom  # the override is a visible marker
+    assert "\u202e" not in dom and "\u202c" not in dom  # never a character the page applies
