@@ -35,13 +35,15 @@ def _marker(match: re.Match[str]) -> str:
 def dumps(obj: Any, *, hidden: bool = True, **options: Any) -> str:
     """``json.dumps(obj, ensure_ascii=False, **options)`` whose text always encodes as UTF-8.
 
-    A surrogate is written as its JSON escape (``\\ud800``), so the file reads back to the same
-    string in any JSON reader (two halves that form a pair read back as the character they form,
-    as JSON defines it). With ``hidden``, the invisible and bidi controls are escaped too
-    (``\\u202e``), so a committed file shows them in a diff; both are lossless. Only characters
-    inside JSON strings are ever rewritten: the syntax json writes is ASCII.
+    A lone surrogate is written as its JSON escape (``\\ud800``), so the file reads back to the
+    same string in any JSON reader; two halves that form a pair are written as the character they
+    form, as a reader would read their two escapes. With ``hidden``, the invisible and bidi
+    controls are escaped too (``\\u202e``), so a committed file shows them in a diff; both are
+    lossless. Only characters inside JSON strings are rewritten: the syntax json writes is ASCII.
     """
     text = json.dumps(obj, ensure_ascii=False, **options)
+    if _SURROGATE.search(text):  # pairs first: the same text for a value and its read-back
+        text = joined([text])
     return (_ESCAPED if hidden else _SURROGATE).sub(_escape, text)
 
 
