@@ -8,11 +8,12 @@ The loopback FakeOpenAI sends the text as the API does: a JSON escape in the res
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-from html_helpers import chromium, report_data
+from html_helpers import chromium, report_data, sides
 from slam_helpers import MINI_PYPROJECT, PRODUCT, needs_chromium, said
 
 from pytest_slam.cli import main
@@ -160,3 +161,112 @@ def test_a_bidi_override_in_an_answer_is_shown_as_a_marker_in_chromium(
     dom = chromium(f"{page.as_uri()}#open=all", "--dump-dom", tmp_path=tmp_path)
     assert "\u27e8U+202E\u27e9evil\u27e8U+202C\u27e9" in dom  # the override is a visible marker
     assert "\u202e" not in dom and "\u202c" not in dom  # never a character the page applies
+
+
+STREAMED = """
+from openai import OpenAI
+
+client = OpenAI()
+
+def ask(question):
+    stream = client.chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": question}], stream=True)
+    return "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+"""
+
+
+def test_an_emoji_split_across_two_stream_chunks_is_recorded_as_the_emoji(
+    pytester: pytest.Pytester, fake_gpt4: Any, monkeypatch: Any
+) -> None:
+    """The fake streams each UTF-16 half in its own chunk (``"\\ud83d"``, then ``"\\ude00"``), as a
+    proxy that splits on code units does: the call's text is the emoji, not two halves."""
+    monkeypatch.setenv("COLUMNS", "200")
+    with FakeOpenAI("smile \ud83d\ude00!", model="gpt-4o-mini-2024-07-18") as candidate:
+        pytester.makepyfile(product=STREAMED, test_product=TESTS)
+        pytester.makefile(".toml", pyproject=MINI_PYPROJECT.format(
+            reference=fake_gpt4.base_url, candidate=candidate.base_url))  # fmt: skip
+        _run(pytester, "run", "--slm-record=new")
+        chunks = [r for r in candidate.requests if r.json and r.json.get("stream")]
+    assert chunks  # the candidate was asked to stream
+    calls, _ = _texts(pytester.path / "run.json")
+    assert calls == dict.fromkeys(("test_first", "test_second", "test_third"), "smile \U0001f600!")
+
+
+BROKEN = (  # "\x" is no JSON escape: the body is not JSON
+    b'{"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": '
+    b'{"role": "assistant", "content": "bad \\x escape"}, "finish_reason": "stop"}]}'
+)
+
+
+@pytest.mark.parametrize("role", ["candidate", "reference"])
+def test_an_answer_that_is_not_json_fails_its_call_and_keeps_its_neighbours(
+    pytester: pytest.Pytester, monkeypatch: Any, role: str
+) -> None:
+    """An invalid JSON escape (``"\\x"``) in a response body: that one call fails with a line
+    naming it, the run ends with its summary and gate line, the other answers are recorded."""
+    monkeypatch.setenv("COLUMNS", "200")
+
+    def answer(broken: bool) -> Any:
+        def reply(request: dict[str, Any]) -> str | bytes:
+            question = request["messages"][-1]["content"]
+            return BROKEN if broken and question == "second" else f"GPT-4 says: {question}"
+
+        return reply
+
+    with (
+        FakeOpenAI(answer(role == "reference")) as reference,
+        FakeOpenAI(answer(role == "candidate"), model="gpt-4o-mini-2024-07-18") as candidate,
+    ):
+        pytester.makepyfile(product=PRODUCT, test_product=TESTS)
+        pyproject = MINI_PYPROJECT.replace("[tool.slam]\n", "[tool.slam]\nreference_retries = 0\n")
+        pytester.makefile(".toml", pyproject=pyproject.format(
+            reference=reference.base_url, candidate=candidate.base_url))  # fmt: skip
+        result = pytester.runpytest("-p", "no:cacheprovider", "--slm-record=new",
+                                    "--slm-report=run.json", "--slm-html=run.html")  # fmt: skip
+    out = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in out and "INTERNALERROR" not in out, out
+    assert "pytest-slam swap verdict: 1 model(s) vs gpt-4" in said(result)
+    result.stdout.fnmatch_lines(["pytest-slam gate: *"])
+    assert (pytester.path / "run.html").stat().st_size > 0
+    golden = _golden(pytester)
+    assert golden["first"] == "GPT-4 says: first" and golden["third"] == "GPT-4 says: third"
+    assert "second" not in golden or golden["second"] == "GPT-4 says: second"
+    doc = json.loads((pytester.path / "run.json").read_text(encoding="utf-8"))
+    second = next(o for o in doc["outcomes"] if o["test"].endswith("::test_second"))
+    assert second["outcome"] == "failed"
+    assert "neither an SSE stream nor a chat completion" in second["message"]
+    assert ("recording from reference" in second["message"]) == (role == "reference")
+
+
+def test_a_huge_answer_is_kept_whole(
+    pytester: pytest.Pytester, fake_gpt4: Any, monkeypatch: Any
+) -> None:
+    """A quarter-megabyte reference answer (40,000 tokens) is recorded, reported and rendered
+    whole, beside its neighbours; the candidate's, under the generation cap, is cut there."""
+    monkeypatch.setenv("COLUMNS", "200")
+    huge = "".join(f"word{i % 997} " for i in range(40_000))
+
+    def answer(request: dict[str, Any]) -> str:
+        question = request["messages"][-1]["content"]
+        return huge if question == "second" else f"GPT-4 says: {question}"
+
+    with (
+        FakeOpenAI(answer) as reference,
+        FakeOpenAI(huge, model="gpt-4o-mini-2024-07-18") as candidate,
+    ):
+        pytester.makepyfile(product=PRODUCT, test_product=TESTS)
+        pytester.makefile(".toml", pyproject=MINI_PYPROJECT.format(
+            reference=reference.base_url, candidate=candidate.base_url))  # fmt: skip
+        _run(pytester, "run", "--slm-record=new")
+    assert _golden(pytester) == {"first": "GPT-4 says: first", "second": huge,
+                                 "third": "GPT-4 says: third"}  # fmt: skip
+    calls, refs = _texts(pytester.path / "run.json")
+    assert refs["test_second"] == huge and huge.startswith(calls["test_second"].rstrip())
+    _, pairs = report_data((pytester.path / "run.html").read_text(encoding="utf-8"))
+    # the page shows a long answer's start and says, visibly, how much it left out
+    shown = [(sides(p)[0] or "").replace("<del>", "").replace("</del>", "") for p in pairs]
+    [cut] = [ref for ref in shown if ref.startswith("word0 ")]
+    head, count = re.fullmatch(
+        r"(.*) \[\.\.\. (\d+) more characters not shown\]", cut, re.S
+    ).groups()
+    assert huge.startswith(head) and len(head) + int(count) == len(huge), (len(head), count)
