@@ -270,3 +270,39 @@ def test_a_huge_answer_is_kept_whole(
         r"(.*) \[\.\.\. (\d+) more characters not shown\]", cut, re.S
     ).groups()
     assert huge.startswith(head) and len(head) + int(count) == len(huge), (len(head), count)
+
+
+ASSERTING = """
+import pytest, product
+from pytest_slam import assert_equivalent
+
+pytestmark = pytest.mark.slm
+
+def test_second():
+    assert_equivalent(product.ask("second"), "GPT-4 says: second", at_least=0.99)
+"""
+
+
+def test_a_failure_message_shows_the_hostile_answer_as_markers_on_a_real_terminal(
+    pytester: pytest.Pytester, fake_gpt4: Any, monkeypatch: Any
+) -> None:
+    """In a subprocess (stdout a real UTF-8 pipe, as in CI), ``assert_equivalent`` fails on the
+    hostile answer with its markers: no encoding crash, no override or escape reaches the log,
+    and the obtained answer is written (a lone surrogate as U+FFFD, a text file's replacement)."""
+    monkeypatch.setenv("COLUMNS", "200")
+    with FakeOpenAI(HOSTILE + " \x1b[2J", model="gpt-4o-mini-2024-07-18") as candidate:
+        pytester.makepyfile(product=PRODUCT, test_product=ASSERTING)
+        pytester.makefile(".toml", pyproject=MINI_PYPROJECT.format(
+            reference=fake_gpt4.base_url, candidate=candidate.base_url))  # fmt: skip
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--slm-record=new")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == 1, out
+    assert "Traceback" not in out and "INTERNALERROR" not in out, out
+    assert "candidate is not equivalent to the reference by fuzzy" in out
+    assert (
+        "\u27e8U+D800\u27e9" in out and "\u27e8U+202E\u27e9" in out and "\u27e8U+001B\u27e9" in out
+    )
+    assert "\u202e" not in out and "\x1b[2J" not in out
+    result.stdout.fnmatch_lines(["pytest-slam gate: *"])
+    [obtained] = (pytester.path / "__slam__").rglob("*.obtained/*.txt")
+    assert obtained.read_text(encoding="utf-8").startswith("ok \ufffd then\x00 \u202eevil")
