@@ -17,8 +17,9 @@ from typing import Any
 # What UTF-8 cannot encode: UTF-16 surrogates (a JSON escape of a lone half reads back as one).
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # Never shown as what they are: bidi embeddings, overrides, isolates and marks (Trojan Source),
-# line and paragraph separators, C1 controls and DEL, the BOM (zero-width joiners are text: kept).
-_HIDDEN = "\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff\x7f-\x9f"
+# line and paragraph separators, C1 controls and DEL, the BOM and the two non-characters XML
+# refuses (zero-width joiners are text: kept).
+_HIDDEN = "\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff\ufffe\uffff\x7f-\x9f"
 _ESCAPED = re.compile(f"[\ud800-\udfff{_HIDDEN}]")
 # For display, C0 controls too (NUL, ESC: a terminal escape), but not tab, newline and CR.
 _SHOWN = re.compile(f"[\ud800-\udfff{_HIDDEN}\x00-\x08\x0b\x0c\x0e-\x1f]")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import tempfile
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,10 +31,13 @@ from pytest_slam.records import GoldenAnswer, GoldenRecord, Outcome
 from pytest_slam.report.aggregate import aggregate
 from pytest_slam.report.html import render_html
 from pytest_slam.report.jsonreport import load_report, write_json
+from pytest_slam.report.junit_xml import junit_xml
 from pytest_slam.report.merge import merge
 from pytest_slam.report.visits import Visits
 
-HOSTILE = '\ud800\udbff\udc00\udfff\ud83d\ude00\x00\x1b\u202e\u202c\u2066\u200f\u2028\ufeff\x85\\"'
+HOSTILE = (
+    '\ufffe\ud800\udbff\udc00\udfff\ud83d\ude00\x00\x1b\u202e\u202c\u2066\u200f\u2028\ufeff\x85\\"'
+)
 # Every code point, surrogates included (codec=None), with the hostile ones made likely.
 TEXTS = st.text(
     alphabet=st.one_of(
@@ -105,6 +109,7 @@ def _outcomes(text: str) -> list[dict[str, Any]]:
     first["calls"][0]["text"] = text
     first["pairs"][0]["reference_text"] = text
     first["message"] = text
+    first["outcome"] = "failed"  # its message is a JUnit failure's too
     return outcomes
 
 
@@ -140,7 +145,15 @@ def test_the_report_render_merge_and_rescore_keep_any_answer(
         shown_pair = (textcodec.visible(want), textcodec.visible(want))  # the answers, as shown
         assert shown_pair in [sides(p) for p in pairs if p[0] == "k_triage"]
         shown = json.dumps([rows, pairs], ensure_ascii=False)
-        assert not set(shown) & set("\ud800\udbff\udc00\udfff\x00\x1b\u202e\u202c\u2066\u200f")
+        assert not set(shown) & set(
+            "\ud800\udbff\udc00\udfff\x00\x1b\u202e\u202c\u2066\u200f\ufffe"
+        )
+
+        xml = ET.fromstring(junit_xml(report.outcomes))  # well-formed XML, whatever the text
+        [case] = [c for c in xml.iter("testcase") if c.get("name") == HOSTILE_ID.split("::")[1]]
+        assert [f.get("message") for f in case.iter("failure")] == [
+            textcodec.visible(want or "failed")
+        ]
 
         for argv in (
             ["report", "render", "run.json", "-o", "run.html"],
