@@ -43,6 +43,8 @@ def dumps(obj: Any, *, hidden: bool = True, **options: Any) -> str:
     lossless. Only characters inside JSON strings are rewritten: the syntax json writes is ASCII.
     """
     text = json.dumps(obj, ensure_ascii=False, **options)
+    if text.isascii() and "\x7f" not in text:  # the usual case, at C speed: nothing to rewrite
+        return text
     if _SURROGATE.search(text):  # pairs first: the same text for a value and its read-back
         text = joined([text])
     return (_ESCAPED if hidden else _SURROGATE).sub(_escape, text)

@@ -167,3 +167,31 @@ def test_the_report_render_merge_and_rescore_keep_any_answer(
         for name in ("cli-merged.json", "rescored.json"):
             got = _hostile(load_report(root / name).outcomes)
             assert got.calls[0].text == want and got.pairs[0].reference_text == want
+
+
+def test_a_golden_file_written_before_reads_as_it_did_and_is_rewritten_escaped(
+    tmp_path: Path,
+) -> None:
+    """A file an older pytest-slam wrote, with a raw U+202E in an answer (its only form then),
+    reads back to the same answer; the next write escapes it (``\\u202e``), same value."""
+    request = {"model": "gpt-4", "messages": [{"role": "user", "content": "q"}]}
+    key = request_key(request)
+    entry = {"request": request, "answers": [{"text": "left \u202eright"}]}
+    old = json.dumps(
+        {"schema": "pytest-slam/golden/1", "reference": "openai:gpt-4", "entries": {key: entry}},
+        indent=2,
+        ensure_ascii=False,
+    )
+    path = tmp_path / "golden" / "openai-gpt-4" / "tests" / "test_support.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(old + "\n", encoding="utf-8")
+    store = GoldenStore(tmp_path / "golden", "openai:gpt-4")
+    found = store.lookup(MODULE, key)
+    assert found is not None and found.answers[0].text == "left \u202eright"
+    plain = {"model": "gpt-4", "messages": [{"role": "user", "content": "other"}]}
+    store.record(MODULE, GoldenRecord(request_key(plain), plain, [GoldenAnswer("x")]), "t::x")
+    store.flush()
+    text = path.read_text(encoding="utf-8")
+    assert "left \\u202eright" in text and "\u202e" not in text
+    again = GoldenStore(tmp_path / "golden", "openai:gpt-4").lookup(MODULE, key)
+    assert again is not None and again.answers[0].text == "left \u202eright"
