@@ -195,3 +195,16 @@ def test_a_golden_file_written_before_reads_as_it_did_and_is_rewritten_escaped(
     assert "left \\u202eright" in text and "\u202e" not in text
     again = GoldenStore(tmp_path / "golden", "openai:gpt-4").lookup(MODULE, key)
     assert again is not None and again.answers[0].text == "left \u202eright"
+
+
+@given(text=TEXTS)
+@PROPERTY
+def test_the_review_page_shows_any_answer_as_markers(text: str) -> None:
+    """The blind review page (its HTML, encoded as the server sends it) holds no hidden control."""
+    from pytest_slam.review.page import render_page
+    from pytest_slam.review.pairs import ReviewPair
+
+    pair = ReviewPair("tests/test_x.py", "k1", "mini", [{"role": "user", "text": text}], text, text)
+    page = render_page([pair], 0, 1, "nonce")
+    page.encode("utf-8")  # what the review server sends
+    assert not set(page) & set("\ud800\udbff\udc00\udfff\x00\x1b\u202e\u202c\u2066\u200f\ufffe")

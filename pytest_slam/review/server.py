@@ -41,7 +41,6 @@ from pytest_slam.review.verdicts import (
     save_verdicts,
 )
 from pytest_slam.swap.peer import owner_uid
-from pytest_slam.textcodec import valid
 
 MAX_BODY = 64 * 1024
 MAX_NOTE = 2000
@@ -190,7 +189,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not self._is_for(""):
             return
         nonce = secrets.token_urlsafe(16)
-        page = valid(self.server.session.page(nonce)).encode("utf-8")
+        page = self.server.session.page(nonce).encode("utf-8")
         self._send(200, page, "text/html; charset=utf-8", _csp(nonce))
 
     def do_POST(self) -> None:
