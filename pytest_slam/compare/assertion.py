@@ -16,6 +16,7 @@ from pytest_slam.compare.named import get_scorer
 from pytest_slam.compare.scorer import Scorer
 from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON, Call, GoldenAnswer, GoldenRecord, Score
+from pytest_slam.textcodec import visible
 
 Answer = str | Call | GoldenAnswer | GoldenRecord | dict[str, JSON] | list[JSON]
 ObtainedWriter = Callable[[str, str], "str | None"]
@@ -108,13 +109,16 @@ def assert_equivalent(
 
 
 def failure_message(score: Score, candidate: str, reference: str) -> str:
-    """The full failure text: verdict, reason, side-by-side diff, obtained-answer path."""
+    """The full failure text: verdict, reason, side-by-side diff, obtained-answer path.
+
+    The answers are shown as ``textcodec.visible`` writes them (a bidi override, an escape
+    character or a lone surrogate as a marker), so no answer drives the terminal or the CI log."""
     lines = [
         f"candidate is not equivalent to the reference by {score.scorer}: "
         f"score {score.value:.3f} < at_least {score.threshold or 0.0:.3f}",
         f"why: {score.explanation or '(no explanation)'}",
         f"reference ({len(reference):,} chars) | candidate ({len(candidate):,} chars):",
-        side_by_side(reference, candidate),
+        side_by_side(visible(reference), visible(candidate)),
     ]
     written = _write_obtained(candidate, score.scorer)
     if written:

@@ -9,7 +9,6 @@ that determines them, so a CI run replays committed verdicts: deterministic, fre
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 from typing import Protocol, TypeGuard, TypeVar
 
@@ -23,6 +22,7 @@ from pytest_slam.compare.scorer import (
     preview,
 )
 from pytest_slam.records import JSON, Score
+from pytest_slam.textcodec import dumps
 
 # Bump when a prompt below changes: cached verdicts from older prompts then no longer replay.
 TEMPLATE_VERSION = "slam-judge-1"
@@ -106,7 +106,7 @@ class MemoryJudgeCache:
 def judge_key(model: str, mode: str, candidate: str, reference: str, question: str | None) -> str:
     """Cache key: hash of judge model, mode, prompt version and the texts judged."""
     parts = [model, mode, TEMPLATE_VERSION, candidate, reference, question or ""]
-    digest = hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode()).hexdigest()
+    digest = hashlib.sha256(dumps(parts, hidden=False).encode()).hexdigest()
     return f"judge-{digest[:32]}"
 
 

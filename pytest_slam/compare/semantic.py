@@ -26,6 +26,7 @@ from typing import Literal, Protocol
 from pytest_slam.compare.about import About
 from pytest_slam.compare.scorer import MissingExtra, Scorer, ScorerUnavailable, empty_verdict
 from pytest_slam.records import Score
+from pytest_slam.textcodec import valid
 
 BACKENDS = ("local", "endpoint")
 LOCAL_MODEL = "all-MiniLM-L6-v2"
@@ -170,7 +171,8 @@ class SemanticScorer(Scorer):
         self.label = f"{model} at {base_url}"
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        """Embeddings of ``texts``, in order."""
+        """Embeddings of ``texts``, in order (a lone surrogate as U+FFFD: models need Unicode)."""
+        texts = [valid(t) for t in texts]
         if self.backend == "local":
             vectors = self._local.encode(
                 texts, batch_size=64, convert_to_numpy=True, show_progress_bar=False

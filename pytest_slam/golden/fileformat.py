@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_slam import textcodec
 from pytest_slam.errors import SlamError
 from pytest_slam.golden.redact import scrub
 from pytest_slam.records import JSON, GoldenRecord
@@ -231,14 +232,14 @@ EntryCache = dict[str, tuple[GoldenRecord, str]]  # key -> (the record, its text
 
 def entry_text(rec: GoldenRecord) -> str:
     """One entry's JSON as it sits in the file: keys sorted, scrubbed, indented for its place."""
-    text = json.dumps(scrub(_sorted(_entry(rec))), indent=2, ensure_ascii=False)
+    text = textcodec.dumps(scrub(_sorted(_entry(rec))), indent=2)
     return text.replace("\n", "\n    ")  # a newline inside a JSON string is escaped: never hit
 
 
 def dump_golden(golden: GoldenFile, cache: EntryCache | None = None) -> str:
     """The file's text: schema and reference first, then entries sorted, scrubbed of secrets.
 
-    The same bytes as ``json.dumps(scrub(doc), indent=2, ensure_ascii=False)`` of the sorted
+    The same bytes as ``textcodec.dumps(scrub(doc), indent=2)`` of the sorted
     document, built entry by entry so that a writer recording one answer at a time can keep the
     text of the entries it wrote before (``cache``, checked by record identity) and pay for one.
     """
@@ -249,12 +250,12 @@ def dump_golden(golden: GoldenFile, cache: EntryCache | None = None) -> str:
         text = hit[1] if hit is not None and hit[0] is rec else entry_text(rec)
         if cache is not None:
             cache[key] = (rec, text)
-        parts.append(f"    {json.dumps(key, ensure_ascii=False)}: {text}")
+        parts.append(f"    {textcodec.dumps(key)}: {text}")
     if cache is not None and len(cache) > len(golden.entries):
         for key in set(cache) - set(golden.entries):
             del cache[key]
     entries = "{\n" + ",\n".join(parts) + "\n  }" if parts else "{}"
-    reference = json.dumps(scrub(golden.reference), ensure_ascii=False)
+    reference = textcodec.dumps(scrub(golden.reference))
     return f'{{\n  "schema": {json.dumps(SCHEMA)},\n  "reference": {reference},\n  "entries": {entries}\n}}\n'
 
 

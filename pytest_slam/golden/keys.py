@@ -29,9 +29,9 @@ tool order, ``max_tokens`` versus ``max_completion_tokens`` (not equivalent for 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 
+from pytest_slam import textcodec
 from pytest_slam.records import JSON
 
 TRANSPORT_FIELDS = frozenset(
@@ -151,8 +151,9 @@ def canonical_request(body: dict[str, JSON]) -> dict[str, JSON]:
 
 
 def canonical_json(request: dict[str, JSON]) -> str:
-    """The exact text that is hashed: sorted keys, no spaces, UTF-8 as is."""
-    return json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """The exact text that is hashed: sorted keys, no spaces, UTF-8 as is (a lone surrogate, which
+    UTF-8 cannot encode, as its JSON escape ``\\ud800``: every other key is what it always was)."""
+    return textcodec.dumps(request, hidden=False, sort_keys=True, separators=(",", ":"))
 
 
 def request_key(body: dict[str, JSON]) -> str:

@@ -16,6 +16,7 @@ import json
 import reprlib
 from pathlib import Path
 
+from pytest_slam import textcodec
 from pytest_slam.golden.fileformat import (
     GoldenError,
     atomic_write,
@@ -49,7 +50,7 @@ def write_stale_report(
     if partial:
         doc["partial"] = partial
     ignore_scratch_folder(Path(path).parent)
-    atomic_write(Path(path), json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    atomic_write(Path(path), textcodec.dumps(doc, indent=2) + "\n")
 
 
 def mark_run_started(root: Path, reference: str) -> None:

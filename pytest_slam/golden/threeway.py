@@ -24,11 +24,11 @@ read (and checked: JSON, schema, one reference) before anything is written.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_slam import textcodec
 from pytest_slam.golden.fileformat import (
     GoldenError,
     GoldenFile,
@@ -171,7 +171,7 @@ def merged_text(merged: Merged, labels: Mapping[Path, str] | None = None) -> str
     used (the store refuses it, naming the line) until a person keeps one side of each."""
     text = dump_golden(merged.golden)
     for conflict in merged.conflicts:
-        name = f"    {json.dumps(conflict.key, ensure_ascii=False)}: "
+        name = f"    {textcodec.dumps(conflict.key)}: "
         ours, theirs = (name + entry_text(rec) for rec in conflict.records[:2])
         comma = "," if ours + ",\n" in text else ""
         label = [(labels or {}).get(p, str(p)) for p in conflict.sides[:2]]

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_slam import textcodec
 from pytest_slam.golden.fileformat import (
     GoldenError,
     entry_as_dict,
@@ -50,10 +51,9 @@ class Trash:
     def add(self, module: str, records: list[GoldenRecord]) -> None:
         """Append ``records`` (removed from ``module``) and sync, before the file loses them."""
         lines = [
-            json.dumps(
+            textcodec.dumps(
                 scrub({"module": module, "key": rec.key, "entry": entry_as_dict(rec)}),
                 sort_keys=True,
-                ensure_ascii=False,
             )
             + "\n"
             for rec in records

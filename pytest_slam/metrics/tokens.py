@@ -33,6 +33,7 @@ from collections.abc import Callable, Collection
 from typing import Protocol
 
 from pytest_slam.records import JSON
+from pytest_slam.textcodec import valid
 
 HEURISTIC = "heuristic"
 SERVERS = ("llamacpp", "vllm")
@@ -204,7 +205,7 @@ def _offline(model_id: str, measure: Callable[[Callable[[str], int]], int]) -> t
     if encoding is None:
         return measure(heuristic_count), HEURISTIC
     method = "tiktoken:" + encoding.name.removesuffix("_offline")
-    return measure(lambda t: len(encoding.encode(t, disallowed_special=()))), method
+    return measure(lambda t: len(encoding.encode(valid(t), disallowed_special=()))), method
 
 
 def message_text(content: JSON) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -26,6 +25,7 @@ from pytest_slam.report import fmt
 from pytest_slam.report.aggregate import PerTestRow, Verdict
 from pytest_slam.report.columns import TEST_COLUMNS
 from pytest_slam.report.diffview import answer_text, diff_runs
+from pytest_slam.textcodec import dumps, visible
 
 # outcome -> rank in the failures-first order (unknown outcomes after the failures)
 RANK = {"error": 0, "failed": 1, "candidate_failed": 2, "not_swapped": 3}
@@ -125,7 +125,7 @@ def table_data(verdict: Verdict, outcomes: list[Outcome]) -> TableData:
                     model_index[row.model],
                     row.outcome,
                     worst,
-                    row.message or "",
+                    visible(row.message or ""),
                     anchor(row.test, row.model),
                     line.get((row.test, row.model), -1),
                     len(found),
@@ -166,13 +166,14 @@ def _short(value: float | None) -> float | None:
 def pair_data(outcome: Outcome, pair: Pair) -> list[JSON]:
     """``[key, reference model, missing, equivalence, scores, error, words in common, diff runs,
     candidate text]``: the runs (``diffview.diff_runs``) hold both answers, each text
-    once; a missing golden answer has no runs and the candidate's text whole instead."""
+    once; a missing golden answer has no runs and the candidate's text whole instead. Both are
+    shown as ``textcodec.visible`` writes them: a bidi override is a marker, never applied."""
     calls = outcome.calls
     call: Call | None = calls[pair.call_index] if 0 <= pair.call_index < len(calls) else None
-    candidate = answer_text(call.text, call.tool_calls) if call is not None else ""
+    candidate = visible(answer_text(call.text, call.tool_calls)) if call is not None else ""
     reference = pair.reference_text
     if reference is not None:  # a golden answer that only called tools has the text ""
-        reference = answer_text(reference, pair.reference_tool_calls)
+        reference = visible(answer_text(reference, pair.reference_tool_calls))
     scores: list[JSON] = [
         [s.scorer, f"{s.value:.2f}", s.verdict, s.decided_by] for s in pair.scores
     ]
@@ -182,7 +183,7 @@ def pair_data(outcome: Outcome, pair: Pair) -> list[JSON]:
     if reference is not None and not missing:
         found, ratio = diff_runs(reference, candidate)
         runs, similarity = list(found), f"{ratio:.0%}"
-    error = call.error if call is not None else None
+    error = visible(call.error) if call is not None and call.error is not None else None
     return [
         pair.key,
         pair.reference_model or "reference",
@@ -198,13 +199,13 @@ def pair_data(outcome: Outcome, pair: Pair) -> list[JSON]:
 
 def _json(data: JSON) -> str:
     """Compact, on one line (a newline in a string is written ``\\n``)."""
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return dumps(data, separators=(",", ":"))
 
 
 def pack(text: str) -> str:
     """Gzip, then URL-safe base64: a string safe inside the page's script as it is (no ``/``, so
     never a ``</script>`` nor anything that reads as an address)."""
-    raw = gzip.compress(text.encode(), compresslevel=6, mtime=0)
+    raw = gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)
     return base64.urlsafe_b64encode(raw).decode("ascii")
 
 

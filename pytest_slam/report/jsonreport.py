@@ -21,6 +21,7 @@ from pytest_slam.records import JSON, Outcome, records, utc_now
 from pytest_slam.report.aggregate import OutcomeLike, Verdict, sort_outcomes
 from pytest_slam.report.schema import ReportDocument
 from pytest_slam.report.visits import Visits
+from pytest_slam.textcodec import for_strict_reader
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -197,7 +198,9 @@ def _first_error(text: str, *, missing: bool, named_in: str = "") -> str | None:
     from pydantic import ValidationError
 
     try:
-        _document_type().validate_json(text, strict=True)  # the file's text: no second encode
+        # the file's text, no second encode (a lone surrogate's escape, which its parser refuses,
+        # as U+FFFD: only the types are checked here)
+        _document_type().validate_json(for_strict_reader(text), strict=True)
     except ValidationError as exc:
         for error in exc.errors():
             named = repr(str(error["loc"][-1])) in named_in if error["loc"] else False

@@ -16,6 +16,7 @@ from pytest_slam.golden.fileformat import atomic_write
 from pytest_slam.records import Outcome
 from pytest_slam.report.aggregate import CANDIDATE_FAILED, ENGINE, final_outcomes, sort_outcomes
 from pytest_slam.report.junit import junit_properties
+from pytest_slam.textcodec import visible
 
 FAILED = ("failed", CANDIDATE_FAILED)
 
@@ -43,7 +44,7 @@ def junit_xml(outcomes: Iterable[Outcome], name: str = "pytest-slam") -> str:
         )
         props = ET.SubElement(case, "properties")
         for key, value in junit_properties(outcome):
-            ET.SubElement(props, "property", {"name": key, "value": str(value)})
+            ET.SubElement(props, "property", {"name": key, "value": visible(str(value))})
         tag = {
             "failed": "failure",
             CANDIDATE_FAILED: "failure",
@@ -51,7 +52,8 @@ def junit_xml(outcomes: Iterable[Outcome], name: str = "pytest-slam") -> str:
             "skipped": "skipped",
         }.get(outcome.outcome)
         if tag:
-            ET.SubElement(case, tag, {"message": outcome.message or outcome.outcome})
+            message = visible(outcome.message or outcome.outcome)  # XML holds no NUL, no surrogate
+            ET.SubElement(case, tag, {"message": message})
     root = ET.Element("testsuites")
     root.append(suite)
     ET.indent(root)

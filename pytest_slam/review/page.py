@@ -14,6 +14,7 @@ from markupsafe import Markup
 
 from pytest_slam.review.pairs import ReviewPair
 from pytest_slam.review.safe_markdown import render
+from pytest_slam.textcodec import visible
 
 
 @dataclass
@@ -28,9 +29,10 @@ class Shown:
 
 
 def shown(pair: ReviewPair) -> Shown:
-    cand, ref = Markup(render(pair.candidate)), Markup(render(pair.reference))
+    """Every text as ``textcodec.visible`` writes it: a bidi override is a marker on both sides."""
+    cand, ref = Markup(render(visible(pair.candidate))), Markup(render(visible(pair.reference)))
     a, b = (cand, ref) if pair.candidate_is_a else (ref, cand)
-    messages = [(m["role"], Markup(render(m["text"]))) for m in pair.messages]
+    messages = [(m["role"], Markup(render(visible(m["text"])))) for m in pair.messages]
     test = pair.tests[0].split("[", 1)[0] if pair.tests else ""
     return Shown(pair.id, test, messages, a, b)
 

@@ -52,7 +52,7 @@ class ReviewPair:
 
 
 def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]  # any answer
 
 
 def message_text(message: Mapping[str, JSON]) -> str:

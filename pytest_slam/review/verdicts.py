@@ -21,6 +21,7 @@ from pytest_slam.golden.fileformat import CONFLICT_MARKERS, atomic_write, ignore
 from pytest_slam.golden.redact import scrub_text
 from pytest_slam.golden.store import GoldenStore, module_relpath
 from pytest_slam.records import JSON, utc_now
+from pytest_slam.textcodec import dumps
 
 SUFFIX = ".review.jsonl"
 VERDICTS = ("win", "tie", "loss", "both_bad")  # from the candidate's point of view
@@ -114,7 +115,7 @@ def merge(old: list[HumanVerdict], new: list[HumanVerdict]) -> list[HumanVerdict
 def dump_lines(rows: list[HumanVerdict] | list[dict[str, JSON]]) -> str:
     """One sorted-key JSON object a line: the same verdicts always give the same bytes."""
     dicts = [r.as_dict() if isinstance(r, HumanVerdict) else r for r in rows]
-    return "".join(json.dumps(d, sort_keys=True, ensure_ascii=False) + "\n" for d in dicts)
+    return "".join(dumps(d, sort_keys=True) + "\n" for d in dicts)
 
 
 def save_verdicts(store: GoldenStore, module: str, new: list[HumanVerdict]) -> Path:

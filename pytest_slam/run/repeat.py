@@ -32,6 +32,7 @@ import pytest
 from pytest_slam.records import Call
 from pytest_slam.run.verdict import CTX, RESULT, RepeatResult
 from pytest_slam.swap.router import TestContext
+from pytest_slam.textcodec import valid
 
 if TYPE_CHECKING:  # session imports this module lazily, from a hook
     from pytest_slam.run.session import SlamSession
@@ -199,5 +200,5 @@ def write_obtained(folder: Path, name: str, text: str) -> Path:
     if not ignore.exists():
         atomic_write(ignore, "# created by pytest-slam: answers obtained by failing tests\n*\n")
     path = folder / name
-    atomic_write(path, text)
+    atomic_write(path, valid(text))  # a text file: a lone surrogate, which UTF-8 lacks, is U+FFFD
     return path

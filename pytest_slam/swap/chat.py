@@ -22,6 +22,7 @@ from pytest_slam.swap import upstream
 from pytest_slam.swap.engines.registry import provider_of
 from pytest_slam.swap.fleet import Replicas, send
 from pytest_slam.swap.upstream import JSONObject
+from pytest_slam.textcodec import joined
 
 Relay = Callable[[bytes], None]
 
@@ -88,7 +89,7 @@ class _Choice:
         """What a product can read of this choice, as Call/GoldenAnswer keep it (no None values)."""
         out: JSONObject = {
             "index": index,
-            "text": "".join(self.text),
+            "text": joined(self.text),
             "finish_reason": self.finish_reason or "stop",
         }
         if self.tool_calls:
@@ -178,7 +179,7 @@ class Accumulator:
 
     def text(self, index: int = 0) -> str:
         choice = self.choices.get(index)
-        return "".join(choice.text) if choice else ""
+        return joined(choice.text) if choice else ""
 
     def summaries(self) -> list[JSONObject]:
         """Every choice in index order (one empty choice when the stream carried none)."""

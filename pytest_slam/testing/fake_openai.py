@@ -32,7 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Reply = str | dict[str, Any]
-Answer = str | Callable[[dict[str, Any]], "Reply | list[Reply]"]
+Answer = str | Callable[[dict[str, Any]], "Reply | list[Reply] | bytes"]
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _ROUTES = {
     ("POST", "/v1/chat/completions"): "_chat",
@@ -137,17 +137,22 @@ def _top_logprobs(body: dict[str, Any]) -> int | None:
     return int(body.get("top_logprobs") or 0) if body.get("logprobs") else None
 
 
+def _utf8(piece: str) -> bytes:
+    """A token's bytes; a lone surrogate (a token that split a character) as its own three."""
+    return piece.encode("utf-8", "surrogatepass")
+
+
 def _logprobs(pieces: list[str], top: int) -> list[dict[str, Any]]:
     """Deterministic token logprobs: the token first, then ``top - 1`` less likely alternatives."""
     out = []
     for piece in pieces:
         logprob = -round(0.01 * (1 + len(piece.strip()) % 7), 2)
-        entry = {"token": piece, "logprob": logprob, "bytes": list(piece.encode())}
+        entry = {"token": piece, "logprob": logprob, "bytes": list(_utf8(piece))}
         alts = [
             {
                 "token": f"{piece}~{k}",
                 "logprob": logprob - k,
-                "bytes": list(f"{piece}~{k}".encode()),
+                "bytes": list(_utf8(f"{piece}~{k}")),
             }
             for k in range(1, top)
         ]
@@ -187,7 +192,9 @@ class _Handler(BaseHTTPRequestHandler):
     do_POST = do_DELETE = do_GET
 
     def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(body).encode()
+        self.send_raw(status, json.dumps(body).encode(), headers)
+
+    def send_raw(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -209,10 +216,13 @@ class FakeOpenAI:
 
     ``answer`` is the reply text, or a callable taking the request JSON and returning the text or
     ``{"content": ..., "tool_calls": [...]}``, or a list of those, one per choice (``n``; a single
-    answer is repeated ``n`` times). ``logprobs=true`` in a request gets deterministic token
-    logprobs (``top_logprobs`` alternatives each), streamed piece by piece. ``latency_s`` is the
-    whole delay of a reply; ``ttft_s`` the delay before the first content chunk (the rest is
-    spread over the stream; when None, ``latency_s`` is spread evenly over all chunks). ``fail``
+    answer is repeated ``n`` times), or ``bytes``: the whole response body, sent as it is (what
+    a broken proxy sends: invalid JSON escapes, bytes that are not UTF-8). A text's lone
+    surrogate is sent as the API sends it, a JSON escape (``"\\ud800"``). ``logprobs=true`` in
+    a request gets deterministic token logprobs (``top_logprobs`` alternatives each), streamed
+    piece by piece. ``latency_s`` is the whole delay of a reply; ``ttft_s`` the delay before the
+    first content chunk (the rest is spread over the stream; when None, ``latency_s`` is spread
+    evenly over all chunks). ``fail``
     makes the first requests fail in order: an HTTP status (429 carries Retry-After) or
     ``"timeout"`` (sleep ``timeout_sleep_s``, then close without answering).
     ``report_usage=False`` is a server that reports no token usage and ignores
@@ -329,9 +339,8 @@ class FakeOpenAI:
         while (left := deadline - time.monotonic()) > 0 and not self._stopping.is_set():
             self._stopping.wait(left)
 
-    def _reply(self, body: dict[str, Any]) -> list[_Reply]:
+    def _reply(self, body: dict[str, Any], out: Reply | list[Reply]) -> list[_Reply]:
         """The answer for one request, one per choice (``n``), each truncated to max_tokens."""
-        out = self.answer(body) if callable(self.answer) else self.answer
         n = body.get("n") or 1
         answers = out if isinstance(out, list) else [out] * n
         if len(answers) != n:
@@ -357,7 +366,10 @@ class FakeOpenAI:
         if self.max_n is not None and (body.get("n") or 1) > self.max_n:
             return h.send_api_error(400, f"Only n <= {self.max_n} is supported.")
         try:
-            replies = self._reply(body)
+            out = self.answer(body) if callable(self.answer) else self.answer
+            if isinstance(out, bytes):  # a body as a broken proxy sends it, not encoded here
+                return h.send_raw(200, out)
+            replies = self._reply(body, out)
             usage = _usage(body, replies)
         except Exception as exc:  # a broken answer callable: tell the test, keep serving
             return h.send_api_error(500, f"FakeOpenAI could not answer: {exc!r}")
