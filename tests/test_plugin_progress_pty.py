@@ -10,6 +10,8 @@ second. Only the order and shape of the lines are checked, never how long anythi
 from __future__ import annotations
 
 import fcntl
+import itertools
+import math
 import os
 import re
 import select
@@ -74,7 +76,8 @@ def run_in_pty(args: list[str], cwd: os.PathLike[str], seconds: float = 300) -> 
     return ANSI.sub("", out.decode(errors="replace")).replace("\r\n", "\n").split("\n")
 
 
-def test_a_slow_run_at_80_columns_keeps_pytests_lines_whole(pytester: pytest.Pytester) -> None:
+def slow_run(pytester: pytest.Pytester, *args: str) -> list[str]:
+    """The terminal's lines of the three slow tests' run."""
     pytester.makepyfile(test_slow=SUITE)
     with FakeOpenAI("The plan includes priority support.", latency_s=SLOW_S, ttft_s=0.2) as fake:
         pytester.makefile(".toml", pyproject=f"""
@@ -89,9 +92,13 @@ reference = "none"
 [tool.slam.models.slow]
 base_url = "{fake.base_url}"
 """)  # fmt: skip
-        lines = run_in_pty(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"], pytester.path
+        return run_in_pty(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], pytester.path
         )
+
+
+def test_a_slow_run_at_80_columns_keeps_pytests_lines_whole(pytester: pytest.Pytester) -> None:
+    lines = slow_run(pytester)
     text = "\n".join(lines)
     assert "3 passed" in text, text
     progress = [ln for ln in lines if ln.startswith("test_slow.py")]
@@ -117,5 +124,20 @@ base_url = "{fake.base_url}"
         calls[-1].append(age)
     assert len(calls) == 3, ages
     for named in calls:  # backed off: each time at about twice the age it was last named at
-        assert all(b >= 2 * a - 1 for a, b in zip(named, named[1:])), ages
-        assert len(named) <= 4, ages  # 1, 2, 4 s (a second each: 4 or 5 lines)
+        assert all(b >= 2 * a - 1 for a, b in itertools.pairwise(named)), ages
+        # 1, 2, 4 s ... (every second, a 4.5 s call would be named 4 times, a slower one more)
+        assert len(named) <= math.log2(max(named[-1], 1)) + 1.5, ages
+
+
+def test_with_v_each_result_line_is_whole_after_its_heartbeats(pytester: pytest.Pytester) -> None:
+    lines = slow_run(pytester, "-v")
+    text = "\n".join(lines)
+    assert "3 passed" in text, text
+    results = [ln for ln in lines if " PASSED " in ln]
+    assert len(results) == 3, text
+    for line in results:  # the test's name, its result and its progress on one line
+        assert re.fullmatch(r"test_slow\.py::\S+ PASSED +\[ *\d+%\]", line), text
+    for i, line in enumerate(lines):
+        if " PASSED " in line:
+            assert lines[i - 1].strip(), text  # no blank line left where a heartbeat ended
+    assert any(ln.startswith("pytest-slam: 1 of 3 tests, 1 call in flight") for ln in lines), text

@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 import pytest
 
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 HEARTBEAT_S = 10.0
 INI = "slm_heartbeat"
 WORKER_KEY = "slam_progress"  # this module's entry in an xdist worker's ``workerinput``
+Owed = Literal["files", "test", ""]  # which of pytest's lines a heartbeat ended (end_pytest_line)
 
 
 class Channel(TypedDict):
@@ -90,7 +91,7 @@ class Progress:
         )  # held by pytest's reporter hooks too: lines never interleave
         self._stop = threading.Event()
         self._started = False
-        self._owed = False  # a heartbeat ended pytest's line of dots: reopen it for its next result
+        self._owed: Owed = ""  # a heartbeat ended pytest's line: reopen it for its next result
         self._beats: dict[InFlight, int] = {}  # how many times each long call was named
         self._names: dict[InFlight, str] = {}  # the test (or engine) each call belongs to
         self._socket: socket.socket | None = None
@@ -122,22 +123,30 @@ class Progress:
         suspended = capman.global_and_fixture_disabled() if capman else contextlib.nullcontext()
         with self._lock, suspended:
             writer = self.config.get_terminal_writer()
-            if writer.width_of_current_line and end_pytest_line(terminal):
-                self._owed = True  # pytest's next result needs its file's line open again
+            if writer.width_of_current_line:
+                self._owed = end_pytest_line(terminal)  # its next result needs its line again
             writer.line(fit(line, writer.fullwidth))
             terminal.flush()  # a pipe (CI) would hold it back until the buffer fills
 
-    def _reopen(self, nodeid: str) -> None:
-        """Open the file's line again, as pytest opens it but without the newline before it
-        (the line above is ours, already ended): pytest's next result lands on it."""
+    def _reopen(self, nodeid: str, location: tuple[str, int | None, str] | None = None) -> None:
+        """Open pytest's line again, as pytest opens it but without the newline before it (the
+        line above is ours, already ended): pytest's next result lands on it. The file's line
+        of dots; with ``-v`` the test's own line (``location``: its report's)."""
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         writer = self.config.get_terminal_writer()
-        self._owed = False
+        owed, self._owed = self._owed, ""
         if terminal is None or writer.width_of_current_line:
             return
-        fspath = Path(self.config.rootpath) / nodeid.split("::")[0]
-        terminal.currentfspath = fspath
-        writer.write(os.path.relpath(fspath, terminal.startpath) + " ")
+        if owed == "files":
+            fspath = Path(self.config.rootpath) / nodeid.split("::")[0]
+            terminal.currentfspath = fspath
+            writer.write(os.path.relpath(fspath, terminal.startpath) + " ")
+            return
+        locate = getattr(terminal, "_locationline", None)  # how pytest names the test with -v
+        if owed == "test" and location is not None and callable(locate):
+            prefix = locate(nodeid, *location)
+            terminal.currentfspath = prefix
+            writer.write(prefix)
 
     def _send(self, text: str, beat: bool) -> None:
         if self._socket is None or self._to is None:
@@ -270,7 +279,7 @@ class Progress:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None]:
         with self._lock:
             if self._owed and (report.when == "call" or not report.passed):  # a result's letter
-                self._reopen(report.nodeid)
+                self._reopen(report.nodeid, report.location)
             return (yield)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -281,19 +290,22 @@ class Progress:
             return (yield)
 
 
-def end_pytest_line(terminal: TerminalReporter) -> bool:
+def end_pytest_line(terminal: TerminalReporter) -> Owed:
     """End the line pytest has open as pytest ends a file's line before the next file's: with
-    its progress (``[ 40%]``) when it shows one, then the newline. True when it was a file's line
-    of dots, which pytest's next result (written without a newline) must find open again
-    (``_reopen``)."""
+    its progress (``[ 40%]``) when it shows one, then the newline. Which line it was, to open
+    again for pytest's next result (``_reopen``): a file's line of dots (``files``), a test's
+    line with ``-v`` (``test``), or none to open (xdist's dots, which name no file)."""
     fill = getattr(terminal, "_write_progress_information_filling_space", None)
     dots = terminal.config.get_verbosity() <= 0
     files = dots and isinstance(terminal.currentfspath, os.PathLike)
     if files and getattr(terminal, "_show_progress_info", False) and callable(fill):
         fill()
+    was = terminal.currentfspath
     terminal.write("\n")
     terminal.currentfspath = None
-    return files
+    if files:
+        return "files"
+    return "test" if not dots and isinstance(was, str) else ""
 
 
 def fit(line: str, width: int) -> str:
