@@ -9,6 +9,7 @@ workers' heartbeats.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -28,6 +29,12 @@ def test_ask():
         model="gpt-4", messages=[{"role": "user", "content": question}], max_tokens=6)
     assert r.choices[0].message.content
 """
+
+
+@pytest.fixture(autouse=True)
+def wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wide terminal: these tests read whole lines (tests/test_plugin_progress_pty.py: 80)."""
+    monkeypatch.setenv("COLUMNS", "300")
 
 
 @pytest.fixture
@@ -71,26 +78,27 @@ def test_engine_lines_and_heartbeats_and_none_with_q(
         result.assert_outcomes(passed=2)
         result.stdout.fnmatch_lines(ENGINE_LINES)
         result.stdout.fnmatch_lines(  # recorded while the first test runs
-            ["pytest-slam: gpt-4 (reference) still answering on test_slow.py::test_ask[[]*: "
-             "* token(s) so far, 1 s"]
+            ["pytest-slam: * of 2 tests, * in flight: *gpt-4 (reference) 1 s, * tok*"
+             ", on test_slow.py::test_ask[[]*"]
         )  # fmt: skip
-        result.stdout.fnmatch_lines(
+        result.stdout.fnmatch_lines(  # named again at twice its age
             [
-                "pytest-slam: slow (candidate) still answering on test_slow.py::test_ask[[]slow[]]: "
-                "* token(s) so far, 1 s",
-                "pytest-slam: slow (candidate) still answering on test_slow.py::test_ask[[]slow[]]: "
-                "* token(s) so far, 2 s",
+                "pytest-slam: * of 2 tests, * in flight: *slow (candidate) 1 s, * tok*"
+                ", on test_slow.py::test_ask[[]slow[]]",
+                "pytest-slam: * of 2 tests, * in flight: *slow (candidate) 2 s, * tok*"
+                ", on test_slow.py::test_ask[[]slow[]]",
             ]
         )
-        beats = [line for line in result.outlines if "slow (candidate) still answering" in line]
-        tokens = [int(line.split(": ")[-1].split()[0]) for line in beats]
+        beats = [line for line in result.outlines if "slow (candidate) " in line]
+        tokens = [int(re.search(r"slow \(candidate\) \d+ s, (\d+) tok", b)[1]) for b in beats]  # type: ignore[index]
         assert tokens[-1] > tokens[0] > 0, beats  # counted as they stream in
+        assert not any("slow (candidate) 3 s" in b for b in beats), beats  # 1 s, 2 s, then 4 s
 
         quiet = pytester.runpytest_subprocess("--slm-heartbeat=1", "-q")
         quiet.assert_outcomes(passed=2)
         assert slow.hits == 2  # the slow call ran again, long enough for a heartbeat
         assert "pytest-slam: engine" not in quiet.stdout.str()
-        assert "still answering" not in quiet.stdout.str()
+        assert "in flight" not in quiet.stdout.str()
     finally:
         reference.stop()
 
@@ -105,8 +113,8 @@ def test_under_xdist_the_controller_speaks_for_its_workers(
     result.stdout.fnmatch_lines(ENGINE_LINES)  # started by the controller, before its workers
     result.stdout.fnmatch_lines(
         [
-            "pytest-slam: [[]gw?[]] slow (candidate) still answering on "
-            "test_slow.py::test_ask[[]slow[]]: * token(s) so far, 1 s"
+            "pytest-slam: [[]gw?[]] * of 2 tests, 1 call in flight: slow (candidate) 1 s, * tok"
+            ", on test_slow.py::test_ask[[]slow[]]"
         ]
     )
 
@@ -127,11 +135,13 @@ base_url = "{slow.base_url}"
 """)  # fmt: skip
     result = pytester.runpytest_subprocess()
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["pytest-slam: slow (candidate) still answering on *: * 1 s"])
+    result.stdout.fnmatch_lines(
+        ["pytest-slam: 0 of 1 tests, 1 call in flight: slow (candidate) 1 s*"]
+    )
 
     off = pytester.runpytest_subprocess("--slm-heartbeat=0")  # the option wins over the ini
     off.assert_outcomes(passed=1)
-    assert "still answering" not in off.stdout.str()
+    assert "in flight" not in off.stdout.str()
 
     bad = pytester.runpytest_subprocess("--slm-heartbeat=-1")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR

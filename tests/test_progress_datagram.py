@@ -12,7 +12,7 @@ SECRET = "0123456789abcdef0123456789abcdef"
 def test_a_sealed_line_opens_once() -> None:
     opener = Opener(SECRET)
     data = seal(SECRET, "gw1", "slow (candidate) still answering")
-    assert opener.open(data) == ("gw1", "slow (candidate) still answering")
+    assert opener.open(data) == ("gw1", "slow (candidate) still answering", False)
     assert opener.open(data) is None  # replayed
 
 
@@ -29,7 +29,7 @@ def test_anything_else_is_refused_without_raising() -> None:
         good + b"x" * MAX_BYTES,  # oversized, whatever it starts with
     ]
     assert [opener.open(d) for d in hostile] == [None] * len(hostile)
-    assert opener.open(good) == ("gw0", "line")  # still opens what is ours
+    assert opener.open(good) == ("gw0", "line", False)  # still opens what is ours
 
 
 def test_a_sealed_document_that_is_not_a_line_is_refused() -> None:
@@ -46,7 +46,7 @@ def test_a_sealed_document_that_is_not_a_line_is_refused() -> None:
 def test_a_long_line_is_cut_to_fit_and_escapes_are_shown() -> None:
     data = seal(SECRET, "gw0", "\x1b[2J" + "y" * 10 * MAX_TEXT)
     assert len(data) <= MAX_BYTES
-    _, text = Opener(SECRET).open(data) or ("", "")
+    _, text, _ = Opener(SECRET).open(data) or ("", "", False)
     assert text.startswith("\\x1b[2Jyyy") and text.endswith("...") and "\x1b" not in text
     emoji = seal(SECRET, "gw0", "\U0001f600" * 10 * MAX_TEXT)  # 12 bytes each as JSON
     assert len(emoji) <= MAX_BYTES and Opener(SECRET).open(emoji) is not None

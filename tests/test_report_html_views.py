@@ -173,9 +173,9 @@ def test_chromium_draws_the_test_by_model_matrix(report, tmp_path) -> None:
         assert set(row) == set(synth.MODELS)
         for model, (text, href) in row.items():
             assert text.split()[0] in {"passed", "failed", "error", "skipped"}
-            assert href == f"#{anchor(test, model)}"  # each cell links to its pair
+            assert href == f"#view=matrix&{anchor(test, model)}"  # its pair, from this view
     summarize = dict(view.matrix)["tests/test_support.py::test_summarize"]
-    assert summarize[synth.QWEN][0] == "passed 0.85"  # outcome and mean equivalence (2 pairs)
+    assert summarize[synth.QWEN][0].startswith("passed 0.85")  # outcome, mean equivalence (2 pairs)
     view = _view(report, "view=matrix&outcome=failures", tmp_path)  # tests with a failure,
     assert [t.split("::")[1] for t, _ in view.matrix] == ["test_extract", "test_reply",
                                                           "test_summarize"]  # fmt: skip
@@ -209,3 +209,89 @@ def test_chromium_reaches_every_pair_page_by_page(tmp_path) -> None:
     view = _view(page, last, tmp_path)  # a link to one pair: its page, opened
     assert view.open == [last] and "desk 129" in "".join(view.texts)
     assert " page 2 of 2 " in view.texts
+
+
+# ids whose text order differs from a reader's: [2] [20] [103] [1039] [1046] ...
+NATURAL_IDS = sorted({*range(1, 320, 2), 103, 1039, 1046, 20})
+
+
+def _natural_report(tmp_path) -> Any:
+    """More failures than a page holds, each with the product's assertion text; ids that sort
+    differently as text and as numbers."""
+    base = synth.qwen_outcomes()[0]
+    outcomes = []
+    for i in sorted(NATURAL_IDS, key=str):  # handed over in text order: the report reorders
+        o = copy.deepcopy(base)
+        o["test"] = f"tests/test_many.py::test_case[{i}]"
+        o["nodeid"] = f"tests/test_many.py::test_case[{i}-{synth.QWEN}]"
+        o["calls"][0]["text"] = f"Priority: high. Route to billing desk {i}, then close it."
+        if i % 3:  # two thirds fail on the product's own assertion
+            o["outcome"] = "failed"
+            o["message"] = f"AssertionError: the triage said low for case {i}"
+        outcomes.append(o)
+    verdict = aggregate(outcomes, synth.run_info((synth.QWEN,)))
+    return write_html(tmp_path / "natural.html", verdict, outcomes)
+
+
+ROWS_JS = """Array.from(document.querySelectorAll('#tests tbody tr[data-index]')).map(
+    function (tr) { return Array.from(tr.cells).map(function (c) { return c.textContent; }); })"""
+
+
+@needs_chromium
+def test_chromium_opening_a_pair_keeps_the_view_and_back_returns_to_it(tmp_path) -> None:
+    """A filtered view on its second page; a row's link opens its answers in that view; the
+    browser's back comes to the same filter and page. Failed rows say the product's assertion;
+    ids come in a reader's order (by default and sorted by test)."""
+    from review_helpers import Browser
+    from slam_helpers import wait_for
+
+    page = _natural_report(tmp_path)
+    failed = [i for i in NATURAL_IDS if i % 3]
+    assert len(failed) > PAGE_ROWS  # two pages of failures
+    browser = Browser(tmp_path / "profile")
+    try:
+        view = f"outcome=failures&model={synth.QWEN}&page=2"
+        browser.open(f"{page.as_uri()}#{view}")
+        wait_for(lambda: browser.js("document.body.dataset.answers") == "1", 60, "the answers")
+        before = browser.js(ROWS_JS)
+        ids = [int(r[0].split("[")[1].rstrip("]")) for r in before]
+        assert ids == failed[PAGE_ROWS:]  # page 2 of the failures, in natural order
+        assert all(r[2] == "failed" for r in before)
+        assert before[0][-1] == f"AssertionError: the triage said low for case {ids[0]}"
+        assert browser.js("document.getElementById('page').textContent") == " page 2 of 2 "
+
+        browser.js("document.querySelectorAll('#tests tbody tr[data-index] a')[2].click()")
+        target = anchor(f"tests/test_many.py::test_case[{ids[2]}]", synth.QWEN)
+        wait_for(lambda: browser.js(f"!!document.getElementById('{target}')"), 60, "the pair")
+        assert browser.js("location.hash") == f"#{view}&{target}"
+        assert browser.js("document.getElementById('f-outcome').value") == "failures"
+        assert browser.js("document.getElementById('f-model').value") == synth.QWEN
+        assert browser.js("document.getElementById('page').textContent") == " page 2 of 2 "
+        assert f"desk {ids[2]}," in browser.js(f"document.getElementById('{target}').textContent")
+
+        browser.js("history.back()")
+        wait_for(lambda: browser.js("location.hash") == f"#{view}", 60, "back")
+        wait_for(lambda: browser.js(ROWS_JS)[0] == before[0], 60, "the same rows")
+        assert [r[0] for r in browser.js(ROWS_JS)] == [r[0] for r in before]
+        assert browser.js("document.getElementById('f-outcome').value") == "failures"
+        assert browser.js("document.getElementById('page').textContent") == " page 2 of 2 "
+
+        browser.js("location.hash = 'sort=test:desc'")  # sorted by test: still a reader's order
+        sorted_by = "document.getElementById('tests').getAttribute('data-sorted-by')"
+        wait_for(lambda: browser.js(sorted_by) == "test:desc", 60, "the sort")
+        top = [int(r[0].split("[")[1].rstrip("]")) for r in browser.js(ROWS_JS)]
+        assert top == sorted(NATURAL_IDS, reverse=True)[:PAGE_ROWS]
+
+        browser.js("location.hash = 'view=matrix'")  # a cell shows the start of the answer
+        wait_for(lambda: browser.js("document.querySelectorAll('#matrix td .start').length"), 60,
+                 "the matrix's answers")  # fmt: skip
+        cell = browser.js("[document.querySelector('#matrix td .start').textContent,"
+                          " document.querySelector('#matrix td.cell').title]")  # fmt: skip
+        assert cell[0].startswith("Priority: high. Route to billing desk ")
+        assert cell[1].endswith(", then close it.")  # the whole of a short answer on hover
+        header = browser.js("document.querySelector('#matrix th[data-model] small').textContent")
+        passed = len(NATURAL_IDS) - len(failed)
+        share = f"{passed / len(NATURAL_IDS):.0%}"
+        assert header == f"{share} ({passed}/{len(NATURAL_IDS)})"
+    finally:
+        browser.close()

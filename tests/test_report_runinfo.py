@@ -22,3 +22,16 @@ def test_cost_assumption_names_only_the_cost_models_used() -> None:
     assert local.startswith("self-hosted cost = the engine machine's hourly price x the seconds")
     both = cost_assumption([resolve("smollm2-135m")], resolve("openai:gpt-4"), {})
     assert both.startswith("API cost") and "; self-hosted cost" in both
+
+
+def test_cost_note_names_a_model_table_that_sets_its_prices() -> None:
+    """A model table's input_per_mtok/output_per_mtok price its calls (metering.price_call): the
+    note says so, and "unpriced" only for a model nothing prices."""
+    from dataclasses import replace
+
+    base = resolve("openai:gpt-4o-mini")
+    own = replace(base, model_id="house-model-7", input_usd_per_mtok=0.2, output_usd_per_mtok=0.8)
+    bare = replace(base, model_id="house-model-8")
+    note = cost_assumption([own, bare], None, {})
+    assert "house-model-7: its model table" in note
+    assert "house-model-8: unpriced" in note

@@ -14,6 +14,7 @@ Definitions (SCHEMA.md):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -243,10 +244,20 @@ def sort_outcomes(outcomes: Iterable[OutcomeLike]) -> list[Outcome]:
     return sorted(records(Outcome, outcomes), key=_order)
 
 
-def _order(outcome: Outcome) -> tuple[str, int, str]:
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(text: str) -> tuple[tuple[str | int, ...], str]:
+    """``test[103]`` before ``test[1039]`` before ``test[1046]``: runs of digits compare as
+    numbers (a reader's order of parametrized ids), the text itself breaks ties (``07``, ``7``)."""
+    parts = _DIGITS.split(text)  # text, digits, text, ...: the same type at each position
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), text
+
+
+def _order(outcome: Outcome) -> tuple[tuple[tuple[str | int, ...], str], int, str]:
     """Nodeid, then repeat runs, then phase outcome: one test can report a call and a teardown."""
     repeat = outcome.repeat or {}
-    return (outcome.nodeid, int(repeat.get("runs", 0)), outcome.outcome)
+    return (natural_key(outcome.nodeid), int(repeat.get("runs", 0)), outcome.outcome)
 
 
 def aggregate(outcomes: Iterable[OutcomeLike], run_info: RunInfo) -> Verdict:
@@ -584,12 +595,13 @@ def _as_call(pair: Pair) -> Call:
 
 
 def per_test_rows(outcomes: Iterable[OutcomeLike]) -> list[PerTestRow]:
-    """Per (test, model) rows in (test, model) order; repeats of a test fold into one row."""
+    """Per (test, model) rows in natural (test, model) order; repeats of a test fold into one row."""
     groups: dict[tuple[str, str], list[Outcome]] = {}
     for outcome in records(Outcome, outcomes):
         if outcome.outcome != ENGINE:
             groups.setdefault((outcome.test, outcome.model), []).append(outcome)
-    return [_test_row(test, model, groups[(test, model)]) for test, model in sorted(groups)]
+    order = sorted(groups, key=lambda k: (natural_key(k[0]), natural_key(k[1])))
+    return [_test_row(test, model, groups[(test, model)]) for test, model in order]
 
 
 def _test_row(test: str, model: str, runs: list[Outcome]) -> PerTestRow:

@@ -108,10 +108,11 @@ def _equiv_interval(row: ModelRow) -> str:
     return fmt.interval(row.equivalence_mean, row.equivalence_mean_low, row.equivalence_mean_high)
 
 
-def _pass_interval(row: ModelRow) -> str:
-    if row.is_reference:
-        return fmt.NA
-    return fmt.interval(row.pass_rate, row.pass_rate_low, row.pass_rate_high)
+def _pass_note(row: ModelRow) -> str | None:
+    """The pass rate's 95% interval under its counts (none for the reference)."""
+    if row.is_reference or row.pass_rate_low is None or row.pass_rate_high is None:
+        return None
+    return f"[{row.pass_rate_low:.2f}, {row.pass_rate_high:.2f}]"
 
 
 def _verdicts(row: ModelRow) -> str:
@@ -198,7 +199,7 @@ MODEL_COLUMNS: tuple[Column, ...] = (
         "pass_rate",
         lambda r: fmt.pct(r.pass_rate),
         Terminal("pass", "pass rate", 7),
-        html=Html("pass rate", "95% interval", _pass_interval, css="pass-rate"),
+        html=Html("pass rate", "95% interval", fmt.pass_counts, _pass_note, css="pass-rate"),
     ),
     Column(
         "equivalence_mean",

@@ -80,6 +80,13 @@ def tests(row: ModelRow) -> str:
     return NA if row.is_reference else f"{row.tests_passed}/{row.tests_run}"
 
 
+def pass_counts(row: ModelRow) -> str:
+    """``71% (5/7)``: the pass rate with the counts it comes from (``-`` for the reference)."""
+    if row.is_reference or not row.tests_run:
+        return NA
+    return f"{pct(row.pass_rate)} ({tests(row)})"
+
+
 def tokens(row: ModelRow) -> str:
     """``prompt+completion``; ``-`` when none were counted (a curated reference records none)."""
     if not row.prompt_tokens and not row.completion_tokens:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pytest_slam.golden.fileformat import atomic_write
 from pytest_slam.records import Outcome
-from pytest_slam.report import charts
+from pytest_slam.report import charts, fmt
 from pytest_slam.report.aggregate import (
     ModelRow,
     OutcomeLike,
@@ -85,6 +85,7 @@ def render_html(verdict: Verdict, outcomes: Iterable[OutcomeLike]) -> str:
         "run": verdict.run,
         "notes": notes(verdict, intervals=False),  # the gate is the headline
         "model_table": model_table(verdict.rows),
+        "pass_counts": {r.model: fmt.pass_counts(r) for r in verdict.models},
         "test_columns": TEST_COLUMNS,
         "comparisons": [
             c.describe() for m in ("equivalence", "pass rate") for c in comparisons(verdict, m)

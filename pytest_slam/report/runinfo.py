@@ -6,9 +6,13 @@ Kept apart from the session so the wording is tested once and reads the same in 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from pytest_slam.records import JSON, ModelSpec
 from pytest_slam.swap.engines.registry import provider_of
+
+if TYPE_CHECKING:
+    from pytest_slam.metrics.cost import Prices
 
 
 def reference_name(spec_text: str, spec: ModelSpec | None) -> str:
@@ -33,7 +37,7 @@ def cost_assumption(
     api = [s for s in specs if provider_of(s).cost_model(s) == "tokens"]
     if api:
         table = Prices.from_config(prices)
-        by = ", ".join(f"{s.model_id}: {table.priced_by(s.model_id) or 'unpriced'}" for s in api)
+        by = ", ".join(f"{s.model_id}: {_priced_by(s, table)}" for s in api)
         parts.append(
             f"API cost = tokens x list prices as of {table.as_of} ({table.source}) [{by}]; "
             "override them in [tool.slam.prices]"
@@ -41,3 +45,11 @@ def cost_assumption(
     if any(s.hourly_usd is not None for s in specs):
         parts.append(SELF_HOSTED_ASSUMPTION)
     return "; ".join(parts)
+
+
+def _priced_by(spec: ModelSpec, table: Prices) -> str:
+    """Where a model's price comes from, as metering.price_call decides it: its own model table's
+    ``input_per_mtok``/``output_per_mtok`` first, then the price sources (unpriced: none)."""
+    if spec.input_usd_per_mtok is not None and spec.output_usd_per_mtok is not None:
+        return "its model table"
+    return table.priced_by(spec.model_id) or "unpriced"

@@ -4,7 +4,7 @@ The controller's loopback UDP port takes datagrams from any local user, so nothi
 before it is known to come from this run: a datagram is ``MAC | nonce | JSON``, the MAC an
 HMAC-SHA256 of the rest under the run's secret. ``Opener.open`` checks the size (``MAX_BYTES``),
 then the MAC, then that the nonce was not seen before (a replayed datagram is dropped), and only
-then parses the JSON, which must be the two strings a worker sends. What it returns is
+then parses the JSON, which must be the two strings and the flag a worker sends. What it returns is
 ``printable``: a worker's text is a model's words and a test's id, and a terminal escape in it
 would be obeyed by the terminal that prints it.
 """
@@ -27,11 +27,13 @@ _NONCE = 16
 _REMEMBERED = 65536  # nonces kept against replay: far more lines than a run's heartbeats
 
 
-def seal(secret: str, worker: str, text: str) -> bytes:
-    """One line from ``worker``, for the controller that handed out ``secret``."""
+def seal(secret: str, worker: str, text: str, beat: bool = False) -> bytes:
+    """One line from ``worker``, for the controller that handed out ``secret``; ``beat``: a
+    heartbeat, which the controller heads with the tests done."""
     if len(text) > MAX_TEXT:
         text = text[: MAX_TEXT - 3] + "..."
-    body = secrets.token_bytes(_NONCE) + json.dumps({"worker": worker[:64], "text": text}).encode()
+    event = {"worker": worker[:64], "text": text, "beat": beat}
+    body = secrets.token_bytes(_NONCE) + json.dumps(event).encode()
     return _mac(secret, body) + body
 
 
@@ -47,8 +49,8 @@ class Opener:
         self._seen: set[bytes] = set()
         self._order: deque[bytes] = deque()
 
-    def open(self, data: bytes) -> tuple[str, str] | None:
-        """``(worker, text)``, both printable, or None for anything not a fresh line of this
+    def open(self, data: bytes) -> tuple[str, str, bool] | None:
+        """``(worker, text, beat)``, both strings printable, or None for anything not a fresh line of this
         run's workers. Never raises: a datagram cannot end the listener."""
         if not _MAC + _NONCE < len(data) <= MAX_BYTES:
             return None
@@ -65,10 +67,10 @@ class Opener:
             return None
         if not isinstance(event, dict):
             return None
-        worker, text = event.get("worker"), event.get("text")
-        if not isinstance(worker, str) or not isinstance(text, str):
+        worker, text, beat = event.get("worker"), event.get("text"), event.get("beat", False)
+        if not isinstance(worker, str) or not isinstance(text, str) or not isinstance(beat, bool):
             return None
-        return printable(worker), printable(text)
+        return printable(worker), printable(text), beat
 
     def _remember(self, nonce: bytes) -> None:
         self._seen.add(nonce)

@@ -97,10 +97,32 @@ def build_outcome(
         else:
             outcome.outcome = NOT_SWAPPED
             outcome.message = not_swapped_message(item.nodeid, model, outcome.egress, elsewhere)
+    crash = failure_line(report)
+    if crash and crash not in (outcome.message or ""):
+        outcome.message = f"{outcome.message}\n{crash}" if outcome.message else crash
     cut = cut_message(ctx)
     if cut:
         outcome.message = f"{outcome.message}\n{cut}" if outcome.message else cut
     return outcome.as_dict()
+
+
+def failure_line(report: pytest.TestReport) -> str | None:
+    """The product's own failure as pytest's short summary says it: the first line of the crash
+    message (``AssertionError: assert 'low' == 'high'``), of a ``pytest.fail`` text, or a skip's
+    reason. None when the test did not fail or skip, and for pytest-slam's own failures (their
+    lines are in the message already)."""
+    longrepr = report.longrepr
+    if report.passed or longrepr is None:
+        return None
+    if isinstance(longrepr, tuple):  # a skip: (path, line, "Skipped: reason")
+        text = str(longrepr[2])
+    else:
+        crash = getattr(longrepr, "reprcrash", None)
+        text = str(crash.message) if crash is not None else str(longrepr)
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    if not line or line.startswith(("pytest-slam", "Failed: pytest-slam")):
+        return None
+    return line
 
 
 def _status(report: pytest.TestReport) -> str:

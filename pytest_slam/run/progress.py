@@ -1,11 +1,19 @@
 """What a run says while it works: its engines' start, and a heartbeat of each long model call.
 
 pytest's dots say nothing while an engine loads or a model call runs for minutes. These lines go
-through the terminal reporter's ``write_line`` (capture suspended around it, as pytest's live
-logging does), prefixed ``pytest-slam:``, never with ``-q``. The heartbeat is a daemon thread that
-looks at the calls in flight (``chat.IN_FLIGHT``) and names each one running longer than the
-interval (``--slm-heartbeat`` / ini ``slm_heartbeat``, seconds; 0 turns it off), again every
-interval: model, role, test, tokens so far and time.
+through pytest's terminal writer (capture suspended around it, as pytest's live logging does),
+prefixed ``pytest-slam:``, never with ``-q``, each cut to the terminal's width with ``...`` (never
+wrapped mid-word). They never split a line of pytest's: a line is written only while pytest writes
+nothing (the reporter's hooks hold the same lock), and an open progress line is first ended the
+way pytest ends it at a new file (its ``[ 40%]``), so the next result opens a whole new line with
+the file's name, as pytest's own lines do.
+
+The heartbeat is a daemon thread that looks at the calls in flight (``chat.IN_FLIGHT``). Once one
+has run longer than the interval (``--slm-heartbeat`` / ini ``slm_heartbeat``, seconds; 0 turns
+it off) it says one line for all of them: how many tests are done of how many (``3 of 7 tests``),
+how many calls are in flight, and each one's model, role, time, tokens so far and test (an
+engine's warm-up call is named as the engine's). A call is named again at twice its age (10 s,
+20 s, 40 s, ...), so a slow run says a few lines, not one per call every interval.
 
 Under xdist the controller speaks for its workers. A worker's calls run while its test runs, and
 xdist has no live channel from a worker's test to the controller (its events are fixed: reports,
@@ -21,11 +29,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import secrets
 import socket
 import threading
 import time
-from typing import TypedDict
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 import pytest
 
@@ -33,9 +44,13 @@ from pytest_slam.run import options
 from pytest_slam.run.datagram import MAX_BYTES, Opener, seal
 from pytest_slam.swap.chat import IN_FLIGHT, InFlight
 
+if TYPE_CHECKING:
+    from _pytest.terminal import TerminalReporter
+
 HEARTBEAT_S = 10.0
 INI = "slm_heartbeat"
 WORKER_KEY = "slam_progress"  # this module's entry in an xdist worker's ``workerinput``
+Owed = Literal["files", "test", ""]  # which of pytest's lines a heartbeat ended (end_pytest_line)
 
 
 class Channel(TypedDict):
@@ -70,23 +85,38 @@ class Progress:
         self.interval_s = interval(config)
         self.quiet = int(config.option.verbose) < 0
         self.test: str | None = None  # the test running in this process, for heartbeat lines
-        self._lock = threading.Lock()
+        self.label: str | None = None  # what a call belongs to outside a test (engine warm-up)
+        self.done = 0  # tests finished, of ``collected``
+        self.collected = 0
+        self.session: pytest.Session | None = None  # its count is xdist's controller's too
+        self._lock = (
+            threading.RLock()
+        )  # held by pytest's reporter hooks too: lines never interleave
         self._stop = threading.Event()
-        self._beats: dict[InFlight, float] = {}  # when each long call is next named
+        self._started = False
+        self._owed: Owed = ""  # a heartbeat ended pytest's line: reopen it for its next result
+        self._beats: dict[InFlight, int] = {}  # how many times each long call was named
+        self._names: dict[InFlight, str] = {}  # the test (or engine) each call belongs to
         self._socket: socket.socket | None = None
         self._secret = secrets.token_hex(16)
         self._to: tuple[str, int] | None = None  # a worker's controller
 
     # -- lines --------------------------------------------------------------------------------
 
-    def say(self, text: str) -> None:
-        """One line, now: on the terminal, or (xdist worker) to the controller."""
+    def say(self, text: str, beat: bool = False) -> None:
+        """One line, now: on the terminal, or (xdist worker) to the controller. A heartbeat
+        (``beat``) is headed with the tests done where it is printed (the controller counts
+        every worker's)."""
         if self.quiet:
             return
         if self.role == "worker":
-            self._send(text)
+            self._send(text, beat)
         else:
-            self._write(f"pytest-slam: {text}")
+            self._write(f"pytest-slam: {self.head() if beat else ''}{text}")
+
+    def head(self) -> str:
+        collected = self.session.testscollected if self.session is not None else 0
+        return f"{self.done} of {collected or self.collected or '?'} tests, "
 
     def _write(self, line: str) -> None:
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -95,17 +125,38 @@ class Progress:
         capman = self.config.pluginmanager.get_plugin("capturemanager")
         suspended = capman.global_and_fixture_disabled() if capman else contextlib.nullcontext()
         with self._lock, suspended:
-            if self.config.get_terminal_writer().width_of_current_line:
-                terminal.write("\n")  # after xdist's dots, which leave no file name to end
-            terminal.write_line(line)
+            writer = self.config.get_terminal_writer()
+            if writer.width_of_current_line:
+                self._owed = end_pytest_line(terminal)  # its next result needs its line again
+            writer.line(fit(line, writer.fullwidth))
             terminal.flush()  # a pipe (CI) would hold it back until the buffer fills
 
-    def _send(self, text: str) -> None:
+    def _reopen(self, nodeid: str, location: tuple[str, int | None, str] | None = None) -> None:
+        """Open pytest's line again, as pytest opens it but without the newline before it (the
+        line above is ours, already ended): pytest's next result lands on it. The file's line
+        of dots; with ``-v`` the test's own line (``location``: its report's)."""
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        writer = self.config.get_terminal_writer()
+        owed, self._owed = self._owed, ""
+        if terminal is None or writer.width_of_current_line:
+            return
+        if owed == "files":
+            fspath = Path(self.config.rootpath) / nodeid.split("::")[0]
+            terminal.currentfspath = fspath
+            writer.write(os.path.relpath(fspath, terminal.startpath) + " ")
+            return
+        locate = getattr(terminal, "_locationline", None)  # how pytest names the test with -v
+        if owed == "test" and location is not None and callable(locate):
+            prefix = locate(nodeid, *location)
+            terminal.currentfspath = prefix
+            writer.write(prefix)
+
+    def _send(self, text: str, beat: bool) -> None:
         if self._socket is None or self._to is None:
             return
         worker = str(getattr(self.config, "workerinput", {}).get("workerid", "worker"))
         with contextlib.suppress(OSError):  # a lost heartbeat is no reason to fail a test
-            self._socket.sendto(seal(self._secret, worker, text), self._to)
+            self._socket.sendto(seal(self._secret, worker, text, beat), self._to)
 
     # -- the xdist channel --------------------------------------------------------------------
 
@@ -131,8 +182,9 @@ class Progress:
                 return
             line = opener.open(data)  # None: not a fresh line of this run's workers
             if line is not None:
+                worker, text, beat = line
                 with contextlib.suppress(Exception):  # a line that cannot be shown is dropped
-                    self._write(f"pytest-slam: [{line[0]}] {line[1]}")
+                    self._write(f"pytest-slam: [{worker}] {self.head() if beat else ''}{text}")
 
     def connect(self, channel: Channel | None) -> None:
         """A worker: send lines to the controller's ``channel`` (none: say nothing)."""
@@ -146,8 +198,9 @@ class Progress:
 
     def start(self) -> None:
         """Watch the calls in flight (only in a process that runs tests, and not when quiet)."""
-        if self.quiet or self.interval_s <= 0 or self.role == "controller":
+        if self.quiet or self.interval_s <= 0 or self.role == "controller" or self._started:
             return
+        self._started = True
         threading.Thread(target=self._watch, name="slam-heartbeat", daemon=True).start()
 
     def _watch(self) -> None:
@@ -155,22 +208,50 @@ class Progress:
         while not self._stop.wait(tick):
             self.beat(time.perf_counter())
 
-    def beat(self, now: float) -> None:
-        """Name each call in flight for longer than the interval, once per interval."""
-        flights = list(IN_FLIGHT)
-        self._beats = {f: self._beats.get(f, f.start + self.interval_s) for f in flights}
-        for flight, due in self._beats.items():
-            if now >= due:
-                self._beats[flight] = due + self.interval_s
-                self.say(self.line(flight, now))
+    @contextlib.contextmanager
+    def naming(self, label: str) -> Iterator[None]:
+        """Calls made meanwhile belong to ``label`` (an engine's warm-up), not the test running."""
+        self.label = label
+        try:
+            yield
+        finally:
+            self.label = None
 
-    def line(self, flight: InFlight, now: float) -> str:
-        spec, role = flight.target.spec, flight.target.role
-        where = f" on {self.test}" if self.test else ""
-        return (
-            f"{spec.name} ({role}) still answering{where}: {flight.tokens} token(s) so far, "
-            f"{now - flight.start:.0f} s"
-        )
+    def beat(self, now: float) -> None:
+        """One line for the calls in flight once any of them is due: a call is due at the
+        interval, then at twice its age each time (10 s, 20 s, 40 s, ...)."""
+        with self._lock:
+            flights = sorted(IN_FLIGHT, key=lambda f: f.start)
+            for flight in flights:
+                self._names.setdefault(flight, self.label or self.test or "")
+            self._beats = {f: self._beats.get(f, 0) for f in flights}
+            self._names = {f: self._names[f] for f in flights}
+            if not any(now >= self._due(f) for f in flights):
+                return
+            long = [f for f in flights if now - f.start >= self.interval_s]
+            for flight in long:
+                while now >= self._due(flight):
+                    self._beats[flight] += 1
+            self.say(self.line(long, now), beat=True)
+
+    def _due(self, flight: InFlight) -> float:
+        return flight.start + self.interval_s * float(2 ** self._beats[flight])
+
+    def line(self, flights: list[InFlight], now: float) -> str:
+        """``2 calls in flight: gpt-4 (reference) 20 s, 14 tok; slow (candidate) 20 s, 3 tok, on
+        test_a.py::test_x[slow]``: the test (or engine) once at the end when they share it."""
+        names = {self._names.get(f, "") for f in flights}
+        shared = names.pop() if len(names) == 1 else None
+        parts = []
+        for flight in flights:
+            spec, role = flight.target.spec, flight.target.role
+            name = self._names.get(flight, "") if shared is None else ""
+            parts.append(
+                f"{spec.name} ({role}) {now - flight.start:.0f} s, {flight.tokens} tok"
+                + (f" on {name}" if name else "")
+            )
+        calls = f"{len(flights)} call{'s' if len(flights) != 1 else ''}"
+        return f"{calls} in flight: " + "; ".join(parts) + (f", on {shared}" if shared else "")
 
     def close(self) -> None:
         self._stop.set()
@@ -178,10 +259,56 @@ class Progress:
             self._socket.close()
             self._socket = None
 
-    # -- pytest hooks (registered as a plugin: which test is running) -------------------------
+    # -- pytest hooks (registered as a plugin: which test is running, how many are done) -------
 
-    def pytest_runtest_logstart(self, nodeid: str, location: object) -> None:
-        self.test = nodeid
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
 
-    def pytest_runtest_logfinish(self, nodeid: str, location: object) -> None:
-        self.test = None
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.collected = session.testscollected or len(session.items)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logstart(self, nodeid: str, location: object) -> Generator[None]:
+        with self._lock:  # pytest's reporter writes here: no line of ours in between
+            self.test = nodeid
+            if self._owed:
+                self._reopen(nodeid)
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None]:
+        with self._lock:
+            if self._owed and (report.when == "call" or not report.passed):  # a result's letter
+                self._reopen(report.nodeid, report.location)
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logfinish(self, nodeid: str, location: object) -> Generator[None]:
+        with self._lock:
+            self.test = None
+            self.done += 1
+            return (yield)
+
+
+def end_pytest_line(terminal: TerminalReporter) -> Owed:
+    """End the line pytest has open as pytest ends a file's line before the next file's: with
+    its progress (``[ 40%]``) when it shows one, then the newline. Which line it was, to open
+    again for pytest's next result (``_reopen``): a file's line of dots (``files``), a test's
+    line with ``-v`` (``test``), or none to open (xdist's dots, which name no file)."""
+    fill = getattr(terminal, "_write_progress_information_filling_space", None)
+    dots = terminal.config.get_verbosity() <= 0
+    files = dots and isinstance(terminal.currentfspath, os.PathLike)
+    if files and getattr(terminal, "_show_progress_info", False) and callable(fill):
+        fill()
+    was = terminal.currentfspath
+    terminal.write("\n")
+    terminal.currentfspath = None
+    if files:
+        return "files"
+    return "test" if not dots and isinstance(was, str) else ""
+
+
+def fit(line: str, width: int) -> str:
+    """``line`` cut to the terminal's ``width`` with ``...``: never wrapped mid-word."""
+    room = max(width - 1, 20)  # pytest leaves the last column free
+    return line if len(line) <= room else line[: room - 3].rstrip() + "..."

@@ -14,6 +14,7 @@ report, baseline, gate), which the session builds and hands to ``finish``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Generator
@@ -151,10 +152,13 @@ class SlamSession:
             self.engine_starts.append(EngineStart(spec.name, server.started_s, self._warm(spec)))
 
     def _warm(self, spec: ModelSpec) -> Call:
-        """The first call after an engine starts is a cold start: made here, reported on its own."""
-        result = forward_chat(
-            Target(spec, spec.base_urls[0], None), dict(WARMUP, model=spec.model_id)
-        )
+        """The first call after an engine starts is a cold start: made here, reported on its own
+        (and named as the engine's by the heartbeat, not as the test that happens to run)."""
+        named = self.progress.naming(f"(engine start: {spec.name})") if self.progress else None
+        with named or contextlib.nullcontext():
+            result = forward_chat(
+                Target(spec, spec.base_urls[0], None), dict(WARMUP, model=spec.model_id)
+            )
         result.call.cold_start = True
         return result.call
 
