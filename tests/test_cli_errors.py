@@ -368,3 +368,94 @@ def test_the_trash_a_prune_writes_names_its_store(tmp_path: Path) -> None:
     assert kept.path is not None
     found = read_trash(kept.path)
     assert (found.reference, found.store_root()) == ("openai:gpt-4", tmp_path / "__slam__")
+
+
+# -- one exit status per kind of fault, whatever the command (cli/exits.py, the README's table) --
+
+READS_A_REPORT: dict[str, list[str]] = {
+    "report render": ["report", "render", "R"],
+    "report diff": ["report", "diff", "R", "R"],
+    "report merge": ["report", "merge", "R", "-o", "merged.json"],
+    "rescore": ["rescore", "R"],
+    "review": ["review", "--report", "R", "--no-browser"],
+    "review --stats": ["review", "--stats", "--report", "R"],
+    "calibrate --report": ["calibrate", "--report", "R", "--dry-run"],
+    "golden promote": ["golden", "promote", "m", "--report", "R"],
+    "golden prune --from-report": ["golden", "prune", "--from-report", "R"],
+}
+FAULTS: dict[str, tuple[Files, str]] = {  # the report R as each fault leaves it; the line says
+    "missing": ({}, "report not found: R"),
+    "a folder": ({"R": FOLDER}, "R is a folder, not a report"),
+    "not JSON": ({"R": b"{oops"}, "R is not a pytest-slam JSON report: not valid JSON"),
+    "not a report": ({"R": b"{}"}, "R is not a pytest-slam report (schema None"),
+}
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize("command", READS_A_REPORT)
+def test_every_command_exits_2_for_each_fault_of_a_report_it_reads(
+    command: str,
+    fault: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    files, needle = FAULTS[fault]
+    monkeypatch.chdir(project(tmp_path, files))
+    before = snapshot(tmp_path)
+    status, out, err = slam(READS_A_REPORT[command], capsys)
+    assert (status, out) == (2, ""), err
+    assert len(err.splitlines()) == 1 and needle in err and "Traceback" not in err, err
+    assert err.startswith(f"slam {command.split()[0]}"), err
+    assert snapshot(tmp_path) == before
+
+
+def good_report(folder: Path) -> None:
+    outcomes = synth.outcomes()
+    write_json(folder / "R", aggregate(outcomes, synth.run_info()), outcomes)
+
+
+# every other kind of fault: an argument, an output that cannot be written, [tool.slam], a name
+OTHER_FAULTS: dict[str, tuple[Files, list[str], str]] = {
+    "render: -o in a file": ({"afile": b"x"}, ["report", "R", "-o", "afile/x.html"], "cannot"),
+    "merge: -o in a file": (
+        {"afile": b"x"}, ["report", "merge", "R", "-o", "afile/m.json"], "cannot write"
+    ),
+    "rescore: -o in a file": ({"afile": b"x"}, ["rescore", "R", "-o", "afile/n.json"], "not writ"),
+    "rescore: bad [tool.slam]": (
+        {"pyproject.toml": b"[tool.slam]\nsamples = 'x'\n"}, ["rescore", "R"], "samples = 'x'"
+    ),
+    "review: bad [tool.slam]": (
+        {"pyproject.toml": b"[tool.slam]\nsamples = 'x'\n"}, ["review", "--report", "R"], "samples"
+    ),
+    "diff: a bad tolerance": ({}, ["report", "diff", "R", "R", "--equivalence-drop", "x"], ""),
+    "rescore: an unknown option": ({}, ["rescore", "R", "--nope"], ""),
+    "help: an unknown command": ({}, ["help", "nope"], "slam has no command 'nope'"),
+    "unpromote: no such baseline": ({}, ["golden", "unpromote", "nope"], "no baseline named"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", OTHER_FAULTS)
+def test_every_other_fault_exits_2_too(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files, argv, needle = OTHER_FAULTS[case]
+    good_report(tmp_path)
+    monkeypatch.chdir(project(tmp_path, files))
+    before = snapshot(tmp_path)
+    status, out, err = slam(argv, capsys)
+    assert (status, out) == (2, ""), err
+    assert needle in err and "Traceback" not in err, err
+    if needle:  # argparse's own errors print the usage first
+        assert len(err.splitlines()) == 1, err
+    assert snapshot(tmp_path) == before
+
+
+def test_the_readme_holds_the_exit_status_table() -> None:
+    from pytest_slam.cli import exits
+    from pytest_slam.errors import KINDS
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    assert exits.table_markdown() in readme
+    assert set(exits.BY_KIND) == set(KINDS)  # an error of any kind has its one status
+    assert {s.code for s in exits.TABLE} == {0, 1, 2, 6}
