@@ -259,6 +259,23 @@ CASES: dict[str, tuple[Files, list[str], str]] = {
         {"pyproject.toml": b"[tool.slam]\nsamples = 'three'\n"}, ["config", "check"],
         "[tool.slam] samples = 'three' must be a whole number",
     ),
+    # `slam config check`: what a run of a well-typed table would still stop on
+    "config check: no GGUF file": (
+        {"pyproject.toml": b"[tool.slam]\ncandidates = ['local']\n[tool.slam.models.local]\n"
+         b"provider = 'llamacpp'\nengine = {model_path = 'models/none.gguf'}\n"},
+        ["config", "check"], "slam config check: model 'local': no GGUF file at models/none.gguf",
+    ),
+    "config check: a base_url without a host": (
+        {"pyproject.toml": b"[tool.slam]\ncandidates = ['api']\n[tool.slam.models.api]\n"
+         b"base_url = 'htp:/localhost/v1'\nmodel = 'm'\n"},
+        ["config", "check"],
+        "model 'api': base_url 'htp:/localhost/v1': not an http(s) URL with a host; write it as",
+    ),
+    "config check: a base_url's port": (
+        {"pyproject.toml": b"[tool.slam]\ncandidates = ['api']\n[tool.slam.models.api]\n"
+         b"base_url = 'http://localhost:99999/v1'\nmodel = 'm'\n"},
+        ["config", "check"], "base_url 'http://localhost:99999/v1': Port out of range",
+    ),
 }  # fmt: skip
 
 
@@ -459,3 +476,27 @@ def test_the_readme_holds_the_exit_status_table() -> None:
     assert exits.table_markdown() in readme
     assert set(exits.BY_KIND) == set(KINDS)  # an error of any kind has its one status
     assert {s.code for s in exits.TABLE} == {0, 1, 2, 6}
+
+
+def test_config_check_says_a_run_has_what_it_needs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("xllamacpp") is None:
+        pytest.skip("llama.cpp is not installed (pip install 'pytest-slam[llamacpp]')")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models/tiny.gguf").write_bytes(b"GGUF")  # only its presence is checked
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.slam]\ncandidates = ['local', 'api']\n"
+        "[tool.slam.models.local]\nprovider = 'llamacpp'\n"
+        "engine = {model_path = 'models/tiny.gguf'}\n"
+        "[tool.slam.models.api]\nbase_url = 'http://127.0.0.1:8000/v1'\nmodel = 'm'\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    status, out, err = slam(["config", "check"], capsys)
+    assert (status, err) == (0, ""), err
+    assert out.splitlines() == [
+        "slam: [tool.slam] in ./pyproject.toml is valid, and a run has what it needs "
+        "(local, api, openai:gpt-4)."
+    ]
