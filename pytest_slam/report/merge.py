@@ -91,8 +91,10 @@ def _check_claims(path: str, visits: Visits, outcomes: list[Outcome]) -> None:
             "pass the report the shard's run wrote, unchanged"
         )
     selected = set(visits.selected)
+    # A shard cut short (an xdist worker lost before it published its ids) may hold outcomes its
+    # ids miss: its gate is INCOMPLETE anyway, and its digest still holds it as written.
     foreign = [o.nodeid for o in outcomes if o.outcome != ENGINE and o.nodeid not in selected]
-    if foreign:
+    if foreign and visits.complete:
         raise MergeError(
             f"{path} holds {len(foreign)} outcome(s) of tests it did not select (first: "
             f"{foreign[0]}); pass the report the shard's run wrote, unchanged"
