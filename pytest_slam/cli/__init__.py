@@ -236,8 +236,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except SlamError as exc:  # one a command left uncaught, of any kind: one line, its status
-        exits.refuse(args.command, exc)
+        exits.refuse(_named(args), exc)
         return exits.status_of(exc)
+
+
+def _named(args: argparse.Namespace) -> str:
+    """The command as typed: ``rescore``, ``golden promote``, ``config check``."""
+    sub = getattr(args, f"{args.command}_command", None)
+    return f"{args.command} {sub}" if isinstance(sub, str) else str(args.command)
 
 
 if __name__ == "__main__":
