@@ -50,6 +50,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Folders whose tests run once per model (opted in to pytest-slam)",
     )
     parser.addini(
+        options.ALLOWED_HOSTS_INI,
+        default="",
+        help=f"Hosts opted-in tests may still reach ({options.ALLOWED_HOSTS} overrides it)",
+    )
+    parser.addini(
         "slm_heartbeat",
         default="",
         help="Seconds after which a model call still running is named, again every as many "

@@ -240,9 +240,9 @@ def test_each_bad_input_is_one_line_exit_2_and_nothing_written(
     files = {p: p.read_bytes() for p in project.iterdir() if p.is_file()}
     assert main(["calibrate", *FUZZY[:2], *args]) == 2
     captured = capsys.readouterr()
-    lines = captured.out.splitlines()
+    lines = captured.err.splitlines()  # stderr, as every command's refusal (cli/exits.py)
     assert len(lines) == 1 and lines[0].startswith("slam calibrate: ") and expected in lines[0]
-    assert "Traceback" not in captured.err
+    assert captured.out == "" and "Traceback" not in captured.err
     assert {p: p.read_bytes() for p in project.iterdir() if p.is_file()} == files
 
 

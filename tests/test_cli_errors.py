@@ -259,6 +259,23 @@ CASES: dict[str, tuple[Files, list[str], str]] = {
         {"pyproject.toml": b"[tool.slam]\nsamples = 'three'\n"}, ["config", "check"],
         "[tool.slam] samples = 'three' must be a whole number",
     ),
+    # `slam config check`: what a run of a well-typed table would still stop on
+    "config check: no GGUF file": (
+        {"pyproject.toml": b"[tool.slam]\ncandidates = ['local']\n[tool.slam.models.local]\n"
+         b"provider = 'llamacpp'\nengine = {model_path = 'models/none.gguf'}\n"},
+        ["config", "check"], "slam config check: model 'local': no GGUF file at models/none.gguf",
+    ),
+    "config check: a base_url without a host": (
+        {"pyproject.toml": b"[tool.slam]\ncandidates = ['api']\n[tool.slam.models.api]\n"
+         b"base_url = 'htp:/localhost/v1'\nmodel = 'm'\n"},
+        ["config", "check"],
+        "model 'api': base_url 'htp:/localhost/v1': not an http(s) URL with a host; write it as",
+    ),
+    "config check: a base_url's port": (
+        {"pyproject.toml": b"[tool.slam]\ncandidates = ['api']\n[tool.slam.models.api]\n"
+         b"base_url = 'http://localhost:99999/v1'\nmodel = 'm'\n"},
+        ["config", "check"], "base_url 'http://localhost:99999/v1': Port out of range",
+    ),
 }  # fmt: skip
 
 
@@ -368,3 +385,118 @@ def test_the_trash_a_prune_writes_names_its_store(tmp_path: Path) -> None:
     assert kept.path is not None
     found = read_trash(kept.path)
     assert (found.reference, found.store_root()) == ("openai:gpt-4", tmp_path / "__slam__")
+
+
+# -- one exit status per kind of fault, whatever the command (cli/exits.py, the README's table) --
+
+READS_A_REPORT: dict[str, list[str]] = {
+    "report render": ["report", "render", "R"],
+    "report diff": ["report", "diff", "R", "R"],
+    "report merge": ["report", "merge", "R", "-o", "merged.json"],
+    "rescore": ["rescore", "R"],
+    "review": ["review", "--report", "R", "--no-browser"],
+    "review --stats": ["review", "--stats", "--report", "R"],
+    "calibrate --report": ["calibrate", "--report", "R", "--dry-run"],
+    "golden promote": ["golden", "promote", "m", "--report", "R"],
+    "golden prune --from-report": ["golden", "prune", "--from-report", "R"],
+}
+FAULTS: dict[str, tuple[Files, str]] = {  # the report R as each fault leaves it; the line says
+    "missing": ({}, "report not found: R"),
+    "a folder": ({"R": FOLDER}, "R is a folder, not a report"),
+    "not JSON": ({"R": b"{oops"}, "R is not a pytest-slam JSON report: not valid JSON"),
+    "not a report": ({"R": b"{}"}, "R is not a pytest-slam report (schema None"),
+}
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize("command", READS_A_REPORT)
+def test_every_command_exits_2_for_each_fault_of_a_report_it_reads(
+    command: str,
+    fault: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    files, needle = FAULTS[fault]
+    monkeypatch.chdir(project(tmp_path, files))
+    before = snapshot(tmp_path)
+    status, out, err = slam(READS_A_REPORT[command], capsys)
+    assert (status, out) == (2, ""), err
+    assert len(err.splitlines()) == 1 and needle in err and "Traceback" not in err, err
+    assert err.startswith(f"slam {command.split()[0]}"), err
+    assert snapshot(tmp_path) == before
+
+
+def good_report(folder: Path) -> None:
+    outcomes = synth.outcomes()
+    write_json(folder / "R", aggregate(outcomes, synth.run_info()), outcomes)
+
+
+# every other kind of fault: an argument, an output that cannot be written, [tool.slam], a name
+OTHER_FAULTS: dict[str, tuple[Files, list[str], str]] = {
+    "render: -o in a file": ({"afile": b"x"}, ["report", "R", "-o", "afile/x.html"], "cannot"),
+    "merge: -o in a file": (
+        {"afile": b"x"}, ["report", "merge", "R", "-o", "afile/m.json"], "cannot write"
+    ),
+    "rescore: -o in a file": ({"afile": b"x"}, ["rescore", "R", "-o", "afile/n.json"], "not writ"),
+    "rescore: bad [tool.slam]": (
+        {"pyproject.toml": b"[tool.slam]\nsamples = 'x'\n"}, ["rescore", "R"], "samples = 'x'"
+    ),
+    "review: bad [tool.slam]": (
+        {"pyproject.toml": b"[tool.slam]\nsamples = 'x'\n"}, ["review", "--report", "R"], "samples"
+    ),
+    "diff: a bad tolerance": ({}, ["report", "diff", "R", "R", "--equivalence-drop", "x"], ""),
+    "rescore: an unknown option": ({}, ["rescore", "R", "--nope"], ""),
+    "help: an unknown command": ({}, ["help", "nope"], "slam has no command 'nope'"),
+    "unpromote: no such baseline": ({}, ["golden", "unpromote", "nope"], "no baseline named"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", OTHER_FAULTS)
+def test_every_other_fault_exits_2_too(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files, argv, needle = OTHER_FAULTS[case]
+    good_report(tmp_path)
+    monkeypatch.chdir(project(tmp_path, files))
+    before = snapshot(tmp_path)
+    status, out, err = slam(argv, capsys)
+    assert (status, out) == (2, ""), err
+    assert needle in err and "Traceback" not in err, err
+    if needle:  # argparse's own errors print the usage first
+        assert len(err.splitlines()) == 1, err
+    assert snapshot(tmp_path) == before
+
+
+def test_the_readme_holds_the_exit_status_table() -> None:
+    from pytest_slam.cli import exits
+    from pytest_slam.errors import KINDS
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    assert exits.table_markdown() in readme
+    assert set(exits.BY_KIND) == set(KINDS)  # an error of any kind has its one status
+    assert {s.code for s in exits.TABLE} == {0, 1, 2, 6}
+
+
+def test_config_check_says_a_run_has_what_it_needs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("xllamacpp") is None:
+        pytest.skip("llama.cpp is not installed (pip install 'pytest-slam[llamacpp]')")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models/tiny.gguf").write_bytes(b"GGUF")  # only its presence is checked
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.slam]\ncandidates = ['local', 'api']\n"
+        "[tool.slam.models.local]\nprovider = 'llamacpp'\n"
+        "engine = {model_path = 'models/tiny.gguf'}\n"
+        "[tool.slam.models.api]\nbase_url = 'http://127.0.0.1:8000/v1'\nmodel = 'm'\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    status, out, err = slam(["config", "check"], capsys)
+    assert (status, err) == (0, ""), err
+    assert out.splitlines() == [
+        "slam: [tool.slam] in ./pyproject.toml is valid, and a run has what it needs "
+        "(local, api, openai:gpt-4)."
+    ]

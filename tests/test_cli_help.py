@@ -53,7 +53,7 @@ def helped(parser: argparse.ArgumentParser) -> list[tuple[str, str | None]]:
 
 
 ALL = commands(build_parser(Settings()))
-PASS_THROUGH = {("golden", "refresh")}  # its arguments, --help included, go to pytest
+PASS_THROUGH: set[tuple[str, ...]] = set()  # refresh passes its arguments to pytest, not --help
 
 
 def test_every_command_is_listed() -> None:
@@ -63,7 +63,7 @@ def test_every_command_is_listed() -> None:
         ("golden", "unpromote"), ("golden", "merge"), ("golden", "merge-driver"),
         ("report",), ("report", "render"), ("report", "diff"),
         ("report", "schema"), ("config",), ("config", "schema"), ("config", "reference"),
-        ("config", "check"), ("calibrate",), ("review",), ("rescore",),
+        ("config", "check"), ("calibrate",), ("review",), ("rescore",), ("help",),
     }  # fmt: skip
 
 
@@ -104,6 +104,40 @@ def test_each_help_documents_everything_in_plain_text(
         first = " ".join(str(text).split("%(")[0].split()[:4])
         assert first in shown, f"slam {' '.join(path)} --help: {name}'s help is not shown"
     assert not RST.search(result.stdout.str()), result.stdout.str()
+
+
+def test_refresh_has_its_own_help_not_pytests(pytester: pytest.Pytester) -> None:
+    result = pytester.run("slam", "golden", "refresh", "--help")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["usage: slam golden refresh [[]-h] [[]PYTEST ARGS ...]", "",
+                                 "Re-record every golden answer (runs pytest; extra*"])  # fmt: skip
+    assert "--slm-record" in result.stdout.str() and "--strict-markers" not in result.stdout.str()
+
+
+@pytest.mark.parametrize("path", [p for p in ALL if p], ids=_id)
+def test_slam_help_command_prints_that_commands_help(
+    path: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_slam.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main([*path, "--help"])
+    assert done.value.code == 0
+    own = capsys.readouterr().out
+    assert main(["help", *path]) == 0
+    assert capsys.readouterr().out == own
+
+
+def test_slam_help_of_an_unknown_command_is_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pytest_slam.cli import main
+
+    assert main(["help", "report", "mrege"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [
+        "slam help: slam report has no command 'mrege' (its commands: render, diff, merge, schema)"
+    ]
 
 
 def test_refresh_is_described_as_pytest_pass_through(pytester: pytest.Pytester) -> None:

@@ -115,7 +115,7 @@ def test_slam_prints_one_line_for_an_error_a_command_leaves_uncaught(
     status = main(["rescore", "run.json"])
     out, err = capsys.readouterr()
     assert (status, out) == (2, ""), err
-    assert err.splitlines() == [f"slam: {raised.value}"]
+    assert err.splitlines() == [f"slam rescore: {raised.value}"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pyproject.toml", "run.json"]
 
 

@@ -24,7 +24,11 @@ def test_help_lists_every_option_in_one_group(pytester: pytest.Pytester) -> None
             "  --slm-report=PATH.json*",
             "  --slm-html=PATH.html*",
             "  --slm-baseline=PATH.json*",
+            "  --slm-baseline-fail=METRIC:LIMIT,...",
+            "*How far a metric may move from the baseline, over*",
             "  --slm-block-network*Make any connection off this machine during an*",
+            "  --slm-allowed-hosts=HOST,...",
+            "*Hosts opted-in tests may still reach, neither blocked*",
             "  --slm-heartbeat=SECONDS",
             "*Name each model call still running after SECONDS, again*",
             "  --slm-max-tokens-cap=N",
@@ -33,6 +37,9 @@ def test_help_lists_every_option_in_one_group(pytester: pytest.Pytester) -> None
     )
     result.stdout.fnmatch_lines(["  slm_paths (paths):*Folders whose tests run once per model*"])
     result.stdout.fnmatch_lines(
+        ["  slm_allowed_hosts (string):", "*Hosts opted-in tests may still reach*"]
+    )
+    result.stdout.fnmatch_lines(
         ["  slm_heartbeat (string):", "*Seconds after which a model call still running is named*"]
     )
     flags = [
@@ -40,7 +47,7 @@ def test_help_lists_every_option_in_one_group(pytester: pytest.Pytester) -> None
         for value in vars(options).values()
         if isinstance(value, str) and value.startswith("--")
     ]
-    assert all(f.startswith("--slm-") for f in flags) and len(flags) == 14
+    assert all(f.startswith("--slm-") for f in flags) and len(flags) == 16
     assert all(f in result.stdout.str() for f in flags)
 
 
@@ -61,4 +68,10 @@ def test_bad_option_values_are_usage_errors(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*--slm-repeat*'0' is not a whole number of at least 1*"])
     result = pytester.runpytest("--slm-record=sometimes")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--slm-record*invalid choice: 'sometimes'*"])
+    result.stderr.fnmatch_lines(["*--slm-record: 'sometimes' is not a record mode: none*"])
+    result = pytester.runpytest("--slm-baseline-fail=p95_e2e_ms:fast")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--slm-baseline-fail: 'p95_e2e_ms:fast': write METRIC:LIMIT*"])
+    result = pytester.runpytest("-o", "slm_allowed_hosts=db(")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*ini option slm_allowed_hosts: 'db(' is not a host or a*"])

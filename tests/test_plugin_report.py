@@ -39,7 +39,8 @@ model = "gpt-4o-mini"
 """
 )
 BAD = "Sorry, I am unable to help with this request today."
-TIMING = {"generated_at", "started", "finished", "duration_s", "started_at", "distributions"}
+TIMING = {"generated_at", "started", "finished", "duration_s", "started_at", "distributions",
+          "digest"}  # the digest (seal.py) is of the outcomes, timings included  # fmt: skip
 
 
 class Candidate:

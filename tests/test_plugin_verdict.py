@@ -338,7 +338,20 @@ def test_slam_rescore_gives_the_new_configurations_verdicts_without_any_model(
     toml.write_text(toml.read_text() + "\n[tool.slam.gate]\nallow_undecided = true\n")
     assert slam(pytester.path, "rescore", "r.json").returncode == 0
     broken = slam(pytester.path, "rescore", "missing.json")
-    assert broken.returncode != 0 and broken.stderr.startswith("slam rescore: pytest-slam report")
+    assert broken.returncode == 2 and broken.stderr.startswith("slam rescore: pytest-slam report")
+    # a tampered pair: an index past the calls is no traceback, -1 scores no other call's answer
+    doc = _report(pytester)
+    outcome = next(o for o in doc["outcomes"] if o["pairs"])
+    for index in (99, -1, len(outcome["calls"])):
+        outcome["pairs"][0]["call_index"] = index
+        (pytester.path / "tampered.json").write_text(json.dumps(doc))
+        done = slam(pytester.path, "rescore", "tampered.json")
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
+        assert done.stderr.splitlines() == [
+            f"slam rescore: tampered.json: {outcome['nodeid']}: pair 1's call_index {index} is not "
+            f"one of its {len(outcome['calls'])} call(s); the report was edited or cut: rescore "
+            "the file --slm-report wrote"
+        ]
 
 
 def test_a_cascade_to_the_judge_without_a_judge_model_says_how_to_configure_one(

@@ -24,6 +24,7 @@ from pytest_slam.report.jsonreport import (
     report_text,
     write_json,
 )
+from pytest_slam.report.seal import digest_of
 
 SCHEMA_MD = os.path.join(os.path.dirname(__file__), "..", "pytest_slam", "report", "SCHEMA.md")
 
@@ -74,7 +75,8 @@ def test_document_layout(written) -> None:
     path, _, _ = written
     data = json.loads(path.read_text())
     assert list(data) == ["schema", "generated_at", "run", "models", "reference", "tests", "gate",
-                          "notes", "visits", "outcomes"]  # fmt: skip
+                          "notes", "visits", "outcomes", "digest"]  # fmt: skip
+    assert data["digest"] == digest_of(data["visits"], data["outcomes"])  # seal.py
     assert data["reference"]["role"] == "reference"
     assert data["models"][1]["distributions"]["e2e_ms"]["p95"] == pytest.approx(640.0)
     with_calls = next(o for o in data["outcomes"] if o["calls"])
@@ -91,8 +93,9 @@ def test_one_line_per_outcome_and_the_same_document(written) -> None:
     start = lines.index('  "outcomes": [')
     rows = lines[start + 1 : start + 1 + len(outcomes)]
     assert [json.loads(row.strip().rstrip(",")) for row in rows] == json.loads(text)["outcomes"]
-    assert lines[start + 1 + len(outcomes) :] == ["  ]", "}"]
-    expected = report_dict(verdict, outcomes)
+    digest = json.loads(text)["digest"]
+    assert lines[start + 1 + len(outcomes) :] == ["  ],", f'  "digest": "{digest}"', "}"]
+    expected = {**report_dict(verdict, outcomes), "digest": digest}
     assert {**json.loads(text), "generated_at": None} == {**expected, "generated_at": None}
 
 
@@ -112,7 +115,7 @@ def test_the_text_is_json_indenting_encoder_s_byte_for_byte(written) -> None:
     head = text[: text.index('  "outcomes": [\n')]
     expected = json.dumps({**document, "outcomes": []}, indent=2)
     assert head == expected[: expected.index('  "outcomes": []')]
-    empty = {**document, "outcomes": []}
+    empty = {**document, "outcomes": [], "digest": digest_of(document["visits"], [])}
     assert report_text(empty) == json.dumps(empty, indent=2) + "\n"
     no_rows = {**empty, "tests": []}
     assert report_text(no_rows) == json.dumps(no_rows, indent=2) + "\n"

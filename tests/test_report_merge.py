@@ -21,6 +21,7 @@ from slam_helpers import PRODUCT
 
 from pytest_slam.report.aggregate import latency_calls
 from pytest_slam.report.jsonreport import load_report
+from pytest_slam.report.seal import digest_of
 from pytest_slam.run.options import EXIT_GATE_FAILED
 from pytest_slam.testing import FakeOpenAI
 
@@ -243,6 +244,24 @@ def test_merge_refuses_overlapping_foreign_and_mismatched_shards_in_one_line(
     doc["schema"] = "pytest-slam/report/2"
     (pytester.path / "newer.json").write_text(json.dumps(doc), encoding="utf-8")
     (pytester.path / "notes.txt").write_text("not a report\n", encoding="utf-8")
+    shard_b = json.loads((pytester.path / "b.json").read_text(encoding="utf-8"))
+    claims = {
+        **shard_b,
+        "visits": {**shard_b["visits"], "selected": shard_b["visits"]["collected"]},
+    }
+    invented = [{**shard_b["outcomes"][0], "nodeid": f"test_beta.py::test_made_up[{n}]",
+                 "test": f"test_beta.py::test_made_up[{n}]"} for n in range(100)]  # fmt: skip
+    faked = {**shard_b, "outcomes": shard_b["outcomes"] + invented}
+    outside = {**shard_b, "visits": {**shard_b["visits"], "selected": ["test_x.py::test_new"]}}
+    tampered = {  # what each edit of b.json leaves, its digest as written, recomputed or gone
+        "claims.json": claims,  # selected claims every collected test: 4 of 6 never ran
+        "invented.json": faked,  # 100 invented outcomes
+        "invented-resealed.json": {**faked, "digest": digest_of(faked["visits"], faked["outcomes"])},
+        "outside-resealed.json": {**outside, "digest": digest_of(outside["visits"], outside["outcomes"])},
+        "unsealed.json": {k: v for k, v in shard_b.items() if k != "digest"},
+    }  # fmt: skip
+    for name, doc in tampered.items():
+        (pytester.path / name).write_text(json.dumps(doc), encoding="utf-8")
 
     cases = {
         "a.json": "a.json and a.json both ran test_alpha.py::test_case[mini-0] (overlapping "
@@ -251,9 +270,19 @@ def test_merge_refuses_overlapping_foreign_and_mismatched_shards_in_one_line(
         "run.settings.samples is 3, not 1; run every shard with the same pyproject.toml",
         "newer.json": "newer.json uses the newer schema pytest-slam/report/2",
         "notes.txt": "notes.txt is not a pytest-slam JSON report: not valid JSON",
+        "claims.json": "claims.json was changed after it was written: its outcomes or visits do "
+        "not match its digest; pass the file --slm-report wrote, unchanged, or run it again",
+        "invented.json": "invented.json was changed after it was written",
+        "invented-resealed.json": "invented-resealed.json holds 100 outcome(s) of tests it did not "
+        "select (first: test_beta.py::test_made_up[0]); pass the report the shard's run wrote",
+        "outside-resealed.json": "outside-resealed.json selected 1 test(s) it did not collect "
+        "(first: test_x.py::test_new)",
+        "unsealed.json": "unsealed.json carries no digest of its outcomes (written by an older "
+        "pytest-slam, or edited)",
     }
     for second, said in cases.items():
-        result = slam(pytester, "report", "merge", "a.json", second, "-o", "merged.json")
+        alone = [] if second in tampered else ["a.json"]  # a tampered shard is refused alone too
+        result = slam(pytester, "report", "merge", *alone, second, "-o", "merged.json")
         assert result.returncode == 2, (second, result.stdout)
         assert result.stderr.startswith(f"slam report merge: {said}"), result.stderr
         assert result.stderr.count("\n") == 1 and not (pytester.path / "merged.json").exists()

@@ -27,7 +27,7 @@ PINNED = Path(__file__).parent / "data" / "pinned_report.json"
 # Keys whose values measure time or the machine; their values become "<varies>".
 VARIES = re.compile(
     r"(_ms|_s|_cv|_at|^started|^finished|^generated_at|tokens_per_s|^distributions|_version"
-    r"|^energy.*|^elapsed.*|^duration.*|^ts|^timestamp|^when|^gpu_telemetry)$"
+    r"|^energy.*|^elapsed.*|^duration.*|^ts|^timestamp|^when|^gpu_telemetry|^digest)$"
 )
 
 PRODUCT = """

@@ -22,7 +22,7 @@ from pytest_slam.review.verdicts import make_verdict, save_verdicts
 
 def test_no_report_says_the_pytest_command_that_writes_it(pytester) -> None:
     done = slam(pytester.path, "review", "--no-browser")
-    assert done.returncode == 1 and done.stdout == ""
+    assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines() == [
         "slam review: pytest-slam report not found: slam-report.json; "
         "write one with `pytest --slm-report=slam-report.json`"
@@ -33,7 +33,7 @@ def test_no_goldens_says_the_pytest_command_that_records_them(pytester) -> None:
     project = make_project(pytester)
     (project / "__slam__/gpt-4/test_product.json").unlink()
     done = slam(project, "review", "--stats")
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert done.stderr.splitlines() == [
         "slam review: nothing to review in slam-report.json (6 answer(s) have no golden answer); "
         "record the reference and write the report with "
@@ -47,7 +47,7 @@ def test_filters_pick_one_model_and_one_test(pytester) -> None:
         page = http(url)[1]
     assert page.count('<section class="pair"') == 1 and "test_product.py::test_snippet" in page
     nothing = slam(project, "review", "--no-browser", "--model", "gpt-5")
-    assert nothing.returncode == 1 and "no pair matches --model gpt-5" in nothing.stderr
+    assert nothing.returncode == 2 and "no pair matches --model gpt-5" in nothing.stderr
 
 
 def test_stats_and_the_run_summary_show_the_verdicts(pytester) -> None:
@@ -84,7 +84,7 @@ def test_a_busy_port_and_a_broken_review_file_are_one_line_each(pytester) -> Non
         busy.listen()
         port = busy.getsockname()[1]
         done = slam(project, "review", "--no-browser", "--port", str(port))
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert done.stderr.splitlines() == [
         f"slam review: cannot listen on 127.0.0.1:{port} (Address already in use); "
         "leave out --port to take a free one"
@@ -92,7 +92,7 @@ def test_a_busy_port_and_a_broken_review_file_are_one_line_each(pytester) -> Non
     review = project / "__slam__/gpt-4/test_product.review.jsonl"
     review.write_text('{"key": "k"}\n')
     done = slam(project, "review", "--stats")
-    assert done.returncode == 1 and len(done.stderr.splitlines()) == 1
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1
     assert done.stderr.startswith(f"slam review: {review.relative_to(project)}:1: not a review")
 
 

@@ -15,8 +15,10 @@
     slam review [--stats] [--model M] [--test T]   blind human review page, or its figures
     slam rescore RUN.json [-o NEW.json] [--html NEW.html]   verdicts again, no model called
     slam config schema | reference | check   the [tool.slam] table's JSON Schema, docs, validation
+    slam help [COMMAND...]              a command's help, as slam COMMAND --help
 
 Golden commands take their defaults (folder, reference) from ``[tool.slam]`` in ./pyproject.toml.
+Every command exits by one table (``cli/exits.py``, in the README): 2 is bad input everywhere.
 Every help text is plain text (no RST markup): ``tests/test_cli_help.py`` pins it.
 """
 
@@ -28,6 +30,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_slam.cli import exits
 from pytest_slam.errors import SlamError
 from pytest_slam.project import from_table, read_table
 from pytest_slam.run import options
@@ -43,7 +46,7 @@ def project_settings(cwd: Path) -> Settings:
         return from_table(read_table(cwd / "pyproject.toml"), root=cwd)
     except SettingsError as exc:
         print(f"slam: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise SystemExit(exits.BAD_INPUT) from None
 
 
 def refresh(pytest_args: list[str]) -> int:
@@ -69,8 +72,14 @@ def golden_parser(sub: Subparsers, settings: Settings) -> None:
         "stats, prune, restore, promote, unpromote, merge",
     )
     gsub = golden.add_subparsers(dest="golden_command", required=True)
-    gsub.add_parser(
-        "refresh", help="Re-record every golden answer (runs pytest; extra args pass through)"
+    refresh_parser = command(
+        gsub, "refresh", "Re-record every golden answer (runs pytest; extra args pass through)"
+    )
+    refresh_parser.add_argument(
+        "pytest_args",
+        nargs="*",
+        metavar="PYTEST ARGS",
+        help=f"Passed to pytest {options.RECORD}=all as given (pytest --help lists them)",
     )
     helps = {**HELP, **promote_cmd.HELP, **golden_merge.HELP}
     for name, add, cmd in (*COMMANDS, *promote_cmd.COMMANDS, *golden_merge.COMMANDS):
@@ -184,13 +193,37 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
     calibrate_parser(sub, settings)
     review_parser(sub, settings)
     rescore_parser(sub, settings)
+    help_parser(sub, parser)
     return parser
+
+
+def help_parser(sub: Subparsers, top: argparse.ArgumentParser) -> None:
+    parser = command(sub, "help", "Print a command's help: slam help report merge")
+    parser.add_argument(
+        "topic", nargs="*", metavar="COMMAND", help="The command (and subcommand) to explain"
+    )
+    parser.set_defaults(func=lambda args: _print_help(top, args.topic))
+
+
+def _print_help(top: argparse.ArgumentParser, topic: list[str]) -> int:
+    """``slam help A B`` prints what ``slam A B --help`` prints; an unknown name is bad input."""
+    parser = top
+    for depth, name in enumerate(topic):
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        choices = subs[0].choices if subs else {}
+        if name not in choices:
+            where = " ".join(["slam", *topic[:depth]])
+            known = ", ".join(choices) or "none"
+            return exits.refuse("help", f"{where} has no command {name!r} (its commands: {known})")
+        parser = choices[name]
+    parser.print_help()
+    return exits.OK
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:2] == ["golden", "refresh"]:
-        return refresh(argv[2:])
+    if argv[:2] == ["golden", "refresh"] and not {"-h", "--help"} & set(argv[2:]):
+        return refresh(argv[2:])  # its own --help is argparse's, below; pytest's: pytest --help
     if (
         argv[:1] == ["report"]
         and len(argv) > 1
@@ -202,9 +235,15 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(project_settings(Path.cwd())).parse_args(argv)
     try:
         return int(args.func(args))
-    except SlamError as exc:  # one a command left uncaught, of any kind: one line, exit 2
-        print(f"slam: {exc}", file=sys.stderr)
-        return 2
+    except SlamError as exc:  # one a command left uncaught, of any kind: one line, its status
+        exits.refuse(_named(args), exc)
+        return exits.status_of(exc)
+
+
+def _named(args: argparse.Namespace) -> str:
+    """The command as typed: ``rescore``, ``golden promote``, ``config check``."""
+    sub = getattr(args, f"{args.command}_command", None)
+    return f"{args.command} {sub}" if isinstance(sub, str) else str(args.command)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
+from pytest_slam.cli import exits
 from pytest_slam.cli.calibrate_labels import (
     pairs_from_goldens,
     pairs_from_jsonl,
@@ -175,5 +176,4 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     try:
         return run_evaluate(args) if args.evaluate else run_calibrate(args)
     except CalibrationRefused as exc:
-        print(f"slam calibrate: {exc}")
-        return 2
+        return exits.refuse("calibrate", exc)

@@ -144,11 +144,21 @@ def _cmd_reference(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    """A bad table already stopped the command at its start (cli.project_settings)."""
+    """A badly typed table already stopped the command at its start (cli.project_settings); then
+    what a run would need (config_check.py): each problem one line on stderr, exit 2."""
+    from pytest_slam.cli import exits, project_settings
+    from pytest_slam.cli.config_check import models_of, problems
     from pytest_slam.project import read_table
 
     if read_table(Path.cwd() / "pyproject.toml") is None:
         print("slam: ./pyproject.toml has no [tool.slam] table; pytest-slam runs on --slm-models.")
-    else:
-        print("slam: [tool.slam] in ./pyproject.toml is valid.")
-    return 0
+        return exits.OK
+    settings = project_settings(Path.cwd())
+    found = problems(settings)
+    for problem in found:
+        exits.refuse("config check", problem)
+    if found:
+        return exits.BAD_INPUT
+    names = ", ".join(models_of(settings))
+    print(f"slam: [tool.slam] in ./pyproject.toml is valid, and a run has what it needs ({names}).")
+    return exits.OK

@@ -29,6 +29,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_slam.cli import exits
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.golden.store import TEST_MODULE_HINT, golden_reference, is_test_module
 
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
 DEFAULT_ROOT = Path("__slam__")  # settings.DEFAULT_GOLDEN_DIR; `slam` passes the resolved one
 DEFAULT_REFERENCE = "openai:gpt-4"
-EXIT_REFUSED = 2
+EXIT_REFUSED = exits.BAD_INPUT
 
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

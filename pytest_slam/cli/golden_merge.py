@@ -20,10 +20,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from pytest_slam.cli import exits
 from pytest_slam.cli.golden import DEFAULT_ROOT, _fail
 from pytest_slam.golden.fileformat import GoldenError
 
-EXIT_CONFLICT = 1
+EXIT_CONFLICT = exits.FINDING
 DRIVER = "slam-golden"
 DRIVER_COMMAND = "slam golden merge-driver %O %A %B %P"
 DRIVER_NAME = "pytest-slam golden files"
@@ -123,7 +124,7 @@ def cmd_merge_driver(args: argparse.Namespace) -> int:
         merged = merge_files([ours, theirs], base)
     except GoldenError as exc:
         print(f"slam golden merge-driver: {name}: {exc}", file=sys.stderr)
-        return 2
+        return exits.BAD_INPUT
     labels = {ours: "ours", theirs: "theirs"}  # git's temp file names say nothing
     atomic_write(ours, merged_text(merged, labels))
     if not merged.conflicts:
@@ -140,7 +141,7 @@ def cmd_merge_driver(args: argparse.Namespace) -> int:
 
 def _usage(problem: str) -> int:
     print(f"slam golden merge-driver: {problem}", file=sys.stderr)
-    return 2
+    return exits.BAD_INPUT
 
 
 def _git(*argv: str) -> str:

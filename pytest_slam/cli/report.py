@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_slam.cli import exits
 from pytest_slam.report.baseline import Tolerances, compare, format_diff
 from pytest_slam.report.jsonreport import ReportError, load_report
 from pytest_slam.report.section_checks import ConfigError
@@ -18,7 +19,7 @@ from pytest_slam.report.section_checks import ConfigError
 if TYPE_CHECKING:
     from pytest_slam.report.merge import Merged
 
-EXIT_OK, EXIT_REGRESSED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_REGRESSED, EXIT_USAGE = exits.OK, exits.FINDING, exits.BAD_INPUT
 
 
 def add_render_arguments(parser: argparse.ArgumentParser) -> None:

@@ -25,8 +25,6 @@ if TYPE_CHECKING:
     from pytest_slam.report.aggregate import Verdict
     from pytest_slam.run.checks import Checker
 
-EXIT_OK, EXIT_USAGE = 0, 2
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("report", help="JSON report written by --slm-report")
@@ -37,13 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def cmd_rescore(args: argparse.Namespace) -> int:
     from pytest_slam.report.aggregate import aggregate
-    from pytest_slam.report.jsonreport import ReportError, load_report
+    from pytest_slam.report.jsonreport import load_report
     from pytest_slam.report.terminal import gate_lines, render_table
 
-    try:
-        report = load_report(args.report)
-    except ReportError as exc:
-        raise SystemExit(f"slam rescore: {exc}") from None
+    report = load_report(args.report)  # a ReportError: `slam` says it in one line, exit 2
+    check_pairs(args.report, report.outcomes)
     settings: Settings = args.settings
     reference = str(report.verdict.run.settings.get("reference") or settings.reference)
     checker = checker_for(settings, _store(Path(settings.golden_dir), reference))
@@ -62,6 +58,30 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     lines.extend(_write(args, verdict, outcomes))
     print("\n".join(lines))
     return _exit_status(failed)
+
+
+def check_pairs(path: str, outcomes: list[Outcome]) -> None:
+    """Each pair points at one candidate call of its own test, or the report was edited: a
+    ``call_index`` out of range would be a traceback, and -1 would score another call's answer."""
+    from pytest_slam.report.jsonreport import ReportError
+
+    for outcome in outcomes:
+        seen: set[int] = set()
+        for number, pair in enumerate(outcome.pairs, 1):
+            index, calls = pair.call_index, outcome.calls
+            problem = None
+            if not 0 <= index < len(calls):
+                problem = f"is not one of its {len(calls)} call(s)"
+            elif calls[index].role != "candidate":
+                problem = f"is a {calls[index].role} call, not a candidate's"
+            elif index in seen:
+                problem = "is another pair's call too"
+            if problem:
+                raise ReportError(
+                    f"{path}: {outcome.nodeid}: pair {number}'s call_index {index} {problem}; "
+                    "the report was edited or cut: rescore the file --slm-report wrote"
+                )
+            seen.add(index)
 
 
 def checker_for(settings: Settings, store: GoldenStore) -> Checker:
@@ -120,12 +140,8 @@ def _store(root: Path, reference: str) -> GoldenStore:
 def _gate(settings: Settings, verdict: Verdict, before: Verdict) -> bool:
     """Apply the configured gate; True when it failed (an incomplete run never passes)."""
     from pytest_slam.report.gate import Gate, apply_gate, evaluate
-    from pytest_slam.report.section_checks import ConfigError
 
-    try:
-        gate = Gate.from_config(settings.gate)
-    except ConfigError as exc:
-        raise SystemExit(f"slam rescore: {exc}") from None
+    gate = Gate.from_config(settings.gate)  # a ConfigError: one line, exit 2
     incomplete = before.gate.incomplete if before.gate is not None else None
     result = evaluate(gate, verdict, None, None, incomplete=incomplete)
     apply_gate(verdict, result)
@@ -134,7 +150,7 @@ def _gate(settings: Settings, verdict: Verdict, before: Verdict) -> bool:
 
 def _write(args: argparse.Namespace, verdict: Verdict, outcomes: list[Outcome]) -> list[str]:
     from pytest_slam.report.html import write_html
-    from pytest_slam.report.jsonreport import write_json
+    from pytest_slam.report.jsonreport import ReportError, write_json
 
     said = []
     for path, kind, write in ((args.output, "JSON", write_json), (args.html, "HTML", write_html)):
@@ -142,14 +158,13 @@ def _write(args: argparse.Namespace, verdict: Verdict, outcomes: list[Outcome]) 
             try:
                 said.append(f"{kind} report: {write(path, verdict, outcomes)}")
             except OSError as exc:
-                raise SystemExit(
-                    f"slam rescore: {path} not written ({exc.strerror or exc}); "
-                    "give a writable path"
+                raise ReportError(
+                    f"{path} not written ({exc.strerror or exc}); give a writable path"
                 ) from None
     return said
 
 
 def _exit_status(failed: bool) -> int:
-    from pytest_slam.run.options import EXIT_GATE_FAILED
+    from pytest_slam.cli.exits import GATE_FAILED, OK
 
-    return EXIT_GATE_FAILED if failed else EXIT_OK
+    return GATE_FAILED if failed else OK

@@ -70,22 +70,21 @@ def reviewer_name(given: str | None) -> str:
 
 
 def load(args: argparse.Namespace) -> tuple[GoldenStore, list[ReviewPair], int]:
-    """The golden store and the pairs of the report; SystemExit with one line when there are none."""
+    """The golden store and the pairs of the report; ``ReviewError`` when there are none (a report
+    that cannot be read is the ``ReportError`` of ``load_report``: ``slam`` says it, exit 2)."""
     from pytest_slam.golden.store import GoldenStore
-    from pytest_slam.report.jsonreport import ReportError, load_report
+    from pytest_slam.report.jsonreport import load_report
     from pytest_slam.review.pairs import collect
+    from pytest_slam.review.verdicts import ReviewError
 
-    try:
-        report = load_report(args.report)
-    except ReportError as exc:
-        raise SystemExit(f"slam review: {exc}") from None
+    report = load_report(args.report)
     reference = report.verdict.run.settings.get("reference") or args.reference
     store = GoldenStore(Path(args.root), reference)
     pairs, missing = collect(report.outcomes, store)
     if not pairs:
         why = f"{missing} answer(s) have no golden answer" if missing else "it holds no pair"
-        raise SystemExit(
-            f"slam review: nothing to review in {args.report} ({why}); record the reference and "
+        raise ReviewError(
+            f"nothing to review in {args.report} ({why}); record the reference and "
             f"write the report with `pytest --slm-record=new --slm-report={args.report}`"
         )
     return store, pairs, missing
@@ -96,28 +95,24 @@ def cmd_review(args: argparse.Namespace) -> int:
     from pytest_slam.review.verdicts import ReviewError
 
     store, pairs, _ = load(args)
-    try:
-        if args.stats or args.export_labels:
-            return _stats(store, pairs, args.export_labels)
-        todo = ordered(select(pairs, args.model, args.test), args.order)
-        if not todo:
-            raise SystemExit(
-                f"slam review: no pair matches --model {args.model} --test "
-                f"{args.test}; drop the filter or check the names in the report"
-            )
-        return _serve(store, todo, reviewer_name(args.reviewer), args)
-    except ReviewError as exc:
-        raise SystemExit(f"slam review: {exc}") from None
+    if args.stats or args.export_labels:
+        return _stats(store, pairs, args.export_labels)
+    todo = ordered(select(pairs, args.model, args.test), args.order)
+    if not todo:
+        raise ReviewError(
+            f"no pair matches --model {args.model} --test "
+            f"{args.test}; drop the filter or check the names in the report"
+        )
+    return _serve(store, todo, reviewer_name(args.reviewer), args)
 
 
 def _stats(store: GoldenStore, pairs: list[ReviewPair], export: str | None) -> int:
     from pytest_slam.review.agreement import labels, stats_lines
-    from pytest_slam.review.verdicts import all_verdicts, dump_lines
+    from pytest_slam.review.verdicts import ReviewError, all_verdicts, dump_lines
 
     verdicts = [v for vs in all_verdicts(store).values() for v in vs]
     if not verdicts:
-        print(f"slam review: no verdicts under {store.dir} yet; review with `slam review`")
-        return 1
+        raise ReviewError(f"no verdicts under {store.dir} yet; review with `slam review`")
     if export:
         from pytest_slam.golden.fileformat import atomic_write
 
@@ -136,15 +131,15 @@ def _serve(
     store: GoldenStore, todo: list[ReviewPair], reviewer: str, args: argparse.Namespace
 ) -> int:
     from pytest_slam.review.server import ReviewSession, launch_url, serve, url
+    from pytest_slam.review.verdicts import ReviewError
 
     session = ReviewSession(store, todo, reviewer)
     try:
         server = serve(session, args.port)
     except OSError as exc:
         why = exc.strerror or exc
-        raise SystemExit(
-            f"slam review: cannot listen on 127.0.0.1:{args.port} ({why}); "
-            "leave out --port to take a free one"
+        raise ReviewError(
+            f"cannot listen on 127.0.0.1:{args.port} ({why}); leave out --port to take a free one"
         ) from None
     left = len(todo) - len(session.done)
     print(

@@ -20,6 +20,7 @@ from pytest_slam.golden.fileformat import _gc_paused, atomic_write
 from pytest_slam.records import JSON, Outcome, records, utc_now
 from pytest_slam.report.aggregate import OutcomeLike, Verdict, sort_outcomes
 from pytest_slam.report.schema import ReportDocument
+from pytest_slam.report.seal import Seal, digest_of
 from pytest_slam.report.visits import Visits
 from pytest_slam.textcodec import for_strict_reader
 
@@ -45,6 +46,7 @@ class Report:
     generated_at: str | None = None
     path: str | None = None
     visits: Visits | None = None  # absent from reports written before shards could merge
+    digest: str | None = None  # as written (seal.py); checked by ``load_report(sealed=True)``
 
 
 def report_document(
@@ -85,9 +87,24 @@ def write_json(
     hold (NaN) there is refused before anything is written.
     """
     with _gc_paused():  # what is built here is freed as it is written: no cycle to collect
-        head, tail = _frame(report_dict(verdict, [], visits))
-        lines = (json.dumps(o.as_dict(), allow_nan=False) for o in sort_outcomes(outcomes))
-        return atomic_write(path, _joined(head, lines, tail))
+        document = report_dict(verdict, [], visits)
+        seal, mark = Seal(document.get("visits")), f"slam-digest-{uuid.uuid4().hex}"
+        head, tail = _frame({**document, "digest": mark})
+        lines = (
+            seal.add(json.dumps(o.as_dict(), allow_nan=False)) for o in sort_outcomes(outcomes)
+        )
+        return atomic_write(path, _sealed(_joined(head, lines, tail), f'"{mark}"', seal))
+
+
+def _sealed(pieces: Iterator[str], mark: str, seal: Seal) -> Iterator[str]:
+    """The pieces, the digest written into the last one (the tail: every line is hashed by then)."""
+    last = None
+    for piece in pieces:
+        if last is not None:
+            yield last
+        last = piece
+    if last is not None:
+        yield last.replace(mark, json.dumps(seal.text()), 1)
 
 
 def report_text(document: dict[str, JSON]) -> str:
@@ -99,8 +116,10 @@ def report_text(document: dict[str, JSON]) -> str:
     outcomes = document.get("outcomes")
     if not isinstance(outcomes, list):
         return json.dumps(document, indent=2, allow_nan=False) + "\n"
-    head, tail = _frame(document)
-    return "".join(_joined(head, (json.dumps(o, allow_nan=False) for o in outcomes), tail))
+    seal = Seal(document.get("visits"))
+    lines = [seal.add(json.dumps(o, allow_nan=False)) for o in outcomes]
+    head, tail = _frame({**document, "digest": seal.text()})
+    return "".join(_joined(head, iter(lines), tail))
 
 
 def _frame(document: dict[str, JSON]) -> tuple[str, str]:
@@ -152,15 +171,21 @@ def _joined(head: str, lines: Iterator[str], tail: str) -> Iterator[str]:
     yield f"\n  ]{tail}\n"
 
 
-def load_report(path: str | os.PathLike[str]) -> Report:
-    """Read a report written by ``write_json``; raise ``ReportError`` saying what is wrong."""
+def load_report(path: str | os.PathLike[str], *, sealed: bool = False) -> Report:
+    """Read a report written by ``write_json``; raise ``ReportError`` saying what is wrong.
+
+    ``sealed``: the file must carry the digest its writer computed, and its values still match it
+    (a shard to merge: an edited one is refused).
+    """
     with _gc_paused():  # every object built here lives on: nothing for the collector to find
-        return _load_report(path)
+        return _load_report(path, sealed)
 
 
-def _load_report(path: str | os.PathLike[str]) -> Report:
+def _load_report(path: str | os.PathLike[str], sealed: bool = False) -> Report:
     data, text = _read_json(Path(path))
     check_schema(data, str(path))
+    if sealed:
+        _check_digest(data, str(path))
     wrong = _first_error(text, missing=False)  # a value of the wrong type, anywhere
     try:
         if wrong is None:
@@ -171,6 +196,7 @@ def _load_report(path: str | os.PathLike[str]) -> Report:
                 generated_at=data.get("generated_at"),
                 path=str(path),
                 visits=Visits.from_dict(data["visits"]) if data.get("visits") else None,
+                digest=data.get("digest") if isinstance(data.get("digest"), str) else None,
             )
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         wrong = _first_error(text, missing=True, named_in=str(exc)) or str(exc)
@@ -178,6 +204,20 @@ def _load_report(path: str | os.PathLike[str]) -> Report:
         f"{path} is not a report as pytest-slam writes it ({wrong}); "
         "pass the file written by --slm-report, unchanged"
     )
+
+
+def _check_digest(data: dict[str, JSON], path: str) -> None:
+    written, outcomes = data.get("digest"), data.get("outcomes")
+    if not isinstance(written, str):
+        raise ReportError(
+            f"{path} carries no digest of its outcomes (written by an older pytest-slam, or "
+            "edited); run it again with this pytest-slam and pass the file --slm-report wrote"
+        )
+    if not isinstance(outcomes, list) or digest_of(data.get("visits"), outcomes) != written:
+        raise ReportError(
+            f"{path} was changed after it was written: its outcomes or visits do not match its "
+            "digest; pass the file --slm-report wrote, unchanged, or run it again"
+        )
 
 
 @functools.cache

@@ -5,7 +5,9 @@ takes the union of the outcomes and ``aggregate`` recomputes every figure over a
 pass rates, bootstrap intervals over all requests, percentiles over all latency samples), exactly
 as for one run of the same calls. The gate is then evaluated on the merged verdict as a run
 evaluates it. Shards must be one run cut in parts: the same settings (the candidates selected, the
-report paths aside), no test run for the same model in two shards.
+report paths aside), no test run for the same model in two shards. A shard's word is checked, not
+taken: its file must match the digest its run sealed it with (seal.py), it may select only tests it
+collected, and hold outcomes only of tests it selected.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def load_shards(paths: Sequence[str | os.PathLike[str]]) -> list[Report]:
 
 def _load_shard(path: str | os.PathLike[str]) -> Report:
     try:
-        report = load_report(path)
+        report = load_report(path, sealed=True)
     except ReportError as exc:
         raise MergeError(str(exc)) from None
     if report.visits is None:
@@ -71,10 +73,32 @@ def _load_shard(path: str | os.PathLike[str]) -> Report:
             f"{path} has no 'visits' (written by an older pytest-slam, or not by "
             "--slm-report); run the shard again with this pytest-slam"
         )
+    _check_claims(str(path), report.visits, report.outcomes)
     # The merge recomputes every row from the outcomes: a shard's own rows (one per test and
     # model, as many as its outcomes) would only hold memory until the end.
     report.verdict.tests, report.verdict.models, report.verdict.reference = [], [], None
     return report
+
+
+def _check_claims(path: str, visits: Visits, outcomes: list[Outcome]) -> None:
+    """A shard selects only what it collected and reports only what it selected: a test it
+    claims but never ran, or an outcome of a test it never had, would change the whole verdict."""
+    collected = set(visits.collected)
+    unknown = [n for n in visits.selected if n not in collected]
+    if unknown:
+        raise MergeError(
+            f"{path} selected {len(unknown)} test(s) it did not collect (first: {unknown[0]}); "
+            "pass the report the shard's run wrote, unchanged"
+        )
+    selected = set(visits.selected)
+    # A shard cut short (an xdist worker lost before it published its ids) may hold outcomes its
+    # ids miss: its gate is INCOMPLETE anyway, and its digest still holds it as written.
+    foreign = [o.nodeid for o in outcomes if o.outcome != ENGINE and o.nodeid not in selected]
+    if foreign and visits.complete:
+        raise MergeError(
+            f"{path} holds {len(foreign)} outcome(s) of tests it did not select (first: "
+            f"{foreign[0]}); pass the report the shard's run wrote, unchanged"
+        )
 
 
 def merge(reports: Sequence[Report]) -> Merged:

@@ -38,6 +38,7 @@ class ReportDocument(Record):
     notes: list[str] = field(default_factory=list)
     visits: Visits | None = None  # what the run saw, for merging shards and stale entries
     outcomes: list[Outcome] = field(default_factory=list)
+    digest: str | None = None  # SHA-256 of the visits and outcome lines (seal.py); None: not yet
 
 
 _NUMBER_OR_NULL = {"anyOf": [{"type": "number"}, {"type": "null"}]}

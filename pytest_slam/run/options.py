@@ -8,11 +8,15 @@ Help text rule (as in pytest-xdist): capital first letter; a period only between
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_slam.settings import RECORD_MODES
+
+if TYPE_CHECKING:
+    import pytest
 
 MODELS = "--slm-models"
 RECORD = "--slm-record"
@@ -25,7 +29,10 @@ REPEAT = "--slm-repeat"
 REPORT = "--slm-report"
 HTML = "--slm-html"
 BASELINE = "--slm-baseline"
+BASELINE_FAIL = "--slm-baseline-fail"
 BLOCK_NETWORK = "--slm-block-network"
+ALLOWED_HOSTS = "--slm-allowed-hosts"
+ALLOWED_HOSTS_INI = "slm_allowed_hosts"
 HEARTBEAT = "--slm-heartbeat"
 MAX_TOKENS_CAP = "--slm-max-tokens-cap"
 EXIT_GATE_FAILED = 6
@@ -50,6 +57,112 @@ def seconds(text: str) -> float:
     if not value >= 0:  # also NaN
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (at least 0)")
     return value
+
+
+# Record modes in neighbouring tools' words (pytest-recording, VCR.py) -> pytest-slam's
+RECORD_ALIASES = {"once": "new", "new_episodes": "new", "rewrite": "all"}
+
+
+def record_mode(text: str) -> str:
+    """One of ``RECORD_MODES``, or a neighbour's word for one (kept as given: the run says which
+    mode it read it as, ``record_note``)."""
+    if text in RECORD_MODES or text in RECORD_ALIASES:
+        return text
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is not a record mode: none (replay only), new (record what is missing) or all "
+        "(re-record everything)"
+    )
+
+
+def record_note(option: argparse.Namespace) -> str | None:
+    """One line saying how a neighbour's record mode was read, or None."""
+    given = getattr(option, "slm_record", None)
+    if given not in RECORD_ALIASES:
+        return None
+    return (
+        f"pytest-slam: {RECORD}={given} (pytest-recording's word) read as "
+        f"{RECORD}={RECORD_ALIASES[given]}; write that to say it in pytest-slam's words"
+    )
+
+
+# --slm-baseline-fail METRIC:LIMIT -> the [tool.slam.baseline] key a percentage or an absolute
+# limit sets (None: that form does not apply to the metric)
+BASELINE_METRICS: dict[str, tuple[str | None, str | None]] = {
+    "equivalence": (None, "equivalence_drop"),
+    "p95_e2e_ms": ("latency_increase_pct", "latency_increase_ms"),
+    "cost": ("cost_increase_pct", None),
+}
+BASELINE_FAIL_SYNTAX = (
+    "write METRIC:LIMIT[,...]: equivalence:0.05 (a drop in mean equivalence), p95_e2e_ms:20% "
+    "and/or p95_e2e_ms:50 (ms), cost:10%, or a [tool.slam.baseline] key:value"
+)
+
+
+def baseline_tolerances(text: str) -> dict[str, float]:
+    """``--slm-baseline-fail`` as ``[tool.slam.baseline]`` keys; ``ArgumentTypeError`` names the
+    part that is wrong and the syntax (pytest-benchmark's ``--benchmark-compare-fail`` shape)."""
+    from pytest_slam.report.baseline import Tolerances
+
+    keys = set(Tolerances.__dataclass_fields__)
+    out: dict[str, float] = {}
+    for part in (p.strip() for p in text.split(",")):
+        metric, _, limit = part.partition(":")
+        percent = limit.endswith("%")
+        number = limit[:-1] if percent else limit
+        try:
+            value = float(number)
+        except ValueError:
+            value = -1.0
+        if metric in keys and not percent:
+            key: str | None = metric
+        elif metric in BASELINE_METRICS:
+            key = BASELINE_METRICS[metric][0 if percent else 1]
+        else:
+            key = None
+        if key is None or not value >= 0 or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"{part!r}: {BASELINE_FAIL_SYNTAX}")
+        out[key] = value
+    return out
+
+
+def baseline_fail(text: str) -> str:
+    """Checked at the door, kept as given (plain for xdist)."""
+    baseline_tolerances(text)
+    return text
+
+
+def host_patterns(text: str) -> tuple[str, ...]:
+    """Comma- or space-separated hosts: names, addresses or regular expressions matched against
+    the whole host (as pytest-recording's ``--allowed-hosts``); a broken expression is refused."""
+    patterns = tuple(p for p in re.split(r"[,\s]+", text.strip()) if p)
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise argparse.ArgumentTypeError(
+                f"{pattern!r} is not a host or a regular expression ({exc}); list hosts as "
+                "api.example.com,10.0.0.5,.*\\.internal"
+            ) from None
+    return patterns
+
+
+def allowed_hosts_list(text: str) -> str:
+    host_patterns(text)
+    return text
+
+
+def allowed_hosts(config: pytest.Config) -> tuple[str, ...]:
+    """``--slm-allowed-hosts``, else the ini's ``slm_allowed_hosts``; a bad ini value is a
+    ``SettingsError`` (the plugin's usage error), said before any test runs."""
+    from pytest_slam.settings import SettingsError
+
+    given = getattr(config.option, "slm_allowed_hosts", None)
+    if given is not None:
+        return host_patterns(given)
+    try:
+        return host_patterns(str(config.getini(ALLOWED_HOSTS_INI) or ""))
+    except argparse.ArgumentTypeError as exc:
+        raise SettingsError(f"ini option {ALLOWED_HOSTS_INI}: {exc}") from None
 
 
 def models_list(text: str) -> str:
@@ -79,9 +192,11 @@ def add_options(add: Callable[..., object]) -> None:
         RECORD,
         dest="slm_record",
         default=None,
-        choices=RECORD_MODES,
+        type=record_mode,
+        metavar="{" + ",".join(RECORD_MODES) + "}",
         help="Golden answers: none replays only (default, for CI); new records what is missing; "
-        "all re-records everything from the real reference",
+        "all re-records everything from the real reference (pytest-recording's once and "
+        "new_episodes read as new, rewrite as all)",
     )
     add(
         REFRESH,
@@ -151,11 +266,29 @@ def add_options(add: Callable[..., object]) -> None:
         "run's report in .slam/runs and compare with the last one saved",
     )
     add(
+        BASELINE_FAIL,
+        dest="slm_baseline_fail",
+        default=None,
+        type=baseline_fail,
+        metavar="METRIC:LIMIT,...",
+        help="How far a metric may move from the baseline, over [tool.slam.baseline]: "
+        "equivalence:0.05, p95_e2e_ms:20%% and p95_e2e_ms:50 (ms), cost:10%%",
+    )
+    add(
         BLOCK_NETWORK,
         dest="slm_block_network",
         action="store_true",
         default=False,
         help="Make any connection off this machine during an opted-in test fail, naming the host",
+    )
+    add(
+        ALLOWED_HOSTS,
+        dest="slm_allowed_hosts",
+        default=None,
+        type=allowed_hosts_list,
+        metavar="HOST,...",
+        help="Hosts opted-in tests may still reach, neither blocked nor counted: names, addresses "
+        f"or regular expressions (as pytest-recording's --allowed-hosts; or ini {ALLOWED_HOSTS_INI})",
     )
     add(
         HEARTBEAT,
@@ -177,15 +310,22 @@ def add_options(add: Callable[..., object]) -> None:
     )
 
 
-def overrides(option: argparse.Namespace) -> dict[str, Any]:
-    """Settings given on the command line, as [tool.slam] keys (validated with the table)."""
+def overrides(option: argparse.Namespace, table: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Settings given on the command line, as [tool.slam] keys (validated with the table).
+
+    ``--slm-baseline-fail`` sets single tolerances over the ``table``'s ``[tool.slam.baseline]``.
+    """
     out: dict[str, Any] = {}
     if getattr(option, "slm_models", None):
         out["candidates"] = [m.strip() for m in option.slm_models.split(",")]
     if getattr(option, "slm_refresh", False):
         out["record"] = "all"
     elif getattr(option, "slm_record", None):
-        out["record"] = option.slm_record
+        out["record"] = RECORD_ALIASES.get(option.slm_record, option.slm_record)
+    if getattr(option, "slm_baseline_fail", None):
+        base = (table or {}).get("baseline")
+        if base is None or isinstance(base, Mapping):  # else the table's own error is said
+            out["baseline"] = {**(base or {}), **baseline_tolerances(option.slm_baseline_fail)}
     for dest, key in (
         ("slm_reference", "reference"),
         ("slm_golden_dir", "golden_dir"),

@@ -88,6 +88,7 @@ class SlamSession:
     accounting: Accounting
     summary: Summary
     role: str = "serial"
+    allowed_hosts: tuple[str, ...] = ()  # --slm-allowed-hosts, else ini slm_allowed_hosts
     reference_spec: ModelSpec | None = None
     judge_spec: ModelSpec | None = None
     engines: list[Running] = field(default_factory=list)
@@ -368,7 +369,7 @@ class SlamSession:
         if problem:
             pytest.fail(problem, pytrace=False)
         block = bool(getattr(self.config.option, "slm_block_network", False))
-        watch_test(router, item.nodeid, block)  # what leaves the machine: egress.py
+        watch_test(router, item.nodeid, block, self.allowed_hosts)  # what leaves: egress.py
         self.ensure_engines()
         if name in self.engine_errors:
             pytest.fail(self.engine_errors[name], pytrace=False)
@@ -599,15 +600,20 @@ def configure(config: pytest.Config) -> SlamSession:
     from pytest_slam.project import from_table, read_table
     from pytest_slam.run import options
 
-    cli = options.overrides(config.option)
+    table = read_table(_pyproject(config))
+    cli = options.overrides(config.option, table)
     # every key checked, here, once; the project root decides the golden folder's old default
-    settings = from_table(read_table(_pyproject(config)), cli, root=Path(config.rootpath))
+    settings = from_table(table, cli, root=Path(config.rootpath))
     ini_paths = config.getini("slm_paths")
     armed = settings.configured or "candidates" in cli or bool(ini_paths)
     session = build(config, settings, armed)
     session.selection.opt_in_paths = [Path(p).resolve() for p in ini_paths] + [
         (Path(config.rootpath) / p).resolve() for p in settings.paths
     ]
+    session.allowed_hosts = options.allowed_hosts(config)
+    note = options.record_note(config.option)
+    if note and session.role != "worker":
+        session.summary.append(note)
     session.started = utc_now()
     session.prepare()
     return session

@@ -10,8 +10,11 @@ look-up) unless an opted-in test is running (the swap router's ``active`` contex
 A lookup of a name other than ``localhost`` counts as leaving the machine, because the lookup
 itself goes to the DNS server; a connect counts when its address is not loopback. With
 ``--slm-block-network`` both fail before any packet is sent, with one line naming the host and the
-fix. The plugin's own hops (to a candidate, the reference, a judge, an embeddings scorer) are told
-apart by the call stack: the innermost pytest-slam frame is not one of the test runners below.
+fix. Hosts in ``--slm-allowed-hosts`` (names, addresses or regular expressions matched against the
+whole host, as pytest-recording's ``--allowed-hosts``) are neither refused nor counted; the connect
+that follows an allowed name's lookup is allowed with it. The plugin's own hops (to a candidate,
+the reference, a judge, an embeddings scorer) are told apart by the call stack: the innermost
+pytest-slam frame is not one of the test runners below.
 Frames of wrappers that carry anyone's request (the transport redirect) are looked through, so a
 product's request to an unlisted host is still the product's.
 """
@@ -19,6 +22,7 @@ product's request to an unlisted host is still the product's.
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 import sys
 import threading
@@ -72,6 +76,7 @@ class EgressWatch:
 
     router: Router
     block: bool = False
+    allowed: tuple[str, ...] = ()  # host patterns reached freely (--slm-allowed-hosts)
     seen: dict[str, list[str]] = field(default_factory=dict)
     _pending: dict[object, str] = field(default_factory=dict)  # port -> name just looked up
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -90,7 +95,11 @@ class EgressWatch:
             return
         with self._lock:
             if event == "socket.connect" and self._pending.pop(port, None) is not None:
-                return  # the connect that follows a lookup already counted
+                return  # the connect that follows a lookup already counted (or was allowed)
+            if self.allowed and is_allowed(host, self.allowed):
+                if event == "socket.getaddrinfo":
+                    self._pending[port] = str(host)
+                return
             if event == "socket.getaddrinfo" and not self.block:
                 self._pending[port] = str(host)
             where = f"{_text(host)}:{port}"
@@ -107,12 +116,14 @@ _INSTALLED = False
 _HOSTNAME: list[str] = []
 
 
-def watch_test(router: Router, nodeid: str, block: bool) -> EgressWatch:
+def watch_test(
+    router: Router, nodeid: str, block: bool, allowed: tuple[str, ...] = ()
+) -> EgressWatch:
     """Watch this process's opted-in tests (installing the hook once); ``nodeid`` starts now."""
     global _WATCH, _INSTALLED
     if _WATCH is None or _WATCH.router is not router:
         _WATCH = EgressWatch(router, block)
-    _WATCH.block = block
+    _WATCH.block, _WATCH.allowed = block, allowed
     if not _INSTALLED:
         sys.addaudithook(_hook)
         _INSTALLED = True
@@ -155,6 +166,13 @@ def is_local(host: object) -> bool:
     except ValueError:
         return text == _hostname()
     return address.is_loopback or address.is_unspecified
+
+
+def is_allowed(host: object, patterns: tuple[str, ...]) -> bool:
+    """Whether ``host`` is one of ``patterns``: equal, or matched whole by one as a regular
+    expression, letter case aside."""
+    text = _text(host).strip("[]").split("%", 1)[0].lower()
+    return any(text == p.lower() or re.fullmatch(p, text, re.IGNORECASE) for p in patterns)
 
 
 def _hostname() -> str:
