@@ -68,17 +68,27 @@ def _read(path: Path) -> str | None:
 
 def _put(root: Path, path: Path, text: str | None) -> None:
     """Give ``path`` exactly this text (None: no file), atomically; empty folders left are removed."""
-    if text is None:
-        path.unlink(missing_ok=True)
-        folder = path.parent
-        while folder != root and root in folder.parents:
-            try:
-                folder.rmdir()
-            except OSError:  # not empty, or gone: stop climbing
-                break
-            folder = folder.parent
+    if text is not None:
+        atomic_write(path, text)  # golden files and baseline marks: UTF-8, checked when read
         return
-    atomic_write(path, text)  # golden files and baseline marks: UTF-8, checked when read
+    path.unlink(missing_ok=True)
+    folder = path.parent
+    while folder != root and root in folder.parents:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty, or gone: stop climbing
+            break
+        folder = folder.parent
+
+
+def _drop_temp_files(path: Path) -> None:
+    """The temp files a write of ``path`` killed before its rename left (``atomic_write``'s
+    ``.NAME.*.tmp``); safe under the store lock, where no other writer of the store is running."""
+    try:
+        for temp in path.parent.glob(f".{path.name}.*.tmp"):
+            temp.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 @dataclass
@@ -156,17 +166,21 @@ def recover(root: Path, lock_dir: Path) -> str | None:
         raise GoldenError(
             f"{path}: unreadable journal of a store-wide change. Fix: {fix}"
         ) from None
+    for file, _, _ in files:
+        _drop_temp_files(file)
     if all(_digest(_read(p)) == after for p, _, after in files):
-        path.unlink()
         how = "it had written every file, so it is kept as done"
     else:
         for file, before, _ in files:
-            if _read(file) != before:
+            if _read(file) != before or before is None:  # None: also its folder, if left empty
                 _put(root, file, before)
-        path.unlink()
         how = "rolled back: those files are as they were before it"
+    path.unlink()
     count = f"{len(files)} file{'s' if len(files) != 1 else ''}"
-    return f"slam golden: a {what} started {started} did not finish (killed?); {how} ({count})"
+    article = "an" if what[:1] in "aeiou" else "a"
+    return (
+        f"slam golden: {article} {what} started {started} did not finish (killed?); {how} ({count})"
+    )
 
 
 def _lock(lock_dir: Path) -> BaseFileLock:
@@ -218,6 +232,7 @@ def transaction(root: Path, lock_dir: Path, what: str) -> Iterator[Transaction]:
         yield outer
         return
     with store_locked(root, lock_dir) as recovered:
+        _drop_temp_files(journal_path(root, lock_dir))  # a journal killed while it was written
         txn = Transaction(Path(root), Path(lock_dir), what, recovered=recovered)
         _HELD.txn = txn
         try:
