@@ -351,3 +351,37 @@ def test_an_unreadable_journal_stops_every_write_in_one_line(tmp_path) -> None:
     message = str(info.value)
     assert "unreadable journal of a store-wide change. Fix: " in message and "\n" not in message
     assert store.path_for(MODULE).read_bytes() == before
+
+
+def test_a_second_promote_names_the_first_and_an_undo_out_of_order_refuses(recorded) -> None:
+    pytester = recorded
+    before = snapshot(pytester)
+    undos = Undos()
+    code, first, err = finish(promote(pytester, "mini"))
+    assert code == 0, err
+    undos.read(first)
+    [mini] = undos.commands
+    code, second, err = finish(promote(pytester, "maxi"))
+    assert code == 0, err
+    undos.read(second)
+    [maxi] = set(undos.commands) - {mini}
+    assert second[-3] == (
+        f"earlier baselines of 'gpt-4' are kept too, the latest first: {mini!r} "
+        "(undo this promote first, then them in that order)"
+    )
+    code, again, err = finish(promote(pytester, "maxi"))  # a retry: nothing left to replace
+    assert code == 0 and again[-1].startswith(
+        f"earlier baselines of 'gpt-4' are kept, the latest first: {maxi!r}, {mini!r}; "
+        f"undo the latest with: slam golden unpromote {maxi}"
+    ), again
+
+    out_of_order = subprocess.run(
+        [sys.executable, "-m", "pytest_slam.cli", *undos.commands[mini][1:]],
+        cwd=pytester.path, capture_output=True, text=True, timeout=WAIT_S,
+    )  # fmt: skip
+    assert out_of_order.returncode == 2 and len(out_of_order.stderr.splitlines()) == 1
+    assert "changed since the promote that kept baseline" in out_of_order.stderr
+    assert f"Fix: undo the later promote first (baseline {maxi!r})" in out_of_order.stderr
+    assert GoldenStore(root_of(pytester), mini).dir.exists()  # refused: nothing written
+    unwind(pytester, undos)
+    assert_back_to(pytester, before)

@@ -80,7 +80,7 @@ def baselines_of(store: GoldenStore) -> list[tuple[str, BaselineMark | None]]:
     (``<reference>@<time>``)."""
     if not store.root.is_dir():
         return []
-    prefix = reference_slug(store.reference) + "@"
+    prefix = reference_slug(store.reference) + "-"  # the slug of "<reference>@<time>"
     found: list[tuple[str, str, BaselineMark | None]] = []
     for folder in sorted(p for p in store.root.iterdir() if p.is_dir() and p != store.dir):
         mark = read_mark(folder)
@@ -88,7 +88,7 @@ def baselines_of(store: GoldenStore) -> list[tuple[str, BaselineMark | None]]:
             found.append((mark.created, mark.name, mark))
         elif mark is None and folder.name.startswith(prefix):
             name = _declared(folder)
-            if name is not None:
+            if name is not None and name.startswith(store.reference + "@"):
                 found.append(("", name, None))
     return [(name, mark) for _, name, mark in sorted(found, key=lambda f: (f[0], f[1]))]
 
