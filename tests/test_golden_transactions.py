@@ -230,7 +230,8 @@ def test_promotes_and_unpromotes_at_once_lose_no_reference_answer(recorded) -> N
 
 
 def test_a_promote_killed_at_any_moment_leaves_the_old_store_or_the_new(recorded) -> None:
-    """SIGKILL a promote after a random delay, eight times: the retry recovers (saying so in one
+    """SIGKILL a promote after a random delay, eight times (half of them while it writes the
+    files, once its journal is seen; the verdict never depends on when): the retry recovers (saying so in one
     line when it found the killed promote's journal), names every baseline kept, and its undo
     gives the original bytes back."""
     pytester = recorded
@@ -248,15 +249,19 @@ def test_a_promote_killed_at_any_moment_leaves_the_old_store_or_the_new(recorded
     seed = rng.randrange(1 << 30)
     rng.seed(seed)
     found_journal = 0
+    live = GoldenStore(root_of(pytester), "gpt-4")
+    journal = journal_path(live.root, live.lock_dir)
     for i in range(8):
-        # Half the kills anywhere, half near the end, where the files are written.
-        delay = rng.uniform(0, whole_s) if i % 2 else rng.uniform(0.6 * whole_s, 1.1 * whole_s)
         victim = promote(pytester, "mini")
-        time.sleep(delay)
+        if i % 2:  # anywhere in its life, from start-up to exit
+            time.sleep(rng.uniform(0, 1.1 * whole_s))
+        else:  # while it writes the files: from the moment its journal appears, a few ms on
+            while victim.poll() is None and not journal.exists():
+                time.sleep(0.0005)
+            time.sleep(rng.uniform(0, 0.02))
         victim.send_signal(signal.SIGKILL)
         victim.communicate(timeout=WAIT_S)
-        live = GoldenStore(root_of(pytester), "gpt-4")
-        found_journal += journal_path(live.root, live.lock_dir).exists()
+        found_journal += journal.exists()
 
         code, out, err = finish(promote(pytester, "mini"))
         assert code == 0, (seed, err)
