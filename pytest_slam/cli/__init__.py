@@ -50,7 +50,24 @@ def project_settings(cwd: Path) -> Settings:
 
 
 def refresh(pytest_args: list[str]) -> int:
-    """Run the suite in record-all mode: the real reference answers every request again."""
+    """Run the suite in record-all mode: the real reference answers every request again.
+
+    A store-wide change killed earlier is recovered first (one line, ``golden.journal``); the
+    run's every write then holds the store lock, so no promote or prune lands in the middle of one.
+    """
+    from pytest_slam.cli.golden import _fail, say_recovered
+    from pytest_slam.golden.fileformat import GoldenError
+    from pytest_slam.golden.journal import journal_path
+    from pytest_slam.golden.store import GoldenStore
+
+    settings = project_settings(Path.cwd())
+    store = GoldenStore(Path(settings.golden_dir), settings.reference)
+    try:
+        if journal_path(store.root, store.lock_dir).exists():
+            with store.transaction("refresh"):
+                say_recovered(store)
+    except GoldenError as exc:
+        return _fail(exc)
     argv = [sys.executable, "-m", "pytest", f"{options.RECORD}=all", *pytest_args]
     print("slam golden refresh: " + " ".join(argv[2:]), flush=True)
     return subprocess.call(argv)

@@ -111,6 +111,13 @@ def store_reference(args: argparse.Namespace) -> str:
     return reference or DEFAULT_REFERENCE
 
 
+def say_recovered(store: GoldenStore) -> None:
+    """The line recovering a killed store-wide change said (``golden.journal``), on stderr,
+    before the command does anything else."""
+    for line in store.recovered:
+        print(line, file=sys.stderr)
+
+
 def _fail(exc: Exception) -> int:
     print(f"slam golden: {exc}", file=sys.stderr)
     return EXIT_REFUSED
@@ -178,13 +185,16 @@ def cmd_prune(args: argparse.Namespace) -> int:
         if not entries:
             print("nothing to prune: the last complete run found no stale entries")
             return 0
-        _all_readable(store, entries)
-        for module, key in entries:
-            verb = "would remove" if args.dry_run else "remove"
-            print(f"{verb} {module} {key}{_recorded_for(store, module, key)}")
+        with store.transaction("prune"):  # one lock from the first read to the last write
+            say_recovered(store)
+            _all_readable(store, entries)
+            for module, key in entries:
+                verb = "would remove" if args.dry_run else "remove"
+                print(f"{verb} {module} {key}{_recorded_for(store, module, key)}")
+            if not args.dry_run:
+                trash = Trash(store.root, store.reference)
+                removed = store.prune(entries, trash.add)
         if not args.dry_run:
-            trash = Trash(store.root, store.reference)
-            removed = store.prune(entries, trash.add)
             if not args.from_report:  # a run's stale list is spent; a JSON report is kept
                 report.unlink()
             undo = f"; undo with: {undo_command(trash.path)}" if trash.path else ""
@@ -241,8 +251,10 @@ def cmd_restore(args: argparse.Namespace) -> int:
         trash = read_trash(path)
         root = args.root or trash.store_root() or store_root(args)
         store = GoldenStore(root, args.reference or trash.reference)
-        _all_readable(store, trash.items)
-        restored, kept = restore(store, trash)
+        with store.transaction("restore"):  # one lock from the first read to the last write
+            say_recovered(store)
+            _all_readable(store, trash.items)
+            restored, kept = restore(store, trash)
         for module, key in restored:
             print(f"restore {module} {key}")
         for module, key in kept:

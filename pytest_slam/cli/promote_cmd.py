@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_slam.cli.golden import _fail, add_store_arguments, store_reference, store_root
+from pytest_slam.cli.golden import (
+    _fail,
+    add_store_arguments,
+    say_recovered,
+    store_reference,
+    store_root,
+)
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.golden.store import golden_reference, reference_slug
 
@@ -59,7 +64,12 @@ def add_unpromote_arguments(parser: argparse.ArgumentParser) -> argparse.Argumen
 
 
 def cmd_promote(args: argparse.Namespace) -> int:
-    """Write the candidate's answers as the reference's; print the undo command."""
+    """Write the candidate's answers as the reference's; print the undo command.
+
+    One store-wide transaction (``golden.journal``): the store lock is held from the first read to
+    the last write, and a kill at any moment leaves the old store or the new one.
+    """
+    from pytest_slam.golden.baselines import BaselineMark, baselines_of, free_name, mark_path
     from pytest_slam.golden.promote import baseline_name, promote
     from pytest_slam.golden.store import GoldenStore
     from pytest_slam.report.jsonreport import ReportError, load_report
@@ -80,17 +90,30 @@ def cmd_promote(args: argparse.Namespace) -> int:
                 f"its candidates: {', '.join(models) or 'none'}"
             )
         store = GoldenStore(store_root(args), run_reference(args, report.verdict.run.settings))
-        name = args.baseline or baseline_name(store.reference)
-        baseline = GoldenStore(store.root, name)
-        if baseline.dir == store.dir or baseline.dir.exists():
-            raise GoldenError(f"{baseline.dir} exists already. Fix: pass --baseline a new name")
-        done = promote(store, baseline, report.outcomes, args.model, dry_run=args.dry_run)
+        with store.transaction("promote") as txn:
+            say_recovered(store)
+            name = args.baseline or free_name(store, baseline_name(store.reference))
+            baseline = GoldenStore(store.root, name)
+            if baseline.dir == store.dir or baseline.dir.exists():
+                raise GoldenError(f"{baseline.dir} exists already. Fix: pass --baseline a new name")
+            earlier = [n for n, _ in baselines_of(store)]
+            done = promote(store, baseline, report.outcomes, args.model, dry_run=args.dry_run)
+            if done.promoted and not args.dry_run:
+                mark = BaselineMark(name, store.reference, args.model, on_top_of=earlier)
+                mark.promoted = done.written
+                txn.stage(mark_path(baseline), mark.text())
     except (GoldenError, ReportError, OSError, ValueError) as exc:
         return _fail(exc)
     verb = "would promote" if args.dry_run else "promote"
     for module, key in done.promoted:
         print(f"{verb} {module} {key}")
     skipped = "".join(f"; skipped {n}: {why}" for why, n in sorted(done.skipped.items()))
+    kept = ", ".join(repr(n) for n in reversed(earlier))
+    if earlier and done.promoted and not args.dry_run:
+        print(
+            f"earlier baselines of {store.reference!r} are kept too, the latest first: {kept} "
+            "(undo this promote first, then them in that order)"
+        )
     print(
         f"{len(done.promoted)} golden entries of {store.reference!r} "
         f"{'would take' if args.dry_run else 'now hold'} {args.model}'s answers, "
@@ -100,6 +123,11 @@ def cmd_promote(args: argparse.Namespace) -> int:
         print(
             f"the replaced answers are kept as baseline {name!r} in {baseline.dir}; "
             f"undo with: {undo_command(name, store.root, store.reference)}"
+        )
+    elif earlier:
+        print(
+            f"earlier baselines of {store.reference!r} are kept, the latest first: {kept}; "
+            f"undo the latest with: {undo_command(earlier[-1], store.root, store.reference)}"
         )
     return 0
 
@@ -131,7 +159,8 @@ def undo_command(name: str, root: Path, reference: str) -> str:
 
 
 def cmd_unpromote(args: argparse.Namespace) -> int:
-    """Write the baseline's answers back as the reference's, then remove the baseline."""
+    """Write the baseline's answers back exactly as they were and remove the baseline, as one
+    store-wide transaction; refuse (one line, nothing written) when that cannot be exact."""
     from pytest_slam.golden.promote import unpromote
     from pytest_slam.golden.store import GoldenStore
 
@@ -143,8 +172,9 @@ def cmd_unpromote(args: argparse.Namespace) -> int:
                 "baseline name `slam golden promote` printed"
             )
         baseline = GoldenStore(store.root, args.baseline)
-        restored = unpromote(store, baseline)
-        shutil.rmtree(baseline.dir)
+        with store.transaction("unpromote"):
+            say_recovered(store)
+            restored = unpromote(store, baseline)
     except (GoldenError, OSError, ValueError) as exc:
         return _fail(exc)
     for module, key in restored:

@@ -18,7 +18,9 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from pytest_slam.golden.baselines import entry_digest, later_than, mark_path, read_mark
 from pytest_slam.golden.fileformat import GoldenError
+from pytest_slam.golden.journal import held
 from pytest_slam.golden.redact import scrub_answer
 from pytest_slam.golden.reference import answer_from
 from pytest_slam.golden.store import GoldenStore, normalize_module
@@ -37,6 +39,7 @@ class Promotion:
     promoted: list[tuple[str, str]] = field(default_factory=list)
     unchanged: list[tuple[str, str]] = field(default_factory=list)  # the candidate said the same
     skipped: dict[str, int] = field(default_factory=dict)  # why -> how many answers
+    written: dict[str, dict[str, str]] = field(default_factory=dict)  # module -> key -> digest
 
     def skip(self, why: str) -> None:
         self.skipped[why] = self.skipped.get(why, 0) + 1
@@ -107,13 +110,20 @@ def promote(
     for (module, key), rec in old.items():
         store.record(module, dataclasses.replace(rec, answers=answers[(module, key)], judge={}))
     store.flush()
+    for module, key in old:  # what the files now hold for them: what an undo checks
+        written = store.lookup(module, key)
+        if written is not None:
+            found.written.setdefault(module, {})[key] = entry_digest(written)
     return found
 
 
 def unpromote(store: GoldenStore, baseline: GoldenStore) -> list[tuple[str, str]]:
-    """Put the baseline's entries back as the reference's answers; returns ``(module, key)``.
+    """Put the baseline's entries back exactly as they were; returns ``(module, key)``.
 
-    The baseline must exist and hold entries; every file is read before any is written.
+    The baseline must exist and hold entries; every file is read before any is written. Each
+    entry must still be what the promote wrote (its mark, ``golden.baselines``), else the undo
+    would not give the old bytes back and it is refused (``GoldenError``), nothing written.
+    The baseline's own files are removed in the same change (call inside ``store.transaction``).
     """
     modules = baseline.modules()
     if not modules:
@@ -121,13 +131,42 @@ def unpromote(store: GoldenStore, baseline: GoldenStore) -> list[tuple[str, str]
             f"{baseline.dir}: no baseline named {baseline.reference!r}. Fix: pass the name "
             "`slam golden promote` printed (`slam golden stats` lists the folders)"
         )
+    mark = read_mark(baseline.dir)
     kept = {m: baseline.load(m).entries for m in modules}
     for module in modules:
         store.load(module)
     restored = []
     for module, entries in kept.items():
-        for key, rec in sorted(entries.items()):
-            store.record(module, rec)
+        for key in sorted(entries):
+            if mark is not None:
+                _check_unchanged(
+                    store, baseline, mark.promoted.get(module, {}).get(key), module, key
+                )
             restored.append((module, key))
-    store.flush()
+    txn = held()
+    for module, entries in kept.items():
+        store.put_exact(module, [entries[key] for key in sorted(entries)])
+        if txn is not None:
+            txn.stage(baseline.path_for(module), None)
+    if txn is not None:
+        txn.stage(mark_path(baseline), None)
     return restored
+
+
+def _check_unchanged(
+    store: GoldenStore, baseline: GoldenStore, digest: str | None, module: str, key: str
+) -> None:
+    live = store.lookup(module, key)
+    if live is not None and digest is not None and entry_digest(live) == digest:
+        return
+    later = later_than(store, baseline.reference)
+    fix = (
+        f"undo the later promote first (baseline {later[-1]!r}), then this one"
+        if later
+        else "re-record the entry (`slam golden refresh`) or restore the file from git"
+    )
+    raise GoldenError(
+        f"{store.path_for(module)}: entry {key} changed since the promote that kept baseline "
+        f"{baseline.reference!r}, so putting it back would not give the old file back; nothing "
+        f"was changed. Fix: {fix}"
+    )

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import email.utils
 import http.client
+import re
 import shlex
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from pytest_slam.errors import SlamError
@@ -107,10 +108,30 @@ def _ms(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
+MODEL_FILE_SUFFIXES = (".gguf", ".ggml", ".bin", ".safetensors", ".onnx", ".pt", ".pth")
+
+
+def model_id(returned: str | None) -> str | None:
+    """The model an answer names, as an id: a server that names its model by its file (llama.cpp
+    without an alias says ``/home/me/.venv/.../SmolLM2-135M-Instruct.Q4_1.gguf``) gives the file's
+    stem, so a committed golden never holds a machine's path. Ids such as ``org/model`` are kept."""
+    if not returned:
+        return returned
+    name = returned.replace("\\", "/")
+    is_path = name.startswith(("/", "~", "./", "../")) or re.match(r"^[A-Za-z]:/", name)
+    if not is_path and not name.lower().endswith(MODEL_FILE_SUFFIXES):
+        return returned
+    stem = PurePosixPath(name).name
+    for suffix in MODEL_FILE_SUFFIXES:
+        if stem.lower().endswith(suffix):
+            stem = stem[: -len(suffix)]
+    return stem or None
+
+
 def answer_from(call: Call) -> GoldenAnswer:
     return GoldenAnswer(
         text=call.text,
-        model=call.response_model,
+        model=model_id(call.response_model),
         recorded_at=utc_now(),
         finish_reason=call.finish_reason,
         tool_calls=call.tool_calls,

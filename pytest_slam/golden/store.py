@@ -23,13 +23,14 @@ names are added to the entry's ``tests`` when its file is written anyway.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
@@ -44,6 +45,7 @@ from pytest_slam.golden.fileformat import (
     ignore_scratch_folder,
     parse_golden,
 )
+from pytest_slam.golden.journal import LOCK_TIMEOUT_S, Transaction, held, store_locked, transaction
 from pytest_slam.golden.keys import canonical_request, request_key
 from pytest_slam.golden.lazy import index_golden
 from pytest_slam.golden.turns import at_place, merged_turns, with_turn
@@ -51,8 +53,6 @@ from pytest_slam.records import GoldenRecord
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock
-
-LOCK_TIMEOUT_S = 120.0
 
 
 def golden_reference(reference: str) -> str:
@@ -142,6 +142,7 @@ class GoldenStore:
         self._written: set[str] = set()  # modules whose file this store changed
         self._mine: dict[str, tuple[tuple[int, ...], bytes]] = {}  # file signature, text digest
         self._texts: dict[str, EntryCache] = {}  # each written entry's text, reused while unchanged
+        self.recovered: list[str] = []  # what recovering a killed store-wide change said
 
     def path_for(self, module: str) -> Path:
         return self.dir / module_relpath(module)
@@ -285,8 +286,15 @@ class GoldenStore:
     def _read_locked(self, module: str, path: Path) -> tuple[GoldenFile, bytes | None]:
         """The file as it is now (the caller holds its lock), and the digest of its text.
 
-        When the file is still the one this store wrote last, the copy in memory is used as is.
+        When the file is still the one this store wrote last, the copy in memory is used as is;
+        inside a transaction, a file it staged already is read as staged.
         """
+        txn = self._txn()
+        staged, text = txn.staged_text(path) if txn is not None else (False, None)
+        if staged:
+            if text is None:
+                return GoldenFile(path=path, reference=self.reference), None
+            return parse_golden(path, text, self.reference), _digest(text)
         try:
             sig = _signature(path)
         except FileNotFoundError:
@@ -308,16 +316,37 @@ class GoldenStore:
         written empty through its link: the link stays, as for any write)."""
         path = golden.path
         self._mine.pop(module, None)
+        txn = self._txn()
         if not golden.entries and not path.is_symlink():
-            existed = path.exists()
-            path.unlink(missing_ok=True)
+            existed = digest is not None
+            if txn is not None:
+                txn.stage(path, None)
+            else:
+                path.unlink(missing_ok=True)
             return existed
         text = dump_golden(golden, self._texts.setdefault(module, {}))
         new_digest = _digest(text)
+        if txn is not None:  # written at commit, after the journal
+            txn.stage(path, text)
+            return new_digest != digest
         if new_digest != digest:
             atomic_write(path, text)
         self._mine[module] = (_signature(path), new_digest)
         return new_digest != digest
+
+    def _txn(self) -> Transaction | None:
+        """The store-wide change this thread is inside, when it is one of this store's root."""
+        txn = held()
+        return txn if txn is not None and txn.root == self.root else None
+
+    @contextlib.contextmanager
+    def transaction(self, what: str) -> Iterator[Transaction]:
+        """Hold the store lock across a store-wide change (``golden.journal``): every write of any
+        store of this root inside it is staged, then journalled and committed at the end."""
+        with transaction(self.root, self.lock_dir, what) as txn:
+            if txn.recovered and txn.recovered not in self.recovered:
+                self.recovered.append(txn.recovered)
+            yield txn
 
     def _update(self, module: str, change: Callable[[GoldenFile], GoldenFile]) -> bool:
         """Lock the module's file, re-read it, apply ``change(GoldenFile)``, write, cache."""
@@ -326,7 +355,10 @@ class GoldenStore:
         path = self.path_for(module)
         lock = self._lock(module)
         try:
-            with lock:
+            with store_locked(self.root, self.lock_dir) as recovered, lock:
+                if recovered:
+                    self.recovered.append(recovered)
+                    self._mine.clear()  # files this store wrote may have been rolled back
                 current, digest = self._read_locked(module, path)
                 golden = change(current)
                 written = self._write(module, golden, digest)
@@ -417,10 +449,11 @@ class GoldenStore:
             kept = {k: v for k, v in golden.entries.items() if k not in keys}
             return dataclasses.replace(golden, entries=kept)
 
-        for module, keys in sorted(by_module.items()):
-            for key in keys:
-                self._pending.get(module, {}).pop(key, None)
-            self._update(module, functools.partial(drop, module, keys=keys))
+        with self.transaction("prune"):
+            for module, keys in sorted(by_module.items()):
+                for key in keys:
+                    self._pending.get(module, {}).pop(key, None)
+                self._update(module, functools.partial(drop, module, keys=keys))
         return removed
 
     def put_back(self, module: str, records: list[GoldenRecord]) -> list[str]:
@@ -435,8 +468,20 @@ class GoldenStore:
                     restored.append(rec.key)
             return dataclasses.replace(golden, entries=entries)
 
-        self._update(normalize_module(module), add)
+        with self.transaction("restore"):
+            self._update(normalize_module(module), add)
         return restored
+
+    def put_exact(self, module: str, records: Iterable[GoldenRecord]) -> None:
+        """Set these entries to exactly these records (no merging of tests, turns or verdicts):
+        what an exact undo writes."""
+
+        def put(golden: GoldenFile) -> GoldenFile:
+            entries = dict(golden.entries)
+            entries.update((rec.key, rec) for rec in records)
+            return dataclasses.replace(golden, entries=entries)
+
+        self._update(normalize_module(module), put)
 
 
 def _signature(path: Path) -> tuple[int, ...]:

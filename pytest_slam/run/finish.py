@@ -144,6 +144,8 @@ def _flush(slam: RunEnd) -> None:
     except GoldenError as exc:
         slam.summary.append(f"golden files not written: {exc}")
         return
+    finally:  # a killed promote or prune found and recovered by this run's writes: say so
+        slam.summary.extend(line.removeprefix("slam golden: ") for line in slam.store.recovered)
     for path in written:
         slam.summary.append(f"golden answers written: {_shown(slam, path)}")
 

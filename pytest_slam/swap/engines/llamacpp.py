@@ -120,6 +120,8 @@ class LlamaCppEngine(Engine):
             str(self.ctx),
             "--parallel",
             str(self.parallel),
+            "--alias",  # what answers name as their model (else the file's path, a machine's)
+            self.spec.model_id or path.stem,
         ]
 
 

@@ -56,8 +56,9 @@ def main(argv: list[str]) -> int:
     params.n_parallel = args.parallel
     params.cpuparams.n_threads = args.threads
     params.cpuparams_batch.n_threads = args.threads
-    if args.alias:
-        params.model_alias = args.alias
+    if args.alias:  # a set of names in recent xllamacpp (a plain string there is split in letters)
+        current = params.model_alias
+        params.model_alias = {args.alias} if isinstance(current, set) else args.alias
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
