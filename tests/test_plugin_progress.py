@@ -220,6 +220,6 @@ base_url = "{slow.base_url}"
         "pytest-slam: [[]gw0[]] sealed once",
         r"pytest-slam: [[]gw0[]] bell\x07 \x1b[[]2Jcleared \u202eevil",
         # sent after every hostile datagram: the listener is still there
-        "pytest-slam: [[]gw0[]] slow (candidate) still answering on "
-        "test_slow.py::test_ask[[]slow[]]: * token(s) so far, 1 s",
+        "pytest-slam: [[]gw0[]] 0 of 1 tests, 1 call in flight: slow (candidate) 1 s, * tok, "
+        "on test_slow.py::test_ask[[]slow[]]",
     ])  # fmt: skip
