@@ -21,8 +21,10 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 # refuses (zero-width joiners are text: kept).
 _HIDDEN = "\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff\ufffe\uffff\x7f-\x9f"
 _ESCAPED = re.compile(f"[\ud800-\udfff{_HIDDEN}]")
-# For display, C0 controls too (NUL, ESC: a terminal escape), but not tab, newline and CR.
+# For display, C0 controls too (NUL, ESC: a terminal escape), but not tab, newline and CR; on a
+# line that must stay one line (a progress line), those three too.
 _SHOWN = re.compile(f"[\ud800-\udfff{_HIDDEN}\x00-\x08\x0b\x0c\x0e-\x1f]")
+_SHOWN_ON_A_LINE = re.compile(f"[\ud800-\udfff{_HIDDEN}\x00-\x1f]")
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -50,11 +52,12 @@ def dumps(obj: Any, *, hidden: bool = True, **options: Any) -> str:
     return (_ESCAPED if hidden else _SURROGATE).sub(_escape, text)
 
 
-def visible(text: str) -> str:
+def visible(text: str, *, line: bool = False) -> str:
     """``text`` as a person should see it: every control a screen would hide or apply (bidi
     overrides, zero-width marks, NUL, ESC...) and every lone surrogate replaced by a marker
-    naming its code point, ``⟨U+202E⟩``; tab, newline and CR kept."""
-    return _SHOWN.sub(_marker, text)
+    naming its code point, ``⟨U+202E⟩``; tab, newline and CR kept, unless the text must stay
+    one ``line``."""
+    return (_SHOWN_ON_A_LINE if line else _SHOWN).sub(_marker, text)
 
 
 def valid(text: str) -> str:

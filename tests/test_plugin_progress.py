@@ -218,7 +218,7 @@ base_url = "{slow.base_url}"
     assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
     result.stdout.fnmatch_lines([
         "pytest-slam: [[]gw0[]] sealed once",
-        r"pytest-slam: [[]gw0[]] bell\x07 \x1b[[]2Jcleared \u202eevil",
+        "pytest-slam: [[]gw0[]] bell⟨U+0007⟩ ⟨U+001B⟩[[]2Jcleared ⟨U+202E⟩evil",
         # sent after every hostile datagram: the listener is still there
         "pytest-slam: [[]gw0[]] 0 of 1 tests, 1 call in flight: slow (candidate) 1 s, * tok, "
         "on test_slow.py::test_ask[[]slow[]]",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from pytest_slam.run.datagram import MAX_BYTES, MAX_TEXT, Opener, printable, seal
+from pytest_slam.run.datagram import MAX_BYTES, MAX_TEXT, Opener, seal
 
 SECRET = "0123456789abcdef0123456789abcdef"
 
@@ -47,7 +47,9 @@ def test_a_long_line_is_cut_to_fit_and_escapes_are_shown() -> None:
     data = seal(SECRET, "gw0", "\x1b[2J" + "y" * 10 * MAX_TEXT)
     assert len(data) <= MAX_BYTES
     _, text, _ = Opener(SECRET).open(data) or ("", "", False)
-    assert text.startswith("\\x1b[2Jyyy") and text.endswith("...") and "\x1b" not in text
+    assert text.startswith("\u27e8U+001B\u27e9[2Jyyy") and text.endswith("...")
+    assert "\x1b" not in text
     emoji = seal(SECRET, "gw0", "\U0001f600" * 10 * MAX_TEXT)  # 12 bytes each as JSON
     assert len(emoji) <= MAX_BYTES and Opener(SECRET).open(emoji) is not None
-    assert printable("a\u202eb\nc\ud800") == "a\\u202eb\\x0ac\\ud800"
+    one = seal(SECRET, "gw0", "a\u202eb\nc\ud800")
+    assert Opener(SECRET).open(one) == ("gw0", "a⟨U+202E⟩b⟨U+000A⟩c⟨U+D800⟩", False)

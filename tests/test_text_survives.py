@@ -126,7 +126,12 @@ def test_the_report_render_merge_and_rescore_keep_any_answer(
     with scratch() as root:
         outcomes = _outcomes(text)
         verdict = aggregate(outcomes, synth.run_info())
-        write_json(root / "run.json", verdict, outcomes, Visits(complete=True))
+        ran = sorted(
+            {o["nodeid"] for o in outcomes}
+        )  # a run that selected what it ran (merge checks)
+        write_json(
+            root / "run.json", verdict, outcomes, Visits(complete=True, collected=ran, selected=ran)
+        )
         report = load_report(root / "run.json")
         first = _hostile(report.outcomes)
         assert first.calls[0].text == want and first.pairs[0].reference_text == want

@@ -5,8 +5,8 @@ before it is known to come from this run: a datagram is ``MAC | nonce | JSON``, 
 HMAC-SHA256 of the rest under the run's secret. ``Opener.open`` checks the size (``MAX_BYTES``),
 then the MAC, then that the nonce was not seen before (a replayed datagram is dropped), and only
 then parses the JSON, which must be the two strings and the flag a worker sends. What it returns is
-``printable``: a worker's text is a model's words and a test's id, and a terminal escape in it
-would be obeyed by the terminal that prints it.
+shown as ``textcodec.visible`` shows a line: a worker's text is a model's words and a test's id,
+and a terminal escape in it would be obeyed by the terminal that prints it.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import hashlib
 import hmac
 import json
 import secrets
-import unicodedata
 from collections import deque
+
+from pytest_slam.textcodec import visible
 
 MAX_BYTES = 8192  # a progress line is short: anything longer is not one of ours
 # characters of a line a worker sends, cut with "...": 12 bytes at most each as JSON escapes
@@ -50,7 +51,7 @@ class Opener:
         self._order: deque[bytes] = deque()
 
     def open(self, data: bytes) -> tuple[str, str, bool] | None:
-        """``(worker, text, beat)``, both strings printable, or None for anything not a fresh line of this
+        """``(worker, text, beat)``, both strings shown as text, or None for anything not a fresh line of this
         run's workers. Never raises: a datagram cannot end the listener."""
         if not _MAC + _NONCE < len(data) <= MAX_BYTES:
             return None
@@ -70,23 +71,10 @@ class Opener:
         worker, text, beat = event.get("worker"), event.get("text"), event.get("beat", False)
         if not isinstance(worker, str) or not isinstance(text, str) or not isinstance(beat, bool):
             return None
-        return printable(worker), printable(text), beat
+        return visible(worker, line=True), visible(text, line=True), beat
 
     def _remember(self, nonce: bytes) -> None:
         self._seen.add(nonce)
         self._order.append(nonce)
         if len(self._order) > _REMEMBERED:
             self._seen.discard(self._order.popleft())
-
-
-def printable(text: str) -> str:
-    """``text`` with every control, format (bidi overrides, zero widths) and surrogate character
-    shown as its escape (``\\x1b``, ``\\u202e``): one line that the terminal prints as it is."""
-    return "".join(_shown(ch) for ch in text)
-
-
-def _shown(ch: str) -> str:
-    if unicodedata.category(ch) not in ("Cc", "Cf", "Cs"):
-        return ch
-    code = ord(ch)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
