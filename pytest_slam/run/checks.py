@@ -176,7 +176,7 @@ class Checker:
                     self._pair(ctx, index, call, verdict, failed)
                 else:  # unanswered, yet the test asked for this entry: never stale for it
                     self.reference.store.mark_used(ctx.module, _key(call), ctx.test)
-        self._score(item, ctx, verdict)
+        self._score(item, ctx, verdict, failed)
         self._budget(item, ctx, verdict)
         self._keep_judge_calls(ctx)
         return verdict
@@ -227,12 +227,18 @@ class Checker:
 
     # -- scoring ----------------------------------------------------------------------------------
 
-    def _score(self, item: pytest.Item, ctx: TestContext, verdict: TestVerdict) -> None:
-        self.score_pairs(self.plan_for(item), ctx, verdict)
+    def _score(
+        self, item: pytest.Item, ctx: TestContext, verdict: TestVerdict, failed: bool
+    ) -> None:
+        self.score_pairs(self.plan_for(item), ctx, verdict, failed)
 
-    def score_pairs(self, plan: ScoringPlan, ctx: TestContext, verdict: TestVerdict) -> None:
+    def score_pairs(
+        self, plan: ScoringPlan, ctx: TestContext, verdict: TestVerdict, failed: bool = False
+    ) -> None:
         """Score every pair with a golden answer, decide each score and send the undecided down
-        the cascade; a different score is a problem of the test."""
+        the cascade; a different score is a problem of the test. A JSON answer called different
+        in a test whose own assertions passed (not ``failed``) names the configuration that
+        accepts each differing field (compare/accepting.py)."""
         from pytest_slam.compare.judge import JudgeUnjudged
 
         todo = [p for p in verdict.pairs if p.reference_text is not None]
@@ -260,7 +266,10 @@ class Checker:
                     score.explanation = f"{diverged(pair)}; {score.explanation}"
                 pair.scores.append(score)
                 if score.verdict == DIFFERENT:
-                    verdict.problems.append(_failed(pair, score, sides, index))
+                    line = _failed(pair, score, sides, index)
+                    if not failed:
+                        line = _with_accepting(line, plan, ctx.module, score, sides, index)
+                    verdict.problems.append(line)
 
     def _score_pair(
         self, plan: ScoringPlan, ctx: TestContext, pair: Pair, rec: GoldenRecord | None
@@ -701,6 +710,29 @@ def _failed(pair: Pair, score: Score, sides: tuple[list[Choice], list[Choice]], 
     if not (cand or ref):
         return line
     return "\n    ".join([line, *tool_calls_side_by_side(ref, cand)])
+
+
+def _with_accepting(
+    line: str,
+    plan: ScoringPlan,
+    module: str,
+    score: Score,
+    sides: tuple[list[Choice], list[Choice]],
+    index: int,
+) -> str:
+    """``line``, followed by the configuration that accepts each differing JSON field."""
+    from pytest_slam.compare.accepting import accepting_lines, differences
+    from pytest_slam.compare.structured import JsonScorer
+
+    scorer = plan.scorer if isinstance(plan.scorer, JsonScorer) else plan.json
+    cands, refs = sides
+    if score.scorer != "json" or not isinstance(scorer, JsonScorer) or index >= len(cands):
+        return line
+    if index >= len(refs):
+        return line
+    found = differences(scorer, cands[index][0], refs[index][0])
+    extra = accepting_lines(found, module, scorer.tolerance, scorer.ignore)
+    return "\n    ".join([line, *extra]) if extra else line
 
 
 def diverged(pair: Pair) -> str:

@@ -26,6 +26,7 @@ from pytest_slam.swap.chat import (
     forward_chat,
     generation_cap,
     new_call,
+    runaway,
 )
 from pytest_slam.swap.choices import forward_candidate
 from pytest_slam.swap.fleet import Replicas
@@ -225,7 +226,10 @@ class SwapRouter:
                 raise RouteError(404, "pytest-slam: no reference model is configured")
             return self.reference(ctx, body, relay)
         target = self.target(route)
-        cap = self.cap(ctx, target, body)
+        tokens = self.reference_length(ctx, target, body)
+        cap = None
+        if target.role == "candidate":
+            cap = generation_cap(body, target.spec, tokens, self.cap_factor, self.cap_margin)
         # Only the running test's own candidate gives it evidence: a call on another model's route
         # (a client kept from that model's test) is answered, never counted for this one.
         own = ctx is not None and target.role == "candidate" and target.spec.name == ctx.model.name
@@ -247,21 +251,22 @@ class SwapRouter:
                 flight.call.error_kind = "fault"
                 ctx.end(flight, flight.call)
             raise
+        if target.role == "candidate" and runaway(result.call, body, target.spec, tokens):
+            result.status = 502  # the product gets the reason, not a JSON object cut short
         if gone is not None and result.call.error_kind != "timeout" and gone():
             caller_left(result.call)  # it gave up first: the product never saw this answer
         if ctx is not None and flight is not None:
             ctx.end(flight, result.call)
         return result
 
-    def cap(self, ctx: TestContext | None, target: Target, body: JSONObject) -> int | None:
-        """The output limit a candidate call gets when the product set none (chat.generation_cap):
-        from the reference's golden answer to this request when there is one."""
-        if target.role != "candidate":
+    def reference_length(
+        self, ctx: TestContext | None, target: Target, body: JSONObject
+    ) -> int | None:
+        """The reference's completion tokens for this request, the base of a candidate call's
+        generation cap (chat.generation_cap), or None (no golden answer, not a candidate call)."""
+        if target.role != "candidate" or ctx is None or self.reference_tokens is None:
             return None
-        tokens = None
-        if ctx is not None and self.reference_tokens is not None:
-            tokens = self.reference_tokens(ctx, body)
-        return generation_cap(body, target.spec, tokens, self.cap_factor, self.cap_margin)
+        return self.reference_tokens(ctx, body)
 
     def embeddings(
         self, route: str, body: JSONObject, headers: list[tuple[str, str]]
