@@ -170,7 +170,11 @@ class Checker:
         verdict = TestVerdict()
         for call in ctx.calls:
             measure(ctx.model, call, self.prices)
-        if self.reference is not None and _wants_reference(item):
+        if self.reference is not None and wants_reference(item):
+            path = str(self.reference.store.path_for(ctx.module))
+            for turn, key, message in ctx.misses:  # refused before the candidate was asked
+                verdict.pairs.append(Pair(turn - 1, key, path, None, missing=True))
+                verdict.problems.append(f"call {turn}: {message}")
             for index, call in enumerate(ctx.calls):
                 if call.ok:
                     self._pair(ctx, index, call, verdict, failed)
@@ -613,7 +617,7 @@ def question_of(request: dict[str, JSON]) -> str | None:
     return None
 
 
-def _wants_reference(item: pytest.Item) -> bool:
+def wants_reference(item: pytest.Item) -> bool:
     """``@pytest.mark.slm(reference=False)``: generated inputs have no golden answer to pair with."""
     mark = item.get_closest_marker("slm")
     return mark is None or mark.kwargs.get("reference", True) is not False

@@ -259,6 +259,9 @@ def one_line_failure(ctx: TestContext | None, report: pytest.TestReport) -> str 
     """
     if ctx is None or not report.failed:
         return None
+    if ctx.misses:  # refused before the candidate was asked: the record command is the fix
+        turn, _key, message = ctx.misses[0]
+        return f"pytest-slam: call {turn}: {message}"
     for call in ctx.calls:
         fix = _FIXES.get(call.error_kind or "")
         if fix:
