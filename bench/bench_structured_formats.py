@@ -126,19 +126,22 @@ def main() -> None:
         counters["SmolLM2"] = lambda text: llamacpp_count(text, url)
     try:
         refs: list[tuple[str, object, str, list[str]]] = []
-        seen: set[str] = set()
+        seen: dict[str, list[str]] = {}  # GPT-4's JSON -> every other model's answer to it
         for source, answer, others in mt_bench(args.data):
             found = json_part(answer)
-            if found is not None and found[1] not in seen:
-                seen.add(found[1])
-                refs.append((source, found[0], found[1], others))
+            if found is not None and found[1] in seen:
+                seen[found[1]].extend(others)  # the graded set repeats the pairs set's question
+            elif found is not None:
+                seen[found[1]] = list(others)
+                refs.append((source, found[0], found[1], seen[found[1]]))
         for text in [*curated(), ISSUE_EXAMPLE]:
             found = json_part(text)
             if found is not None and found[1] not in seen:
-                seen.add(found[1])
+                seen[found[1]] = []
                 refs.append(("support_triage / issue 29", found[0], found[1], []))
         measure(refs, counters)
         other_models(refs, gpt4, counters)
+        numbers(refs)
     finally:
         if server is not None:
             server.stop()
@@ -201,6 +204,37 @@ def other_models(
                          f"{ratios[int(len(ratios) * 0.9)]:.2f}", f"{ratios[-1]:.2f}", cut])  # fmt: skip
     print("\nOther models' own JSON answers to the same MT-Bench questions (their own content):\n")
     table(["tokenizer", "answers", "median / M", "p90 / M", "max / M", "over the cap"], rows)
+
+
+def numbers(refs: list[tuple[str, object, str, list[str]]]) -> None:
+    """Numbers at the same path in GPT-4's and the other models' JSON: equal, or how far apart
+    (the evidence on a default ``tolerance`` for the json scorer)."""
+    from pytest_slam.compare.jsontree import format_path, leaves
+
+    def number(value: object) -> float | None:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return float(value) if ok else None  # type: ignore[arg-type]
+
+    same, gaps = 0, []
+    for source, value, _, answers in refs:
+        ref = leaves(value)  # type: ignore[arg-type]
+        for answer in answers:
+            found = json_part(answer)
+            cand = leaves(found[0]) if found is not None else {}  # type: ignore[arg-type]
+            for path, r in ref.items():
+                x, y = number(r), number(cand.get(path))
+                if x is None or y is None:
+                    continue
+                if x == y:
+                    same += 1
+                else:
+                    gaps.append((source, format_path(path), x, y))
+    print(
+        f"\nNumbers at the same path in the other models' JSON: {same} equal, {len(gaps)} differ\n"
+    )
+    rows = [[s, p, f"{x:g}", f"{y:g}", f"{abs(x - y):g}", f"{abs(x - y) / abs(x):.1%}"]
+            for s, p, x, y in gaps]  # fmt: skip
+    table(["question", "path", "GPT-4", "other model", "gap", "gap / GPT-4"], rows)
 
 
 if __name__ == "__main__":

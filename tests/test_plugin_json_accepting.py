@@ -81,6 +81,51 @@ def test_a_near_miss_names_each_field_and_the_pasted_configuration_accepts_it(
         assert pair_verdict(pytester.path / "r.json") == "equivalent"
 
 
+TOOL_SUITE = """
+import json, openai, pytest
+
+pytestmark = pytest.mark.slm
+TOOLS = [{"type": "function", "function": {"name": "rate", "parameters": {"type": "object"}}}]
+
+def test_rate():
+    r = openai.OpenAI().chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": "Rate 'great support'"}], tools=TOOLS)
+    assert r.choices[0].message.tool_calls[0].function.name == "rate"
+"""
+
+
+def tool_call(arguments: dict[str, object]) -> dict[str, object]:
+    return {"content": None, "tool_calls": [{"name": "rate", "arguments": arguments}]}
+
+
+def test_a_tool_call_near_miss_names_its_arguments_and_the_pasted_table_accepts_it(
+    pytester: pytest.Pytester,
+) -> None:
+    """As with_structured_output sends it: a tool call whose arguments differ in one number."""
+    pytester.makepyfile(test_rate=TOOL_SUITE)
+    reference = tool_call({"sentiment": "positive", "confidence": 0.9})
+    near = tool_call({"sentiment": "positive", "confidence": 1})
+    with FakeOpenAI(lambda _: reference) as ref, FakeOpenAI(lambda _: near) as mini:
+        head = f'[tool.slam]\nreference = "{ref.base_url}#gpt-4"\n'
+        pytester.makefile(".toml", pyproject=head)
+        models = f"--slm-models={mini.base_url}#mini"
+        first = pytester.runpytest(
+            "-p", "no:cacheprovider", models, "--slm-record=new", "--slm-report=r.json"
+        )  # fmt: skip
+        first.assert_outcomes(failed=1)
+        said = message(pytester.path / "r.json")
+        table = re.findall(r"^ +(\[tool\.slam\.equivalence\.modules\.\S+\]|\w+ = .*)$", said, re.M)
+        assert table == [
+            '[tool.slam.equivalence.modules."test_rate.py"]',
+            'by = "json"',
+            "tolerance = 0.1  # numbers within it match: $.confidence",
+        ]
+        pytester.makefile(".toml", pyproject=head + "\n".join(table) + "\n")
+        pasted = pytester.runpytest("-p", "no:cacheprovider", models, "--slm-report=r.json")
+    pasted.assert_outcomes(passed=1)
+    assert pair_verdict(pytester.path / "r.json") == "equivalent"
+
+
 def test_a_json_difference_the_product_also_failed_on_gets_no_accepting_hint(
     pytester: pytest.Pytester,
 ) -> None:

@@ -724,17 +724,30 @@ def _with_accepting(
     sides: tuple[list[Choice], list[Choice]],
     index: int,
 ) -> str:
-    """``line``, followed by the configuration that accepts each differing JSON field."""
-    from pytest_slam.compare.accepting import accepting_lines, differences
+    """``line``, followed by the configuration that accepts each differing JSON field: of a JSON
+    answer, or of the arguments of tool calls made in the same order with the same names (their
+    paths rooted at each call's arguments, as the tool-call scorer reads ``ignore``)."""
+    from pytest_slam.compare.accepting import Difference, accepting_lines, differences
     from pytest_slam.compare.structured import JsonScorer
+    from pytest_slam.compare.toolcalls import arguments_of, name_of
 
-    scorer = plan.scorer if isinstance(plan.scorer, JsonScorer) else plan.json
     cands, refs = sides
-    if score.scorer != "json" or not isinstance(scorer, JsonScorer) or index >= len(cands):
+    if index >= len(cands) or index >= len(refs):
         return line
-    if index >= len(refs):
+    (c_text, c_tools), (r_text, r_tools) = cands[index], refs[index]
+    found: list[Difference] = []
+    scorer: JsonScorer | None = None
+    if score.scorer == "json":
+        scorer = next((s for s in (plan.scorer, plan.json) if isinstance(s, JsonScorer)), None)
+        found = differences(scorer, c_text, r_text) if scorer is not None else []
+    elif score.scorer == "tool_calls" and plan.tools is not None and c_tools and r_tools:
+        if [name_of(c) for c in c_tools] != [name_of(r) for r in r_tools]:
+            return line  # another tool, or another number of calls: no field accepts that
+        scorer = plan.tools.arguments
+        for cand, ref in zip(c_tools, r_tools, strict=True):
+            found += differences(scorer, arguments_of(cand) or "{}", arguments_of(ref) or "{}")
+    if scorer is None or not found:
         return line
-    found = differences(scorer, cands[index][0], refs[index][0])
     extra = accepting_lines(found, module, scorer.tolerance, scorer.ignore)
     return "\n    ".join([line, *extra]) if extra else line
 

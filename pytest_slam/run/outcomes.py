@@ -259,6 +259,8 @@ def one_line_failure(ctx: TestContext | None, report: pytest.TestReport) -> str 
     """
     if ctx is None or not report.failed:
         return None
+    if ctx.engine_error:  # its first call started the engines, and this model's did not start
+        return ctx.engine_error
     if ctx.misses:  # refused before the candidate was asked: the record command is the fix
         turn, _key, message = ctx.misses[0]
         return f"pytest-slam: call {turn}: {message}"

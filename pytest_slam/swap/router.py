@@ -91,6 +91,7 @@ class TestContext:
     flights: list[Flight] = field(default_factory=list)  # candidate calls in flight
     elsewhere: int = 0  # chat calls made during the test on another model's route
     paired: bool = True  # its calls are paired with golden answers (not slm(reference=False))
+    engine_error: str | None = None  # its model's engine did not start at the test's first call
     # calls refused in replay for want of a golden answer, the candidate never asked:
     # (call number, golden key, the message with the command that records it)
     misses: list[tuple[int, str, str]] = field(default_factory=list)
@@ -196,6 +197,8 @@ class SwapRouter:
         """A model's replicas (fleet.py: in turn, a refusing one stepped around), or None for a
         model with one endpoint; why a model has no server to call is a 503."""
         if spec.name in self.engine_errors:
+            if self.active is not None and self.active.model.name == spec.name:
+                self.active.engine_error = self.engine_errors[spec.name]  # the test's failure
             raise RouteError(503, self.engine_errors[spec.name])
         if not spec.base_urls:
             raise RouteError(503, f"pytest-slam: model {spec.name!r} has no running server")
