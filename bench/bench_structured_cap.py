@@ -1,12 +1,14 @@
 """How long the embedded model's JSON and tool answers are, against a cap derived from a short
-reference answer: why a structured request gets no derived cap (swap/chat.py ``generation_cap``).
+reference answer (issue 22's evidence; issue 29's structured cap, 3 x + 64, is measured by
+bench_structured_formats.py, bench/README.md section 15).
 
     python bench/bench_structured_cap.py
 
 Starts SmolLM2-135M (llama.cpp, CPU), sends each request once with only the model's ceiling
 (``max_tokens_cap``, 1024) and notes the answer's length, its finish reason, whether it is whole
 (JSON that parses, tool arguments that parse) and its time; then counts how many would have been cut
-by the cap a 5-token reference answer gives (2 x 5 + 64 = 74 tokens).
+by the plain cap a 5-token reference answer gives (2 x 5 + 64 = 74 tokens). The cap sent is the
+one ``generation_cap`` gives now (for a structured request, 3 x 5 + 64 = 79).
 """
 
 from __future__ import annotations

@@ -119,7 +119,8 @@ class ModelSpec(Record):
     max_tokens_cap: int = 1024  # hard ceiling of the generation cap (chat.generation_cap)
 
 
-ERROR_KINDS = ("unreachable", "timeout", "http", "fault", "unjudged")  # unjudged: judge calls only
+# unjudged: judge calls only; runaway: a structured answer cut at its cap from the reference
+ERROR_KINDS = ("unreachable", "timeout", "http", "fault", "runaway", "unjudged")
 
 
 @dataclass

@@ -76,7 +76,8 @@ def test_with_two_workers_the_engine_serves_two_requests_at_once(
 def test_serial_run_starts_one_slot(pytester: pytest.Pytester) -> None:
     pytester.makefile(".toml", pyproject=NO_REFERENCE)
     pytester.makepyfile(
-        test_one="import pytest\n\n@pytest.mark.slm\ndef test_x(slm_model):\n    pass\n"
+        test_one="import pytest\n\n@pytest.mark.slm\ndef test_x(slm_model):\n"
+        "    slm_model.chat('Hi', max_tokens=1)\n"
     )
     result = pytester.runpytest_subprocess("--slm-models=smollm2-135m")
     result.assert_outcomes(passed=1)

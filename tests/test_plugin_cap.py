@@ -118,14 +118,17 @@ def test_json(slm_model):
 def test_text(slm_model):
     openai.OpenAI().chat.completions.create(model="gpt-4", messages=MSG, temperature=0)
 """
-LONG_JSON = json.dumps({"refund": {"days": 30, "steps": ["open the order page"] * 12}})
+LONG_JSON = json.dumps({"refund": {"days": 30, "steps": ["open the order page"] * 9}})
 
 
-def test_a_json_call_with_a_short_reference_answer_is_not_cut(pytester: pytest.Pytester) -> None:
-    """The reference answers in a few tokens; the candidate's whole JSON answer is far longer than
-    a derived cap (2 x it + 64): a structured request gets only the ceiling, so nothing is cut. The
-    plain request with the same short reference answer is cut, and that test is told so by name.
-    ``--slm-max-tokens-cap`` sets the ceiling for every model in one option."""
+def test_a_json_call_gets_the_structured_cap_and_max_tokens_cap_stays_the_override(
+    pytester: pytest.Pytester,
+) -> None:
+    """The reference answers in a few tokens; the candidate's whole JSON answer is longer than the
+    plain derived cap (2 x it + 64) but within the structured one (3 x it + 64, room for the same
+    JSON written another way): the JSON call is not cut, the plain call with the same answer is, and
+    that test is told so by name. ``--slm-max-tokens-cap`` is the ceiling over both, for every
+    model: under it, the JSON answer is cut at the ceiling and named a cut, not a runaway."""
     pytester.makepyfile(test_cap=JSON_SUITE)
     with FakeOpenAI('{"refund": 1}') as ref, FakeOpenAI(LONG_JSON) as mini:
         pytester.makefile(".toml", pyproject=f"""
@@ -140,14 +143,18 @@ reference = "{ref.base_url}#gpt-4"
         sent = {("json" if r.json.get("response_format") else "text"): r.json
                 for r in mini.requests}  # fmt: skip
         mini.requests.clear()
-        again = pytester.runpytest("-p", "no:cacheprovider", models, "--slm-max-tokens-cap=4000")
-        raised = {("json" if r.json.get("response_format") else "text"): r.json
-                  for r in mini.requests}  # fmt: skip
+        ceiling = 80
+        again = pytester.runpytest(
+            "-p", "no:cacheprovider", models, f"--slm-max-tokens-cap={ceiling}",
+            "--slm-report=again.json",
+        )  # fmt: skip
+        lowered = {("json" if r.json.get("response_format") else "text"): r.json
+                   for r in mini.requests}  # fmt: skip
     result.assert_outcomes(passed=2)
     reference_tokens = count_tokens('{"refund": 1}')
-    derived = 2 * reference_tokens + 64
-    assert count_tokens(LONG_JSON) > derived  # a derived cap would have cut the JSON answer
-    assert sent["json"]["max_tokens"] == 1024  # the model's ceiling, not a derived cap
+    derived, structured = 2 * reference_tokens + 64, 3 * reference_tokens + 64
+    assert derived < count_tokens(LONG_JSON) <= structured
+    assert sent["json"]["max_tokens"] == structured
     assert sent["text"]["max_tokens"] == derived
     by_test = calls(pytester.path / "r.json")
     assert by_test["test_json"]["finish_reason"] == "stop"
@@ -163,9 +170,12 @@ reference = "{ref.base_url}#gpt-4"
         "*- pytest-slam -*",
         "pytest-slam: test_cap.py::test_text?mini?: the generation cap cut 1 answer(s)*",
     ])  # fmt: skip
-    again.assert_outcomes(passed=2)
-    assert raised["json"]["max_tokens"] == 4000  # the one-line ceiling, for every model
-    assert raised["text"]["max_tokens"] == derived  # a derived cap below it is unchanged
+    again.assert_outcomes(passed=1, failed=1)  # the JSON cut short no longer parses
+    assert lowered["json"]["max_tokens"] == ceiling  # the one-line ceiling, for every model
+    assert lowered["text"]["max_tokens"] == min(derived, ceiling)
+    cut_json = calls(pytester.path / "again.json")["test_json"]
+    assert cut_json["cut_by_cap"] and cut_json["error_kind"] is None  # a cut, not a runaway
+    assert "structured cap: the candidate ran away" not in again.stdout.str()
 
 
 @pytest.mark.parametrize(
@@ -173,17 +183,22 @@ reference = "{ref.base_url}#gpt-4"
     [
         ({}, 2 * 5 + 64),
         ({"response_format": {"type": "text"}}, 2 * 5 + 64),
-        ({"response_format": {"type": "json_object"}}, 1024),
-        ({"response_format": {"type": "json_schema", "json_schema": {"name": "t"}}}, 1024),
-        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, 1024),
+        ({"response_format": {"type": "json_object"}}, 3 * 5 + 64),
+        ({"response_format": {"type": "json_schema", "json_schema": {"name": "t"}}}, 3 * 5 + 64),
+        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, 3 * 5 + 64),
         ({"tools": [], "max_tokens": 9}, None),  # the product's own limit is never changed
     ],
 )
-def test_a_structured_request_gets_the_ceiling_not_a_derived_cap(
+def test_a_structured_request_gets_the_structured_cap(
     extra: dict[str, Any], cap: int | None
 ) -> None:
     from pytest_slam.swap.chat import generation_cap
     from pytest_slam.swap.models import resolve
 
     body = {"model": "gpt-4", "messages": [{"role": "user", "content": "hi"}], **extra}
-    assert generation_cap(body, resolve("smollm2-135m"), reference_tokens=5) == cap
+    spec = resolve("smollm2-135m")
+    assert generation_cap(body, spec, reference_tokens=5) == cap
+    # no reference answer: the ceiling; a larger cap_factor / cap_margin raises the structured cap
+    assert generation_cap(body, spec, None) == (None if cap is None else spec.max_tokens_cap)
+    if cap is not None and cap > 2 * 5 + 64:
+        assert generation_cap(body, spec, 5, factor=4.0, margin=70) == 4 * 5 + 70

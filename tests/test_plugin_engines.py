@@ -142,10 +142,12 @@ def test_engine_that_fails_to_start_shows_its_log(pytester: pytest.Pytester) -> 
     bad.write_bytes(b"this is not a gguf file")
     pytester.makefile(".toml", pyproject="[tool.slam]\nreference = 'none'\n")
     pytester.makepyfile(
-        test_x="import pytest\n\n@pytest.mark.slm\ndef test_x(slm_model):\n    pass\n"
+        test_x="import pytest\n\n@pytest.mark.slm\ndef test_x(slm_model):\n    slm_model.chat('hi')\n",
+        test_y="import pytest\n\n@pytest.mark.slm\ndef test_y(slm_model):\n    slm_model.chat('hi')\n",
     )
     result = pytester.runpytest(f"--slm-models=llamacpp:{bad}")
-    result.assert_outcomes(errors=1)
+    # the first call starts the engine and fails on it; a later test errors at its start
+    result.assert_outcomes(failed=1, errors=1)
     result.stdout.fnmatch_lines(
         [
             "*llama.cpp engine for model 'llamacpp:*broken.gguf' on http://127.0.0.1:*/v1 exited with "

@@ -149,6 +149,8 @@ def test_a_serial_run_that_selects_no_opted_in_test_starts_no_engine(
 
         @pytest.mark.slm
         def test_swapped(slm_model):
+            assert _engines() == []  # a serial run's engines start at the first model call
+            slm_model.chat("Hi", max_tokens=1)
             assert _engines()
         """
     )

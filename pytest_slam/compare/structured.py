@@ -81,7 +81,7 @@ class JsonScorer(Scorer):
         paths = list(ref) + [p for p in cand if p not in ref]
         if not paths:
             return 1.0, "every path is ignored"
-        differing = [p for p in paths if not self._same(p, cand, ref)]
+        differing = [p for p in paths if not self.same(p, cand, ref)]
         matched = len(paths) - len(differing)
         if not differing:
             return 1.0, f"all {matched} leaves match"
@@ -104,7 +104,12 @@ class JsonScorer(Scorer):
             hit = self._memo[path] = any(matches(pt, path) for pt in self._patterns)
         return hit
 
-    def _same(self, path: Path, cand: dict[Path, JSON], ref: dict[Path, JSON]) -> bool:
+    def compared(self, path: Path) -> bool:
+        """Whether ``path`` is compared at all (no ignore pattern covers it)."""
+        return not self._patterns or not self._ignored(path)
+
+    def same(self, path: Path, cand: dict[Path, JSON], ref: dict[Path, JSON]) -> bool:
+        """Whether both answers hold a matching leaf at ``path`` (tolerances applied)."""
         return path in cand and path in ref and self._equal(cand[path], ref[path])
 
     def _equal(self, a: JSON, b: JSON) -> bool:

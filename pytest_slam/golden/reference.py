@@ -257,6 +257,25 @@ class ReferenceService:
                     self.failed_first[where] = exc
         return self.completion_tokens(ctx.module, body)
 
+    def miss_before(
+        self, ctx: CallerContext, body: dict[str, JSON], turn: int
+    ) -> tuple[str, str] | None:
+        """In replay, ``(key, message)`` when ``body`` has no golden answer at call ``turn`` of the
+        test, found before the candidate is asked (the lookup needs only the request); None when
+        it has one, when the mode records, or when the file is unreadable (the pairing says)."""
+        if self.mode != "none":
+            return None
+        try:
+            key = request_key(body)
+            rec = self.store.lookup(ctx.module, key)
+            if rec is not None and rec.answers:
+                return None
+            if self.reference_turn(ctx.module, ctx.test, turn, body) is not None:
+                return None
+        except (GoldenError, ValueError):
+            return None
+        return key, self._missing_message(ctx.module, key, ctx.nodeid, turn)
+
     def completion_tokens(self, module: str, body: dict[str, JSON]) -> int | None:
         """The completion length of the recorded answer to ``body`` (for the generation cap), or
         None: not recorded, no count, or an unreadable file (the pairing step says that one).

@@ -6,6 +6,7 @@ the outcomes become the report, the rest tells a complete run from a partial one
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,20 +79,38 @@ class Accounting:
     def cap_lines(self) -> list[str]:
         """The summary's word on answers the generation cap cut (chat.generation_cap), if any."""
         from pytest_slam.run.outcomes import CAP_OPTION
+        from pytest_slam.swap.chat import STRUCTURED_FACTOR, STRUCTURED_MARGIN
 
-        outcomes = self.outcomes
-        cut = [
-            o["nodeid"] for o in outcomes if any(c.get("cut_by_cap") for c in o.get("calls", ()))
-        ]
-        if not cut:
-            return []
-        shown = ", ".join(cut[:3]) + (f" and {len(cut) - 3} more" if len(cut) > 3 else "")
-        return [
-            f"generation cap: the answers of {len(cut)} test(s) were cut at the output limit "
-            f"pytest-slam set for calls without max_tokens ({shown}); set max_tokens in the "
-            f"request, or raise [tool.slam] cap_factor / cap_margin or {CAP_OPTION}"
-        ]
+        cut = self._tests_with(lambda c: c.get("cut_by_cap") and c.get("error_kind") is None)
+        ran = self._tests_with(lambda c: c.get("error_kind") == "runaway")
+        lines = []
+        if cut:
+            lines.append(
+                f"generation cap: the answers of {len(cut)} test(s) were cut at the output limit "
+                f"pytest-slam set for calls without max_tokens ({_shown(cut)}); set max_tokens in "
+                f"the request, or raise [tool.slam] cap_factor / cap_margin or {CAP_OPTION}"
+            )
+        if ran:
+            lines.append(
+                f"structured cap: the candidate ran away in {len(ran)} test(s) ({_shown(ran)}): a "
+                f"JSON or tool answer hit the cap derived from the reference's answer (at least "
+                f"{STRUCTURED_FACTOR:g} x its tokens + {STRUCTURED_MARGIN}, room for any formatting "
+                "of the same JSON) and was stopped there, a failed call of the candidate; set "
+                "max_tokens in the request, or raise [tool.slam] cap_factor / cap_margin or "
+                f"{CAP_OPTION}"
+            )
+        return lines
+
+    def _tests_with(self, found: Callable[[dict[str, Any]], object]) -> list[str]:
+        """The node ids of the tests with a call that ``found`` picks."""
+        return [o["nodeid"] for o in self.outcomes if any(found(c) for c in o.get("calls", ()))]
 
     def calls_of(self, model: str) -> list[dict[str, Any]]:
         """Every call the tests made on ``model`` (the session budget's flat aggregate)."""
         return [c for o in self.outcomes if o["model"] == model for c in o["calls"]]
+
+
+def _shown(nodeids: list[str]) -> str:
+    """The first three node ids, and how many more."""
+    more = f" and {len(nodeids) - 3} more" if len(nodeids) > 3 else ""
+    return ", ".join(nodeids[:3]) + more

@@ -171,13 +171,17 @@ class Checker:
         verdict = TestVerdict()
         for call in ctx.calls:
             measure(ctx.model, call, self.prices)
-        if self.reference is not None and _wants_reference(item):
+        if self.reference is not None and wants_reference(item):
+            path = str(self.reference.store.path_for(ctx.module))
+            for turn, key, message in ctx.misses:  # refused before the candidate was asked
+                verdict.pairs.append(Pair(turn - 1, key, path, None, missing=True))
+                verdict.problems.append(f"call {turn}: {message}")
             for index, call in enumerate(ctx.calls):
                 if call.ok:
                     self._pair(ctx, index, call, verdict, failed)
                 else:  # unanswered, yet the test asked for this entry: never stale for it
                     self.reference.store.mark_used(ctx.module, _key(call), ctx.test)
-        self._score(item, ctx, verdict)
+        self._score(item, ctx, verdict, failed)
         self._budget(item, ctx, verdict)
         self._keep_judge_calls(ctx)
         return verdict
@@ -228,12 +232,18 @@ class Checker:
 
     # -- scoring ----------------------------------------------------------------------------------
 
-    def _score(self, item: pytest.Item, ctx: TestContext, verdict: TestVerdict) -> None:
-        self.score_pairs(self.plan_for(item), ctx, verdict)
+    def _score(
+        self, item: pytest.Item, ctx: TestContext, verdict: TestVerdict, failed: bool
+    ) -> None:
+        self.score_pairs(self.plan_for(item), ctx, verdict, failed)
 
-    def score_pairs(self, plan: ScoringPlan, ctx: TestContext, verdict: TestVerdict) -> None:
+    def score_pairs(
+        self, plan: ScoringPlan, ctx: TestContext, verdict: TestVerdict, failed: bool = False
+    ) -> None:
         """Score every pair with a golden answer, decide each score and send the undecided down
-        the cascade; a different score is a problem of the test."""
+        the cascade; a different score is a problem of the test. A JSON answer called different
+        in a test whose own assertions passed (not ``failed``) names the configuration that
+        accepts each differing field (compare/accepting.py)."""
         from pytest_slam.compare.judge import JudgeUnjudged
 
         todo = [p for p in verdict.pairs if p.reference_text is not None]
@@ -261,7 +271,10 @@ class Checker:
                     score.explanation = f"{diverged(pair)}; {score.explanation}"
                 pair.scores.append(score)
                 if score.verdict == DIFFERENT:
-                    verdict.problems.append(_failed(pair, score, sides, index))
+                    line = _failed(pair, score, sides, index)
+                    if not failed:
+                        line = _with_accepting(line, plan, ctx.module, score, sides, index)
+                    verdict.problems.append(line)
 
     def _score_pair(
         self, plan: ScoringPlan, ctx: TestContext, pair: Pair, rec: GoldenRecord | None
@@ -608,7 +621,7 @@ def question_of(request: dict[str, JSON]) -> str | None:
     return None
 
 
-def _wants_reference(item: pytest.Item) -> bool:
+def wants_reference(item: pytest.Item) -> bool:
     """``@pytest.mark.slm(reference=False)``: generated inputs have no golden answer to pair with."""
     mark = item.get_closest_marker("slm")
     return mark is None or mark.kwargs.get("reference", True) is not False
@@ -705,6 +718,42 @@ def _failed(pair: Pair, score: Score, sides: tuple[list[Choice], list[Choice]], 
     if not (cand or ref):
         return line
     return "\n    ".join([line, *tool_calls_side_by_side(ref, cand)])
+
+
+def _with_accepting(
+    line: str,
+    plan: ScoringPlan,
+    module: str,
+    score: Score,
+    sides: tuple[list[Choice], list[Choice]],
+    index: int,
+) -> str:
+    """``line``, followed by the configuration that accepts each differing JSON field: of a JSON
+    answer, or of the arguments of tool calls made in the same order with the same names (their
+    paths rooted at each call's arguments, as the tool-call scorer reads ``ignore``)."""
+    from pytest_slam.compare.accepting import Difference, accepting_lines, differences
+    from pytest_slam.compare.structured import JsonScorer
+    from pytest_slam.compare.toolcalls import arguments_of, name_of
+
+    cands, refs = sides
+    if index >= len(cands) or index >= len(refs):
+        return line
+    (c_text, c_tools), (r_text, r_tools) = cands[index], refs[index]
+    found: list[Difference] = []
+    scorer: JsonScorer | None = None
+    if score.scorer == "json":
+        scorer = next((s for s in (plan.scorer, plan.json) if isinstance(s, JsonScorer)), None)
+        found = differences(scorer, c_text, r_text) if scorer is not None else []
+    elif score.scorer == "tool_calls" and plan.tools is not None and c_tools and r_tools:
+        if [name_of(c) for c in c_tools] != [name_of(r) for r in r_tools]:
+            return line  # another tool, or another number of calls: no field accepts that
+        scorer = plan.tools.arguments
+        for cand, ref in zip(c_tools, r_tools, strict=True):
+            found += differences(scorer, arguments_of(cand) or "{}", arguments_of(ref) or "{}")
+    if scorer is None or not found:
+        return line
+    extra = accepting_lines(found, module, scorer.tolerance, scorer.ignore)
+    return "\n    ".join([line, *extra]) if extra else line
 
 
 def diverged(pair: Pair) -> str:

@@ -178,7 +178,7 @@ CAP_OPTION = "max_tokens_cap (--slm-max-tokens-cap=N, [tool.slam] max_tokens_cap
 def cut_message(ctx: TestContext | None) -> str | None:
     """One line when the generation cap (chat.generation_cap) cut any of the test's candidate
     answers: the product set no max_tokens, so the cut is pytest-slam's, and the test is told so."""
-    cut = [c for c in ctx.calls if c.role == "candidate" and c.cut_by_cap] if ctx else []
+    cut = [c for c in ctx.calls if c.role == "candidate" and c.cut_by_cap and c.ok] if ctx else []
     if ctx is None or not cut:
         return None
     caps = ", ".join(str(c) for c in sorted({c.cap for c in cut if c.cap is not None}))
@@ -266,6 +266,10 @@ _FIXES = {
     "unreachable": "Start the server or fix the model's base_url.",
     "timeout": "Raise the model's timeout_s, or check that the server is not stuck.",
     "fault": "The server broke the OpenAI protocol: check its version and log.",
+    "runaway": (
+        "Its structured answer ran past the longest the reference's answer allows: set max_tokens "
+        "in the request, or raise [tool.slam] cap_factor / cap_margin or max_tokens_cap."
+    ),
 }
 
 
@@ -277,6 +281,11 @@ def one_line_failure(ctx: TestContext | None, report: pytest.TestReport) -> str 
     """
     if ctx is None or not report.failed:
         return None
+    if ctx.engine_error:  # its first call started the engines, and this model's did not start
+        return ctx.engine_error
+    if ctx.misses:  # refused before the candidate was asked: the record command is the fix
+        turn, _key, message = ctx.misses[0]
+        return f"pytest-slam: call {turn}: {message}"
     for call in ctx.calls:
         fix = _FIXES.get(call.error_kind or "")
         if fix:

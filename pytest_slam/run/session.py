@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import threading
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,6 +94,8 @@ class SlamSession:
     judge_spec: ModelSpec | None = None
     engines: list[Running] = field(default_factory=list)
     engine_starts: list[EngineStart] = field(default_factory=list)
+    # a serial run's engines start at a test's first model call, from the proxy's threads: once
+    starting: threading.Lock = field(default_factory=threading.Lock)
     engine_errors: dict[str, str] = field(default_factory=dict)
     saved_env: dict[str, str | None] = field(default_factory=dict)
     router: SwapRouter | None = None
@@ -191,6 +194,7 @@ class SlamSession:
 
         router = self.router = SwapRouter(self.specs, Upstream.from_env(dict(os.environ)))
         router.engine_errors = self.engine_errors
+        router.starter = self.ensure_engines  # a serial run's engines start at the first call
         router.meter = self.energy
         router.cap_factor = self.settings.cap_factor
         router.cap_margin = self.settings.cap_margin
@@ -220,6 +224,7 @@ class SlamSession:
         )
         router.reference = reference.chat
         router.reference_tokens = reference.reference_first  # reference first
+        router.golden_miss = reference.miss_before  # a replay miss, before the candidate's call
         if self.config.option.slm_models:  # so the printed record command selects the same models
             reference.record_args = f"--slm-models={self.config.option.slm_models}"
 
@@ -336,9 +341,14 @@ class SlamSession:
             mark_run_started(root, self.settings.reference)
 
     def ensure_engines(self) -> None:
-        """A serial run starts its engines when the first opted-in test needs one: none otherwise."""
-        if self.role == "serial" and self.log_dir is None:
-            self.start_engines()
+        """A serial run starts its engines at the first model call of an opted-in test (the
+        router asks, swap/router.py ``starter``): a run whose tests make none, or only embeddings
+        calls, starts nothing."""
+        if self.role != "serial" or self.log_dir is not None:
+            return
+        with self.starting:
+            if self.log_dir is None:
+                self.start_engines()
 
     # -- collection (run/selection.py) -------------------------------------------------------------
 
@@ -353,6 +363,7 @@ class SlamSession:
 
     def enter_test(self, item: pytest.Item, name: str | None) -> Generator[SlamModel, None, None]:
         """Fixture body: make this test's calls go to model ``name`` and record them."""
+        from pytest_slam.run.checks import wants_reference
         from pytest_slam.run.fixtures import SlamModel
         from pytest_slam.run.optin import base_test_id, mark_problem, module_of
         from pytest_slam.swap.egress import watch_test
@@ -370,12 +381,12 @@ class SlamSession:
             pytest.fail(problem, pytrace=False)
         block = bool(getattr(self.config.option, "slm_block_network", False))
         watch_test(router, item.nodeid, block, self.allowed_hosts)  # what leaves: egress.py
-        self.ensure_engines()
-        if name in self.engine_errors:
+        if name in self.engine_errors:  # an engine that did not start (its first call, or xdist)
             pytest.fail(self.engine_errors[name], pytrace=False)
         ctx = TestContext(
             item.nodeid, base_test_id(item.nodeid, name), module_of(item.nodeid), self.specs[name]
         )
+        ctx.paired = wants_reference(item)
         item.stash[CTX] = ctx
         router.active = ctx
         rule = self._redirect(proxy)

@@ -204,6 +204,10 @@ class Accumulator:
 
 
 LIMIT_KEYS = ("max_tokens", "max_completion_tokens")
+# A structured request's cap: at least this x the reference's completion tokens plus this margin
+# (measured: bench/README.md "The same JSON, written another way", bench_structured_formats.py).
+STRUCTURED_FACTOR = 3.0
+STRUCTURED_MARGIN = 64
 
 
 def generation_cap(
@@ -218,14 +222,39 @@ def generation_cap(
     A small model asked without a limit can generate until its context is full (minutes on a CPU);
     the reference's recorded answer length says how long a fair answer is: ``factor`` x it plus
     ``margin``, never above the model's ``max_tokens_cap``. A request with its own limit is never
-    changed. A structured request (``structured``) gets no derived cap, only the ceiling: a JSON
-    object or a tool call cut short is no answer at all (the SDK raises), whatever its length.
+    changed. A structured request (``structured``) gets at least ``STRUCTURED_FACTOR`` x it plus
+    ``STRUCTURED_MARGIN``: the same JSON written another way (indented, fenced, keys reordered, in
+    the candidate's tokenizer) took at most 2.2 x the reference's tokens on real structured answers
+    (bench/README.md), so a whole answer of the reference's shape is never cut, and one that runs
+    past it has run away (``runaway``). No reference answer: the ceiling.
     """
     if any(body.get(key) is not None for key in LIMIT_KEYS):
         return None
-    if reference_tokens is None or structured(body):
+    if reference_tokens is None:
         return spec.max_tokens_cap
+    if structured(body):
+        factor, margin = max(factor, STRUCTURED_FACTOR), max(margin, STRUCTURED_MARGIN)
     return max(1, min(spec.max_tokens_cap, int(reference_tokens * factor + margin)))
+
+
+def runaway(call: Call, body: JSONObject, spec: ModelSpec, reference_tokens: int | None) -> bool:
+    """A structured answer cut by the cap derived from the reference has run away: a JSON object
+    or tool call cut short is no answer (the SDK raises), and a whole one of the reference's shape
+    fits the cap, so the call is a failed call of the candidate (``error_kind`` "runaway"), not a
+    cut answer. A cut at the model's own ceiling (no reference answer, or ``max_tokens_cap``
+    below the derived cap) stays a cut, named as one (run/outcomes.cut_message). True: it ran away.
+    """
+    if not call.ok or not call.cut_by_cap or reference_tokens is None or not structured(body):
+        return False
+    if call.cap is None or call.cap >= spec.max_tokens_cap:
+        return False
+    call.error = (
+        f"ran away: hit the structured cap {call.cap} derived from the reference's "
+        f'{reference_tokens} tokens (model {spec.name!r}, finish_reason "length"; the same '
+        f"JSON of the reference's shape fits it)"
+    )
+    call.error_kind = "runaway"
+    return True
 
 
 STRUCTURED_FORMATS = ("json_object", "json_schema")

@@ -26,6 +26,7 @@ from pytest_slam.swap.chat import (
     forward_chat,
     generation_cap,
     new_call,
+    runaway,
 )
 from pytest_slam.swap.choices import forward_candidate
 from pytest_slam.swap.fleet import Replicas
@@ -37,6 +38,9 @@ ReferenceChat = Callable[["TestContext | None", JSONObject, "Relay | None"], Cha
 # The reference's recorded completion tokens for a request (its golden answer), or None; in a
 # record run it records the reference's answer first (ReferenceService.reference_first).
 ReferenceTokens = Callable[["TestContext", JSONObject], "int | None"]
+# In replay, (key, message) when a request has no golden answer at call ``turn`` of the test, else
+# None (ReferenceService.miss_before): such a call is refused before the candidate is asked.
+GoldenMiss = Callable[["TestContext", JSONObject, int], "tuple[str, str] | None"]
 SETTLE_S = 0.5  # at a test's end, how long a call still in flight may take to end on its own
 
 
@@ -86,6 +90,11 @@ class TestContext:
     lock: threading.Lock = field(default_factory=threading.Lock)
     flights: list[Flight] = field(default_factory=list)  # candidate calls in flight
     elsewhere: int = 0  # chat calls made during the test on another model's route
+    paired: bool = True  # its calls are paired with golden answers (not slm(reference=False))
+    engine_error: str | None = None  # its model's engine did not start at the test's first call
+    # calls refused in replay for want of a golden answer, the candidate never asked:
+    # (call number, golden key, the message with the command that records it)
+    misses: list[tuple[int, str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._ended = threading.Condition(self.lock)
@@ -148,6 +157,10 @@ class SwapRouter:
         self.engine_errors: dict[str, str] = {}
         self.meter: Meter | None = None
         self.reference_tokens: ReferenceTokens | None = None  # for the generation cap
+        self.golden_miss: GoldenMiss | None = None  # replay: a miss is found before the call
+        # starts the run's engines (once), called by a test's first model call: a test that makes
+        # none (or only embeddings calls) starts no engine
+        self.starter: Callable[[], None] | None = None
         self.cap_factor, self.cap_margin = 2.0, 64  # [tool.slam] cap_factor, cap_margin
         self.embedder: Embedder | None = None
         self.unswapped = 0  # requests passed through to the original endpoint, outside any test
@@ -158,6 +171,8 @@ class SwapRouter:
         if route == "ref":
             raise RouteError(404, "pytest-slam: the reference serves chat completions only")
         spec = self._spec(route)
+        if spec is not None and not spec.base_urls and self.starter is not None:
+            self.starter()  # a call this model serves: its engine starts now
         if spec is None:
             with self._lock:
                 self.unswapped += 1
@@ -182,6 +197,8 @@ class SwapRouter:
         """A model's replicas (fleet.py: in turn, a refusing one stepped around), or None for a
         model with one endpoint; why a model has no server to call is a 503."""
         if spec.name in self.engine_errors:
+            if self.active is not None and self.active.model.name == spec.name:
+                self.active.engine_error = self.engine_errors[spec.name]  # the test's failure
             raise RouteError(503, self.engine_errors[spec.name])
         if not spec.base_urls:
             raise RouteError(503, f"pytest-slam: model {spec.name!r} has no running server")
@@ -220,15 +237,22 @@ class SwapRouter:
         """Answer one chat call; ``gone`` says whether its caller left before the answer went out
         (then the call was no answer to it: ``caller_left``)."""
         ctx = self.active
+        if ctx is not None and self.starter is not None:
+            self.starter()
         if route == "ref":
             if self.reference is None:
                 raise RouteError(404, "pytest-slam: no reference model is configured")
             return self.reference(ctx, body, relay)
         target = self.target(route)
-        cap = self.cap(ctx, target, body)
+        tokens = self.reference_length(ctx, target, body)
+        cap = None
+        if target.role == "candidate":
+            cap = generation_cap(body, target.spec, tokens, self.cap_factor, self.cap_margin)
         # Only the running test's own candidate gives it evidence: a call on another model's route
         # (a client kept from that model's test) is answered, never counted for this one.
         own = ctx is not None and target.role == "candidate" and target.spec.name == ctx.model.name
+        if ctx is not None and own:
+            self._refuse_a_miss(ctx, body)
         flight = ctx.begin(target, body) if ctx is not None and own else None
         if ctx is not None and not own:
             with ctx.lock:
@@ -247,21 +271,36 @@ class SwapRouter:
                 flight.call.error_kind = "fault"
                 ctx.end(flight, flight.call)
             raise
+        if target.role == "candidate" and runaway(result.call, body, target.spec, tokens):
+            result.status = 502  # the product gets the reason, not a JSON object cut short
         if gone is not None and result.call.error_kind != "timeout" and gone():
             caller_left(result.call)  # it gave up first: the product never saw this answer
         if ctx is not None and flight is not None:
             ctx.end(flight, result.call)
         return result
 
-    def cap(self, ctx: TestContext | None, target: Target, body: JSONObject) -> int | None:
-        """The output limit a candidate call gets when the product set none (chat.generation_cap):
-        from the reference's golden answer to this request when there is one."""
-        if target.role != "candidate":
+    def _refuse_a_miss(self, ctx: TestContext, body: JSONObject) -> None:
+        """In replay, a request with no golden answer cannot be compared, whatever the candidate
+        answers: refused now (404 with the command that records it), the candidate never asked."""
+        if self.golden_miss is None or not ctx.paired:
+            return
+        with ctx.lock:
+            turn = len(ctx.calls) + len(ctx.flights) + 1
+        miss = self.golden_miss(ctx, body, turn)
+        if miss is None:
+            return
+        with ctx.lock:
+            ctx.misses.append((turn, *miss))
+        raise RouteError(404, f"pytest-slam: {miss[1]}")
+
+    def reference_length(
+        self, ctx: TestContext | None, target: Target, body: JSONObject
+    ) -> int | None:
+        """The reference's completion tokens for this request, the base of a candidate call's
+        generation cap (chat.generation_cap), or None (no golden answer, not a candidate call)."""
+        if target.role != "candidate" or ctx is None or self.reference_tokens is None:
             return None
-        tokens = None
-        if ctx is not None and self.reference_tokens is not None:
-            tokens = self.reference_tokens(ctx, body)
-        return generation_cap(body, target.spec, tokens, self.cap_factor, self.cap_margin)
+        return self.reference_tokens(ctx, body)
 
     def embeddings(
         self, route: str, body: JSONObject, headers: list[tuple[str, str]]

@@ -1,0 +1,98 @@
+"""The configuration that accepts a JSON difference: what a team pastes when a field the product
+does not rely on differs from the reference's (issue 29).
+
+The json scorer compares every leaf, so a near miss (``"confidence": 1`` against ``0.9``) fails a
+test whose own assertions passed. Each differing field is named with the key that accepts it: a
+number's gap as the json scorer's ``tolerance`` (absolute, for every number it compares), anything
+else as an ``ignore`` path; as a ``[tool.slam.equivalence.modules."<module>"]`` table and as the
+test's own ``slm_equivalence`` mark. No default tolerance: on the shared MT-Bench JSON answers a
+small gap was as often a wrong value (a price read from another row, 0.5% off) as noise
+(bench/README.md), so accepting one is the team's call.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from pytest_slam.compare.jsontree import NotJson, format_path, leaves, parse_answer
+from pytest_slam.compare.structured import JsonScorer
+from pytest_slam.records import JSON
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One leaf that differs: its path, and the gap when both sides are numbers (else None)."""
+
+    path: str
+    gap: float | None
+
+
+def _number(value: JSON) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def differences(scorer: JsonScorer, candidate: str, reference: str) -> list[Difference]:
+    """The leaves that differ between two JSON answers as ``scorer`` compares them (its ignore
+    patterns and tolerances applied), by path; none when either answer is not JSON."""
+    try:
+        cand, _ = parse_answer(candidate, lenient=scorer.lenient)
+        ref, _ = parse_answer(reference, lenient=scorer.lenient)
+    except NotJson:
+        return []
+    c_leaves, r_leaves = leaves(cand), leaves(ref)
+    found = []
+    for path in [*r_leaves, *(p for p in c_leaves if p not in r_leaves)]:
+        if not scorer.compared(path) or scorer.same(path, c_leaves, r_leaves):
+            continue
+        x = _number(c_leaves.get(path)) if path in c_leaves else None
+        y = _number(r_leaves.get(path)) if path in r_leaves else None
+        gap = abs(x - y) if x is not None and y is not None else None
+        found.append(Difference(format_path(path), gap))
+    return found
+
+
+def tolerance_for(gap: float) -> float:
+    """The shortest decimal at or above ``gap`` (``1 - 0.9`` is 0.09999999999999998: 0.1)."""
+    for digits in range(1, 18):
+        value = float(f"{gap:.{digits}g}")
+        if value >= gap:
+            return value
+    return gap
+
+
+def _toml_number(value: float) -> str:
+    return repr(int(value)) + ".0" if value == int(value) else repr(value)
+
+
+def accepting_lines(
+    found: list[Difference],
+    module: str,
+    tolerance: float,
+    ignore: list[str],
+) -> list[str]:
+    """The lines that say how to accept ``found``: a pyproject table for ``module`` and the mark
+    for one test; ``tolerance`` and ``ignore``: what the scorer already had."""
+    gaps = [d.gap for d in found if d.gap is not None]
+    paths = [d.path for d in found if d.gap is None]
+    if not found:
+        return []
+    need = max([tolerance, *(tolerance_for(g) for g in gaps)])
+    every = list(dict.fromkeys([*ignore, *paths]))
+    table = [f"[tool.slam.equivalence.modules.{json.dumps(module)}]", 'by = "json"']
+    mark = ['by="json"']
+    if gaps:
+        named = ", ".join(d.path for d in found if d.gap is not None)
+        table.append(f"tolerance = {_toml_number(need)}  # numbers within it match: {named}")
+        mark.append(f"tolerance={_toml_number(need)}")
+    if every:
+        table.append(f"ignore = {json.dumps(every)}  # not compared")
+        mark.append(f"ignore={json.dumps(every)}")
+    return [
+        "the product's own assertions passed; if it does not rely on these fields, accept them "
+        'in pyproject.toml (by = "json" scores every call of the module as JSON):',
+        *(f"  {line}" for line in table),
+        f"or for this test only: @pytest.mark.slm_equivalence({', '.join(mark)})",
+    ]

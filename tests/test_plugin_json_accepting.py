@@ -1,0 +1,156 @@
+"""A JSON near miss names the configuration that accepts it (issue 29).
+
+Real pytest runs (pytester) against loopback fakes: the reference answers
+``{"sentiment": "positive", "confidence": 0.9}``, the candidate ``confidence: 1`` and a field of its
+own; the product's assertion (the sentiment) passes, pytest-slam fails the test on the fields, and
+its message names each field with the key that accepts it. The lines it prints, pasted into
+pyproject.toml as they are, make the same pair equivalent; so does the mark it prints.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from pytest_slam.testing import FakeOpenAI
+
+SUITE = """
+import json, openai, pytest
+
+pytestmark = pytest.mark.slm
+MSG = [{"role": "user", "content": "Sentiment of 'great support' as JSON"}]
+
+def test_sentiment():
+    r = openai.OpenAI().chat.completions.create(model="gpt-4", messages=MSG, temperature=0,
+                                                response_format={"type": "json_object"})
+    assert json.loads(r.choices[0].message.content)["sentiment"] == "positive"
+"""
+REFERENCE = '{"sentiment": "positive", "confidence": 0.9}'
+NEAR = '{"sentiment": "positive", "confidence": 1, "reason": "says great"}'
+
+
+def message(report: Path) -> str:
+    (outcome,) = json.loads(report.read_text(encoding="utf-8"))["outcomes"]
+    return str(outcome["message"])
+
+
+def pair_verdict(report: Path) -> str:
+    (outcome,) = json.loads(report.read_text(encoding="utf-8"))["outcomes"]
+    return str(outcome["pairs"][0]["scores"][0]["verdict"])
+
+
+def test_a_near_miss_names_each_field_and_the_pasted_configuration_accepts_it(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_sentiment=SUITE)
+    with FakeOpenAI(REFERENCE) as ref, FakeOpenAI(NEAR) as mini:
+        head = f'[tool.slam]\nreference = "{ref.base_url}#gpt-4"\n'
+        pytester.makefile(".toml", pyproject=head)
+        models = f"--slm-models={mini.base_url}#mini"
+        first = pytester.runpytest(
+            "-p", "no:cacheprovider", models, "--slm-record=new", "--slm-report=r.json"
+        )  # fmt: skip
+        first.assert_outcomes(failed=1)  # the product's assertion passed; the fields did not
+        said = message(pytester.path / "r.json")
+        assert "$.confidence expected 0.9, got 1" in said
+        assert "the product's own assertions passed" in said
+        table = re.findall(r"^ +(\[tool\.slam\.equivalence\.modules\.\S+\]|\w+ = .*)$", said, re.M)
+        assert table == [
+            '[tool.slam.equivalence.modules."test_sentiment.py"]',
+            'by = "json"',
+            "tolerance = 0.1  # numbers within it match: $.confidence",
+            'ignore = ["$.reason"]  # not compared',
+        ]
+        mark = 'slm_equivalence(by="json", tolerance=0.1, ignore=["$.reason"])'
+        assert f"or for this test only: @pytest.mark.{mark}" in said
+        first.stdout.fnmatch_lines(["*tolerance = 0.1  # numbers within it match: $.confidence"])
+
+        pytester.makefile(".toml", pyproject=head + "\n".join(table) + "\n")  # pasted as printed
+        pasted = pytester.runpytest("-p", "no:cacheprovider", models, "--slm-report=r.json")
+        pasted.assert_outcomes(passed=1)
+        assert pair_verdict(pytester.path / "r.json") == "equivalent"
+
+        pytester.makefile(".toml", pyproject=head)
+        marked = SUITE.replace("def test_sentiment", f"@pytest.mark.{mark}\ndef test_sentiment")
+        pytester.makepyfile(test_sentiment=marked)
+        by_mark = pytester.runpytest("-p", "no:cacheprovider", models, "--slm-report=r.json")
+        by_mark.assert_outcomes(passed=1)
+        assert pair_verdict(pytester.path / "r.json") == "equivalent"
+
+
+TOOL_SUITE = """
+import json, openai, pytest
+
+pytestmark = pytest.mark.slm
+TOOLS = [{"type": "function", "function": {"name": "rate", "parameters": {"type": "object"}}}]
+
+def test_rate():
+    r = openai.OpenAI().chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": "Rate 'great support'"}], tools=TOOLS)
+    assert r.choices[0].message.tool_calls[0].function.name == "rate"
+"""
+
+
+def tool_call(arguments: dict[str, object]) -> dict[str, object]:
+    return {"content": None, "tool_calls": [{"name": "rate", "arguments": arguments}]}
+
+
+def test_a_tool_call_near_miss_names_its_arguments_and_the_pasted_table_accepts_it(
+    pytester: pytest.Pytester,
+) -> None:
+    """As with_structured_output sends it: a tool call whose arguments differ in one number."""
+    pytester.makepyfile(test_rate=TOOL_SUITE)
+    reference = tool_call({"sentiment": "positive", "confidence": 0.9})
+    near = tool_call({"sentiment": "positive", "confidence": 1})
+    with FakeOpenAI(lambda _: reference) as ref, FakeOpenAI(lambda _: near) as mini:
+        head = f'[tool.slam]\nreference = "{ref.base_url}#gpt-4"\n'
+        pytester.makefile(".toml", pyproject=head)
+        models = f"--slm-models={mini.base_url}#mini"
+        first = pytester.runpytest(
+            "-p", "no:cacheprovider", models, "--slm-record=new", "--slm-report=r.json"
+        )  # fmt: skip
+        first.assert_outcomes(failed=1)
+        said = message(pytester.path / "r.json")
+        table = re.findall(r"^ +(\[tool\.slam\.equivalence\.modules\.\S+\]|\w+ = .*)$", said, re.M)
+        assert table == [
+            '[tool.slam.equivalence.modules."test_rate.py"]',
+            'by = "json"',
+            "tolerance = 0.1  # numbers within it match: $.confidence",
+        ]
+        pytester.makefile(".toml", pyproject=head + "\n".join(table) + "\n")
+        pasted = pytester.runpytest("-p", "no:cacheprovider", models, "--slm-report=r.json")
+    pasted.assert_outcomes(passed=1)
+    assert pair_verdict(pytester.path / "r.json") == "equivalent"
+
+
+def test_a_json_difference_the_product_also_failed_on_gets_no_accepting_hint(
+    pytester: pytest.Pytester,
+) -> None:
+    """When the product's own assertion failed, the difference mattered: no configuration is
+    offered to accept it."""
+    pytester.makepyfile(test_sentiment=SUITE)
+    with (
+        FakeOpenAI(REFERENCE) as ref,
+        FakeOpenAI('{"sentiment": "negative", "confidence": 0.9}') as mini,
+    ):
+        pytester.makefile(".toml", pyproject=f'[tool.slam]\nreference = "{ref.base_url}#gpt-4"\n')
+        result = pytester.runpytest(
+            "-p", "no:cacheprovider", f"--slm-models={mini.base_url}#mini", "--slm-record=new",
+            "--slm-report=r.json",
+        )  # fmt: skip
+    result.assert_outcomes(failed=1)
+    assert "tolerance" not in result.stdout.str() and "ignore =" not in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("gap", "shown"), [(1 - 0.9, 0.1), (0.23, 0.23), (0.0149999, 0.015), (2.0, 2.0)]
+)
+def test_the_tolerance_offered_is_the_shortest_decimal_that_accepts_the_gap(
+    gap: float, shown: float
+) -> None:
+    from pytest_slam.compare.accepting import tolerance_for
+
+    assert tolerance_for(gap) == shown and tolerance_for(gap) >= gap

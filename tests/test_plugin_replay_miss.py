@@ -1,0 +1,79 @@
+"""A replay miss is found before the candidate is asked (issue 29): the golden lookup needs only the
+request, so a call with no golden answer is refused at once with the command that records it, and
+the candidate's server never hears of it.
+
+Real pytest runs (pytester); the candidate is a loopback FakeOpenAI whose request log is read.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from slam_helpers import MINI_PYPROJECT
+
+from pytest_slam.testing import FakeOpenAI
+
+ASKS = """
+import openai, pytest
+
+pytestmark = pytest.mark.slm
+
+def test_refund():
+    r = openai.OpenAI().chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": "How do I get a refund?"}])
+    assert r.choices[0].message.content
+"""
+SWALLOWS = """
+import openai, pytest
+
+pytestmark = pytest.mark.slm
+
+def test_refund_with_a_fallback():
+    try:
+        openai.OpenAI().chat.completions.create(
+            model="gpt-4", messages=[{"role": "user", "content": "How do I get a refund?"}])
+    except openai.APIError:
+        pass  # the product falls back on a canned answer
+"""
+
+
+@pytest.mark.parametrize("suite", [ASKS, SWALLOWS], ids=["raises", "swallowed"])
+def test_a_replay_miss_fails_with_the_record_command_and_the_candidate_is_never_asked(
+    pytester: pytest.Pytester, fake_gpt4: FakeOpenAI, suite: str
+) -> None:
+    pytester.makepyfile(test_refund=suite)
+    with FakeOpenAI("mini's answer") as mini:
+        pytester.makefile(
+            ".toml",
+            pyproject=MINI_PYPROJECT.format(reference=fake_gpt4.base_url, candidate=mini.base_url),
+        )
+        result = pytester.runpytest("-p", "no:cacheprovider", "--slm-report=r.json")
+        asked = len(mini.requests)
+    result.assert_outcomes(failed=1)
+    assert asked == 0  # found before the candidate's call
+    assert fake_gpt4.requests == []  # replay never asks the real reference
+    hint = "Record it from the real reference with: pytest --slm-record=new"
+    result.stdout.fnmatch_lines([f"*pytest-slam: call 1: no golden answer of reference*{hint}*"])
+    (outcome,) = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["outcomes"]
+    assert hint in outcome["message"] and outcome["calls"] == []
+    assert outcome["pairs"][0]["missing"]
+    assert "call(s) to mini failed" not in outcome["message"]  # no fault of the candidate's
+
+
+def test_a_test_without_golden_pairing_is_not_refused(
+    pytester: pytest.Pytester, fake_gpt4: FakeOpenAI
+) -> None:
+    """``@pytest.mark.slm(reference=False)`` pairs nothing: its calls go to the candidate."""
+    pytester.makepyfile(
+        test_refund=ASKS.replace("pytest.mark.slm\n", "pytest.mark.slm(reference=False)\n")
+    )
+    with FakeOpenAI("mini's answer") as mini:
+        pytester.makefile(
+            ".toml",
+            pyproject=MINI_PYPROJECT.format(reference=fake_gpt4.base_url, candidate=mini.base_url),
+        )
+        result = pytester.runpytest("-p", "no:cacheprovider")
+        asked = len(mini.requests)
+    result.assert_outcomes(passed=1)
+    assert asked == 1
