@@ -19,7 +19,7 @@ import dataclasses
 import datetime
 import typing
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -565,6 +565,12 @@ def _known_keys(where: Loc) -> list[str]:
             model = ModelTable
         elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
             model = annotation
+        elif tables := [a for a in get_args(annotation) if _is_table(a)]:  # an optional table
+            model = tables[0]
         else:  # a plain-valued key: its section is the model reached so far
             break
-    return list(model.model_fields)
+    return [spec.alias or name for name, spec in model.model_fields.items()]
+
+
+def _is_table(annotation: object) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
