@@ -19,7 +19,7 @@ import dataclasses
 import datetime
 import typing
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -101,6 +101,24 @@ class ModelTable(BaseModel):
     )
 
 
+class MeasuredError(BaseModel):
+    """What was measured of one evidence on labelled pairs (``slam calibrate``): its pass and
+    fail errors with their 95% upper bounds. The run puts them on each verdict that evidence
+    gives, and the report widens the pass rate's interval by them."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+    pass_: float | None = Field(
+        None, alias="pass", ge=0, le=1, description="pass error: share wrongly called equivalent"
+    )
+    pass_upper: float | None = Field(None, ge=0, le=1, description="its 95% upper bound")
+    fail: float | None = Field(
+        None, ge=0, le=1, description="fail error: share wrongly called different"
+    )
+    fail_upper: float | None = Field(None, ge=0, le=1, description="its 95% upper bound")
+    n: int | None = Field(None, ge=0, description="labelled pairs it was measured on")
+    measured_on: str | None = Field(None, description="what it was measured on, and when")
+
+
 class EquivalenceTable(BaseModel):
     """``[tool.slam] equivalence``: the default scorer, its threshold and its options."""
 
@@ -123,6 +141,16 @@ class EquivalenceTable(BaseModel):
     then: list[Evidence] = Field(
         default_factory=list,
         description='the next evidence for undecided pairs, cheapest first: "judge", "review"',
+    )
+    band_error: MeasuredError | None = Field(
+        None,
+        description="the bands' measured errors (slam calibrate writes them): each verdict the "
+        "bands give carries them; without it a band's verdict is unmeasured",
+    )
+    judge_error: MeasuredError | None = Field(
+        None,
+        description="the judge's measured errors on labelled pairs: each verdict the judge gives "
+        "carries them; without it a judge's verdict is unmeasured",
     )
     modules: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
@@ -410,7 +438,12 @@ class _TableRules(BaseModel):
         """The plain-data Settings the run reads (xdist ships plain data)."""
         tables = ("equivalence", "prices", "gate", "baseline")
         plain = self.model_dump(exclude={"candidates", "models", *tables})
-        plain.update({name: getattr(self, name).model_dump(exclude_unset=True) for name in tables})
+        plain.update(
+            {
+                name: getattr(self, name).model_dump(exclude_unset=True, by_alias=True)
+                for name in tables
+            }
+        )
         model_table = {n: t.model_dump(exclude_unset=True) for n, t in self.models.items()}
         return Settings(
             models=list(self.candidates), model_table=model_table, configured=configured, **plain
@@ -537,6 +570,12 @@ def _known_keys(where: Loc) -> list[str]:
             model = ModelTable
         elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
             model = annotation
+        elif tables := [a for a in get_args(annotation) if _is_table(a)]:  # an optional table
+            model = tables[0]
         else:  # a plain-valued key: its section is the model reached so far
             break
-    return list(model.model_fields)
+    return [spec.alias or name for name, spec in model.model_fields.items()]
+
+
+def _is_table(annotation: object) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)

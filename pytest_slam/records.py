@@ -258,6 +258,11 @@ class Score(Record):
     # "review"): a pair decided before the judge saved its calls.
     then: list[str] = field(default_factory=list)
     replayed: bool = False  # decided by the judge's verdict cached in the golden file: no call
+    # The measured error of the evidence behind the verdict (pass error when equivalent, fail error
+    # when different) and its 95% upper bound: 0 for certain evidence (exact, structure, review),
+    # None where nobody measured it (compare/decide.verdict_error).
+    error: float | None = None
+    error_upper: float | None = None
 
     @property
     def passed(self) -> bool | None:
@@ -338,6 +343,9 @@ class Outcome(Record):
     # The test's slm_equivalence mark as plain data ({"by": ..., "at_least": ...}): what
     # `slam rescore` applies again; None without a mark (or one that is not plain data).
     equivalence: dict[str, JSON] | None = None
+    # Failed by the swap's checks alone (a pair called different, a budget, a missing golden
+    # answer): its own assertions passed, so `slam rescore` may pass it again with new bands.
+    checks_failed: bool = False
 
     @classmethod
     def from_dict(cls, data: Mapping[str, JSON]) -> Outcome:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_slam.cli import main
+from pytest_slam.config import EquivalenceTable
 
 FUZZY = ["--scorers", "token_sort_ratio,token_set_ratio,ratio", "--resamples", "200"]
 WORDS = (
@@ -87,6 +88,12 @@ def test_round_trip_calibrate_writes_bands_evaluate_reads_them_back(
     table = equivalence(pyproject)
     assert table["by"] == "fuzzy" and table["then"] == ["judge"]  # the user's cascade is kept
     assert 0.5 < table["at_least"] <= 1 and 0 < table["fail_below"] < table["at_least"]
+    # the certified errors as data, read by every run (Score.error): within the targets
+    band_error = table["band_error"]
+    assert isinstance(band_error, dict) and band_error["n"] == 900
+    assert 0 <= band_error["pass"] <= band_error["pass_upper"] <= 0.05 + 0.05
+    assert 0 <= band_error["fail"] <= band_error["fail_upper"]
+    EquivalenceTable.model_validate(table)  # what the run's configuration accepts
     assert main(["calibrate", "--evaluate", "b.jsonl", "--format", "json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert set(result) == {

@@ -130,6 +130,14 @@ WRONG_TYPES: dict[str, tuple[str, str]] = {
         'equivalence = { then = ["jury"] }',
         "[tool.slam.equivalence] then",
     ),
+    "equivalence.band_error": (
+        'equivalence = { band_error = { pass = "low" } }',
+        "[tool.slam.equivalence.band_error] pass = 'low' must be a number",
+    ),
+    "equivalence.judge_error": (
+        "equivalence = { judge_error = { pas = 0.04 } }",
+        "[tool.slam.equivalence.judge_error] has unknown keys ['pas']; did you mean 'pass'?",
+    ),
     "equivalence.modules": (
         "equivalence = { modules = 3 }",
         "[tool.slam.equivalence] modules = 3 must be a table",

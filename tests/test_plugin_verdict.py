@@ -96,13 +96,16 @@ def test_without_configuration_no_pair_is_called_anything_and_the_summary_says_h
     result.assert_outcomes(passed=3)  # "far" is reported, not failed: similarity is no verdict
     assert result.ret == 0
     report = _report(pytester)
-    assert _verdicts(report) == dict.fromkeys(CANDIDATE, (None, None))
+    # the answer identical to the reference is certain; the others are similarity only
+    assert _verdicts(report) == {
+        "same": ("equivalent", "exact"), "near": (None, None), "far": (None, None),
+    }  # fmt: skip
     row = _row(report)
-    assert (row["pairs_equivalent"], row["pairs_different"], row["pairs_undecided"]) == (0, 0, 0)
-    assert row["pairs_no_verdict"] == 3 and row["equivalence_mean_low"] is not None
+    assert (row["pairs_equivalent"], row["pairs_different"], row["pairs_undecided"]) == (1, 0, 0)
+    assert row["pairs_no_verdict"] == 2 and row["equivalence_mean_low"] is not None
     text = said(result)
     assert text.count("no verdict:") == 1 and text.count("to get a verdict:") == 1
-    assert "no verdict: 3 pair(s) have fuzzy similarity only" in text
+    assert "no verdict: 2 pair(s) have fuzzy similarity only" in text
     for how in ("`slam calibrate`", "at_least", 'then = ["judge"]', "`slam review`"):
         assert how in text
 
@@ -117,7 +120,7 @@ def test_bands_decide_three_ways_and_the_gate_fails_on_undecided_naming_the_fixe
     result.stdout.fnmatch_lines(["*call 1: equivalence 0.05 < 0.30, the fail band (fuzzy)*"])
     report = _report(pytester)
     assert _verdicts(report) == {
-        "same": ("equivalent", "bands"),
+        "same": ("equivalent", "exact"),
         "near": ("undecided", "bands"),
         "far": ("different", "bands"),
     }
@@ -150,7 +153,7 @@ def test_the_judge_is_asked_exactly_about_the_undecided_pairs_and_its_verdicts_a
         assert CANDIDATE["near"] in asked[0]["messages"][-1]["content"]
         first = _report(pytester)
         assert _verdicts(first) == {
-            "same": ("equivalent", "bands"),
+            "same": ("equivalent", "exact"),
             "near": ("equivalent", "judge"),
             "far": ("different", "bands"),
         }
@@ -223,7 +226,7 @@ def test_module_scope_overrides_the_top_level_and_a_mark_overrides_the_module(
     verdicts = _verdicts({"outcomes": capital})
     # the module's threshold (0.7), not the top level's 0.99: "near" (0.72) passes
     assert verdicts == {
-        "same": ("equivalent", "threshold"),
+        "same": ("equivalent", "exact"),
         "near": ("equivalent", "threshold"),
         "far": ("different", "threshold"),
     }
@@ -306,26 +309,26 @@ def test_slam_rescore_gives_the_new_configurations_verdicts_without_any_model(
     _project(pytester, reference)
     _run(pytester, candidate, "--slm-record=new").assert_outcomes(passed=3)
     hits = (reference.hits, candidate.hits)
-    assert _verdicts(_report(pytester)) == dict.fromkeys(CANDIDATE, (None, None))
+    assert _verdicts(_report(pytester))["far"] == (None, None)
     toml = pytester.path / "pyproject.toml"
     toml.write_text(toml.read_text() + "\n" + BANDS)
     done = slam(pytester.path, "rescore", "r.json", "-o", "new.json", "--html", "new.html")
-    assert done.returncode == 6, done.stdout + done.stderr  # the gate: one undecided pair
+    assert done.returncode == 1, done.stdout + done.stderr  # "far" now fails, as in a run
     assert "verdicts for cand: 1 equivalent, 1 different, 1 undecided" in " ".join(
         done.stdout.split()
     )
     assert "undecided: 1 pair(s) of cand are undecided" in done.stdout
     new = _report(pytester, "new.json")
     assert _verdicts(new) == {
-        "same": ("equivalent", "bands"),
+        "same": ("equivalent", "exact"),
         "near": ("undecided", "bands"),
         "far": ("different", "bands"),
     }
     page = (pytester.path / "new.html").read_text()
-    assert "1 / 1 / 1" in page  # the models table: equivalent / different / undecided
+    assert "1 / 1 / 1 / 0" in page  # the models table: equivalent / different / undecided / none
     _, pairs = report_data(page)
     shown = {(score[2], score[3]) for pair in pairs for score in pair[4]}  # (verdict, decided_by)
-    assert shown == {("equivalent", "bands"), ("undecided", "bands"), ("different", "bands")}
+    assert shown == {("equivalent", "exact"), ("undecided", "bands"), ("different", "bands")}
     assert (reference.hits, candidate.hits) == hits  # no model was called
     # a judge in the cascade: rescore asks it nothing; the pair it never saw stays undecided
     with FakeOpenAI("Rating: [[9]]", model="gpt-4-judge") as judge:
@@ -333,10 +336,12 @@ def test_slam_rescore_gives_the_new_configurations_verdicts_without_any_model(
                         + f"judge = '{judge.base_url}#gpt-4-judge'\n")  # fmt: skip
         cascade = slam(pytester.path, "rescore", "r.json")
     assert judge.hits == 0
-    assert cascade.returncode == 6
+    assert cascade.returncode == 1 and "undecided: 1 pair(s)" in cascade.stdout
     assert "1 pair(s) the judge has not seen stay undecided" in cascade.stdout
     toml.write_text(toml.read_text() + "\n[tool.slam.gate]\nallow_undecided = true\n")
-    assert slam(pytester.path, "rescore", "r.json").returncode == 0
+    accepted = slam(pytester.path, "rescore", "r.json")
+    assert accepted.returncode == 1, accepted.stdout  # "far" still fails its test
+    assert "undecided: 1 pair(s)" not in accepted.stdout  # the gate accepts the undecided pair
     broken = slam(pytester.path, "rescore", "missing.json")
     assert broken.returncode == 2 and broken.stderr.startswith("slam rescore: pytest-slam report")
     # a tampered pair: an index past the calls is no traceback, -1 scores no other call's answer
@@ -354,6 +359,66 @@ def test_slam_rescore_gives_the_new_configurations_verdicts_without_any_model(
         ]
 
 
+def _by_test(report: dict[str, Any]) -> dict[str, tuple[str, list[str | None]]]:
+    """nodeid -> (outcome, its pairs' verdicts)."""
+    return {
+        o["nodeid"]: (o["outcome"], [s["verdict"] for p in o["pairs"] for s in p["scores"]])
+        for o in report["outcomes"]
+    }
+
+
+def test_identical_answers_are_equivalent_with_no_equivalence_configured(
+    pytester: pytest.Pytester,
+) -> None:
+    with (
+        FakeOpenAI(REFERENCE, model="gpt-4-0613") as reference,
+        FakeOpenAI(f"  {REFERENCE}\r\n", model="cand") as candidate,  # outer whitespace only
+    ):
+        _project(pytester, reference)
+        result = _run(pytester, candidate, "--slm-record=new")
+    result.assert_outcomes(passed=3)
+    report = _report(pytester)
+    assert "equivalence" not in (pytester.path / "pyproject.toml").read_text()
+    assert _verdicts(report) == dict.fromkeys(CANDIDATE, ("equivalent", "exact"))
+    row = _row(report)
+    assert (row["pairs_equivalent"], row["pairs_no_verdict"], row["pairs_undecided"]) == (3, 0, 0)
+    assert "no verdict" not in said(result)  # nothing is left to similarity alone
+    assert report["notes"] == []
+
+
+def test_a_rescore_with_new_bands_equals_a_rerun_with_them(
+    pytester: pytest.Pytester, servers: tuple[FakeOpenAI, FakeOpenAI]
+) -> None:
+    reference, candidate = servers
+    _project(pytester, reference, "[tool.slam.gate]\nallow_undecided = true\n")
+    _run(pytester, candidate, "--slm-record=new").assert_outcomes(passed=3)
+    toml = pytester.path / "pyproject.toml"
+    # new bands: "far" turns different and fails, "near" undecided; then a pass-rate rule
+    text = toml.read_text().replace("[tool.slam]\n", "[tool.slam]\n" + BANDS, 1)
+    toml.write_text(text + "\nmin_pass_rate = 0.9\n")
+    rescored = slam(pytester.path, "rescore", "r.json", "-o", "rescored.json")
+    rerun = _run(pytester, candidate)  # replays the golden files: the same answers
+    rerun.assert_outcomes(passed=2, failed=1)
+    assert rescored.returncode == rerun.ret == 1, rescored.stdout + rescored.stderr
+    new, again = _report(pytester, "rescored.json"), _report(pytester)
+    assert _by_test(new) == _by_test(again)
+    assert sorted(o for o, _ in _by_test(new).values()) == ["failed", "passed", "passed"]
+    (row,), (rerow,) = new["models"], again["models"]
+    for key in ("tests_passed", "tests_failed", "pass_rate", "pairs_equivalent",
+                "pairs_different", "pairs_undecided", "gate"):  # fmt: skip
+        assert row[key] == rerow[key], key
+    assert row["pass_rate"] == pytest.approx(2 / 3)
+    gate, regate = new["gate"], again["gate"]
+    assert (gate["passed"], regate["passed"]) == (False, False)
+    rules = [[b["rule"] for b in m["breaches"]] for m in gate["models"]]
+    assert rules == [[b["rule"] for b in m["breaches"]] for m in regate["models"]]
+    # and back: without the bands the failed test passes again, as a run without them would
+    toml.write_text(toml.read_text().replace(BANDS, ""))
+    back = slam(pytester.path, "rescore", "rescored.json", "-o", "back.json")
+    assert back.returncode == 0, back.stdout  # every test passes, and so does the gate
+    assert sorted(o for o, _ in _by_test(_report(pytester, "back.json")).values()) == ["passed"] * 3
+
+
 def test_a_cascade_to_the_judge_without_a_judge_model_says_how_to_configure_one(
     pytester: pytest.Pytester, servers: tuple[FakeOpenAI, FakeOpenAI]
 ) -> None:
@@ -364,3 +429,100 @@ def test_a_cascade_to_the_judge_without_a_judge_model_says_how_to_configure_one(
     result.stdout.fnmatch_lines([
         "*scorer 'fuzzy': then = ?\"judge\"? needs a judge model: set ?tool.slam? judge*"
     ])  # fmt: skip
+
+
+BAND_ERROR = (
+    "band_error = { pass = 0.03, pass_upper = 0.05, fail = 0.02, fail_upper = 0.06, n = 400 }"
+)
+JUDGE_ERROR = "judge_error = { pass = 0.04, pass_upper = 0.07, n = 600, measured_on = 'labels' }"
+
+
+def test_each_verdict_states_its_evidence_and_measured_error_and_the_gate_can_require_it(
+    pytester: pytest.Pytester, servers: tuple[FakeOpenAI, FakeOpenAI]
+) -> None:
+    reference, candidate = servers
+    with FakeOpenAI("Same facts. Rating: [[8]]", model="gpt-4-judge") as judge:
+        _project(pytester, reference, (
+            f"judge = '{judge.base_url}#gpt-4-judge'\n"
+            "[tool.slam.equivalence]\nat_least = 0.9\nfail_below = 0.3\nthen = ['judge']\n"
+            f"{BAND_ERROR}\n[tool.slam.gate]\nmax_unmeasured = 0\n"
+        ))  # fmt: skip
+        result = _run(pytester, candidate, "--slm-record=new", "--slm-html=r.html")
+    result.assert_outcomes(passed=2, failed=1)
+    report = _report(pytester)
+    errors = {
+        k: (s["decided_by"], s["error"], s["error_upper"]) for k, s in _scores(report).items()
+    }
+    assert errors == {
+        "same": ("exact", 0.0, 0.0),  # certain
+        "near": ("judge", None, None),  # the judge: nobody measured it
+        "far": ("bands", 0.02, 0.06),  # the bands' fail error
+    }
+    row = _row(report)
+    assert row["verdict_evidence"] == [  # in the order of the tests (far, near, same)
+        {"evidence": "bands", "status": "measured", "equivalent": 0, "different": 1,
+         "pass_error": None, "pass_error_upper": None, "fail_error": 0.02,
+         "fail_error_upper": 0.06},
+        {"evidence": "judge", "status": "unmeasured", "equivalent": 1, "different": 0,
+         "pass_error": None, "pass_error_upper": None, "fail_error": None,
+         "fail_error_upper": None},
+        {"evidence": "exact", "status": "certain", "equivalent": 1, "different": 0,
+         "pass_error": 0.0, "pass_error_upper": 0.0, "fail_error": None,
+         "fail_error_upper": None},
+    ]  # fmt: skip
+    assert row["pairs_unmeasured"] == 1
+    # the interval: 1 wrong pass at most from the unmeasured judge, 0.06 wrong fail over 3 tests
+    assert row["pass_rate_verdict_low"] == pytest.approx(max(0.0, row["pass_rate_low"] - 1 / 3))
+    assert row["pass_rate_verdict_high"] == pytest.approx(min(1.0, row["pass_rate_high"] + 0.02))
+    text = said(result)
+    assert (
+        "by evidence: bands 1 different (fail error 0.020, <= 0.060); judge 1 equivalent "
+        "(unmeasured); exact 1 equivalent (certain); pass rate 67% ["
+    ) in text
+    assert "counting the verdicts' errors, 1 on unmeasured evidence" in text
+    ((breach,),) = [m["breaches"] for m in report["gate"]["models"]]
+    assert (breach["rule"], breach["measured"], breach["limit"]) == ("max_unmeasured", 1, 0)
+    assert "verdict evidence" in (pytester.path / "r.html").read_text()
+    # the judge measured: its verdicts carry its error, and the gate's rule holds
+    toml = pytester.path / "pyproject.toml"
+    toml.write_text(toml.read_text().replace(BAND_ERROR, f"{BAND_ERROR}\n{JUDGE_ERROR}"))
+    _run(pytester, candidate).assert_outcomes(passed=2, failed=1)  # replayed: no judge needed
+    again = _report(pytester)
+    assert _scores(again)["near"]["error"] == 0.04 and _scores(again)["near"]["error_upper"] == 0.07
+    assert _row(again)["pairs_unmeasured"] == 0
+    assert again["gate"]["models"][0]["breaches"] == []
+
+
+def _scores(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """kind -> its one score."""
+    out = {}
+    for outcome in report["outcomes"]:
+        ((score,),) = [pair["scores"] for pair in outcome["pairs"]]
+        out[outcome["nodeid"].split("[", 1)[1].rstrip("]").rsplit("-", 1)[-1]] = score
+    return out
+
+
+def test_a_pairwise_judge_that_prefers_position_a_is_asked_both_ways_and_called_a_tie(
+    pytester: pytest.Pytester, servers: tuple[FakeOpenAI, FakeOpenAI]
+) -> None:
+    reference, candidate = servers
+    with FakeOpenAI("Assistant A is better. [[A]]", model="gpt-4-judge") as judge:
+        _project(pytester, reference, (
+            f"judge = '{judge.base_url}#gpt-4-judge'\n"
+            "equivalence = { by = 'judge', mode = 'pairwise' }\n"
+        ))  # fmt: skip
+        result = _run(pytester, candidate, "--slm-record=new")
+        asked = [r.json for r in judge.requests if r.path.endswith("/chat/completions")]
+    result.assert_outcomes(passed=3)
+    assert len(asked) == 4  # near and far, each in both orders; "same" is certain, never asked
+    prompts = [a["messages"][-1]["content"] for a in asked]
+    for kind in ("near", "far"):
+        ours = [p for p in prompts if CANDIDATE[kind] in p]
+        a_slots = [p.split("[Assistant A's answer]")[1].split("[Assistant B's answer]")[0]
+                   for p in ours]  # fmt: skip
+        assert sorted(CANDIDATE[kind] in a for a in a_slots) == [False, True]  # both orders
+    scores = _scores(_report(pytester))
+    for kind in ("near", "far"):
+        assert scores[kind]["value"] == 0.5  # one win, one loss: a tie, whatever was better
+        assert "position bias, a tie" in scores[kind]["explanation"]
+    assert scores["same"]["decided_by"] == "exact"

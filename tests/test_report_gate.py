@@ -148,8 +148,9 @@ def test_config_errors_name_the_keys() -> None:
         Gate.from_config({"max_latency": 3})
     assert str(info.value) == (
         "[tool.slam.gate] has unknown key(s) max_latency; known keys: allow_not_swapped, "
-        "allow_undecided, max_cost_ratio, max_p95_e2e_ms, min_equivalence_lower, min_mean_equivalence, "
-        "min_pass_rate, min_pass_rate_lower, no_regression"
+        "allow_undecided, max_cost_ratio, max_p95_e2e_ms, max_unmeasured, min_equivalence_lower, "
+        "min_mean_equivalence, min_pass_rate, min_pass_rate_lower, min_pass_rate_verdict_lower, "
+        "no_regression"
     )
     with pytest.raises(ConfigError, match=r"min_pass_rate = 95 must be a fraction in 0\.\.1"):
         Gate.from_config({"min_pass_rate": 95})

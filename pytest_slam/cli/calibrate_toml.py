@@ -20,7 +20,7 @@ from pytest_slam.compare.bandselect import Counts, Targets, sequence_start
 from pytest_slam.compare.binomial import interval
 from pytest_slam.compare.calibrate import BASELINE, SCORERS, TOP, CalibrationRefused, ScopeResult
 
-KEEP = ("then",)  # the user's keys calibration does not choose
+KEEP = ("then", "judge_error")  # the keys band calibration does not choose
 MARK = "# chosen by `slam calibrate`"
 HEADER = re.compile(r"^\s*\[\s*tool\s*\.\s*slam\s*\.\s*equivalence\s*[.\]]")
 ANY_HEADER = re.compile(r"^\s*\[")
@@ -44,7 +44,34 @@ def scope_values(result: ScopeResult) -> dict[str, Any]:
     if chosen is not None:
         bands = {"at_least": chosen.at_least, "fail_below": chosen.fail_below}
         values.update({k: v for k, v in bands.items() if v is not None})
+        values["band_error"] = band_error(result)
     return values
+
+
+def band_error(result: ScopeResult) -> dict[str, Any]:
+    """The chosen bands' measured errors as data (config.MeasuredError): each verdict they give in a
+    run carries them, and the report widens the pass rate's interval by the upper bounds."""
+    chosen = result.chosen
+    assert chosen is not None
+    out: dict[str, Any] = {}
+    for side, counts, band in (
+        ("pass", chosen.passed, chosen.at_least),
+        ("fail", chosen.failed, chosen.fail_below),
+    ):
+        if band is not None and counts.called:
+            out[side] = round(counts.rate, 4)
+            out[f"{side}_upper"] = round(interval(counts.wrong, counts.called)[1], 4)
+    out["n"] = result.pairs
+    out["measured_on"] = f"slam calibrate, {result.pairs} labelled pairs ({result.prompts} prompts)"
+    return out
+
+
+def toml_value(value: Any) -> str:
+    """A value as TOML writes it: a table inline, ``{ pass = 0.03, n = 400 }``; the rest as JSON
+    (the same text for TOML's strings, numbers, booleans and arrays of them)."""
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
+    return json.dumps(value)
 
 
 def figures(result: ScopeResult, targets: Targets) -> list[str]:
@@ -110,7 +137,7 @@ def table_text(results: list[ScopeResult], targets: Targets, kept: dict[str, Any
         )
         values = {**scope_values(result), **(kept if result.scope == TOP else {})}
         out += [*figures(result, targets), header]
-        out += [f"{key} = {json.dumps(value)}" for key, value in values.items()]
+        out += [f"{key} = {toml_value(value)}" for key, value in values.items()]
         out.append("")
     return "\n".join(out)
 

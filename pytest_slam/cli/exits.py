@@ -32,7 +32,7 @@ TABLE = (
     Status(
         FINDING,
         "the check found what it looks for: a regression, a merge conflict, a failed test",
-        "`report diff`, `golden merge` and `merge-driver`, `report merge` (pytest's 1)",
+        "`report diff`, `golden merge` and `merge-driver`, `report merge` and `rescore` (pytest's 1)",
     ),
     Status(
         BAD_INPUT,

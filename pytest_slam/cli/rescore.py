@@ -6,8 +6,10 @@ verdicts and ``slam review``'s. With the current ``[tool.slam]`` configuration (
 cascade) the run's own checks score every pair again, calling no model: the judge answers from its
 cache only, and a pair it never saw stays undecided and is counted. The per-model summary and the
 gate follow, with the run's exit status for the gate; ``-o`` and ``--html`` write the new reports.
-For iterating on scorers and bands in seconds. Test outcomes are the run's: a test's own
-assertions are not run again.
+For iterating on scorers and bands in seconds. A test's own assertions are not run again, but
+its outcome follows the new verdicts as a run's would: a test whose assertions passed fails when a
+pair turns different, and passes again when none is (``Outcome.checks_failed``); the pass rate, the
+gate and the exit status (1 for failed tests, else 6 for a failed gate) follow.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     outcomes = [rescore_outcome(checker, o) for o in report.outcomes]
     verdict = aggregate(outcomes, report.verdict.run)
     failed = _gate(settings, verdict, report.verdict)
+    tests_failed = any(r.tests_failed or r.tests_errored for r in verdict.models)
     width = shutil.get_terminal_size((100, 24)).columns
     lines = render_table(verdict, width)
     if checker.not_cached:
@@ -57,7 +60,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     lines.extend(gate_lines(verdict))
     lines.extend(_write(args, verdict, outcomes))
     print("\n".join(lines))
-    return _exit_status(failed)
+    return _exit_status(failed, tests_failed)
 
 
 def check_pairs(path: str, outcomes: list[Outcome]) -> None:
@@ -128,7 +131,29 @@ def rescore_outcome(checker: Checker, outcome: Outcome) -> Outcome:
             verdict.records[pair.call_index] = rec
     checker.score_pairs(checker.plan_from(module, outcome.equivalence), ctx, verdict)
     outcome.calls = [c for c in outcome.calls if c.role != "judge"]
+    _decide_outcome(outcome, verdict.problems)
     return outcome
+
+
+def _decide_outcome(outcome: Outcome, problems: list[str]) -> None:
+    """The test's outcome as a run with this configuration gives it: a test whose own assertions
+    passed (it passed, or only the swap's checks failed it) fails on a pair now called different,
+    a breached budget or a missing golden answer, and passes without one. A test its own code
+    failed, a repeated one, or one from a report older than ``checks_failed`` keeps its outcome."""
+    if outcome.repeat is not None or outcome.outcome not in ("passed", "failed"):
+        return
+    if outcome.outcome == "failed" and not outcome.checks_failed:
+        return
+    found = [
+        *(f"call {p.call_index + 1}: no golden answer" for p in outcome.pairs if p.missing),
+        *problems,
+        *(f"budget breached: {b}" for b in outcome.budget_breaches),
+    ]
+    if found:
+        outcome.outcome, outcome.checks_failed = "failed", True
+        outcome.message = "\n".join(found)
+    elif outcome.outcome == "failed":
+        outcome.outcome, outcome.checks_failed, outcome.message = "passed", False, None
 
 
 def _store(root: Path, reference: str) -> GoldenStore:
@@ -164,7 +189,10 @@ def _write(args: argparse.Namespace, verdict: Verdict, outcomes: list[Outcome]) 
     return said
 
 
-def _exit_status(failed: bool) -> int:
-    from pytest_slam.cli.exits import GATE_FAILED, OK
+def _exit_status(gate_failed: bool, tests_failed: bool) -> int:
+    """A run's exit status: failed tests keep pytest's (1), else a failed gate's (6)."""
+    from pytest_slam.cli.exits import FINDING, GATE_FAILED, OK
 
-    return GATE_FAILED if failed else OK
+    if tests_failed:
+        return FINDING
+    return GATE_FAILED if gate_failed else OK

@@ -12,17 +12,62 @@ the name the Score carries, never from the scorer's class:
   with ``fail_below`` calibrated bands ("bands", three outcomes). Neither: no verdict (None), the
   similarity is only reported.
 
+- An answer identical to the reference (``identical``) is equivalent whatever the scorer or the
+  configuration ("exact": certain, no error), and no model is asked about it.
+
 The run (``run/checks.py``) and ``slam rescore`` both apply it, so a rescored report and a run
 with the same configuration give the same verdicts.
 """
 
 from __future__ import annotations
 
+import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pytest_slam.compare.bands import Bands
+from pytest_slam.compare.bands import DIFFERENT, EQUIVALENT, Bands
 from pytest_slam.compare.named import describe_name
 from pytest_slam.records import Score
+
+EXACT = "exact"  # the ``decided_by`` of an answer identical to the reference
+IDENTICAL = "identical to the reference (after Unicode NFKC, line endings and outer whitespace)"
+
+
+def same_text(text: str) -> str:
+    """The text as ``identical`` compares it: only what never changes an answer's meaning
+    (Unicode NFKC, line endings, leading and trailing whitespace), so equal is certain."""
+    text = unicodedata.normalize("NFKC", text).replace("\r\n", "\n").replace("\r", "\n")
+    return text.strip()
+
+
+def identical(candidate: str, reference: str) -> bool:
+    """Whether a non-empty candidate answer is the reference's, character for character."""
+    cand = same_text(candidate)
+    return bool(cand) and cand == same_text(reference)
+
+
+# Evidence whose verdict is certain by construction: the answer is the reference's, its structure
+# was compared exactly, or a person said so (the labels every other evidence is measured against).
+CERTAIN = (EXACT, "structure", "review")
+# The [tool.slam.equivalence] key holding each measured evidence's error (config.MeasuredError).
+MEASURED_KEYS = {"threshold": "band_error", "bands": "band_error", "judge": "judge_error"}
+
+
+def verdict_error(
+    score: Score, measured: Mapping[str, Mapping[str, object]]
+) -> tuple[float | None, float | None]:
+    """(error, 95% upper bound) of the evidence behind the score's verdict: its pass error when
+    equivalent, its fail error when different; 0 when certain; None when not measured."""
+    if score.verdict not in (EQUIVALENT, DIFFERENT):
+        return None, None
+    if score.decided_by in CERTAIN:
+        return 0.0, 0.0
+    table = measured.get(MEASURED_KEYS.get(score.decided_by or "", "")) or {}
+    side = "pass" if score.verdict == EQUIVALENT else "fail"
+    rate, upper = table.get(side), table.get(f"{side}_upper")
+    if not isinstance(upper, int | float):
+        return None, None
+    return (float(rate) if isinstance(rate, int | float) else None), float(upper)
 
 
 def is_structural(scorer: str) -> bool:

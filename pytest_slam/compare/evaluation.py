@@ -20,7 +20,7 @@ from pytest_slam.compare.binomial import interval
 from pytest_slam.compare.calibrate import CalibrationRefused, LabelledPair, score_column
 from pytest_slam.compare.named import describe_name
 
-NOT_OPTIONS = ("by", "at_least", "fail_below", "then", "modules")
+NOT_OPTIONS = ("by", "at_least", "fail_below", "then", "band_error", "judge_error", "modules")
 
 
 @dataclass(frozen=True)

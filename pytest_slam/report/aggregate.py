@@ -24,6 +24,12 @@ from pytest_slam.metrics.cost import cost_ratio, per_1000
 from pytest_slam.metrics.latency import LATENCY_METRICS
 from pytest_slam.metrics.stats import Summary, percentile, summarize
 from pytest_slam.records import JSON, Call, ModelSpec, Outcome, Pair, Record, records
+from pytest_slam.report.evidence import (
+    EvidenceRow,
+    evidence_rows,
+    unmeasured_pairs,
+    widened_interval,
+)
 from pytest_slam.report.gate_result import GateResult
 
 NOT_SWAPPED = "not_swapped"  # passed, but the candidate answered none of its calls (outcomes.py)
@@ -44,6 +50,10 @@ FIXES = (
     "@pytest.mark.slm(swap=False)"
 )
 ENGINE = "engine"  # the outcome of an engine's warm-up call: a cold start, not a product test
+# A scored pair's four states, one word each on every surface (the eq/diff/und/none column, the
+# JSON's pairs_* counts, the HTML): decided either way; "undecided", a verdict was asked for and
+# its evidence could not give one (the gate fails on it); "no verdict", similarity only, none asked.
+VERDICT_STATES = ("equivalent", "different", "undecided", "no verdict")
 LONG_ANSWER_WORDS = 100  # median reference answer length above which they are (issue 12)
 
 
@@ -126,6 +136,13 @@ class ModelRow(Record):
     judge_asked: int = 0
     judge_replayed: int = 0
     judge_saved: int = 0
+    # how the decided pairs were decided, by evidence, each with its measured error (or
+    # "unmeasured"); decided pairs resting on unmeasured evidence; the pass rate's interval widened
+    # by the verdict errors of the pairs that decided its tests (report/evidence.py)
+    verdict_evidence: list[EvidenceRow] = field(default_factory=list)
+    pairs_unmeasured: int = 0
+    pass_rate_verdict_low: float | None = None
+    pass_rate_verdict_high: float | None = None
     ttft_p50_ms: float | None = None
     e2e_p50_ms: float | None = None
     e2e_p95_ms: float | None = None
@@ -143,6 +160,8 @@ class ModelRow(Record):
     cold_starts: int = 0
     distributions: dict[str, Summary] = field(default_factory=dict)  # by metric, measured only
     gate: str = "-"  # "PASS" | "FAIL" | "-" (no gate, or the reference)
+
+    NESTED = {"verdict_evidence": EvidenceRow}
 
     @property
     def is_reference(self) -> bool:
@@ -417,7 +436,7 @@ def _fill_equivalence(row: ModelRow, pairs: list[Pair]) -> None:
     row.equivalence_by_scorer = {k: sum(v) / len(v) for k, v in sorted(by_scorer.items())}
 
 
-CHEAP = ("threshold", "bands", "structure")  # evidence that decides before the judge
+CHEAP = ("exact", "threshold", "bands", "structure")  # evidence that decides before the judge
 
 
 def _fill_verdicts(row: ModelRow, pairs: list[Pair]) -> None:
@@ -435,6 +454,8 @@ def _fill_verdicts(row: ModelRow, pairs: list[Pair]) -> None:
     row.judge_saved = sum(
         1 for p in scored if all(s.decided_by in CHEAP and "judge" in s.then for s in p.scores)
     )
+    row.verdict_evidence = evidence_rows(scored)
+    row.pairs_unmeasured = unmeasured_pairs(row.verdict_evidence)
 
 
 def request_equivalence(outcomes: list[Outcome]) -> dict[str, float]:
@@ -461,6 +482,8 @@ def _fill_intervals(row: ModelRow, outcomes: list[Outcome]) -> None:
         row.equivalence_mean_low, row.equivalence_mean_high = equiv.low, equiv.high
     if passes is not None:
         row.pass_rate_low, row.pass_rate_high = passes.low, passes.high
+    low, high = widened_interval(row.pass_rate_low, row.pass_rate_high, outcomes)
+    row.pass_rate_verdict_low, row.pass_rate_verdict_high = low, high
 
 
 def _fill_judge(row: ModelRow, calls: list[Call]) -> None:

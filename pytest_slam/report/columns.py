@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pytest_slam.report import fmt
-from pytest_slam.report.aggregate import ModelRow, PerTestRow
+from pytest_slam.report.aggregate import VERDICT_STATES, ModelRow, PerTestRow
+from pytest_slam.report.evidence import describe as describe_evidence
 
 Text = Callable[[ModelRow], str]
 Note = Callable[[ModelRow], str | None]
@@ -115,17 +116,36 @@ def _pass_note(row: ModelRow) -> str | None:
     return f"[{row.pass_rate_low:.2f}, {row.pass_rate_high:.2f}]"
 
 
+def _verdict_counts(row: ModelRow) -> tuple[int, int, int, int]:
+    """A pair's four states, said once (``VERDICT_STATES``): every surface counts these."""
+    return (row.pairs_equivalent, row.pairs_different, row.pairs_undecided, row.pairs_no_verdict)
+
+
 def _verdicts(row: ModelRow) -> str:
-    decided = row.pairs_equivalent + row.pairs_different + row.pairs_undecided
-    if row.is_reference or not decided:
+    counts = _verdict_counts(row)
+    if row.is_reference or not any(counts[:3]):
         return fmt.NA
-    return f"{row.pairs_equivalent}/{row.pairs_different}/{row.pairs_undecided}"
+    return "/".join(map(str, counts))
 
 
 def _html_verdicts(row: ModelRow) -> str:
     if row.is_reference:
         return fmt.NA
-    return f"{row.pairs_equivalent} / {row.pairs_different} / {row.pairs_undecided}"
+    return " / ".join(map(str, _verdict_counts(row)))
+
+
+def _evidence(row: ModelRow) -> str:
+    """How the decided pairs were decided, with each evidence's measured error."""
+    if row.is_reference or not row.verdict_evidence:
+        return fmt.NA
+    return describe_evidence(row.verdict_evidence)
+
+
+def _verdict_interval(row: ModelRow) -> str | None:
+    low, high = row.pass_rate_verdict_low, row.pass_rate_verdict_high
+    if row.is_reference or low is None or high is None:
+        return None
+    return f"pass rate {fmt.pct(low)}-{fmt.pct(high)} counting them"
 
 
 def _count(value: int, row: ModelRow) -> str:
@@ -146,14 +166,6 @@ def _ref_note(row: ModelRow) -> str | None:
 
 def _unswapped_note(row: ModelRow) -> str | None:
     return f"{row.tests_not_swapped} not swapped" if row.tests_not_swapped else None
-
-
-def _no_verdict_note(row: ModelRow) -> str | None:
-    return (
-        None
-        if row.is_reference or not row.pairs_no_verdict
-        else (f"{row.pairs_no_verdict} no verdict")
-    )
 
 
 def _per_1k_note(row: ModelRow) -> str | None:
@@ -211,14 +223,20 @@ MODEL_COLUMNS: tuple[Column, ...] = (
     Column(
         "pairs_equivalent",
         _verdicts,
-        Terminal("eq/diff/und", "pairs equivalent/different/undecided", 1, optional=True),
+        Terminal("eq/diff/und/none", "pairs " + "/".join(VERDICT_STATES), 1, optional=True),
+        html=Html("pairs", " / ".join(VERDICT_STATES), _html_verdicts, css="verdicts"),
+    ),
+    Column(
+        "verdict_evidence",
+        _evidence,
         html=Html(
-            "pairs",
-            "equivalent / different / undecided",
-            _html_verdicts,
-            note=_no_verdict_note,
-            css="verdicts",
+            "verdict evidence",
+            "measured error per evidence",
+            note=_verdict_interval,
+            css="evidence",
+            optional=True,
         ),
+        align="left",
     ),
     Column(
         "equivalence_worst",

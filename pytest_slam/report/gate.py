@@ -53,6 +53,10 @@ def _mean(value: float) -> str:
     return f"{value:.3f}"
 
 
+def _count(value: float) -> str:
+    return f"{value:g} pair(s)"
+
+
 @dataclass
 class Gate(Record):
     """Thresholds a team commits; None means the rule is off.
@@ -68,6 +72,10 @@ class Gate(Record):
     # decide on the lower bound of the bootstrap 95% interval (compare/uncertainty.py)
     min_equivalence_lower: float | None = _rule("equivalence_mean_low", "min", _mean)
     min_pass_rate_lower: float | None = _rule("pass_rate_low", "min", _share)
+    # no more than this many decided pairs resting on unmeasured evidence (0: every verdict's
+    # error measured, report/evidence.py); the pass rate's lower bound counting verdict errors
+    max_unmeasured: float | None = _rule("pairs_unmeasured", "max", _count)
+    min_pass_rate_verdict_lower: float | None = _rule("pass_rate_verdict_low", "min", _share)
     # None: on whenever a baseline is given (a baseline asked for is meant to be enforced)
     no_regression: bool | None = field(
         default=None,

@@ -16,9 +16,11 @@ from pytest_slam.report.aggregate import (
     FIXES,
     NO_CALLS,
     NOT_SWAPPED,
+    ModelRow,
     Verdict,
 )
 from pytest_slam.report.columns import Column, Terminal, shown
+from pytest_slam.report.evidence import describe as describe_evidence
 
 if TYPE_CHECKING:
     import pytest
@@ -192,11 +194,12 @@ def verdict_notes(verdict: Verdict) -> list[str]:
             (row.pairs_equivalent, "equivalent"),
             (row.pairs_different, "different"),
             (row.pairs_undecided, "undecided (missing evidence)"),
-            (row.pairs_no_verdict, "no verdict (similarity only)"),
-        ]
-        if not any(n for n, _ in counts[:3]):
+        ]  # no verdict (similarity only): the run's note says it once, with how to get one
+        if not any(n for n, _ in counts):
             continue
         text = f"verdicts for {row.model}: " + ", ".join(f"{n} {what}" for n, what in counts if n)
+        text += f"; by evidence: {describe_evidence(row.verdict_evidence)}"
+        text += verdict_interval(row)
         if row.judge_asked or row.judge_replayed or row.judge_saved:
             cost = fmt.usd(row.judge_cost_usd) if row.judge_cost_usd is not None else "unpriced"
             text += (
@@ -206,6 +209,18 @@ def verdict_notes(verdict: Verdict) -> list[str]:
             )
         out.append(text)
     return out
+
+
+def verdict_interval(row: ModelRow) -> str:
+    """``; pass rate 67% [21%-100%] counting the verdicts' errors`` (report/evidence.py)."""
+    low, high = row.pass_rate_verdict_low, row.pass_rate_verdict_high
+    if row.pass_rate is None or low is None or high is None:
+        return ""
+    unmeasured = f", {row.pairs_unmeasured} on unmeasured evidence" if row.pairs_unmeasured else ""
+    return (
+        f"; pass rate {fmt.pct(row.pass_rate)} [{fmt.pct(low)}-{fmt.pct(high)}] counting the "
+        f"verdicts' errors{unmeasured}"
+    )
 
 
 def uncertainty_notes(verdict: Verdict) -> list[str]:

@@ -29,8 +29,15 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from pytest_slam.compare.bands import DIFFERENT, UNDECIDED
-from pytest_slam.compare.decide import Rule
+from pytest_slam.compare.bands import DIFFERENT, EQUIVALENT, UNDECIDED
+from pytest_slam.compare.decide import (
+    EXACT,
+    IDENTICAL,
+    MEASURED_KEYS,
+    Rule,
+    identical,
+    verdict_error,
+)
 from pytest_slam.compare.scorer import ScorerError
 from pytest_slam.config import CASCADE, DEFAULT_BY
 from pytest_slam.golden.fileformat import GoldenError
@@ -168,7 +175,7 @@ class Checker:
 
     def check(self, item: pytest.Item, ctx: TestContext, failed: bool) -> TestVerdict:
         """Pair, score and budget-check the calls in ``ctx``."""
-        verdict = TestVerdict()
+        verdict = TestVerdict(own_failure=failed)
         for call in ctx.calls:
             measure(ctx.model, call, self.prices)
         if self.reference is not None and wants_reference(item):
@@ -289,19 +296,27 @@ class Checker:
         cands, refs = _choices(call, pair, rec)
         scores = []
         for index, (cand, ref) in enumerate(itertools.zip_longest(cands, refs)):
+            same = _same_answer(cand, ref)
             if cand is None or ref is None:
                 only = "reference" if cand is None else "candidate"
                 score = Score(plan.by, 0.0, f"only the {only} has this choice")
+            elif same and _asks_a_model(plan):  # certain: no judge is asked about it
+                score = Score(plan.by, 1.0, IDENTICAL)
             else:
                 score = self._score_choice(plan, ctx, call, rec, cand, ref)
             if max(len(cands), len(refs)) > 1:
                 score.explanation = f"choice {index}: {score.explanation}"
             plan.rule.apply(score)
+            if same and score.verdict != DIFFERENT and score.decided_by != "structure":
+                score.verdict, score.decided_by = EQUIVALENT, EXACT
+                if IDENTICAL not in score.explanation:
+                    score.explanation = f"{IDENTICAL}; {score.explanation}"
             score.then = list(plan.then)
             if score.verdict is None and plan.then:  # no bands: similarity decided nothing
                 score.verdict = UNDECIDED
             if score.verdict == UNDECIDED and cand is not None and ref is not None:
                 self._cascade(plan, ctx, call, pair, rec, score, (cand, ref, index))
+            score.error, score.error_upper = verdict_error(score, plan.measured)
             scores.append(score)
         return scores
 
@@ -555,12 +570,14 @@ class Checker:
         by = DEFAULT_BY if by is None else _by_name(by) if isinstance(by, str) else by
         at_least, fail_below = options.pop("at_least", None), options.pop("fail_below", None)
         then = options.pop("then", None) or []
+        measured = {k: options.pop(k) for k in set(MEASURED_KEYS.values()) if k in options}
         needs, unknown = _needs_of(by)
         if "model" in needs and self.judge is not None:
             options.setdefault("complete", self.judge.complete)
             options.setdefault("model", self.judge.spec.name)
         threshold = at_least if isinstance(at_least, int | float) else None
         plan = ScoringPlan(getattr(by, "name", str(by)), threshold, auto=auto)
+        plan.measured = {k: dict(v) for k, v in measured.items() if isinstance(v, dict)}
         try:
             bands = Bands(*cast("tuple[float | None, float | None]", (at_least, fail_below)))
         except ValueError as exc:
@@ -644,6 +661,20 @@ def _choices(call: Call, pair: Pair, rec: GoldenRecord | None) -> tuple[list[Cho
     refs = [(pair.reference_text or "", pair.reference_tool_calls)]
     refs += [(c.get("text") or "", c.get("tool_calls")) for c in (ans and ans.other_choices) or ()]
     return cands, refs
+
+
+def _asks_a_model(plan: ScoringPlan) -> bool:
+    """The test's scorer calls a model (the judge): not worth a call on an identical answer."""
+    from pytest_slam.compare.about import describe
+
+    return plan.scorer is not None and "model" in describe(plan.scorer).needs
+
+
+def _same_answer(cand: Choice | None, ref: Choice | None) -> bool:
+    """Both sides wrote the same text and neither called a tool (``decide.identical``)."""
+    if cand is None or ref is None or cand[1] or ref[1]:
+        return False
+    return identical(cand[0], ref[0])
 
 
 def _decide(score: Score, verdict: str | None, evidence: str, why: str) -> None:

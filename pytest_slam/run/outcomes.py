@@ -83,6 +83,8 @@ def build_outcome(
         outcome.repeat = dict(verdict.repeat) if verdict.repeat is not None else None
         if verdict.problems:
             outcome.message = "\n".join(verdict.problems)
+            alone = not verdict.own_failure and verdict.repeat is None  # a repeat's runs vary
+            outcome.checks_failed = outcome.outcome == "failed" and alone
     candidate = [c for c in ctx.calls if c.role == "candidate"] if ctx is not None else []
     failed = [c for c in candidate if not c.ok]
     if failed and (verdict is None or verdict.repeat is None):

@@ -42,6 +42,8 @@ class ScoringPlan:
     tools: ToolCallScorer | None = None  # for answers with tool calls; None only with an error
     judge: Scorer | None = None  # the cascade's judge, when ``then`` names it
     json: Scorer | None = None  # the structural scorer of JSON answers, when ``auto``
+    # band_error / judge_error of [tool.slam.equivalence]: what slam calibrate measured
+    measured: dict[str, dict[str, JSON]] = field(default_factory=dict)
 
 
 def mark_table(item: pytest.Item) -> dict[str, object] | None:

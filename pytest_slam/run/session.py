@@ -126,8 +126,8 @@ class SlamSession:
         wanted = list(self.specs.values())
         if self.reference_spec is not None and self.settings.record != "none":
             wanted.append(self.reference_spec)
-        if self.judge_spec is not None:
-            wanted.append(self.judge_spec)
+        if self.judge_spec is not None and all(s is not self.judge_spec for s in wanted):
+            wanted.append(self.judge_spec)  # a judge that is also a candidate shares its engine
         return [spec for spec in wanted if needs_engine(spec)]
 
     def start_engines(self) -> None:
@@ -551,12 +551,13 @@ class SlamSession:
         return list(self.summary.lines)
 
     def engine_outcomes(self) -> list[dict[str, Any]]:
-        """Each engine's cold first call, as an outcome of its own that the percentiles leave out."""
+        """Each candidate engine's cold first call, as an outcome of its own that the percentiles
+        leave out (a judge's or a reference's engine is no model row of the verdict)."""
         from pytest_slam.records import Outcome
 
         out = []
         for start in self.engine_starts:
-            if start.cold_call is not None:
+            if start.cold_call is not None and start.model in self.specs:
                 out.append(
                     Outcome(
                         nodeid=f"(engine start: {start.model})",
@@ -589,8 +590,9 @@ def build(config: pytest.Config, settings: Settings, armed: bool) -> SlamSession
     session = SlamSession(config, settings, specs, selection, Accounting(role), summary, role)
     if settings.has_reference:
         session.reference_spec = model_specs.resolve(settings.reference, settings.model_table)
-    if settings.judge:
-        session.judge_spec = model_specs.resolve(settings.judge, settings.model_table)
+    if settings.judge:  # a candidate's model as the judge: the same spec, so one engine
+        judge = model_specs.resolve(settings.judge, settings.model_table)
+        session.judge_spec = specs.get(judge.name, judge)
     if settings.embeddings:
         spec = model_specs.resolve(settings.embeddings, settings.model_table)
         if needs_engine(spec):

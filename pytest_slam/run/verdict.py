@@ -36,6 +36,7 @@ class TestVerdict:
     breaches: list[str] = field(default_factory=list)
     repeat: RepeatSummary | None = None  # under --slm-repeat
     records: dict[int, GoldenRecord] = field(default_factory=dict)  # call index -> its golden
+    own_failure: bool = False  # the test's own code failed before the swap's checks ran
 
 
 @dataclass
