@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from validity_data import mt_bench_graded  # noqa: E402
+from validity_data import mt_bench_graded
 
 TREE = Path(__file__).resolve().parents[1]
 
@@ -44,9 +44,20 @@ def timed(tree: Path, project: Path, labels: Path) -> tuple[float, float, str]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "pytest_slam.cli", "calibrate", "--labels", str(labels),
-         "--dry-run"],  # fmt: skip
-        cwd=project, env=env, capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pytest_slam.cli",
+            "calibrate",
+            "--labels",
+            str(labels),
+            "--dry-run",
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -156,3 +156,18 @@ def test_by_judge_without_a_judge_is_one_line_exit_2(
     out = capsys.readouterr().out
     assert out.count("\n") == 1
     assert "by = 'judge' needs the judge to evaluate it: set [tool.slam] judge" in out
+
+
+def test_a_pair_the_judge_cannot_grade_is_asked_once_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with FakeOpenAI("I would rather not say.", model="gpt-4-judge") as mute:
+        project(tmp_path, mute, '{ by = "judge" }')
+        write(tmp_path / "labels.jsonl", rows(3))
+        first = evaluated(capsys)
+        assert len(mute.requests) == 6  # each pair asked, then reminded once
+        assert first["judge"]["unjudged"] == 3 and first["undecided"] == 3
+        assert "evidence" in first and not first["evidence"]
+        second = evaluated(capsys)
+        assert len(mute.requests) == 6 and second["judge"]["replayed"] == 3

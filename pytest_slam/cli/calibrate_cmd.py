@@ -216,7 +216,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
             )
     targets = targets_of(args)
     _, doc = read_pyproject(args.pyproject)
-    result = evaluate(pairs, current(doc) or {}, judge_of(args), targets, aids_of(args))
+    judge, aids = judge_of(args), aids_of(args)
+    if judge is not None:
+        judge.progress = aids.progress
+    result = evaluate(pairs, current(doc) or {}, judge, targets, aids)
     print(json.dumps(result, indent=2) if args.format == "json" else evaluation_text(result))
     return 0
 

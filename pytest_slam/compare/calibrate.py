@@ -144,7 +144,8 @@ def score_column(
     else:
         values = [scorer.score(p.candidate, p.reference).value for p in pairs]
     if say is not None:
-        say(f"{by} {' '.join(options.values())}".strip() + f": {len(pairs)} pairs scored")
+        method = f" {options['method']}" if "method" in options else ""
+        say(f"{by}{method}: {len(pairs)} pairs scored")
     return values
 
 

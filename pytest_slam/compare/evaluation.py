@@ -22,7 +22,7 @@ uncertified judge.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -73,6 +73,8 @@ class JudgeSetup:
     asked: int = field(default=0, init=False)  # calls made to the judge
     replayed: int = field(default=0, init=False)  # pairs answered from the cache
     unjudged: int = field(default=0, init=False)  # pairs with no readable verdict
+    seen: int = field(default=0, init=False)  # pairs given to the judge
+    progress: Callable[[str], None] | None = None
 
     def counted(self, messages: list[dict[str, str]]) -> str:
         self.asked += 1
@@ -129,7 +131,7 @@ def evaluate(
                 judged.append((value, row))
             unasked += row.evidence is None and "judge" in scope.then and judge is None
     measured = errors_by_evidence(rows) | ({"judge_unset": unasked} if unasked else {})
-    if not judged or judge is None:
+    if judge is None or not judge.seen:
         return measured
     certified = certify_judge(judged, targets or Targets())
     counted = rows
@@ -189,21 +191,33 @@ def _decide_scope(
 def _judge_value(judge: JudgeSetup, options: Mapping[str, Any], p: LabelledPair) -> float | None:
     """The judge's 0..1 value of one pair (None: no readable verdict, twice), asked once: a
     verdict in the cache is replayed."""
-    from pytest_slam.compare.judge import JudgeUnjudged
+    from pytest_slam.compare.judge import JudgeUnjudged, judge_key
     from pytest_slam.compare.named import get_scorer
     from pytest_slam.compare.scorer import ScorerError
 
     mode = str(options.get("mode", "grade"))
     scorer = get_scorer("judge", complete=judge.counted, model=judge.model, mode=mode,
                         cache=judge.cache)  # fmt: skip
+    # a pair the judge could not grade, twice, is remembered too: asked once, like the others
+    unread = "unjudged-" + judge_key(judge.model, mode, p.candidate, p.reference, p.question)
+    judge.seen += 1
+    if judge.cache is not None and judge.cache.get(unread) is not None:
+        judge.unjudged += 1
+        judge.replayed += 1
+        return None
     before = judge.asked
     try:
         score = scorer.score(p.candidate, p.reference, question=p.question)
-    except JudgeUnjudged:
+    except JudgeUnjudged as exc:
         judge.unjudged += 1
+        if judge.cache is not None:
+            judge.cache.put(unread, {"unjudged": str(exc), "judge": judge.model, "mode": mode})
         return None
     except ScorerError as exc:
         raise CalibrationRefused(f"the judge could not be asked: {exc}") from None
+    finally:
+        if judge.progress is not None and judge.asked != before:
+            judge.progress(f"judge: {judge.seen} pair(s) graded, {judge.asked} call(s) made")
     judge.replayed += judge.asked == before
     return score.value
 
