@@ -146,5 +146,7 @@ def pairs_from_reviews(report: Path, root: Path, reference: str) -> list[Labelle
             if pair is not None:
                 label = HUMAN_LABELS[v.verdict]
                 cand, ref = pair.candidate, pair.reference
-                out.append(LabelledPair(v.key, cand, ref, label, label, module))
+                asked = [m["text"] for m in pair.messages if m["role"] == "user"]
+                question = asked[-1] if asked else None  # what the run's cascade gives the judge
+                out.append(LabelledPair(v.key, cand, ref, label, label, module, question))
     return out
