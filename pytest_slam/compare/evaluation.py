@@ -165,6 +165,7 @@ def _decide_scope(
         scope.bands.at_least, scope.bands.fail_below, str(scope.options.get("mode", "grade"))
     )
     bands, evidence = rule.bands_for(scope.by)
+    values: Sequence[float | None]
     if scope.by_judge:
         assert judge is not None  # evaluate refused without one
         values = [_judge_value(judge, scope.options, p) for p in group]
@@ -191,13 +192,11 @@ def _decide_scope(
 def _judge_value(judge: JudgeSetup, options: Mapping[str, Any], p: LabelledPair) -> float | None:
     """The judge's 0..1 value of one pair (None: no readable verdict, twice), asked once: a
     verdict in the cache is replayed."""
-    from pytest_slam.compare.judge import JudgeUnjudged, judge_key
-    from pytest_slam.compare.named import get_scorer
+    from pytest_slam.compare.judge import JudgeScorer, JudgeUnjudged, judge_key
     from pytest_slam.compare.scorer import ScorerError
 
     mode = str(options.get("mode", "grade"))
-    scorer = get_scorer("judge", complete=judge.counted, model=judge.model, mode=mode,
-                        cache=judge.cache)  # fmt: skip
+    scorer = JudgeScorer(complete=judge.counted, model=judge.model, mode=mode, cache=judge.cache)
     # a pair the judge could not grade, twice, is remembered too: asked once, like the others
     unread = "unjudged-" + judge_key(judge.model, mode, p.candidate, p.reference, p.question)
     judge.seen += 1
