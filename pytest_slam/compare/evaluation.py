@@ -136,8 +136,11 @@ def evaluate(
     certified = certify_judge(judged, targets or Targets())
     counted = rows
     if not judge.accept_uncertified:
-        drop = {v for v, ok in ((EQUIVALENT, certified["pass"]), (DIFFERENT, certified["fail"]))
-                if not ok}  # fmt: skip
+        drop = {
+            v
+            for v, ok in ((EQUIVALENT, certified["pass"]), (DIFFERENT, certified["fail"]))
+            if not ok
+        }
         counted = [
             replace(r, verdict=UNDECIDED, evidence=None)
             if r.evidence == "judge" and r.verdict in drop
@@ -227,8 +230,10 @@ def certify_judge(judged: Sequence[tuple[float, Judged]], targets: Targets) -> d
     every pair it called different in the certified fail band)."""
     values = [v for v, _ in judged]
     choice = choose_bands("judge", values, [r.label for _, r in judged], targets)
-    called = {EQUIVALENT: [v for v, r in judged if r.verdict == EQUIVALENT],
-              DIFFERENT: [v for v, r in judged if r.verdict == DIFFERENT]}  # fmt: skip
+    called = {
+        EQUIVALENT: [v for v, r in judged if r.verdict == EQUIVALENT],
+        DIFFERENT: [v for v, r in judged if r.verdict == DIFFERENT],
+    }
     at_least, fail_below = choice.at_least, choice.fail_below
     return {
         "pass": at_least is not None and all(v >= at_least for v in called[EQUIVALENT]),
