@@ -343,6 +343,9 @@ _RULES: dict[str, dict[str, Any]] = {  # each key's description, and its bounds 
     "paths": _rule("folders whose tests opt in"),
     "equivalence": _rule("default scorer and threshold"),
     "judge": _rule("model spec of the LLM judge"),
+    "accept_uncertified_judge": _rule(
+        "count the judge's verdicts where `slam calibrate --evaluate` could not certify them"
+    ),
     "repeat": _rule("runs of each test per model", ge=1),
     "pass_fraction": _rule("share of runs that must pass", ge=0, le=1),
     "prices": _rule("list price overrides (before genai-prices and the dated table)"),

@@ -39,6 +39,7 @@ class Settings:
     paths: list[str] = field(default_factory=list)
     equivalence: dict[str, TOML] = field(default_factory=dict)
     judge: str | None = None
+    accept_uncertified_judge: bool = False
     repeat: int = 1
     pass_fraction: float = 1.0
     prices: dict[str, TOML] = field(default_factory=dict)

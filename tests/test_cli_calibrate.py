@@ -98,12 +98,17 @@ def test_round_trip_calibrate_writes_bands_evaluate_reads_them_back(
     result = json.loads(capsys.readouterr().out)
     assert set(result) == {
         "pairs",
+        "decided",
         "equivalent",
         "different",
         "undecided",
         "pass_error",
         "fail_error",
+        "evidence",
+        "judge_unset",
     }
+    assert set(result["evidence"]) == {"bands"}  # no [tool.slam] judge: the cascade stops there
+    assert result["judge_unset"] == result["undecided"]
     assert result["pairs"] == 600
     assert result["equivalent"] + result["different"] + result["undecided"] == 600
     assert result["equivalent"] > 150 and result["different"] > 100 and result["undecided"] > 50
@@ -232,9 +237,13 @@ BAD = {
     "dotted keys": (lambda p: (p / "pyproject.toml").write_text(
         '[tool.slam]\nequivalence.by = "fuzzy"\n') and ["--labels", "a.jsonl"],
         "could not put the table in place of its equivalence setting"),
-    "evaluate a judge": (lambda p: (p / "pyproject.toml").write_text(
+    "evaluate a judge, none set": (lambda p: (p / "pyproject.toml").write_text(
         '[tool.slam.equivalence]\nby = "judge"\n') and ["--evaluate", "b.jsonl"],
-        "by = 'judge': --evaluate measures similarity bands without calling a model"),
+        "by = 'judge' needs the judge to evaluate it: set [tool.slam] judge to a model spec"),
+    "evaluate a judge not running": (lambda p: (p / "pyproject.toml").write_text(
+        '[tool.slam]\njudge = "smollm2-135m"\n[tool.slam.equivalence]\nby = "judge"\n')
+        and ["--evaluate", "b.jsonl"],
+        "judge = 'smollm2-135m' has no running server to ask: start it and name it by URL"),
 }  # fmt: skip
 
 

@@ -31,6 +31,10 @@ WRONG_TYPES: dict[str, tuple[str, str]] = {
     "paths": ('paths = "tests"', "[tool.slam] paths = 'tests' must be a list of folders"),
     "equivalence": ('equivalence = "fuzzy"', "[tool.slam] equivalence = 'fuzzy' must be a table"),
     "judge": ("judge = 3", "[tool.slam] judge = 3 must be a string"),
+    "accept_uncertified_judge": (
+        'accept_uncertified_judge = "yes"',
+        "[tool.slam] accept_uncertified_judge = 'yes' must be true or false",
+    ),
     "repeat": ("repeat = 2.5", "[tool.slam] repeat = 2.5 must be a whole number"),
     "pass_fraction": (
         'pass_fraction = "all"',

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from review_helpers import pair
 
+from pytest_slam.records import Score
 from pytest_slam.review.pairs import message_text, ordered, select
 
 
@@ -50,3 +51,20 @@ def test_undecided_pairs_come_first_in_either_order() -> None:
     for order in ("report", "informative"):
         assert ordered([decided, other, undecided], order)[0].key == "b"
     assert [p.key for p in ordered([decided, other, undecided], "report")] == ["b", "a", "c"]
+
+
+def test_judge_order_offers_the_judge_s_least_certain_verdicts_first() -> None:
+    """``--order judge``: pairs the judge decided, its grade nearest its level (7 of 10) first,
+    then the rest in report order: the labels that tighten the judge's measured error most."""
+    from pytest_slam.compare.judge import AT_LEAST
+
+    def judged(key: str, value: float) -> object:
+        made = pair(key, "m", 0.5)
+        made.scores = [Score("judge", value, threshold=AT_LEAST["grade"], verdict="equivalent",
+                             decided_by="judge")]  # fmt: skip
+        return made
+
+    sure, unsure, wrong_side = judged("a", 1.0), judged("b", 6 / 9), judged("c", 5 / 9)
+    plain = pair("d", "m", 0.9)
+    got = ordered([plain, sure, unsure, wrong_side], "judge")
+    assert [p.key for p in got] == ["b", "c", "a", "d"]

@@ -172,7 +172,10 @@ def calibrate_parser(sub: Subparsers, settings: Settings) -> None:
         "Choose certified equivalence bands from labelled pairs, or --evaluate them",
     )
     add_arguments(parser).set_defaults(
-        func=cmd_calibrate, root=Path(settings.golden_dir), reference=settings.reference
+        func=cmd_calibrate,
+        root=Path(settings.golden_dir),
+        reference=settings.reference,
+        settings=settings,
     )
 
 

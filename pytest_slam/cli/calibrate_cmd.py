@@ -2,18 +2,25 @@
 
     slam calibrate [--labels FILE.jsonl | --report RUN.json] [--max-pass-error 0.05]
                    [--max-fail-error 0.10] [--confidence 0.95] [--min-count 20] [--dry-run]
-    slam calibrate --evaluate LABELS.jsonl [--format text|json]
+    slam calibrate --evaluate [LABELS.jsonl] [--report RUN.json] [--format text|json]
 
 The first form chooses the bands (``compare.calibrate``) and prints the table once, its figures
 and the plain ``fuzzy token_sort >= 0.7`` row as comments above it, then writes it
-(``calibrate_toml``). The second measures the configuration pyproject.toml holds now on labels it
-was not calibrated on. Every bad input is one line naming it and the fix, exit 2, nothing written.
+(``calibrate_toml``). The second measures the whole verdict pyproject.toml configures now, the
+judge included (``compare.evaluation``), on labels it was not calibrated on: a labels file, or
+without one the human verdicts ``slam review`` stored for a run's answers (``--report``). The
+judge is ``[tool.slam] judge``, asked directly; its verdicts are kept in ``.slam/judge`` beside the
+golden files (keyed as the run keys them), and semantic embeddings in ``.slam/embeddings``, so a
+second calibration or evaluation on the same labels recomputes nothing. ``--progress`` (or a
+terminal on stderr) prints what is being scored, on stderr. Every bad input is one line naming it
+and the fix, exit 2, nothing written.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from pytest_slam.cli import exits
@@ -33,12 +40,15 @@ from pytest_slam.cli.calibrate_toml import (
 from pytest_slam.compare.bandselect import Targets
 from pytest_slam.compare.calibrate import (
     SCORERS,
+    Aids,
     CalibrationRefused,
     LabelledPair,
     available_scorers,
     calibrate,
 )
-from pytest_slam.compare.evaluation import evaluate, evaluation_text
+from pytest_slam.compare.diskcache import DiskCache
+from pytest_slam.compare.evaluation import JudgeSetup, evaluate, evaluation_text
+from pytest_slam.settings import Settings
 
 MIN_RESAMPLES = 100
 
@@ -57,10 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--evaluate",
-        type=Path,
+        nargs="?",
+        const="",
         metavar="LABELS",
-        help="measure the current "
-        "configuration on these labelled pairs (JSON Lines); writes nothing",
+        help="measure the current configuration, judge included, on these labelled pairs "
+        "(JSON Lines; without a file: --labels, --report's reviews, or the cached judge verdicts); "
+        "writes nothing",
     )
     parser.add_argument(
         "--format", choices=("text", "json"), default="text", help="--evaluate's output"
@@ -103,6 +115,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         + " (default: all installed)",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the table, write nothing")
+    parser.add_argument(
+        "--progress",
+        action="store_true",
+        help="say what is being scored, on stderr (on by default when stderr is a terminal)",
+    )
     return parser
 
 
@@ -147,12 +164,63 @@ def labelled(args: argparse.Namespace) -> list[LabelledPair]:
     return pairs_from_goldens(args.root, args.reference)
 
 
+def scratch(args: argparse.Namespace) -> Path:
+    """pytest-slam's scratch folder beside the golden files (``.slam``, git-ignored)."""
+    return Path(args.root).parent / ".slam"
+
+
+def aids_of(args: argparse.Namespace) -> Aids:
+    """The embeddings cache, and progress lines on stderr when asked or on a terminal."""
+    shown = args.progress or sys.stderr.isatty()
+    say = (
+        (lambda line: print(f"slam calibrate: {line}", file=sys.stderr, flush=True))
+        if shown
+        else None
+    )
+    return Aids(DiskCache(scratch(args) / "embeddings"), say)
+
+
+def judge_of(args: argparse.Namespace) -> JudgeSetup | None:
+    """``[tool.slam] judge`` as the evaluation's judge (None when none is set)."""
+    settings: Settings | None = getattr(args, "settings", None)
+    if settings is None or not settings.judge:
+        return None
+    from pytest_slam.run.checks import JudgeModel
+    from pytest_slam.swap.models import resolve
+
+    try:
+        spec = resolve(settings.judge, settings.model_table)
+    except ValueError as exc:
+        raise CalibrationRefused(f"[tool.slam] judge = {settings.judge!r}: {exc}") from None
+    if not spec.base_urls:
+        raise CalibrationRefused(
+            f"[tool.slam] judge = {settings.judge!r} has no running server to ask: start it and "
+            "name it by URL (judge = 'http://127.0.0.1:8080/v1#MODEL')"
+        )
+    model = JudgeModel(spec)
+    cache = DiskCache(scratch(args) / "judge")
+    accept = bool(getattr(settings, "accept_uncertified_judge", False))
+    return JudgeSetup(model.complete, spec.name, cache, accept)
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
-    pairs = pairs_from_jsonl(args.evaluate, "--evaluate")
-    if not pairs:
-        raise CalibrationRefused(f"--evaluate {args.evaluate}: no labelled pairs in it")
+    if args.evaluate:
+        pairs = pairs_from_jsonl(Path(args.evaluate), "--evaluate")
+        if not pairs:
+            raise CalibrationRefused(f"--evaluate {args.evaluate}: no labelled pairs in it")
+    else:
+        pairs = labelled(args)
+        if not pairs:
+            raise CalibrationRefused(
+                "--evaluate: no labelled pairs found; pass a labels file (--evaluate FILE.jsonl) "
+                "or a run's report whose answers 'slam review' judged (--report RUN.json)"
+            )
+    targets = targets_of(args)
     _, doc = read_pyproject(args.pyproject)
-    result = evaluate(pairs, current(doc) or {})
+    judge, aids = judge_of(args), aids_of(args)
+    if judge is not None:
+        judge.progress = aids.progress
+    result = evaluate(pairs, current(doc) or {}, judge, targets, aids)
     print(json.dumps(result, indent=2) if args.format == "json" else evaluation_text(result))
     return 0
 
@@ -160,7 +228,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
 def run_calibrate(args: argparse.Namespace) -> int:
     targets = targets_of(args)
     _, doc = read_pyproject(args.pyproject)  # a broken file is refused before any work
-    results = calibrate(labelled(args), targets, args.resamples, scorers_of(args))
+    results = calibrate(
+        labelled(args), targets, args.resamples, scorers_of(args), aids=aids_of(args)
+    )
     kept = kept_keys(doc)
     text = table_text(results, targets, kept)
     if not args.dry_run:
@@ -174,6 +244,6 @@ def run_calibrate(args: argparse.Namespace) -> int:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Choose and write the bands, or measure the current ones; exit 2 on a bad input."""
     try:
-        return run_evaluate(args) if args.evaluate else run_calibrate(args)
+        return run_evaluate(args) if args.evaluate is not None else run_calibrate(args)
     except CalibrationRefused as exc:
         return exits.refuse("calibrate", exc)

@@ -3,7 +3,8 @@
 From the judge verdicts cached in the golden files (each keeps the candidate text it judged: a
 grade of 7 or more, or a pairwise score of 0.5 or more, is "acceptable"), from the human verdicts
 of ``slam review`` on a run's answers ("win" or "tie" is acceptable), or from a JSON Lines file
-(``{"candidate", "reference", "label"[, "unit", "module"]}``). A label is true/false, 1/0, or a
+(``{"candidate", "reference", "label"[, "unit", "module", "question"]}``; the question is given
+to a judge, as the run's cascade gives it). A label is true/false, 1/0, or a
 review verdict ("win", "tie", "loss", "both_bad"); anything else is refused with its file and
 line, never guessed (``bool("0")`` is True).
 """
@@ -87,7 +88,14 @@ def _row(where: str, n: int, line: str) -> LabelledPair:
             f"{where}: unit must be a string or an integer (the prompt) and module a string "
             '(the test file, "tests/test_x.py")'
         )
-    return LabelledPair(str(unit), row["candidate"], row["reference"], label, float(label), module)
+    question = row.get("question")
+    if question is not None and not isinstance(question, str):
+        raise CalibrationRefused(
+            f"{where}: question must be a string (what the user asked), not {json.dumps(question)}"
+        )
+    pair = LabelledPair(str(unit), row["candidate"], row["reference"], label, float(label), module)
+    pair.question = question
+    return pair
 
 
 def pairs_from_goldens(root: Path, reference: str) -> list[LabelledPair]:
@@ -138,5 +146,7 @@ def pairs_from_reviews(report: Path, root: Path, reference: str) -> list[Labelle
             if pair is not None:
                 label = HUMAN_LABELS[v.verdict]
                 cand, ref = pair.candidate, pair.reference
-                out.append(LabelledPair(v.key, cand, ref, label, label, module))
+                asked = [m["text"] for m in pair.messages if m["role"] == "user"]
+                question = asked[-1] if asked else None  # what the run's cascade gives the judge
+                out.append(LabelledPair(v.key, cand, ref, label, label, module, question))
     return out

@@ -1,6 +1,6 @@
 """``slam review``: serve the blind review page for the last run, or print its figures (``--stats``).
 
-slam review [--report PATH] [--model NAME] [--test PART] [--order informative]
+slam review [--report PATH] [--model NAME] [--test PART] [--order informative|judge]
             [--reviewer NAME] [--no-browser] [--port N]
 slam review --stats [--report PATH]
 """
@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the review wing loads only for `slam review`
     from pytest_slam.golden.store import GoldenStore
     from pytest_slam.review.pairs import ReviewPair
 
-ORDERS = ("report", "informative")
+ORDERS = ("report", "informative", "judge")
 DEFAULT_REPORT = "slam-report.json"
 
 
@@ -36,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser, report: str | None) -> argpar
         "--order",
         choices=ORDERS,
         default="report",
-        help="informative: pairs where the judge and a scorer disagree first",
+        help="informative: pairs where the judge and a scorer disagree first; judge: the judge's "
+        "least certain verdicts first (the labels that tighten its measured error most)",
     )
     parser.add_argument("--reviewer", help="Your name in the verdicts (default: git user.name)")
     parser.add_argument("--no-browser", action="store_true", help="Print the URL only")
@@ -97,7 +98,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     store, pairs, _ = load(args)
     if args.stats or args.export_labels:
         return _stats(store, pairs, args.export_labels)
-    todo = ordered(select(pairs, args.model, args.test), args.order)
+    todo = ordered(select(pairs, args.model, args.test), args.order, store)
     if not todo:
         raise ReviewError(
             f"no pair matches --model {args.model} --test "

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pytest_slam.compare.bandselect import Choice, Counts, Targets, band_counts, choose_bands
+from pytest_slam.compare.diskcache import DiskCache
 from pytest_slam.compare.judge import GOOD_GRADE, JudgeVerdict
 from pytest_slam.compare.validity import Estimate, grouped_bootstrap
 from pytest_slam.errors import SlamError
@@ -45,6 +46,19 @@ class LabelledPair:
     label: int  # 1: acceptable ("equivalent")
     grade: float  # the graded signal in 0..1
     module: str = ""  # the test module the pair belongs to ("" unknown)
+    question: str | None = None  # what was asked: given to a judge, as the cascade gives it
+
+
+@dataclass(frozen=True)
+class Aids:
+    """What makes scoring many labels quicker to repeat and to watch, never its result: an
+    embeddings cache (``DiskCache``) and a progress callable told one line at a time."""
+
+    cache: DiskCache | None = None
+    progress: Callable[[str], None] | None = None
+
+
+NO_AIDS = Aids()
 
 
 @dataclass
@@ -111,15 +125,28 @@ def _calibratable_here(by: str) -> bool:
     return about.calibratable and all(importlib.util.find_spec(m) for m in about.requires)
 
 
-def score_column(by: str, options: dict[str, str], pairs: Sequence[LabelledPair]) -> list[float]:
-    """One scorer's score of every pair (semantic in one batch)."""
+def score_column(
+    by: str, options: dict[str, str], pairs: Sequence[LabelledPair], aids: Aids = NO_AIDS
+) -> list[float]:
+    """One scorer's score of every pair (semantic in one batch, its embeddings in ``aids.cache``)."""
     from pytest_slam.compare.named import get_scorer
+    from pytest_slam.compare.semantic import SemanticScorer
 
     scorer = get_scorer(by, **options)
+    say = aids.progress
+    if isinstance(scorer, SemanticScorer):
+        scorer.cache = aids.cache
+        if say is not None:
+            scorer.progress = lambda done, total: say(f"{by}: {done}/{total} texts embedded")
     batch = getattr(scorer, "score_many", None)
     if batch is not None:
-        return [s.value for s in batch([(p.candidate, p.reference) for p in pairs])]
-    return [scorer.score(p.candidate, p.reference).value for p in pairs]
+        values = [s.value for s in batch([(p.candidate, p.reference) for p in pairs])]
+    else:
+        values = [scorer.score(p.candidate, p.reference).value for p in pairs]
+    if say is not None:
+        method = f" {options['method']}" if "method" in options else ""
+        say(f"{by}{method}: {len(pairs)} pairs scored")
+    return values
 
 
 def calibrate_columns(
@@ -181,9 +208,14 @@ Scorers = dict[str, tuple[str, dict[str, str]]]
 
 
 def calibrate_scope(
-    scope: str, pairs: Sequence[LabelledPair], targets: Targets, scorers: Scorers, resamples: int
+    scope: str,
+    pairs: Sequence[LabelledPair],
+    targets: Targets,
+    scorers: Scorers,
+    resamples: int,
+    aids: Aids = NO_AIDS,
 ) -> ScopeResult:
-    columns = {name: score_column(by, opts, pairs) for name, (by, opts) in scorers.items()}
+    columns = {name: score_column(by, opts, pairs, aids) for name, (by, opts) in scorers.items()}
     labels, units = [p.label for p in pairs], [p.unit for p in pairs]
     return calibrate_columns(scope, columns, labels, units, targets, resamples)
 
@@ -194,6 +226,7 @@ def calibrate(
     resamples: int = 0,
     scorers: Scorers | None = None,
     module_min: int = MODULE_MIN_PAIRS,
+    aids: Aids = NO_AIDS,
 ) -> list[ScopeResult]:
     """The top-level result first, then each module that certified bands on its own labels.
 
@@ -210,7 +243,7 @@ def calibrate(
     own = []
     for module, group in sorted(by_module.items()):
         if module and len(group) >= module_min:
-            result = calibrate_scope(module, group, targets, scorers, resamples)
+            result = calibrate_scope(module, group, targets, scorers, resamples, aids)
             if result.chosen is not None and result.chosen.at_least is not None:
                 own.append(result)  # a fail band alone could not unset the top level's pass band
     done = {r.scope for r in own}
@@ -218,5 +251,5 @@ def calibrate(
     if len(own) == 1 and not rest:
         own, rest = [], list(pairs)  # one module holds every label: the top-level table is its
     rest = rest if len(rest) >= MIN_PAIRS else list(pairs)
-    top = calibrate_scope(TOP, rest, targets, scorers, resamples)
+    top = calibrate_scope(TOP, rest, targets, scorers, resamples, aids)
     return [top, *own]

@@ -1,35 +1,84 @@
-"""How the project's current equivalence configuration does on labels it was not calibrated on.
+"""How the project's whole configured verdict does on labels it was not calibrated on, judge included.
 
-Each labelled pair is scored with the scorer its scope configures (``[tool.slam.equivalence]``,
-updated by the pair's module table as the run does) and decided with that scope's
-:class:`~pytest_slam.compare.bands.Bands`. The errors are shares of the pairs called equivalent
-(pass error: unacceptable among them) and called different (fail error: acceptable among them),
-each with an exact 95% Clopper-Pearson interval. A scope without bands decides nothing: its pairs
-count as undecided.
+Each labelled pair is decided as a run decides it: scored with the scorer its scope configures
+(``[tool.slam.equivalence]``, updated by the pair's module table as the run does) and decided by
+that scope's rule (``decide.Rule``: bands, a threshold, or the scorer's own verdict level); an
+undecided pair goes down the scope's cascade (``then = ["judge"]``), where the judge grades it
+with the pair's question, as the run's cascade does. ``by = "judge"`` has the judge decide every
+pair of its scope. The judge is asked through :class:`JudgeSetup`: its verdicts go to the cache
+given there (the command keeps them on disk, keyed as the run keys them), so a second evaluation
+asks nothing. Where the cascade names the judge but none is set, its pairs count as undecided and
+the result says how many (``judge_unset``). ``review`` in the cascade is not evaluated: the
+labels are what it would say.
+
+The figures (``verdict_error``): per evidence and overall, pairs decided and the pass and fail
+errors with exact 95% Clopper-Pearson intervals. The judge is also certified as the bands are
+(Learn then Test on its values against the labels, ``bandselect.choose_bands``): its
+"equivalent" is certified when a certified pass band holds every pair it called equivalent, its
+"different" likewise with the fail band. A side that is not certified leaves its pairs undecided
+in the overall figures (the judge's own row keeps what it measured) unless the project accepts an
+uncertified judge.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pytest_slam.compare.bands import DIFFERENT, EQUIVALENT, Bands
-from pytest_slam.compare.bandselect import Counts
-from pytest_slam.compare.binomial import interval
-from pytest_slam.compare.calibrate import CalibrationRefused, LabelledPair, score_column
+from pytest_slam.compare.bands import DIFFERENT, EQUIVALENT, UNDECIDED, Bands
+from pytest_slam.compare.bandselect import Targets, choose_bands
+from pytest_slam.compare.calibrate import (
+    NO_AIDS,
+    Aids,
+    CalibrationRefused,
+    LabelledPair,
+    score_column,
+)
+from pytest_slam.compare.decide import Rule
+from pytest_slam.compare.judge import Complete, JudgeCache
 from pytest_slam.compare.named import describe_name
+from pytest_slam.compare.verdict_error import Judged, errors_by_evidence
 
 NOT_OPTIONS = ("by", "at_least", "fail_below", "then", "band_error", "judge_error", "modules")
+SET_JUDGE = (
+    "set [tool.slam] judge to a model spec (judge = 'openai:gpt-4o', or "
+    "'http://127.0.0.1:8000/v1#MODEL') and run again"
+)
 
 
 @dataclass(frozen=True)
 class Scope:
-    """One scope's scorer, its options and its bands."""
+    """One scope's scorer, its options and its bands, and its cascade."""
 
     by: str
     options: dict[str, Any]
     bands: Bands
+    then: tuple[str, ...] = ()
+
+    @property
+    def by_judge(self) -> bool:
+        return "model" in describe_name(self.by).needs
+
+
+@dataclass
+class JudgeSetup:
+    """The project's judge for an evaluation: how to ask it, its name (in the cache key), where its
+    verdicts are kept, and whether an uncertified judge's verdicts count."""
+
+    complete: Complete
+    model: str
+    cache: JudgeCache | None = None
+    accept_uncertified: bool = False
+    asked: int = field(default=0, init=False)  # calls made to the judge
+    replayed: int = field(default=0, init=False)  # pairs answered from the cache
+    unjudged: int = field(default=0, init=False)  # pairs with no readable verdict
+    seen: int = field(default=0, init=False)  # pairs given to the judge
+    progress: Callable[[str], None] | None = None
+
+    def counted(self, messages: list[dict[str, str]]) -> str:
+        self.asked += 1
+        return self.complete(messages)
 
 
 def scope_of(equivalence: Mapping[str, Any], module: str) -> Scope:
@@ -49,70 +98,209 @@ def scope_of(equivalence: Mapping[str, Any], module: str) -> Scope:
     except ValueError as exc:
         where = f"modules.{module!r}" if module in (modules or {}) else "the top-level table"
         raise CalibrationRefused(f"[tool.slam.equivalence] {where}: {exc}") from None
-    by = str(table.get("by", "fuzzy"))
-    if "model" in describe_name(by).needs:
-        raise CalibrationRefused(
-            f"[tool.slam.equivalence] by = {by!r}: --evaluate measures similarity bands without "
-            "calling a model; set a similarity scorer (slam calibrate writes one) and run again"
-        )
     options = {k: v for k, v in table.items() if k not in NOT_OPTIONS}
-    return Scope(by, options, bands)
+    then = table.get("then") or []
+    return Scope(str(table.get("by", "fuzzy")), options, bands, tuple(str(s) for s in then))
 
 
-def error(c: Counts) -> dict[str, Any]:
-    low, high = interval(c.wrong, c.called)
-    return {
-        "value": c.wrong / c.called if c.called else None,
-        "low": low,
-        "high": high,
-        "wrong": c.wrong,
-        "of": c.called,
-    }
-
-
-def evaluate(pairs: Sequence[LabelledPair], equivalence: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"pairs", "equivalent", "different", "undecided", "pass_error", "fail_error"}``."""
+def evaluate(
+    pairs: Sequence[LabelledPair],
+    equivalence: Mapping[str, Any],
+    judge: JudgeSetup | None = None,
+    targets: Targets | None = None,
+    aids: Aids = NO_AIDS,
+) -> dict[str, Any]:
+    """``{"pairs", "decided", "equivalent", "different", "undecided", "pass_error",
+    "fail_error", "evidence": {name: {...}}}``, and ``"judge"`` when the judge decided pairs."""
     groups: dict[str, list[LabelledPair]] = {}
     for p in pairs:
         groups.setdefault(p.module, []).append(p)
-    verdicts: list[tuple[str | None, int]] = []
+    rows: list[Judged] = []
+    judged: list[tuple[float, Judged]] = []  # the judge's value of each pair it decided
+    unasked = 0  # pairs the cascade would give the judge, where no judge is set
     for module, group in groups.items():
         scope = scope_of(equivalence, module)
+        if scope.by_judge and judge is None:
+            raise CalibrationRefused(
+                f"[tool.slam.equivalence] by = {scope.by!r} needs the judge to evaluate it: "
+                f"{SET_JUDGE}"
+            )
+        for row, value in _decide_scope(scope, group, judge, aids):
+            rows.append(row)
+            if value is not None:
+                judged.append((value, row))
+            unasked += row.evidence is None and "judge" in scope.then and judge is None
+    measured = errors_by_evidence(rows) | ({"judge_unset": unasked} if unasked else {})
+    if judge is None or not judge.seen:
+        return measured
+    certified = certify_judge(judged, targets or Targets())
+    counted = rows
+    if not judge.accept_uncertified:
+        drop = {
+            v
+            for v, ok in ((EQUIVALENT, certified["pass"]), (DIFFERENT, certified["fail"]))
+            if not ok
+        }
+        counted = [
+            replace(r, verdict=UNDECIDED, evidence=None)
+            if r.evidence == "judge" and r.verdict in drop
+            else r
+            for r in rows
+        ]
+        certified["left_undecided"] = sum(a is not b for a, b in zip(rows, counted, strict=True))
+    certified |= {"accepted": judge.accept_uncertified, "model": judge.model}
+    certified |= {"asked": judge.asked, "replayed": judge.replayed, "unjudged": judge.unjudged}
+    return errors_by_evidence(counted) | {"evidence": measured["evidence"], "judge": certified}
+
+
+def unset_line(unasked: int) -> str:
+    return (
+        f'{unasked} undecided pair(s) would go to the judge (then = ["judge"]), but none is set: '
+        "they count as undecided; set [tool.slam] judge to measure it"
+    )
+
+
+def _decide_scope(
+    scope: Scope, group: Sequence[LabelledPair], judge: JudgeSetup | None, aids: Aids
+) -> list[tuple[Judged, float | None]]:
+    """Each pair's verdict and evidence under its scope, and the judge's value where it decided."""
+    rule = Rule(
+        scope.bands.at_least, scope.bands.fail_below, str(scope.options.get("mode", "grade"))
+    )
+    bands, evidence = rule.bands_for(scope.by)
+    values: Sequence[float | None]
+    if scope.by_judge:
+        assert judge is not None  # evaluate refused without one
+        values = [_judge_value(judge, scope.options, p) for p in group]
+    else:
         try:
-            scores = score_column(scope.by, scope.options, group)
+            values = score_column(scope.by, scope.options, group, aids)
         except (ValueError, ImportError) as exc:
             raise CalibrationRefused(f"[tool.slam.equivalence]: {exc}") from None
-        verdicts += [(scope.bands.decide(s), p.label) for s, p in zip(scores, group, strict=True)]
-    passed = [y for v, y in verdicts if v == EQUIVALENT]
-    failed = [y for v, y in verdicts if v == DIFFERENT]
+    out: list[tuple[Judged, float | None]] = []
+    cascade_bands, _ = Rule(judge_mode="grade").bands_for("judge")
+    for p, value in zip(group, values, strict=True):
+        verdict = bands.decide(value) if value is not None else None
+        row = Judged(p.label, verdict, evidence if verdict not in (None, UNDECIDED) else None)
+        judge_value = value if scope.by_judge and row.evidence else None
+        if row.evidence is None and "judge" in scope.then and judge is not None:
+            graded = _judge_value(judge, {}, p)
+            if graded is not None:
+                row = Judged(p.label, cascade_bands.decide(graded), "judge")
+                judge_value = graded
+        out.append((row, judge_value))
+    return out
+
+
+def _judge_value(judge: JudgeSetup, options: Mapping[str, Any], p: LabelledPair) -> float | None:
+    """The judge's 0..1 value of one pair (None: no readable verdict, twice), asked once: a
+    verdict in the cache is replayed."""
+    from pytest_slam.compare.judge import JudgeScorer, JudgeUnjudged, judge_key
+    from pytest_slam.compare.scorer import ScorerError
+
+    mode = str(options.get("mode", "grade"))
+    scorer = JudgeScorer(complete=judge.counted, model=judge.model, mode=mode, cache=judge.cache)
+    # a pair the judge could not grade, twice, is remembered too: asked once, like the others
+    unread = "unjudged-" + judge_key(judge.model, mode, p.candidate, p.reference, p.question)
+    judge.seen += 1
+    if judge.cache is not None and judge.cache.get(unread) is not None:
+        judge.unjudged += 1
+        judge.replayed += 1
+        return None
+    before = judge.asked
+    try:
+        score = scorer.score(p.candidate, p.reference, question=p.question)
+    except JudgeUnjudged as exc:
+        judge.unjudged += 1
+        if judge.cache is not None:
+            judge.cache.put(unread, {"unjudged": str(exc), "judge": judge.model, "mode": mode})
+        return None
+    except ScorerError as exc:
+        raise CalibrationRefused(f"the judge could not be asked: {exc}") from None
+    finally:
+        if judge.progress is not None and judge.asked != before:
+            judge.progress(f"judge: {judge.seen} pair(s) graded, {judge.asked} call(s) made")
+    judge.replayed += judge.asked == before
+    return score.value
+
+
+def certify_judge(judged: Sequence[tuple[float, Judged]], targets: Targets) -> dict[str, Any]:
+    """Learn then Test on the judge's values: the certified bands, and whether each side of what
+    the judge decided lies inside them (every pair it called equivalent in the certified pass band;
+    every pair it called different in the certified fail band)."""
+    values = [v for v, _ in judged]
+    choice = choose_bands("judge", values, [r.label for _, r in judged], targets)
+    called = {
+        EQUIVALENT: [v for v, r in judged if r.verdict == EQUIVALENT],
+        DIFFERENT: [v for v, r in judged if r.verdict == DIFFERENT],
+    }
+    at_least, fail_below = choice.at_least, choice.fail_below
     return {
-        "pairs": len(verdicts),
-        "equivalent": len(passed),
-        "different": len(failed),
-        "undecided": len(verdicts) - len(passed) - len(failed),
-        "pass_error": error(Counts(len(passed), len(passed) - sum(passed))),
-        "fail_error": error(Counts(len(failed), sum(failed))),
+        "pass": at_least is not None and all(v >= at_least for v in called[EQUIVALENT]),
+        "fail": fail_below is not None and all(v < fail_below for v in called[DIFFERENT]),
+        "at_least": at_least,
+        "fail_below": fail_below,
+        "max_pass_error": targets.max_pass_error,
+        "max_fail_error": targets.max_fail_error,
+        "confidence": 1 - targets.delta,
     }
 
 
-def evaluation_text(result: Mapping[str, Any]) -> str:
-    """The same figures for a terminal."""
-
-    def line(name: str, err: Mapping[str, Any], called: str) -> str:
-        if not err["of"]:
-            return f"{name}: no pair called {called}"
-        return (
-            f"{name}: {err['value']:.3f} [{err['low']:.3f}, {err['high']:.3f}] "
-            f"({err['wrong']} of {err['of']} called {called})"
-        )
-
-    n = result["pairs"]
-    return "\n".join(
-        [
-            f"{n} labelled pairs: {result['equivalent']} equivalent, {result['different']} different, "
-            f"{result['undecided']} undecided ({(n - result['undecided']) / n:.1%} decided)",
-            line("pass error", result["pass_error"], "equivalent"),
-            line("fail error", result["fail_error"], "different"),
-            "(95% Clopper-Pearson intervals)",
-        ]
+def _line(name: str, err: Mapping[str, Any], called: str) -> str:
+    if not err["of"]:
+        return f"{name}: no pair called {called}"
+    return (
+        f"{name}: {err['value']:.3f} [{err['low']:.3f}, {err['high']:.3f}] "
+        f"({err['wrong']} of {err['of']} called {called})"
     )
+
+
+def evaluation_text(result: Mapping[str, Any]) -> str:
+    """The same figures for a terminal: overall, then each evidence, then the judge's standing."""
+    n = result["pairs"]
+    lines = [
+        f"{n} labelled pairs: {result['equivalent']} equivalent, {result['different']} different, "
+        f"{result['undecided']} undecided ({(n - result['undecided']) / n:.1%} decided)",
+        _line("pass error", result["pass_error"], "equivalent"),
+        _line("fail error", result["fail_error"], "different"),
+    ]
+    for name, figures in result.get("evidence", {}).items():
+        lines.append(f"by {name}: {figures['decided']} decided")
+        lines.append("  " + _line("pass error", figures["pass_error"], "equivalent"))
+        lines.append("  " + _line("fail error", figures["fail_error"], "different"))
+    if result.get("judge_unset"):
+        lines.append(unset_line(result["judge_unset"]))
+    judge = result.get("judge")
+    if judge is not None:
+        lines.extend(judge_lines(judge))
+    lines.append("(95% Clopper-Pearson intervals)")
+    return "\n".join(lines)
+
+
+def judge_lines(judge: Mapping[str, Any]) -> list[str]:
+    """Where the judge stands: asked or replayed, certified or not, and what that does."""
+    targets = (
+        f"pass error <= {judge['max_pass_error']:g}, fail error <= {judge['max_fail_error']:g} "
+        f"at {judge['confidence']:.0%}"
+    )
+    lines = [
+        f"judge {judge['model']}: {judge['asked']} call(s) made, {judge['replayed']} pair(s) "
+        f"replayed from its cache, {judge['unjudged']} unjudged (no readable verdict)"
+    ]
+    for side, key, band in (
+        ("equivalent", "pass", "at_least"),
+        ("different", "fail", "fail_below"),
+    ):
+        if judge[key]:
+            lines.append(f"judge's {side}: certified ({targets}; {band} = {judge[band]:g})")
+        else:
+            lines.append(f"judge's {side}: NOT certified at {targets}")
+    if judge["accepted"]:
+        if not (judge["pass"] and judge["fail"]):
+            lines.append("accept_uncertified_judge = true: its verdicts count all the same")
+    elif judge.get("left_undecided"):
+        lines.append(
+            f"{judge['left_undecided']} pair(s) the judge decided stay undecided (uncertified); "
+            "set [tool.slam] accept_uncertified_judge = true to count them anyway"
+        )
+    return lines

