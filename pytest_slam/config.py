@@ -117,6 +117,16 @@ class MeasuredError(BaseModel):
     fail_upper: float | None = Field(None, ge=0, le=1, description="its 95% upper bound")
     n: int | None = Field(None, ge=0, description="labelled pairs it was measured on")
     measured_on: str | None = Field(None, description="what it was measured on, and when")
+    pass_certified: bool | None = Field(
+        None,
+        description="slam calibrate --evaluate certified its equivalent at the targets (false: "
+        "a run leaves them undecided unless accept_uncertified_judge)",
+    )
+    fail_certified: bool | None = Field(
+        None,
+        description="slam calibrate --evaluate certified its different at the targets (false: "
+        "a run leaves them undecided unless accept_uncertified_judge)",
+    )
 
 
 class EquivalenceTable(BaseModel):

@@ -91,6 +91,11 @@ def test_the_judge_s_measured_pass_error_holds_its_true_share_and_is_asked_once(
     # 10% wrong is above the 5% target: not certified, so overall its pairs stay undecided
     assert result["judge"]["pass"] is False and result["undecided"] == 600
     assert result["judge"]["left_undecided"] == 600
+    # what a run needs to state the judge's error and leave its uncertified side undecided
+    table = result["judge_error"]
+    assert (table["pass"], table["pass_upper"]) == (round(err["value"], 4), round(err["high"], 4))
+    assert table["n"] == 600 and table["pass_certified"] is False
+    assert "labels.jsonl, 600 labelled pairs" in table["measured_on"]
     assert evaluated(capsys)["evidence"] == result["evidence"]  # the same figures...
     assert len(judge.requests) == 600  # ...and the judge was asked nothing
     assert list((tmp_path / ".slam" / "judge").rglob("judge-*.json"))
@@ -111,6 +116,13 @@ def test_a_judge_certified_at_looser_targets_counts_and_the_text_says_so(
     assert "by judge: 600 decided" in text
     assert "judge's equivalent: certified (pass error <= 0.2" in text
     assert "0 call(s) made, 600 pair(s) replayed from its cache" in text
+    # the line to paste is one the configuration accepts (config.MeasuredError)
+    pasted = text.split("judge_error = ", 1)[1].splitlines()[0]
+    assert "pass_certified = true" in pasted and "fail_certified = true" in pasted
+    toml = tmp_path / "pyproject.toml"
+    inline = '{ by = "judge" }'
+    toml.write_text(toml.read_text().replace(inline, f"{inline[:-2]}, judge_error = {pasted} }}"))
+    assert main(["config", "check"]) == 0, capsys.readouterr()
 
 
 def test_the_cascade_splits_the_error_by_evidence_and_the_totals_add_up(
@@ -153,8 +165,9 @@ def test_by_judge_without_a_judge_is_one_line_exit_2(
     (tmp_path / "pyproject.toml").write_text('[tool.slam]\nequivalence = { by = "judge" }\n')
     write(tmp_path / "labels.jsonl", rows(4))
     assert main(["calibrate", "--evaluate", "labels.jsonl"]) == 2
-    out = capsys.readouterr().out
-    assert out.count("\n") == 1
+    said = capsys.readouterr()
+    out = said.err  # a refusal is one line on stderr, nothing on stdout (cli/exits.py)
+    assert out.count("\n") == 1 and said.out == ""
     assert "by = 'judge' needs the judge to evaluate it: set [tool.slam] judge" in out
 
 

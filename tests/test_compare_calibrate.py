@@ -49,7 +49,7 @@ def test_refuses_with_too_few_labels_and_says_how_many(
     pyproject = _project(tmp_path, monkeypatch, 12)
     before = pyproject.read_text()
     assert main(["calibrate", *FUZZY]) == 2
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err  # a refusal: one line on stderr (cli/exits.py)
     assert f"needs at least {MIN_PAIRS} labelled pairs with 10 of each verdict; found 12 " in out
     assert "(6 equivalent, 6 not)" in out and "--slm-record=new" in out
     assert pyproject.read_text() == before  # nothing written
@@ -129,6 +129,6 @@ def test_human_verdicts_from_slam_review_are_labels(
     assert "pass error 0.000 [0.000, 0.154] (0 of 22)" in out  # the 0.7 row: every tie above it
     (store.dir / "test_x.review.jsonl").write_text('{"key": "k1", "verdict": "maybe"}\n')
     assert main(["calibrate", "--report", "run.json", *FUZZY]) == 2
-    lines = capsys.readouterr().out.splitlines()
+    lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1 and "test_x.review.jsonl:1: not a review verdict" in lines[0]
     assert not (tmp_path / "pyproject.toml").read_text().count("equivalence")

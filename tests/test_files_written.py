@@ -76,9 +76,10 @@ def test_engine_logs_go_under_pytests_basetemp(pytester: pytest.Pytester) -> Non
     bad = pytester.path / "broken.gguf"
     bad.write_bytes(b"this is not a gguf file")
     pytester.makefile(".toml", pyproject="[tool.slam]\nreference = 'none'\n")
-    pytester.makepyfile(test_x=PASSING)
+    # a call starts the engine (a serial run starts engines at the first call they serve)
+    pytester.makepyfile(test_x=PASSING.replace("    pass\n", "    slm_model.chat('hi')\n"))
     base = pytester.path / "base"
     result = pytester.runpytest_subprocess(f"--slm-models=llamacpp:{bad}", f"--basetemp={base}")
-    result.assert_outcomes(errors=1)
+    result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"*Last lines of {base}/slam-engines*/engine-*.log:"])
     assert list(base.glob("slam-engines*/engine-*.log"))

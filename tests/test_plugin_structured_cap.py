@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from slam_helpers import said
+from slam_helpers import SHARED_DATA, said
 
-from conftest import SHARED_DATA
 from pytest_slam.testing import FakeOpenAI
 from pytest_slam.testing.fake_openai import count_tokens
 

@@ -493,6 +493,38 @@ def test_each_verdict_states_its_evidence_and_measured_error_and_the_gate_can_re
     assert again["gate"]["models"][0]["breaches"] == []
 
 
+def test_a_judge_its_evaluation_could_not_certify_leaves_its_pairs_undecided_unless_accepted(
+    pytester: pytest.Pytester, servers: tuple[FakeOpenAI, FakeOpenAI]
+) -> None:
+    """``slam calibrate --evaluate`` writes ``pass_certified = false`` for a judge whose equivalent
+    it could not certify: the run keeps the judge's reasons but calls the pair undecided (gated),
+    until the project sets ``accept_uncertified_judge = true``."""
+    reference, candidate = servers
+    uncertified = JUDGE_ERROR.replace(" }", ", pass_certified = false, fail_certified = false }")
+    with FakeOpenAI("Same facts. Rating: [[8]]", model="gpt-4-judge") as judge:
+        _project(pytester, reference, (
+            f"judge = '{judge.base_url}#gpt-4-judge'\n"
+            "[tool.slam.equivalence]\nat_least = 0.9\nfail_below = 0.3\nthen = ['judge']\n"
+            f"{BAND_ERROR}\n{uncertified}\n"
+        ))  # fmt: skip
+        result = _run(pytester, candidate, "--slm-record=new")
+    result.assert_outcomes(passed=2, failed=1)  # undecided fails no test of its own
+    near = _scores(_report(pytester))["near"]
+    assert (near["verdict"], near["decided_by"]) == ("undecided", None)
+    assert "the judge's equivalent is not certified" in near["explanation"]
+    assert "accept_uncertified_judge = true counts it" in near["explanation"]
+    assert _report(pytester)["gate"]["passed"] is False  # undecided pairs are gated
+    toml = pytester.path / "pyproject.toml"
+    toml.write_text(
+        toml.read_text().replace(
+            "[tool.slam]\n", "[tool.slam]\naccept_uncertified_judge = true\n", 1
+        )
+    )
+    _run(pytester, candidate).assert_outcomes(passed=2, failed=1)  # the verdict cached: replayed
+    near = _scores(_report(pytester))["near"]
+    assert (near["verdict"], near["decided_by"], near["error"]) == ("equivalent", "judge", 0.04)
+
+
 def _scores(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """kind -> its one score."""
     out = {}

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import date
 from pathlib import Path
 
 from pytest_slam.cli import exits
@@ -35,6 +36,7 @@ from pytest_slam.cli.calibrate_toml import (
     kept_keys,
     read_pyproject,
     table_text,
+    toml_value,
     write_table,
 )
 from pytest_slam.compare.bandselect import Targets
@@ -47,7 +49,12 @@ from pytest_slam.compare.calibrate import (
     calibrate,
 )
 from pytest_slam.compare.diskcache import DiskCache
-from pytest_slam.compare.evaluation import JudgeSetup, evaluate, evaluation_text
+from pytest_slam.compare.evaluation import (
+    JudgeSetup,
+    evaluate,
+    evaluation_text,
+    judge_error_table,
+)
 from pytest_slam.settings import Settings
 
 MIN_RESAMPLES = 100
@@ -221,7 +228,17 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if judge is not None:
         judge.progress = aids.progress
     result = evaluate(pairs, current(doc) or {}, judge, targets, aids)
+    source = args.evaluate or args.labels or args.report or "the cached judge verdicts"
+    table = judge_error_table(result, f"{source}, {len(pairs)} labelled pairs, {date.today()}")
+    if table is not None:
+        result["judge_error"] = table
     print(json.dumps(result, indent=2) if args.format == "json" else evaluation_text(result))
+    if table is not None and args.format != "json":
+        print(
+            "what a run needs to state the judge's measured error (and to leave a side that is "
+            "not certified undecided), under [tool.slam.equivalence]:\n"
+            f"judge_error = {toml_value(table)}"
+        )
     return 0
 
 

@@ -103,6 +103,7 @@ def checker_for(settings: Settings, store: GoldenStore) -> Checker:
         judge=judge,
         golden_store=store,
         scorer_timeout_s=settings.scorer_timeout_s,
+        accept_uncertified_judge=settings.accept_uncertified_judge,
     )
 
 

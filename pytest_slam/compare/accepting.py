@@ -13,10 +13,12 @@ small gap was as often a wrong value (a price read from another row, 0.5% off) a
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_slam.compare.jsontree import NotJson, format_path, leaves, parse_answer
 from pytest_slam.compare.structured import JsonScorer
+from pytest_slam.compare.toolcalls import ToolCallScorer, arguments_of, name_of
 from pytest_slam.records import JSON
 
 
@@ -96,3 +98,31 @@ def accepting_lines(
         *(f"  {line}" for line in table),
         f"or for this test only: @pytest.mark.slm_equivalence({', '.join(mark)})",
     ]
+
+
+def accepting_for(
+    scorer_name: str,
+    scorers: Sequence[object],
+    tools: ToolCallScorer | None,
+    sides: tuple[tuple[str | None, list[JSON] | None], tuple[str | None, list[JSON] | None]],
+    module: str,
+) -> list[str]:
+    """The lines that accept each differing JSON field of one pair called different by
+    ``scorer_name``: of a JSON answer (the first of ``scorers`` that compares JSON), or of the
+    arguments of tool calls made in the same order with the same names (their paths rooted at
+    each call's arguments, as the tool-call scorer reads ``ignore``); none otherwise."""
+    (c_text, c_tools), (r_text, r_tools) = sides
+    found: list[Difference] = []
+    scorer: JsonScorer | None = None
+    if scorer_name == "json":
+        scorer = next((s for s in scorers if isinstance(s, JsonScorer)), None)
+        found = differences(scorer, c_text or "", r_text or "") if scorer is not None else []
+    elif scorer_name == "tool_calls" and tools is not None and c_tools and r_tools:
+        if [name_of(c) for c in c_tools] != [name_of(r) for r in r_tools]:
+            return []  # another tool, or another number of calls: no field accepts that
+        scorer = tools.arguments
+        for cand, ref in zip(c_tools, r_tools, strict=True):
+            found += differences(scorer, arguments_of(cand) or "{}", arguments_of(ref) or "{}")
+    if scorer is None or not found:
+        return []
+    return accepting_lines(found, module, scorer.tolerance, scorer.ignore)

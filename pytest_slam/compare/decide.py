@@ -70,6 +70,15 @@ def verdict_error(
     return (float(rate) if isinstance(rate, int | float) else None), float(upper)
 
 
+def uncertified(score: Score, measured: Mapping[str, Mapping[str, object]]) -> bool:
+    """A judge's verdict on a side that ``slam calibrate --evaluate`` measured and could not
+    certify (``judge_error``'s ``pass_certified`` / ``fail_certified`` false)."""
+    if score.decided_by != "judge" or score.verdict not in (EQUIVALENT, DIFFERENT):
+        return False
+    side = "pass" if score.verdict == EQUIVALENT else "fail"
+    return (measured.get("judge_error") or {}).get(f"{side}_certified") is False
+
+
 def is_structural(scorer: str) -> bool:
     """``json``, or a combined name such as ``tool_calls+json``: a verdict alone, by structure."""
     about = describe_name(scorer)

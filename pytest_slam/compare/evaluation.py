@@ -153,6 +153,24 @@ def evaluate(
     return errors_by_evidence(counted) | {"evidence": measured["evidence"], "judge": certified}
 
 
+def judge_error_table(result: Mapping[str, Any], measured_on: str) -> dict[str, Any] | None:
+    """What the evaluation measured of the judge, as ``[tool.slam.equivalence] judge_error``
+    (config.MeasuredError): its errors and their upper bounds, on how many pairs, and whether each
+    side was certified; a run puts them on the judge's verdicts and leaves an uncertified side's
+    verdicts undecided unless ``accept_uncertified_judge``."""
+    judged, judge = result.get("evidence", {}).get("judge"), result.get("judge")
+    if not judged or judge is None:
+        return None
+    table: dict[str, Any] = {}
+    for side in ("pass", "fail"):
+        error = judged[f"{side}_error"]
+        if error["of"]:
+            table[side] = round(error["value"], 4)
+            table[f"{side}_upper"] = round(error["high"], 4)
+    table |= {"n": judged["decided"], "measured_on": measured_on}
+    return table | {"pass_certified": bool(judge["pass"]), "fail_certified": bool(judge["fail"])}
+
+
 def unset_line(unasked: int) -> str:
     return (
         f'{unasked} undecided pair(s) would go to the judge (then = ["judge"]), but none is set: '

@@ -36,6 +36,7 @@ from pytest_slam.compare.decide import (
     MEASURED_KEYS,
     Rule,
     identical,
+    uncertified,
     verdict_error,
 )
 from pytest_slam.compare.scorer import ScorerError
@@ -167,6 +168,9 @@ class Checker:
     reviews: dict[str, list[HumanVerdict]] = field(default_factory=dict)  # by module, read once
     not_cached: int = 0  # pairs whose judge verdict was not cached (slam rescore: not asked)
     scorer_timeout_s: float = 60.0  # [tool.slam] scorer_timeout_s: an outside scorer's deadline
+    # [tool.slam] accept_uncertified_judge: count a judge's verdicts on a side slam calibrate
+    # --evaluate could not certify (judge_error's pass_certified / fail_certified false)
+    accept_uncertified_judge: bool = False
 
     def run(self, item: pytest.Item, ctx: TestContext, failed: bool) -> TestVerdict:
         """This test's verdict: merged over its runs under ``--slm-repeat``, else checked now."""
@@ -307,6 +311,7 @@ class Checker:
             if max(len(cands), len(refs)) > 1:
                 score.explanation = f"choice {index}: {score.explanation}"
             plan.rule.apply(score)
+            self._unless_certified(plan, score)
             if same and score.verdict != DIFFERENT and score.decided_by != "structure":
                 score.verdict, score.decided_by = EQUIVALENT, EXACT
                 if IDENTICAL not in score.explanation:
@@ -349,12 +354,24 @@ class Checker:
                 Rule(judge_mode="grade").apply(judged)
                 score.replayed = judged.replayed
                 _decide(score, judged.verdict, "judge", judged.explanation)
+                self._unless_certified(plan, score)
             elif step == "review" and index == 0:
                 human = self._human_verdict(ctx, pair.key, text_hash_of(candidate))
                 if human is not None:
                     _decide(score, human[0], "review", human[1])
             if score.verdict != UNDECIDED:
                 return
+
+    def _unless_certified(self, plan: ScoringPlan, score: Score) -> None:
+        """A judge's verdict on a side its evaluation could not certify is no verdict: the pair
+        stays undecided (and goes on down the cascade) unless the project accepts it."""
+        if self.accept_uncertified_judge or not uncertified(score, plan.measured):
+            return
+        score.explanation = (
+            f"{score.explanation}; the judge's {score.verdict} is not certified (judge_error: "
+            "slam calibrate --evaluate), so undecided; accept_uncertified_judge = true counts it"
+        )
+        score.verdict, score.decided_by = UNDECIDED, None
 
     def _human_verdict(self, ctx: TestContext, key: str, answer: str) -> tuple[str, str] | None:
         """The stored ``slam review`` verdict on this answer: (verdict, why), or None.
@@ -759,31 +776,15 @@ def _with_accepting(
     sides: tuple[list[Choice], list[Choice]],
     index: int,
 ) -> str:
-    """``line``, followed by the configuration that accepts each differing JSON field: of a JSON
-    answer, or of the arguments of tool calls made in the same order with the same names (their
-    paths rooted at each call's arguments, as the tool-call scorer reads ``ignore``)."""
-    from pytest_slam.compare.accepting import Difference, accepting_lines, differences
-    from pytest_slam.compare.structured import JsonScorer
-    from pytest_slam.compare.toolcalls import arguments_of, name_of
+    """``line``, followed by the configuration that accepts each differing JSON field
+    (compare/accepting.py)."""
+    from pytest_slam.compare.accepting import accepting_for
 
     cands, refs = sides
     if index >= len(cands) or index >= len(refs):
         return line
-    (c_text, c_tools), (r_text, r_tools) = cands[index], refs[index]
-    found: list[Difference] = []
-    scorer: JsonScorer | None = None
-    if score.scorer == "json":
-        scorer = next((s for s in (plan.scorer, plan.json) if isinstance(s, JsonScorer)), None)
-        found = differences(scorer, c_text, r_text) if scorer is not None else []
-    elif score.scorer == "tool_calls" and plan.tools is not None and c_tools and r_tools:
-        if [name_of(c) for c in c_tools] != [name_of(r) for r in r_tools]:
-            return line  # another tool, or another number of calls: no field accepts that
-        scorer = plan.tools.arguments
-        for cand, ref in zip(c_tools, r_tools, strict=True):
-            found += differences(scorer, arguments_of(cand) or "{}", arguments_of(ref) or "{}")
-    if scorer is None or not found:
-        return line
-    extra = accepting_lines(found, module, scorer.tolerance, scorer.ignore)
+    pair = (cands[index], refs[index])
+    extra = accepting_for(score.scorer, (plan.scorer, plan.json), plan.tools, pair, module)
     return "\n    ".join([line, *extra]) if extra else line
 
 

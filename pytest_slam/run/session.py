@@ -298,6 +298,7 @@ class SlamSession:
             record_mode=self.settings.record,
             summary=self.summary.lines,
             scorer_timeout_s=self.settings.scorer_timeout_s,
+            accept_uncertified_judge=self.settings.accept_uncertified_judge,
         )
 
     def check_report_paths(self) -> None:
