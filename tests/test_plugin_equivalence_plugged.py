@@ -209,7 +209,11 @@ def _faulty(pytester: pytest.Pytester) -> Path:
 
 
 def _failure_lines(result: pytest.RunResult, phrase: str) -> list[str]:
-    return [line for line in result.outlines if phrase in line and not line.startswith("FAILED")]
+    """The lines with ``phrase`` in the failures, before pytest's short summary (which, with CI
+    set, repeats each failure's whole message)."""
+    lines = result.outlines
+    end = next((i for i, line in enumerate(lines) if "short test summary info" in line), len(lines))
+    return [line for line in lines[:end] if phrase in line]
 
 
 ORIGIN = "(group pytest_slam.scorers), of distribution acme-faulty 2.1: fix or upgrade acme-faulty"
