@@ -8,6 +8,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,6 +41,19 @@ def ask(question):
         model="gpt-4", messages=[{"role": "user", "content": question}], temperature=0)
     return r.choices[0].message.content
 """
+
+
+# A reference that answers as GPT-4 would while ``good``, then uselessly: a run that regresses.
+BAD = "Sorry, I am unable to help with this request today."
+
+
+class Answers:
+    """GPT-4's own answers while ``good``, else a useless one (FakeOpenAI's ``answer``)."""
+
+    good = True
+
+    def __call__(self, request: dict[str, Any]) -> str:
+        return "GPT-4 says: " + request["messages"][-1]["content"] if self.good else BAD
 
 
 def write_pyproject(

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from slam_helpers import PRODUCT
 
 from pytest_slam.golden.fileformat import read_golden
 from pytest_slam.golden.journal import JOURNAL_SCHEMA, journal_path
@@ -45,16 +46,6 @@ model = "gpt-4o-mini"
 [tool.slam.models.maxi]
 base_url = "{maxi}"
 model = "gpt-4o"
-"""
-PRODUCT = """
-from openai import OpenAI
-
-client = OpenAI()
-
-def ask(question):
-    r = client.chat.completions.create(
-        model="gpt-4", messages=[{"role": "user", "content": question}], temperature=0)
-    return r.choices[0].message.content
 """
 TESTS = """
 import pytest, product

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 import pytest
-from slam_helpers import MINI_PYPROJECT, PRODUCT, REPORTED_TESTS
+from slam_helpers import MINI_PYPROJECT, PRODUCT, REPORTED_TESTS, Answers
 
 from pytest_slam.run.options import EXIT_GATE_FAILED
 from pytest_slam.testing import FakeOpenAI
@@ -22,16 +22,6 @@ PYPROJECT = (
 latency_increase_ms = 60000  # loopback timings on a busy shared machine are noise, not a change
 """
 )
-BAD = "Sorry, I am unable to help with this request today."
-
-
-class Answers:
-    """GPT-4's own answers while ``good``, else a useless one."""
-
-    good = True
-
-    def __call__(self, request: dict[str, Any]) -> str:
-        return "GPT-4 says: " + request["messages"][-1]["content"] if self.good else BAD
 
 
 @pytest.fixture

@@ -15,22 +15,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from slam_helpers import MINI_PYPROJECT, PRODUCT, REPORTED_TESTS, said, write_pyproject
+from slam_helpers import (
+    MINI_PYPROJECT,
+    PRODUCT,
+    REPORTED_TESTS,
+    Answers,
+    said,
+    write_pyproject,
+)
 
 from pytest_slam.run import options
 from pytest_slam.run.options import EXIT_GATE_FAILED
 from pytest_slam.testing import FakeOpenAI
-
-BAD = "Sorry, I am unable to help with this request today."
-
-
-class Answers:
-    """GPT-4's own answers while ``good``, else a useless one."""
-
-    good = True
-
-    def __call__(self, request: dict[str, Any]) -> str:
-        return "GPT-4 says: " + request["messages"][-1]["content"] if self.good else BAD
 
 
 @pytest.fixture
