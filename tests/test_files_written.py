@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slam.golden.fileformat import atomic_write, current_umask
+from pytest_slam.files import atomic_write, current_umask
 from pytest_slam.report import jsonreport
 
 

@@ -10,7 +10,7 @@ import pytest
 import test_report_helpers as synth
 
 from pytest_slam.compare.uncertainty import Comparison
-from pytest_slam.golden.fileformat import atomic_write
+from pytest_slam.files import atomic_write
 from pytest_slam.metrics.stats import Summary
 from pytest_slam.records import ModelSpec
 from pytest_slam.report.aggregate import Verdict, aggregate

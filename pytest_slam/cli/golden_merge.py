@@ -115,7 +115,7 @@ def cmd_merge_driver(args: argparse.Namespace) -> int:
         return _install(args) if not args.files else _usage("--install takes no files")
     if len(args.files) not in (3, 4):
         return _usage("needs BASE OURS THEIRS [PATH] (git's %O %A %B %P), or --install")
-    from pytest_slam.golden.fileformat import atomic_write
+    from pytest_slam.files import atomic_write
     from pytest_slam.golden.threeway import merge_files, merged_text
 
     base, ours, theirs, *shown = args.files

@@ -167,7 +167,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def _write_merged(args: argparse.Namespace, merged: Merged) -> list[Path]:
     """Each file written atomically: a reader never sees half of one."""
-    from pytest_slam.golden.fileformat import atomic_write
+    from pytest_slam.files import atomic_write
     from pytest_slam.report.html import write_html
     from pytest_slam.report.jsonreport import write_json
     from pytest_slam.report.junit_xml import write_junit

@@ -2,10 +2,10 @@
 
 For what calibration and its evaluation compute again and again on the same labels: sentence
 embeddings of long answers (keyed by model and the text's sha256) and judge verdicts (keyed as
-the run keys them, ``judge.judge_key``). A file is written to a temporary name in its folder and
-renamed over, so a reader (another ``slam calibrate``, a ``pytest -n`` worker) sees a whole value or
-none; an unreadable file is a miss, computed again. The folder is the project's scratch folder
-(``.slam`` beside the golden files, git-ignored).
+the run keys them, ``judge.judge_key``). A file is written by ``files.atomic_write`` (no fsync: a
+lost entry is recomputed), so a reader (another ``slam calibrate``, a ``pytest -n`` worker) sees
+a whole value or none; an unreadable file is a miss, computed again. The folder is the project's
+scratch folder (``.slam`` beside the golden files, git-ignored).
 """
 
 from __future__ import annotations
@@ -13,20 +13,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from pytest_slam.files import atomic_write, ignore_scratch_folder
 
 
 def text_key(*parts: str) -> str:
     """A file-safe key: sha256 of the parts (model name, text, ...), hex."""
-    return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode()).hexdigest()
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()  # ASCII: a lone surrogate too
 
 
 class DiskCache:
     """``get(key)`` / ``put(key, value)`` of JSON values under ``folder`` (created on first put).
 
-    Keys are spread over 256 sub-folders by their first two characters, so a cache of many
+    Keys are spread over 256 sub-folders by their last two characters, so a cache of many
     thousand embeddings stays a quick directory to list."""
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
@@ -45,22 +46,8 @@ class DiskCache:
     def put(self, key: str, value: Any) -> None:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        _ignore_scratch(self.folder)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(value, f)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-
-
-def _ignore_scratch(folder: Path) -> None:
-    """A cache under ``.slam`` keeps that folder git-ignored (as the golden store's locks do)."""
-    for parent in (folder, *folder.parents):
-        if parent.name == ".slam":
-            ignore = parent / ".gitignore"
-            if not ignore.exists():
-                ignore.write_text("*\n", encoding="utf-8")
-            return
+        for parent in (self.folder, *self.folder.parents):  # .slam stays git-ignored
+            if parent.name == ".slam":
+                ignore_scratch_folder(parent)
+                break
+        atomic_write(path, json.dumps(value), durable=False)  # a lost entry is recomputed

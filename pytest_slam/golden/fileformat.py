@@ -13,9 +13,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-import os
-import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -257,58 +255,3 @@ def dump_golden(golden: GoldenFile, cache: EntryCache | None = None) -> str:
     entries = "{\n" + ",\n".join(parts) + "\n  }" if parts else "{}"
     reference = textcodec.dumps(scrub(golden.reference))
     return f'{{\n  "schema": {json.dumps(SCHEMA)},\n  "reference": {reference},\n  "entries": {entries}\n}}\n'
-
-
-def current_umask() -> int:
-    """The process umask, read without changing it where Linux allows (threads may be creating files)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write(path: str | os.PathLike[str], text: str | Iterable[str]) -> Path:
-    """Write a temp file in the same folder, then ``os.replace``: readers never see half a file.
-
-    The package's one writer of files people keep (goldens, reports, the stale list). The file gets
-    the mode it had, or the one ``open()`` would give it (0o666 less the umask): ``mkstemp`` makes
-    0600, which a CI artifact or a shared checkout cannot read. Returns the path written.
-    ``text`` may come in pieces (a merged report's outcomes, line by line): never all held at once.
-
-    A symlink is written through: its target is replaced and the link kept (``os.replace`` on the
-    link itself would swap it for a regular file, silently cutting it from what it points at).
-    """
-    path = Path(path)
-    if path.is_symlink():  # the whole chain, relative links included; no folder made through one
-        path = Path(os.path.realpath(path))
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~current_umask()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            if isinstance(text, str):
-                handle.write(text)
-            else:
-                handle.writelines(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def ignore_scratch_folder(folder: Path) -> None:
-    """Give pytest-slam's scratch folder (``.slam``: locks, stale report) a ``.gitignore`` of ``*``,
-    so nothing in it ever shows up in ``git status``."""
-    ignore = Path(folder) / ".gitignore"
-    if Path(folder).name == ".slam" and not ignore.exists():
-        atomic_write(ignore, "# created by pytest-slam: scratch files, never committed\n*\n")

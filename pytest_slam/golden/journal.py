@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_slam.golden.fileformat import GoldenError, atomic_write, ignore_scratch_folder
+from pytest_slam.files import atomic_write, ignore_scratch_folder
+from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.records import utc_moment
 
 if TYPE_CHECKING:

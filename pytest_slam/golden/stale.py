@@ -17,12 +17,8 @@ import reprlib
 from pathlib import Path
 
 from pytest_slam import textcodec
-from pytest_slam.golden.fileformat import (
-    GoldenError,
-    atomic_write,
-    ignore_scratch_folder,
-    read_scratch_text,
-)
+from pytest_slam.files import atomic_write, ignore_scratch_folder
+from pytest_slam.golden.fileformat import GoldenError, read_scratch_text
 from pytest_slam.golden.store import is_test_module, normalize_module
 
 STALE_SCHEMA = "pytest-slam/golden-stale/1"

@@ -34,15 +34,14 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from pytest_slam.files import atomic_write, ignore_scratch_folder
 from pytest_slam.golden.fileformat import (
     REFRESH_HINT,
     EntryCache,
     GoldenError,
     GoldenFile,
     GoldenFileError,
-    atomic_write,
     dump_golden,
-    ignore_scratch_folder,
     parse_golden,
 )
 from pytest_slam.golden.journal import LOCK_TIMEOUT_S, Transaction, held, store_locked, transaction

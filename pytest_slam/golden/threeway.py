@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_slam import textcodec
+from pytest_slam.files import atomic_write
 from pytest_slam.golden.fileformat import (
     GoldenError,
     GoldenFile,
-    atomic_write,
     dump_golden,
     entry_text,
     parse_golden,

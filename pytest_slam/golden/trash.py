@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_slam import textcodec
+from pytest_slam.files import ignore_scratch_folder
 from pytest_slam.golden.fileformat import (
     GoldenError,
     entry_as_dict,
     entry_from_dict,
-    ignore_scratch_folder,
     read_scratch_text,
 )
 from pytest_slam.golden.redact import scrub

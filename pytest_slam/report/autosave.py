@@ -13,7 +13,7 @@ import os
 import re
 from pathlib import Path
 
-from pytest_slam.golden.fileformat import ignore_scratch_folder
+from pytest_slam.files import ignore_scratch_folder
 from pytest_slam.records import utc_moment
 
 AUTO = "auto"  # the --slm-baseline value

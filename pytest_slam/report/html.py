@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_slam.golden.fileformat import atomic_write
+from pytest_slam.files import atomic_write
 from pytest_slam.records import Outcome
 from pytest_slam.report import charts, fmt
 from pytest_slam.report.aggregate import (

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_slam.errors import SlamError
-from pytest_slam.golden.fileformat import _gc_paused, atomic_write
+from pytest_slam.files import atomic_write
+from pytest_slam.golden.fileformat import _gc_paused
 from pytest_slam.records import JSON, Outcome, records, utc_now
 from pytest_slam.report.aggregate import OutcomeLike, Verdict, sort_outcomes
 from pytest_slam.report.schema import ReportDocument

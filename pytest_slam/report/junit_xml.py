@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from pathlib import Path
 
-from pytest_slam.golden.fileformat import atomic_write
+from pytest_slam.files import atomic_write
 from pytest_slam.records import Outcome
 from pytest_slam.report.aggregate import CANDIDATE_FAILED, ENGINE, final_outcomes, sort_outcomes
 from pytest_slam.report.junit import junit_properties

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_slam.errors import SlamError
-from pytest_slam.golden.fileformat import CONFLICT_MARKERS, atomic_write, ignore_scratch_folder
+from pytest_slam.files import atomic_write, ignore_scratch_folder
+from pytest_slam.golden.fileformat import CONFLICT_MARKERS
 from pytest_slam.golden.redact import scrub_text
 from pytest_slam.golden.store import GoldenStore, module_relpath
 from pytest_slam.records import JSON, utc_now

@@ -505,7 +505,7 @@ def _write_json(
     visits: Visits | None = None,
 ) -> Path:
     """The JSON report, after ``pytest_slam_report`` (hookspecs.py) had its say on the document."""
-    from pytest_slam.golden.fileformat import atomic_write
+    from pytest_slam.files import atomic_write
     from pytest_slam.report.jsonreport import report_dict, report_text
 
     document = report_dict(verdict, outcomes, visits)

@@ -194,7 +194,7 @@ def obtained_dir(slam: SlamSession, module: str) -> Path:
 
 def write_obtained(folder: Path, name: str, text: str) -> Path:
     """Write one obtained answer atomically, with a ``.gitignore`` that keeps the folder out of git."""
-    from pytest_slam.golden.fileformat import atomic_write
+    from pytest_slam.files import atomic_write
 
     ignore = folder / ".gitignore"
     if not ignore.exists():
