@@ -59,6 +59,11 @@ def test_a_replay_miss_fails_with_the_record_command_and_the_candidate_is_never_
     assert hint in outcome["message"] and outcome["calls"] == []
     assert outcome["pairs"][0]["missing"]
     assert "call(s) to mini failed" not in outcome["message"]  # no fault of the candidate's
+    # a refused call has no answer: its pair points at no call, and rescore takes the report as is
+    rescored = pytester.run("slam", "rescore", "r.json", "-o", "again.json")
+    assert rescored.ret == 1, rescored.stderr.str()  # the test still fails there, as in the run
+    (again,) = json.loads((pytester.path / "again.json").read_text(encoding="utf-8"))["outcomes"]
+    assert again["outcome"] == "failed" and again["pairs"][0]["missing"]
 
 
 def test_a_test_without_golden_pairing_is_not_refused(
