@@ -63,6 +63,21 @@ def atomic_write(
     return path
 
 
+def append_line(path: str | os.PathLike[str], line: str) -> int:
+    """Append one line (no newline inside) and fsync it; returns the file's size after.
+
+    The package's one appender: a line is on disk before this returns, and a kill mid-write
+    leaves at most a torn last line, which a reader of the file skips (``golden/appendlog.py``).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8", newline="\n") as handle:
+        handle.write(line + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+        return os.fstat(handle.fileno()).st_size
+
+
 def ignore_scratch_folder(folder: Path) -> None:
     """Give pytest-slam's scratch folder (``.slam``: locks, stale report) a ``.gitignore`` of ``*``,
     so nothing in it ever shows up in ``git status``."""

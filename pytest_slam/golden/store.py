@@ -7,11 +7,12 @@ workers writing the same file never lose an entry and a reader never sees half a
 
 Two ways to write: buffered (``record`` many, then ``flush`` each file once: what an import does), or
 ``write_through`` (each ``record`` is on disk before it returns: what a test run does, because every
-recorded answer is a paid call that a kill must not lose). A write-through store skips the re-read
-when the file is still the one it wrote last (same inode, size and times), and re-serializes only
-the entries that changed, so an answer costs about one fsync and one file write (about 10 ms with
-100 entries in the file, 15 ms with 1,000, on a busy 2-core machine). At the end of a run
-``flush`` writes what is still buffered and folds in the test names visits added since.
+recorded answer is a paid call that a kill must not lose). A write-through record is one fsynced
+line in the module's append log (``golden/appendlog.py``); the golden file is rewritten when the log
+has grown to an eighth of it, so recording stays linear in the answers. A rewrite skips the re-read
+when the file is still the one this store wrote last (same inode, size and times) and re-serializes
+only the entries that changed. At the end of a run ``flush`` writes what is still buffered or
+logged, and folds in the test names visits added since.
 
 Locks live in ``<root>/../.slam/locks/`` (never next to the goldens); that folder gets a
 ``.gitignore`` of ``*`` so it never shows up in ``git status``. Lock files are not deleted after
@@ -35,6 +36,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from pytest_slam.files import atomic_write, ignore_scratch_folder
+from pytest_slam.golden import appendlog
 from pytest_slam.golden.fileformat import (
     REFRESH_HINT,
     EntryCache,
@@ -146,6 +148,11 @@ class GoldenStore:
     def path_for(self, module: str) -> Path:
         return self.dir / module_relpath(module)
 
+    def log_path(self, module: str) -> Path:
+        """The module's append log, in the scratch folder beside its lock (never committed)."""
+        rel = module_relpath(module)
+        return self.lock_dir.parent / "appendlog" / self.dir.name / rel.with_suffix(".jsonl")
+
     def modules(self) -> list[str]:
         """Modules that have a golden file for this reference (to spot files of deleted tests)."""
         if not self.dir.is_dir():
@@ -176,6 +183,10 @@ class GoldenStore:
         (``golden.lazy``); a broken file raises for this module only."""
         module = normalize_module(module)
         if module not in self._files:
+            if appendlog.pending(
+                self.log_path(module)
+            ):  # left by a killed run, or another worker's
+                self._update(module, lambda current: current)
             try:
                 self._files[module] = index_golden(self.path_for(module), self.reference)
             except GoldenError as exc:
@@ -229,8 +240,15 @@ class GoldenStore:
         rec = dataclasses.replace(rec, key=key, request=request, tests=sorted(tests), turns=turns)
         self._pending.setdefault(module, {})[key] = rec
         self.mark_used(module, key, test)
-        if self.write_through:
+        logged = self.write_through and self._txn() is None and self._append(module, rec)
+        if self.write_through and not logged:  # inside a transaction, every write is staged
             self.save(module)
+
+    def _append(self, module: str, rec: GoldenRecord) -> bool:
+        """Log one record under the module's lock; False when the golden file is due a rewrite."""
+        with self._locked(module):
+            size = appendlog.append(self.log_path(module), rec)
+        return not appendlog.due(size, self.path_for(module))
 
     def mark_used(self, module: str, key: str, test: str, turn: int | None = None) -> None:
         """Remember that ``test`` visited ``key`` this run, as its call ``turn`` (for stale entries,
@@ -261,15 +279,7 @@ class GoldenStore:
     def _merged(self, module: str, current: GoldenFile) -> GoldenFile:
         entries = dict(current.entries)
         used = self._used.get(module, {})
-        for key, rec in self._pending.get(module, {}).items():
-            old = entries.get(key)
-            tests = set(rec.tests) | set(old.tests if old else ())
-            judge = rec.judge
-            if old is not None and old.answers == rec.answers:
-                # Workers judging the same answers each add their verdicts; none may be lost.
-                judge = {**old.judge, **rec.judge}
-            turns = merged_turns(rec.turns, old.turns if old else {})
-            entries[key] = dataclasses.replace(rec, tests=sorted(tests), judge=judge, turns=turns)
+        _fold(entries, self._pending.get(module, {}).values())
         for key, tests in used.items():
             if key in entries and not tests <= set(entries[key].tests):
                 rec = entries[key]
@@ -347,25 +357,40 @@ class GoldenStore:
                 self.recovered.append(txn.recovered)
             yield txn
 
-    def _update(self, module: str, change: Callable[[GoldenFile], GoldenFile]) -> bool:
-        """Lock the module's file, re-read it, apply ``change(GoldenFile)``, write, cache."""
+    @contextlib.contextmanager
+    def _locked(self, module: str) -> Iterator[None]:
+        """Hold the store lock (recovering a killed store-wide change) and the module's lock."""
         from filelock import Timeout
 
-        path = self.path_for(module)
         lock = self._lock(module)
         try:
             with store_locked(self.root, self.lock_dir) as recovered, lock:
                 if recovered:
                     self.recovered.append(recovered)
                     self._mine.clear()  # files this store wrote may have been rolled back
-                current, digest = self._read_locked(module, path)
-                golden = change(current)
-                written = self._write(module, golden, digest)
+                yield
         except Timeout:
             raise GoldenError(
-                f"{path}: could not take the lock {lock.lock_file} in {LOCK_TIMEOUT_S:.0f}s; "
-                "another pytest-slam process is writing this file. Wait for it and run again"
+                f"{self.path_for(module)}: could not take the lock {lock.lock_file} in "
+                f"{LOCK_TIMEOUT_S:.0f}s; another pytest-slam process is writing this file. "
+                "Wait for it and run again"
             ) from None
+
+    def _update(self, module: str, change: Callable[[GoldenFile], GoldenFile]) -> bool:
+        """Lock the module's file, re-read it with its append log folded in, apply
+        ``change(GoldenFile)``, write, empty the log, cache."""
+        path, log = self.path_for(module), self.log_path(module)
+        with self._locked(module):
+            current, digest = self._read_locked(module, path)
+            logged = appendlog.read(log, path)
+            if logged:  # every worker's answers since the last rewrite, before this store's own
+                entries = dict(current.entries)
+                _fold(entries, logged)
+                current = dataclasses.replace(current, entries=entries)
+            golden = change(current)
+            written = self._write(module, golden, digest)
+            if logged or appendlog.pending(log):
+                appendlog.clear(log)  # only once the file holding its records is on disk
         self._files[module] = dataclasses.replace(golden, exists=bool(golden.entries))
         if written:
             self._written.add(module)
@@ -481,6 +506,20 @@ class GoldenStore:
             return dataclasses.replace(golden, entries=entries)
 
         self._update(normalize_module(module), put)
+
+
+def _fold(entries: dict[str, GoldenRecord], records: Iterable[GoldenRecord]) -> None:
+    """Fold fresh records into a file's entries: each replaces its key's answers, keeping the
+    test names, places and (for the same answers) the verdicts already there."""
+    for rec in records:
+        old = entries.get(rec.key)
+        tests = set(rec.tests) | set(old.tests if old else ())
+        judge = rec.judge
+        if old is not None and old.answers == rec.answers:
+            # Workers judging the same answers each add their verdicts; none may be lost.
+            judge = {**old.judge, **rec.judge}
+        turns = merged_turns(rec.turns, old.turns if old else {})
+        entries[rec.key] = dataclasses.replace(rec, tests=sorted(tests), judge=judge, turns=turns)
 
 
 def _signature(path: Path) -> tuple[int, ...]:
