@@ -159,6 +159,31 @@ def test_uninstall_restores_the_transports_and_nothing_is_active() -> None:
     assert redirect.active() is None
 
 
+def test_a_held_session_wraps_once_and_each_test_only_pushes_its_rule(fake: FakeOpenAI) -> None:
+    """A run holds the send points for its session; between its tests nothing is redirected."""
+    token = redirect.hold()
+    try:
+        wrapped = httpx2.HTTPTransport.handle_request
+        assert wrapped is not ORIGINAL_SYNC
+        for _ in range(3):  # three opted-in tests
+            rule = redirect.install(lambda: fake.base_url)
+            with openai.OpenAI(
+                base_url="https://api.openai.com/v1", api_key="k", max_retries=0
+            ) as c:
+                c.chat.completions.create(model="gpt-4o", messages=MESSAGES)
+            redirect.uninstall(rule)
+            assert httpx2.HTTPTransport.handle_request is wrapped  # not patched again, not restored
+            assert redirect.active() is None
+        with openai.OpenAI(base_url=fake.base_url, api_key="k", max_retries=0) as client:
+            client.chat.completions.create(model="gpt-4o", messages=MESSAGES)  # between tests
+        assert HEADER not in fake.requests[-1].headers  # straight through, not redirected
+        assert fake.hits == 4
+    finally:
+        redirect.release(token)
+    assert httpx2.HTTPTransport.handle_request is ORIGINAL_SYNC
+    assert httpx2.AsyncHTTPTransport.handle_async_request is ORIGINAL_ASYNC
+
+
 def test_a_nested_install_rules_until_it_ends(fake: FakeOpenAI) -> None:
     """An armed run inside an armed run (pytester): the inner one rules, then the outer again."""
     outer = redirect.install("http://127.0.0.1:1/v1", ["nothing.invalid"])
