@@ -110,7 +110,6 @@ class SlamSession:
     embeddings_spec: ModelSpec | None = None  # [tool.slam] embeddings
     redirected: set[str] = field(default_factory=set)  # hosts whose calls redirect.py swapped
     progress: Progress | None = None  # engine lines and heartbeats (run/progress.py)
-    redirect_hold: object | None = None  # the send points stay wrapped while this is held
 
     @property
     def armed(self) -> bool:
@@ -240,11 +239,6 @@ class SlamSession:
             else:
                 os.environ[name] = value
         self.saved_env.clear()
-        if self.redirect_hold is not None:
-            from pytest_slam.swap import redirect
-
-            redirect.release(self.redirect_hold)
-            self.redirect_hold = None
         if self.proxy is not None:
             self.proxy.stop()
             self.proxy = None
@@ -411,8 +405,6 @@ class SlamSession:
         tests, so the plugin changes nothing elsewhere and a caller's key never travels on."""
         from pytest_slam.swap import redirect
 
-        if self.redirect_hold is None:  # wrapped once per session; each test pushes its rule
-            self.redirect_hold = redirect.hold()
         hosts = [*redirect.DEFAULT_HOSTS, *self.settings.redirect_hosts]
         return redirect.install(
             lambda: proxy.base_url,

@@ -54,9 +54,7 @@ __all__ = [
     "active",
     "api_path",
     "bypass",
-    "hold",
     "install",
-    "release",
     "uninstall",
 ]
 
@@ -78,31 +76,10 @@ def install(
 
 def uninstall(redirect: Redirect | None = None) -> None:
     """End ``redirect`` (default: the latest); the send points are restored exactly as they were
-    when none is left and no run holds them. Safe to call when nothing is installed."""
+    when none is left. Safe to call when nothing is installed."""
     if redirect is None and INSTALLED:
         redirect = INSTALLED[-1]
     if redirect in INSTALLED:
         INSTALLED.remove(redirect)
-    if not INSTALLED and not _holds:
-        stacks.restore()
-
-
-_holds: list[object] = []  # the runs (nested pytester sessions included) holding the send points
-
-
-def hold() -> object:
-    """Keep the send points wrapped until ``release`` of the returned token: a run holds them for
-    its session, so each opted-in test only pushes and pops its rule (a wrapped send point with no
-    rule in force calls the original at once) instead of patching every library twice per test."""
-    stacks.install()
-    token = object()
-    _holds.append(token)
-    return token
-
-
-def release(token: object) -> None:
-    """End a hold; the send points are restored when no rule and no hold is left."""
-    if token in _holds:
-        _holds.remove(token)
-    if not INSTALLED and not _holds:
+    if not INSTALLED:
         stacks.restore()
