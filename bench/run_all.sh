@@ -10,6 +10,7 @@ run swap_hop bench_swap_hop.py --profile
 run overhead bench_overhead.py
 run overhead_1000 bench_overhead.py --cases 1000 --base 200 --repeats 5
 run profile_run profile_run.py
+run size bench_size.py --pairs 5 --record-repeats 3
 run scaling bench_scaling.py
 run golden bench_golden.py
 run golden_merge bench_golden_merge.py

@@ -1,7 +1,7 @@
 """The labelled sets in ../shared/data as (prompt, candidate, reference, label) pairs, read in place.
 
 One loader per per-answer set, each with the label its README gives (the repository's
-``bench/validity.py`` and ``tests/test_compare_bands_realdata.py`` share them):
+``bench/validity.py`` and ``tests/compare/test_compare_bands_realdata.py`` share them):
 
 - AlpacaEval: reference GPT-4 Turbo; acceptable when the GPT-4 Turbo judge prefers the small
   model's answer at least half the time (preference - 1 >= 0.5). Long open-ended answers.

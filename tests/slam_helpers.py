@@ -123,6 +123,14 @@ def test_refund():
 def test_password():
     assert product.ask("How do I reset my password?")
 """
+# The reported suite and a test whose question no candidate answers alike (the report tests).
+TESTS = (
+    REPORTED_TESTS
+    + """
+def test_outage():
+    assert product.ask("The app shows error 500 since 9am, we are blocked")
+"""
+)
 
 
 # A project with one candidate, "mini", against a reference; both are loopback fakes

@@ -14,7 +14,7 @@ import pkgutil
 from pathlib import Path
 
 import pytest
-import test_report_helpers as synth
+import report_helpers as synth
 
 import pytest_slam
 from pytest_slam.cli import main

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_report_helpers as synth
+import report_helpers as synth
 from html_helpers import report_data, sides
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -19,7 +19,7 @@
 
 Golden commands take their defaults (folder, reference) from ``[tool.slam]`` in ./pyproject.toml.
 Every command exits by one table (``cli/exits.py``, in the README): 2 is bad input everywhere.
-Every help text is plain text (no RST markup): ``tests/test_cli_help.py`` pins it.
+Every help text is plain text (no RST markup): ``tests/cli/test_cli_help.py`` pins it.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ that is missing exits 2 from ``slam report``, ``slam rescore`` and ``slam review
 error of ours a command leaves uncaught is bad input (its kind says what it read: a report, a
 golden file, the configuration), so ``BY_KIND`` maps every kind of ``errors.KINDS`` to
 ``BAD_INPUT``; ``slam report merge`` and ``slam rescore`` exit as the whole run would (pytest's
-statuses, then ``GATE_FAILED``). ``tests/test_cli_errors.py`` runs each command with each kind
+statuses, then ``GATE_FAILED``). ``tests/cli/test_cli_errors.py`` runs each command with each kind
 of fault and checks that the README holds ``table_markdown()``.
 """
 

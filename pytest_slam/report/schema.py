@@ -2,7 +2,7 @@
 
 ``ReportDocument`` is what ``write_json`` writes, field for field and in order; the checked-in
 ``report.schema.json`` is generated from it with pydantic, so the schema cannot drift from the code
-(tests/test_report_schema.py compares them). SCHEMA.md says what each field means.
+(tests/report/test_report_schema.py compares them). SCHEMA.md says what each field means.
 """
 
 from __future__ import annotations

@@ -1,0 +1,159 @@
+"""Lazy golden files: an entry is parsed only when read, with exactly what a full parse gives, and
+anything outside the canonical layout (or broken) falls back to the full parse and its messages."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from golden_helpers import MODULE, rec, store_at, write_module
+
+from pytest_slam.golden.fileformat import (
+    GoldenFile,
+    GoldenFileError,
+    GoldenReferenceMismatch,
+    dump_golden,
+    read_golden,
+)
+from pytest_slam.golden.lazy import LazyEntries, index_golden
+from pytest_slam.records import GoldenAnswer, GoldenRecord
+
+
+def records(n: int) -> list[GoldenRecord]:
+    return [rec(f"prompt {i}", f"answer {i}", temperature=0) for i in range(n)]
+
+
+def test_a_lookup_parses_only_its_entry_and_gives_what_a_full_parse_gives(tmp_path):
+    recs = records(20)
+    path = write_module(tmp_path, MODULE, *recs)
+    store = store_at(tmp_path)
+    assert store.lookup(MODULE, recs[7].key).answer.text == "answer 7"
+    entries = store.load(MODULE).entries
+    assert isinstance(entries, LazyEntries) and entries.parsed == 1
+    assert len(entries) == 20 and recs[3].key in entries and "nope" not in entries
+    assert store.lookup(MODULE, "0" * 16) is None and entries.parsed == 1
+    full = read_golden(path, "openai:gpt-4").entries
+    assert list(entries) == list(full)
+    assert {k: entries[k] for k in entries} == full
+
+
+def test_odd_keys_unicode_and_every_field_survive_the_index(tmp_path):
+    odd = rec('ünïcode ✓ "quoted"\nnew line', "tab\there", tools=[], temperature=0)
+    odd.answers.append(GoldenAnswer(text="", tool_calls=[{"function": {"arguments": "{}"}}]))
+    odd.judge = {"j1": {"score": 0.5, "why": []}}
+    by_key = {'k"quote\\slash': rec("a"), "ключ": odd, "k-empty": GoldenRecord("", {}, [])}
+    for key, r in by_key.items():
+        r.key = key
+    path = tmp_path / "g.json"
+    path.write_text(dump_golden(GoldenFile(path, "openai:gpt-4", by_key)), encoding="utf-8")
+    lazy = index_golden(path, "openai:gpt-4").entries
+    assert isinstance(lazy, LazyEntries)
+    assert dict(lazy.items()) == read_golden(path, "openai:gpt-4").entries
+
+
+def test_an_empty_file_and_a_missing_file_have_no_entries(tmp_path):
+    path = tmp_path / "g.json"
+    path.write_text(dump_golden(GoldenFile(path, "openai:gpt-4", {})), encoding="utf-8")
+    assert dict(index_golden(path, "openai:gpt-4").entries) == {}
+    missing = index_golden(tmp_path / "none.json", "openai:gpt-4")
+    assert not missing.exists and dict(missing.entries) == {}
+
+
+def test_another_layout_is_parsed_whole_with_the_same_records(tmp_path):
+    recs = records(5)
+    path = write_module(tmp_path, MODULE, *recs)
+    canonical = read_golden(path).entries
+    path.write_text(json.dumps(json.loads(path.read_text()), indent=4, sort_keys=True))
+    golden = store_at(tmp_path).load(MODULE)
+    assert not isinstance(golden.entries, LazyEntries)
+    assert golden.entries == canonical
+
+
+def test_a_broken_entry_names_its_line_when_read_and_the_module_stays_broken(tmp_path):
+    a, b = rec("a"), rec("b")
+    path = write_module(tmp_path, MODULE, a, b)
+    text = path.read_text()
+    bad_key = max(a.key, b.key)  # the second entry in the file
+    good = a if bad_key == b.key else b
+    start = text.index(f'"{bad_key}": {{')
+    path.write_text(text[:start] + text[start:].replace('"text": "ok"', '"text": 5', 1))
+    line = text[:start].count("\n") + 1
+    store = store_at(tmp_path)
+    assert store.lookup(MODULE, good.key) is not None  # never touched: not checked yet
+    with pytest.raises(GoldenFileError, match=rf"{re.escape(str(path))}:{line}: entry '{bad_key}'"):
+        store.lookup(MODULE, bad_key)
+    with pytest.raises(GoldenFileError):
+        store.lookup(MODULE, good.key)
+
+
+def test_invalid_json_inside_an_entry_gives_the_full_parse_message(tmp_path):
+    path = write_module(tmp_path, MODULE, *records(3))
+    lines = path.read_text().splitlines(keepends=True)
+    number = next(i for i, s in enumerate(lines, 1) if '"answer 1"' in s)
+    lines[number - 1] = lines[number - 1].replace('"answer 1"', '"answer 1')
+    path.write_text("".join(lines))
+    with pytest.raises(GoldenFileError) as expected:
+        read_golden(path, "openai:gpt-4")
+    assert f"{path}:{number}:" in str(expected.value)
+    with pytest.raises(GoldenFileError) as lazy:
+        store_at(tmp_path).lookup(MODULE, records(3)[1].key)
+    assert str(lazy.value) == str(expected.value)
+
+
+def test_a_file_replaced_by_another_writer_is_indexed_again(tmp_path):
+    write_module(tmp_path, MODULE, rec("a"), rec("c"))
+    reader = store_at(tmp_path)
+    assert reader.lookup(MODULE, rec("a").key) is not None
+    writer = store_at(tmp_path)
+    writer.record(MODULE, rec("b"), "t::b")  # an xdist worker, same file
+    writer.flush()
+    assert reader.lookup(MODULE, rec("b").key) is None  # not in the index it took
+    assert reader.lookup(MODULE, rec("c").key).answer.text == "ok"  # read from the new file
+    assert reader.lookup(MODULE, rec("b").key) is not None
+
+
+def test_reference_mismatch_is_found_at_index_time(tmp_path):
+    other = store_at(tmp_path, "OpenAI/GPT-4")
+    other.record(MODULE, rec("a"), "t::a")
+    other.flush()
+    with pytest.raises(GoldenReferenceMismatch):
+        index_golden(other.path_for(MODULE), "openai:gpt-4")
+
+
+def test_stale_parses_no_entry_when_no_test_failed(tmp_path):
+    recs = records(10)
+    write_module(tmp_path, MODULE, *recs)
+    run = store_at(tmp_path)
+    assert run.lookup(MODULE, recs[0].key) is not None
+    stale = run.stale({MODULE: {recs[0].key}}, covered_modules={MODULE}, failed_tests=set())
+    assert stale == sorted((MODULE, r.key) for r in recs[1:])
+    assert run.load(MODULE).entries.parsed == 1
+    spared = run.stale({MODULE: {recs[0].key}}, {MODULE}, failed_tests={"t::a"})
+    assert spared == []  # every entry lists t::a
+
+
+def test_once_a_quarter_is_read_one_by_one_the_rest_is_parsed_at_once(tmp_path):
+    recs = records(160)
+    path = write_module(tmp_path, MODULE, *recs)
+    store = store_at(tmp_path)
+    for r in recs[:40]:
+        assert store.lookup(MODULE, r.key).answer.text == r.answer.text
+    assert store.load(MODULE).entries.parsed == 40
+    assert store.lookup(MODULE, recs[40].key) is not None
+    assert store.load(MODULE).entries.parsed == 160  # whole now
+    assert dict(store.load(MODULE).entries) == read_golden(path, "openai:gpt-4").entries
+
+
+def test_an_entry_indented_otherwise_is_read_by_the_full_parse(tmp_path):
+    a = rec("a")
+    a.judge = {"j1": {"score": 1}}
+    path = write_module(tmp_path, MODULE, a, rec("b"), rec("c"))
+    text = path.read_text()
+    odd = text.replace('      },\n      "request": {', '    },\n    "request": {', 1)
+    assert odd != text  # a key line of the layout's shape inside an entry: still valid JSON
+    path.write_text(odd)
+    full = read_golden(path, "openai:gpt-4").entries
+    store = store_at(tmp_path)
+    assert {key: store.lookup(MODULE, key) for key in full} == full
+    assert set(store.load(MODULE).entries) == set(full)

@@ -1,0 +1,231 @@
+"""The structured cap (issue 29): a JSON or tool request without its own limit gets a cap derived
+from the reference's structured answer; a candidate that hits it has run away.
+
+Real pytest runs (pytester) against loopback fakes: the reference answers a JSON object, one
+candidate streams filler until its max_tokens (a runaway), another answers the same JSON written
+another way. The rule's room for formatting is checked on real structured answers (the example
+product's curated triage JSON, GPT-4's JSON answers in ../shared/data) with the project's token
+counter: cl100k_base (GPT-4's tokenizer, what the reference's count is), and SmolLM2's own through
+the real engine.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from slam_helpers import SHARED_DATA, said
+
+from pytest_slam.testing import FakeOpenAI
+from pytest_slam.testing.fake_openai import count_tokens
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_structured_formats import curated, json_part, mt_bench, variants  # noqa: E402
+
+SUITE = """
+import json, openai, pytest
+
+pytestmark = pytest.mark.slm
+MSG = [{"role": "user", "content": "Classify as JSON: the parcel was late, support was great."}]
+
+def test_classify():
+    r = openai.OpenAI().chat.completions.create(model="gpt-4", messages=MSG, temperature=0,
+                                                response_format={"type": "json_object"})
+    assert json.loads(r.choices[0].message.content)["sentiment"] == "positive"
+"""
+REFERENCE = {"sentiment": "positive", "confidence": 0.9, "topics": ["delivery", "support"]}
+REFERENCE_TEXT = json.dumps(REFERENCE)
+FILLER = '{"sentiment": "positive", "notes": "' + "and so on " * 20_000  # never ends by itself
+
+
+def reversed_keys(value: dict[str, Any]) -> dict[str, Any]:
+    return dict(reversed(value.items()))
+
+
+def outcomes(report: Path) -> dict[str, dict[str, Any]]:
+    data = json.loads(report.read_text(encoding="utf-8"))
+    return {o["model"]: o for o in data["outcomes"]}
+
+
+def test_a_runaway_json_answer_is_stopped_at_the_cap_and_named_the_candidates_failure(
+    pytester: pytest.Pytester,
+) -> None:
+    """The filler candidate gets a cap well under the 1024 ceiling, from the reference's tokens,
+    stops there, and the test names the runaway call; the pretty candidate (the same JSON indented,
+    keys reversed) is never cut and passes, equivalent."""
+    pytester.makepyfile(test_json=SUITE)
+    pretty = json.dumps(reversed_keys(REFERENCE), indent=4)
+    with (
+        FakeOpenAI(REFERENCE_TEXT) as ref,
+        FakeOpenAI(FILLER) as runaway,
+        FakeOpenAI(pretty) as neat,
+    ):
+        pytester.makefile(".toml", pyproject=f"""
+[tool.slam]
+reference = "{ref.base_url}#gpt-4"
+""")  # fmt: skip
+        models = f"--slm-models={runaway.base_url}#runaway,{neat.base_url}#neat"
+        result = pytester.runpytest(
+            "-p", "no:cacheprovider", models, "--slm-record=new", "--slm-report=r.json"
+        )  # fmt: skip
+        sent = {"runaway": runaway.requests[0].json, "neat": neat.requests[0].json}
+        asked = len(runaway.requests)
+    reference_tokens = count_tokens(REFERENCE_TEXT)
+    cap = 3 * reference_tokens + 64
+    assert cap < 1024 / 4  # well under the ceiling
+    assert sent["runaway"]["max_tokens"] == sent["neat"]["max_tokens"] == cap
+    assert asked == 1  # the runaway is not retried
+    result.assert_outcomes(passed=1, failed=1)
+    by_model = outcomes(pytester.path / "r.json")
+    ran = by_model["runaway"]
+    call = ran["calls"][0]
+    named = f"ran away: hit the structured cap {cap} derived from the reference's "
+    named += f"{reference_tokens} tokens"
+    assert call["error_kind"] == "runaway" and named in call["error"]
+    assert call["completion_tokens"] == cap and call["finish_reason"] == "length"  # stopped there
+    assert ran["outcome"] == "failed" and named in ran["message"]
+    assert "call(s) to runaway failed (runaway 1)" in ran["message"]
+    kept = by_model["neat"]
+    assert kept["outcome"] == "passed" and kept["message"] is None
+    assert not kept["calls"][0]["cut_by_cap"] and kept["calls"][0]["finish_reason"] == "stop"
+    assert kept["pairs"][0]["scores"][0]["verdict"] == "equivalent"
+    result.stdout.fnmatch_lines([f"*pytest-slam: {named}*raise [[]tool.slam[]] cap_factor*"])
+    summary = said(result)
+    assert "structured cap: the candidate ran away in 1 test(s) (test_json.py::test_classify" in (
+        summary
+    )
+    assert "generation cap: the answers" not in summary  # a runaway, not a cut answer
+    data = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
+    row = next(r for r in data["models"] if r["model"] == "runaway")
+    assert row["calls_errored"] == 1 and row["tests_failed"] == 1
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        lambda v: json.dumps(v, separators=(",", ":")),
+        lambda v: json.dumps(v, indent=2),
+        lambda v: json.dumps(reversed_keys(v), indent="\t"),
+    ],
+    ids=["compact", "indent 2", "reversed keys, tabs"],
+)
+def test_the_products_own_json_written_another_way_is_never_cut(
+    pytester: pytest.Pytester, written: Callable[[dict[str, Any]], str]
+) -> None:
+    """The example product's curated triage answers as the reference; the candidate answers the
+    same JSON written another way, each under its cap, every call whole."""
+    answers = [json.loads(t) for t in curated() if t.startswith("{")]
+    tickets = [f"Ticket {i}: please help" for i in range(len(answers))]
+    by_ticket = dict(zip(tickets, answers, strict=True))
+    pytester.makepyfile(test_triage=f"""
+import json, openai, pytest
+
+pytestmark = pytest.mark.slm
+
+@pytest.mark.parametrize("ticket", {tickets!r})
+def test_triage(ticket):
+    r = openai.OpenAI().chat.completions.create(
+        model="gpt-4", messages=[{{"role": "user", "content": ticket}}], temperature=0,
+        response_format={{"type": "json_object"}})
+    assert json.loads(r.choices[0].message.content)["category"]
+""")  # fmt: skip
+
+    def reference(req: dict[str, Any]) -> str:
+        return json.dumps(by_ticket[req["messages"][-1]["content"]])
+
+    def candidate(req: dict[str, Any]) -> str:
+        return written(by_ticket[req["messages"][-1]["content"]])
+
+    with FakeOpenAI(reference) as ref, FakeOpenAI(candidate) as mini:
+        pytester.makefile(".toml", pyproject=f"""
+[tool.slam]
+reference = "{ref.base_url}#gpt-4"
+""")  # fmt: skip
+        result = pytester.runpytest(
+            "-p", "no:cacheprovider", f"--slm-models={mini.base_url}#mini", "--slm-record=new",
+            "--slm-report=r.json",
+        )  # fmt: skip
+        caps = [r.json["max_tokens"] for r in mini.requests]
+    result.assert_outcomes(passed=len(answers))
+    assert len(answers) >= 3 and max(caps) < 1024  # every call had a derived cap
+    data = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
+    calls = [c for o in data["outcomes"] for c in o["calls"]]
+    assert all(c["finish_reason"] == "stop" and not c["cut_by_cap"] for c in calls)
+
+
+def real_json_answers() -> list[tuple[str, object]]:
+    """Real reference JSON: the example product's curated answers, GPT-4's in ../shared/data."""
+    found = [json_part(t) for t in curated()]
+    if SHARED_DATA.is_dir():
+        found += [json_part(answer) for _, answer, _ in mt_bench(SHARED_DATA)]
+    return [(text, value) for value, text in (f for f in found if f is not None)]
+
+
+# The curated answers' 27 variants always; with the shared data, GPT-4's MT-Bench JSON too.
+MIN_CHECKED = 100 if SHARED_DATA.is_dir() else 27
+
+
+def check_every_variant_fits(count: Callable[[str], int]) -> int:
+    """Every re-serialization of every real answer, counted by ``count``, fits the cap its
+    reference's cl100k_base count gives; the number checked."""
+    from pytest_slam.metrics.tokens import openai_encoding
+    from pytest_slam.swap.chat import generation_cap
+    from pytest_slam.swap.models import resolve
+
+    encoding, why = openai_encoding("gpt-4")
+    assert encoding is not None, why
+    spec = resolve("smollm2-135m")
+    body = {"model": "gpt-4", "messages": [], "response_format": {"type": "json_object"}}
+    checked = 0
+    for text, value in real_json_answers():
+        cap = generation_cap(body, spec, len(encoding.encode(text, disallowed_special=())))
+        assert cap is not None
+        for name, variant in variants(value).items():
+            assert count(variant) <= cap, f"{name} of {text[:60]!r} is over its cap {cap}"
+            checked += 1
+    return checked
+
+
+def test_the_cap_has_room_for_any_formatting_of_real_json_in_gpt4s_tokens() -> None:
+    from pytest_slam.metrics.tokens import openai_encoding
+
+    encoding, why = openai_encoding("gpt-4")
+    assert encoding is not None, why
+    enc = encoding
+    assert (
+        check_every_variant_fits(lambda t: len(enc.encode(t, disallowed_special=()))) >= MIN_CHECKED
+    )
+
+
+@pytest.mark.engine
+def test_the_cap_has_room_for_any_formatting_of_real_json_in_smollm2s_tokens(
+    smollm2_url: str,
+) -> None:
+    from pytest_slam.metrics.tokens import llamacpp_count
+
+    assert check_every_variant_fits(lambda t: llamacpp_count(t, smollm2_url)) >= MIN_CHECKED
+
+
+def test_a_tool_call_cut_at_its_derived_cap_ran_away_and_one_at_the_ceiling_was_cut() -> None:
+    from pytest_slam.records import Call
+    from pytest_slam.swap.chat import runaway
+    from pytest_slam.swap.models import resolve
+
+    spec = resolve("smollm2-135m")
+    tools = {"tools": [{"type": "function", "function": {"name": "f"}}], "messages": []}
+
+    def cut(cap: int) -> Call:
+        return Call("smol", "candidate", tools, finish_reason="length", capped=True, cap=cap)
+
+    derived, ceiling = cut(94), cut(spec.max_tokens_cap)
+    assert runaway(derived, tools, spec, 10) and derived.error_kind == "runaway"
+    assert "hit the structured cap 94 derived from the reference's 10 tokens" in str(derived.error)
+    assert not runaway(ceiling, tools, spec, 10) and ceiling.ok  # the ceiling's cut stays a cut
+    plain = cut(94)
+    assert not runaway(plain, {"messages": []}, spec, 10) and plain.ok  # text: a cut answer

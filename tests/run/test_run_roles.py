@@ -1,0 +1,339 @@
+"""The session's role objects, without a pytest run: Selection, Accounting, Summary and RunEnd.
+
+Real records, real pytest reports, a real golden store in a tmp folder and pytest-slam's real
+hookspecs on a pluggy plugin manager; only the pytest session around them is absent.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pluggy
+import pytest
+import report_helpers as synth
+from golden_helpers import rec
+
+from pytest_slam.golden.stale import stale_report_path
+from pytest_slam.golden.store import GoldenStore
+from pytest_slam.records import ModelSpec
+from pytest_slam.run import hookspecs
+from pytest_slam.run.accounting import Accounting
+from pytest_slam.run.finish import RunEnd, SessionFacts, drop_older_reports, finish
+from pytest_slam.run.options import EXIT_GATE_FAILED
+from pytest_slam.run.selection import Selection, not_enabled_line
+from pytest_slam.run.summary import Summary
+from pytest_slam.settings import Settings
+
+MODULE = "tests/test_support.py"
+
+
+def report(
+    nodeid: str, when: str, outcome: str, slam: dict[str, Any] | None = None
+) -> pytest.TestReport:
+    """A test phase's report as pytest builds it (xdist carries these home)."""
+    extra = {"slam": slam} if slam is not None else {}
+    return pytest.TestReport(nodeid, (MODULE, 1, nodeid), {}, outcome, None, when, **extra)
+
+
+def selection(tmp_path: Path, *args: str) -> Selection:
+    return Selection(True, "serial", ["mini"], tmp_path, list(args))
+
+
+# -- Selection -----------------------------------------------------------------------------------
+
+
+def test_selection_covers_modules_not_narrowed_or_deselected(tmp_path: Path) -> None:
+    narrowed = selection(tmp_path, f"{tmp_path}/tests/test_other.py::test_one")
+    narrowed.cover([f"{MODULE}::test_a[mini]", "tests/test_other.py::test_one[mini]"])
+    assert narrowed.coverage == {MODULE}
+    assert narrowed.node_ids == [f"{tmp_path}/tests/test_other.py::test_one"]
+    narrowed.deselected([f"{MODULE}::test_b[mini]"])
+    assert narrowed.covered() == [] and narrowed.deselected_count == 1
+
+
+def test_not_enabled_line_names_the_first_test_and_counts_the_rest() -> None:
+    assert not_enabled_line(["t.py::a"]).startswith("pytest-slam: t.py::a opts in")
+    assert "t.py::a (and 2 more test(s)) opts in" in not_enabled_line(["t.py::a", "b", "c"])
+
+
+# -- Accounting ----------------------------------------------------------------------------------
+
+
+def test_accounting_keeps_one_final_outcome_and_knows_what_finished() -> None:
+    acc = Accounting("serial")
+    nodeid = f"{MODULE}::test_reply[mini]"
+    passed = synth.outcome("mini", "test_reply", "passed", [], [])
+    failed = synth.outcome("mini", "test_reply", "error", [], [])
+    acc.logreport(report(nodeid, "call", "passed", passed))
+    acc.logreport(report(nodeid, "teardown", "failed", failed))
+    assert [o["outcome"] for o in acc.outcomes] == ["error"]  # the teardown error is worse
+    assert acc.failed_tests == {nodeid} and acc.finished == {nodeid}
+    worker = Accounting("worker")
+    worker.logreport(report(nodeid, "call", "passed", passed))
+    assert worker.outcomes == []  # a worker's outcomes travel on its reports
+
+
+@pytest.mark.parametrize(
+    ("status", "stopped", "collected", "why"),
+    [
+        (0, False, 1, None),
+        (2, False, 1, "the run was interrupted"),
+        (0, "exiting after 1 failure", 1, "the run stopped early (exiting after 1 failure)"),
+        (0, False, 3, "2 of 3 collected tests did not finish"),
+    ],
+)
+def test_partial_reason(
+    tmp_path: Path, status: int, stopped: str | bool, collected: int, why: str | None
+) -> None:
+    acc = Accounting("serial", finished={"t::a"})
+    assert acc.partial_reason(selection(tmp_path), {}, status, stopped, collected) == why
+
+
+def test_partial_reason_counts_worker_deselections_and_names_engines(tmp_path: Path) -> None:
+    acc = Accounting("controller", finished={"t::a"}, worker_payloads=[{"deselected": 2}])
+    sel = selection(tmp_path)
+    assert (
+        acc.partial_reason(sel, {}, 0, False, 1)
+        == "2 test(s) deselected (-k, -m, --deselect, --lf)"
+    )
+    assert (
+        acc.partial_reason(sel, {"qwen": "no GPU"}, 0, False, 1)
+        == "the engine of qwen did not start"
+    )
+
+
+def test_cap_lines_name_the_cut_tests() -> None:
+    cut = synth.call(
+        "mini",
+        "an answer cut",
+        1,
+        2,
+        3,
+        4,
+        0.0,
+        key="k",
+        capped=True,
+        cap=4,
+        finish_reason="length",
+    )
+    acc = Accounting("serial", outcomes=[synth.outcome("mini", "test_a", "passed", [cut], [])])
+    (line,) = acc.cap_lines()
+    assert line.startswith("generation cap: the answers of 1 test(s) were cut at the output limit")
+    assert f"({MODULE}::test_a[mini])" in line
+    assert Accounting("serial").cap_lines() == []
+
+
+# -- Summary -------------------------------------------------------------------------------------
+
+
+def test_summary_merges_worker_lines_once_and_shows_paths_from_the_root(tmp_path: Path) -> None:
+    summary = Summary(tmp_path, ["golden answers written: a.json"])
+    summary.merge(["golden answers written: a.json", "golden answers written: b.json"])
+    summary.lead(["table"])
+    assert summary.lines == [
+        "table",
+        "golden answers written: a.json",
+        "golden answers written: b.json",
+    ]
+    assert summary.shown(tmp_path / "x" / "y.json") == "x/y.json"
+    assert summary.shown("/elsewhere/y.json") == "/elsewhere/y.json"
+
+
+# -- RunEnd: stale entries, the worker's payload, the report and the gate ------------------------
+
+
+class Hooks:
+    """A project's conftest.py hooks, as pluggy calls them."""
+
+    def __init__(self) -> None:
+        self.gates: list[str] = []
+
+    @pytest.hookimpl
+    def pytest_slam_report(self, document: dict[str, Any]) -> None:
+        document["build"] = "ci-1182"
+
+    @pytest.hookimpl
+    def pytest_slam_gate(self, breaches: list[str]) -> None:
+        breaches.extend(self.gates)
+
+
+def hooks(plugin: object | None = None) -> Any:
+    manager = pluggy.PluginManager("pytest")
+    manager.add_hookspecs(hookspecs)
+    if plugin is not None:
+        manager.register(plugin)
+    return manager.hook
+
+
+def run_end(tmp_path: Path, settings: Settings, **fields: Any) -> RunEnd:
+    sel = fields.pop("selection", selection(tmp_path))
+    specs = {"mini": ModelSpec("mini", "openai", "gpt-4o-mini")}
+    acc = fields.pop("accounting", Accounting("serial"))
+    return RunEnd(
+        settings,
+        fields.pop("role", "serial"),
+        sel,
+        acc,
+        Summary(tmp_path),
+        fields.pop("hook", hooks()),
+        specs,
+        **fields,
+    )
+
+
+def goldens(tmp_path: Path) -> GoldenStore:
+    """Two recorded entries of MODULE; the store a new run opens, having visited neither."""
+    store = GoldenStore(tmp_path / "__slam__", "openai:gpt-4")
+    store.record(MODULE, rec("asked"), f"{MODULE}::test_a")
+    store.record(MODULE, rec("no longer asked"), f"{MODULE}::test_gone")
+    store.flush()
+    return GoldenStore(tmp_path / "__slam__", "openai:gpt-4")
+
+
+def test_a_complete_run_names_the_entry_no_test_asked_for(tmp_path: Path) -> None:
+    store = goldens(tmp_path)
+    store.mark_used(MODULE, rec("asked").key, f"{MODULE}::test_a[mini]")
+    sel = selection(tmp_path)
+    sel.cover([f"{MODULE}::test_a[mini]"])
+    acc = Accounting("serial", finished={f"{MODULE}::test_a[mini]"})
+    end = run_end(
+        tmp_path,
+        Settings(),
+        selection=sel,
+        accounting=acc,
+        store=store,
+        session=SessionFacts(collected=1),
+    )
+    assert finish(end, 0) == 0
+    assert end.summary.lines[0].startswith("1 stale golden entry (no test asked for it)")
+    gone = rec("no longer asked").key
+    assert end.summary.lines[1] == (
+        f"  __slam__/openai-gpt-4/{MODULE.removesuffix('.py')}.json {gone} "
+        f"(recorded for {MODULE}::test_gone)"
+    )
+    written = json.loads(stale_report_path(store.root).read_text())
+    assert written["entries"] == [[MODULE, gone]]
+
+
+def test_prune_removes_the_stale_entry_and_says_how_to_undo(tmp_path: Path) -> None:
+    store = goldens(tmp_path)
+    store.mark_used(MODULE, rec("asked").key, f"{MODULE}::test_a[mini]")
+    sel = selection(tmp_path)
+    sel.cover([f"{MODULE}::test_a[mini]"])
+    acc = Accounting("serial", finished={f"{MODULE}::test_a[mini]"})
+    end = run_end(
+        tmp_path,
+        Settings(),
+        selection=sel,
+        accounting=acc,
+        store=store,
+        session=SessionFacts(collected=1),
+        prune=True,
+    )
+    finish(end, 0)
+    assert end.summary.lines[0].startswith(
+        "pruned 1 stale golden entry; undo with `slam golden restore"
+    )
+    again = GoldenStore(tmp_path / "__slam__", "openai:gpt-4")
+    assert again.lookup(MODULE, rec("no longer asked").key) is None
+    assert again.lookup(MODULE, rec("asked").key) is not None
+
+
+def test_a_partial_run_judges_nothing_stale(tmp_path: Path) -> None:
+    store = goldens(tmp_path)
+    sel = selection(tmp_path)
+    sel.cover([f"{MODULE}::test_a[mini]"])
+    sel.deselected([f"{MODULE}::test_gone[mini]"])
+    acc = Accounting("serial", finished={f"{MODULE}::test_a[mini]"})
+    end = run_end(
+        tmp_path,
+        Settings(),
+        selection=sel,
+        accounting=acc,
+        store=store,
+        session=SessionFacts(collected=1),
+        prune=True,
+    )
+    finish(end, 0)
+    assert end.summary.lines[:1] == [
+        "--slm-prune removed nothing: this run was partial (1 test(s) deselected (-k, -m, "
+        "--deselect, --lf))"
+    ]
+    written = json.loads(stale_report_path(store.root).read_text())
+    assert written["partial"].startswith("1 test(s) deselected") and written["entries"] == []
+
+
+def test_a_worker_publishes_its_visits_coverage_and_lines(tmp_path: Path) -> None:
+    store = goldens(tmp_path)
+    store.mark_used(MODULE, "k1", f"{MODULE}::test_a[mini]")
+    sel = Selection(True, "worker", ["mini"], tmp_path)
+    sel.cover([f"{MODULE}::test_a[mini]"])
+    output: dict[str, object] = {}
+    acc = Accounting("worker", failed_tests={"t::b"})
+    end = run_end(
+        tmp_path,
+        Settings(),
+        role="worker",
+        selection=sel,
+        accounting=acc,
+        store=store,
+        workeroutput=output,
+        unswapped=3,
+    )
+    assert finish(end, 1) == 1
+    assert output["slam"] == {
+        "visited": {MODULE: ["k1"]},
+        "failed_tests": ["t::b"],
+        "coverage": [MODULE],
+        "deselected": 0,
+        "summary": [],
+        "unswapped": 3,
+    }
+
+
+def test_the_report_hook_adds_to_the_json_and_the_gate_hook_fails_the_gate(tmp_path: Path) -> None:
+    plugin = Hooks()
+    plugin.gates.append("mini: answers in the wrong language")
+    settings = Settings(reference="none", report=str(tmp_path / "slam.json"))
+    acc = Accounting("serial", outcomes=synth.mini_outcomes())
+    end = run_end(
+        tmp_path, settings, accounting=acc, hook=hooks(plugin), session=SessionFacts(collected=4)
+    )
+    assert finish(end, 0) == EXIT_GATE_FAILED
+    document = json.loads((tmp_path / "slam.json").read_text())
+    assert document["build"] == "ci-1182"
+    assert document["gate"]["session_breaches"] == ["mini: answers in the wrong language"]
+    assert end.summary.last_line.startswith("pytest-slam gate: FAIL")
+    assert "exit status 6: the tests passed, the gate did not pass" in end.summary.lines
+    plugin.gates.clear()
+    again = run_end(
+        tmp_path, settings, accounting=acc, hook=hooks(plugin), session=SessionFacts(collected=4)
+    )
+    assert finish(again, 0) == 0
+    assert "JSON report: " + str(tmp_path / "slam.json") in again.summary.lines
+
+
+def test_an_interrupted_run_with_no_outcome_removes_an_older_report(tmp_path: Path) -> None:
+    older = tmp_path / "slam.json"
+    older.write_text("{}")
+    settings = Settings(reference="none", report=str(older))
+    assert drop_older_reports(settings) == [
+        f"JSON report: none, the run was interrupted before any test reported; the older {older} "
+        "was removed"
+    ]
+    assert not older.exists() and drop_older_reports(settings) == []
+    end = run_end(tmp_path, Settings(reference="none"), session=SessionFacts(collected=2))
+    assert finish(end, 2) == 2 and end.summary.lines == []
+
+
+def test_a_run_stopped_early_gets_an_incomplete_gate_naming_why(tmp_path: Path) -> None:
+    settings = Settings(reference="none", gate={"min_pass_rate": 0.5})
+    acc = Accounting("serial", outcomes=synth.mini_outcomes())
+    facts = SessionFacts(collected=4, stopped="stopping after 1 failures")
+    end = run_end(tmp_path, settings, accounting=acc, session=facts)
+    finish(end, 1)
+    assert (
+        "gate: INCOMPLETE (the run stopped early: stopping after 1 failures)" in end.summary.lines
+    )
