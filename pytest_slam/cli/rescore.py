@@ -195,9 +195,8 @@ def _write(args: argparse.Namespace, verdict: Verdict, outcomes: list[Outcome]) 
 
 
 def _exit_status(gate_failed: bool, tests_failed: bool) -> int:
-    """A run's exit status: failed tests keep pytest's (1), else a failed gate's (6)."""
-    from pytest_slam.cli.exits import FINDING, GATE_FAILED, OK
+    """A run's exit status by the one rule (run/exitstatus.py): failed tests keep pytest's (1)."""
+    from pytest_slam.cli.exits import FINDING, OK
+    from pytest_slam.run.exitstatus import exit_status
 
-    if tests_failed:
-        return FINDING
-    return GATE_FAILED if gate_failed else OK
+    return exit_status(FINDING if tests_failed else OK, not gate_failed)

@@ -12,13 +12,22 @@ from pytest_slam.run.options import EXIT_GATE_FAILED
 EXIT_OK = 0  # pytest.ExitCode.OK
 
 
+def exit_status(tests_status: int, gate_passed: bool | None) -> int:
+    """The rule: the tests' status when they did not pass, else ``EXIT_GATE_FAILED`` when a
+    configured gate did not pass (``gate_passed`` False; None: no gate), else ``EXIT_OK``. A pytest
+    run, a merge of its shards and ``slam rescore`` all end with it."""
+    if tests_status == EXIT_OK and gate_passed is False:
+        return EXIT_GATE_FAILED
+    return tests_status
+
+
 def gate_failed(result: GateResult | None, exitstatus: int) -> bool:
     """The tests passed and a configured gate did not (failed or incomplete)."""
-    return result is not None and not result.passed and exitstatus == EXIT_OK
+    return gated_exitstatus(result, exitstatus) != exitstatus
 
 
 def gated_exitstatus(result: GateResult | None, exitstatus: int) -> int:
-    return EXIT_GATE_FAILED if gate_failed(result, exitstatus) else exitstatus
+    return exit_status(exitstatus, None if result is None else result.passed)
 
 
 def gate_failed_line(result: GateResult) -> str:

@@ -24,7 +24,7 @@ from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.records import JSON, ModelSpec, Outcome, records, utc_now
 from pytest_slam.run import options
 from pytest_slam.run.accounting import Accounting
-from pytest_slam.run.exitstatus import gate_failed, gate_failed_line
+from pytest_slam.run.exitstatus import gate_failed, gate_failed_line, gated_exitstatus
 from pytest_slam.run.selection import Selection
 from pytest_slam.run.summary import Summary
 from pytest_slam.settings import Settings
@@ -356,7 +356,7 @@ def _report(slam: RunEnd, exitstatus: int) -> int:
     slam.summary.lead(render_table(verdict, width))
     slam.summary.extend(fit_lines(tail, width))
     slam.summary.last_line = final_line(verdict, width)
-    return options.EXIT_GATE_FAILED if failed else exitstatus
+    return gated_exitstatus(result, exitstatus)
 
 
 def drop_older_reports(settings: Settings) -> list[str]:
