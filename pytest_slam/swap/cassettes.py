@@ -5,10 +5,10 @@ Two kinds of traffic could reach a product's cassette during an opted-in test:
 - the plugin's own hops (proxy to candidate, reference, judge, tokenizer): they use the connection
   classes ``http.client`` had before any cassette patched them (upstream.py), so vcrpy never sees them;
 - the product's call to the loopback proxy, when the product's HTTP stack is one vcrpy patches
-  (httpx 1.x, requests, urllib; the openai SDK on httpx2 is not patched). Recorded, it would carry the
-  proxy's random port and run secret, fail to match on the next run ("closest differ in port"), and,
-  replayed, answer the test without the candidate. So each cassette pytest-recording opens gets a
-  ``before_record_request`` that drops requests to this process's proxy, after the product's own
+  (httpx, httpx2: the openai SDK 3.x's, from vcrpy 9.4; requests, urllib). Recorded, it would carry
+  the proxy's random port and run secret, fail to match on the next run ("closest differ in port"),
+  and, replayed, answer the test without the candidate. So each cassette pytest-recording opens gets
+  a ``before_record_request`` that drops requests to this process's proxy, after the product's own
   filters: vcrpy then neither records nor plays them, and the call always reaches the candidate.
 
 Requests to anything else (the product's own services, the hosted API outside opted-in tests) are
