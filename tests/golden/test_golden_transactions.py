@@ -162,6 +162,7 @@ def unwind(pytester: pytest.Pytester, undos: Undos) -> None:
     refuses in one line, and is run again after it)."""
     root = root_of(pytester)
     left = {n for n in undos.named if GoldenStore(root, n).dir.exists()}
+    said: dict[str, str] = {}  # each undo's last refusal, named in a failure
     for _ in range(len(left) + 1):
         for name in sorted(left):
             command = undos.command_for(name)
@@ -177,9 +178,10 @@ def unwind(pytester: pytest.Pytester, undos: Undos) -> None:
             else:
                 assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
                 assert "changed since the promote" in done.stderr, done.stderr
+                said[name] = done.stderr.strip()
         if not left:
             break
-    assert not left, f"baselines that no undo could put back: {sorted(left)}"
+    assert not left, f"baselines that no undo could put back: {sorted(left)}; they said {said}"
 
 
 def assert_back_to(pytester: pytest.Pytester, before: dict[str, bytes]) -> None:
