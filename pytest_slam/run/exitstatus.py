@@ -21,12 +21,8 @@ def exit_status(tests_status: int, gate_passed: bool | None) -> int:
     return tests_status
 
 
-def gate_failed(result: GateResult | None, exitstatus: int) -> bool:
-    """The tests passed and a configured gate did not (failed or incomplete)."""
-    return gated_exitstatus(result, exitstatus) != exitstatus
-
-
 def gated_exitstatus(result: GateResult | None, exitstatus: int) -> int:
+    """``exit_status`` of a run's gate result (None: no gate configured)."""
     return exit_status(exitstatus, None if result is None else result.passed)
 
 

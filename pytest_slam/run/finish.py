@@ -24,7 +24,7 @@ from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.records import JSON, ModelSpec, Outcome, records, utc_now
 from pytest_slam.run import options
 from pytest_slam.run.accounting import Accounting
-from pytest_slam.run.exitstatus import gate_failed, gate_failed_line, gated_exitstatus
+from pytest_slam.run.exitstatus import gate_failed_line, gated_exitstatus
 from pytest_slam.run.selection import Selection
 from pytest_slam.run.summary import Summary
 from pytest_slam.settings import Settings
@@ -344,19 +344,19 @@ def _report(slam: RunEnd, exitstatus: int) -> int:
     clean = _write(slam, verdict, outcomes, exitstatus)
     _step_summary(slam, verdict, diff)
     width = slam.width
-    failed = gate_failed(result, exitstatus)
+    status = gated_exitstatus(result, exitstatus)
     tail = [
         *(format_diff(diff) if diff is not None else []),
         *_autosave(slam, verdict, clean, diff),
         *gate_lines(verdict),
     ]
-    if failed and result is not None:
+    if status != exitstatus and result is not None:
         tail.append(gate_failed_line(result))
     slam.summary.extend(fit_lines(_human_review(slam, verdict), width))
     slam.summary.lead(render_table(verdict, width))
     slam.summary.extend(fit_lines(tail, width))
     slam.summary.last_line = final_line(verdict, width)
-    return gated_exitstatus(result, exitstatus)
+    return status
 
 
 def drop_older_reports(settings: Settings) -> list[str]:

@@ -27,8 +27,11 @@ def test_failed_tests_keep_their_status_and_only_then_the_gate_speaks(
     assert exit_status(tests_status, gate_passed) == expected
 
 
-@pytest.mark.parametrize("gate_failed", [False, True])
-@pytest.mark.parametrize("tests_failed", [False, True])
-def test_rescore_ends_by_the_same_rule(gate_failed: bool, tests_failed: bool) -> None:
-    expected = exit_status(1 if tests_failed else EXIT_OK, not gate_failed)
+@pytest.mark.parametrize(
+    ("gate_failed", "tests_failed", "expected"),
+    [(False, False, EXIT_OK), (True, False, EXIT_GATE_FAILED), (False, True, 1), (True, True, 1)],
+)
+def test_rescore_exits_as_the_rerun_would(
+    gate_failed: bool, tests_failed: bool, expected: int
+) -> None:
     assert rescore._exit_status(gate_failed, tests_failed) == expected
