@@ -93,9 +93,14 @@ def baselines_of(store: GoldenStore) -> list[tuple[str, BaselineMark | None]]:
     return [(name, mark) for _, name, mark in sorted(found, key=lambda f: (f[0], f[1]))]
 
 
+def later_marks(store: GoldenStore, name: str) -> list[BaselineMark]:
+    """The marks of baselines promoted on top of ``name`` and still kept, oldest first."""
+    return [mark for _, mark in baselines_of(store) if mark is not None and name in mark.on_top_of]
+
+
 def later_than(store: GoldenStore, name: str) -> list[str]:
     """Baselines promoted on top of ``name`` and still kept: what to undo before it."""
-    return [n for n, mark in baselines_of(store) if mark is not None and name in mark.on_top_of]
+    return [mark.name for mark in later_marks(store, name)]
 
 
 def free_name(store: GoldenStore, name: str) -> str:

@@ -18,7 +18,14 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from pytest_slam.golden.baselines import entry_digest, later_than, mark_path, read_mark
+from pytest_slam.golden.baselines import (
+    BaselineMark,
+    entry_digest,
+    later_marks,
+    later_than,
+    mark_path,
+    read_mark,
+)
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.golden.journal import held
 from pytest_slam.golden.redact import scrub_answer
@@ -135,9 +142,11 @@ def unpromote(store: GoldenStore, baseline: GoldenStore) -> list[tuple[str, str]
     kept = {m: baseline.load(m).entries for m in modules}
     for module in modules:
         store.load(module)
+    later = later_marks(store, baseline.reference)
     restored = []
     for module, entries in kept.items():
         for key in sorted(entries):
+            _check_not_promoted_again(store, baseline, later, module, key)
             if mark is not None:
                 _check_unchanged(
                     store, baseline, mark.promoted.get(module, {}).get(key), module, key
@@ -151,6 +160,26 @@ def unpromote(store: GoldenStore, baseline: GoldenStore) -> list[tuple[str, str]
     if txn is not None:
         txn.stage(mark_path(baseline), None)
     return restored
+
+
+def _check_not_promoted_again(
+    store: GoldenStore,
+    baseline: GoldenStore,
+    later: list[BaselineMark],
+    module: str,
+    key: str,
+) -> None:
+    """A later promote that wrote the entry too must be undone first, even when it wrote the very
+    text this one did (the same model promoted again): putting this one back would change the
+    entry under the later one's mark, and no undo could give that one's old file back."""
+    again = [m.name for m in later if key in m.promoted.get(module, {})]
+    if again:
+        raise GoldenError(
+            f"{store.path_for(module)}: entry {key} changed since the promote that kept baseline "
+            f"{baseline.reference!r} (the promote that kept {again[-1]!r} wrote it again), so "
+            "putting it back would leave that one nothing exact to undo; nothing was changed. "
+            f"Fix: undo the later promote first (baseline {again[-1]!r}), then this one"
+        )
 
 
 def _check_unchanged(

@@ -59,6 +59,29 @@ def test_question(n):
 WAIT_S = 120  # a bound on one command, never a verdict on speed
 
 
+def test_an_undo_under_a_later_promote_of_the_same_answers_refuses(recorded) -> None:
+    """mini, maxi, then mini again: the first mini's entries hold what it wrote (the third wrote
+    the same text), yet undoing it first would leave the third's undo nothing exact to put back,
+    and the two later baselines could never be undone (the flake of the test above)."""
+    pytester = recorded
+    before, undos = snapshot(pytester), Undos()
+    names = []
+    for model in ("mini", "maxi", "mini"):
+        code, out, err = finish(promote(pytester, model))
+        assert code == 0, err
+        undos.read(out)
+        [name] = set(undos.commands) - set(names)
+        names.append(name)
+    first, _, third = names
+    code, _, err = finish(slam(pytester, "golden", "unpromote", first))
+    assert code == 2 and len(err) == 1, err
+    assert f"(the promote that kept {third!r} wrote it again)" in err[0]
+    assert f"Fix: undo the later promote first (baseline {third!r})" in err[0]
+    assert GoldenStore(root_of(pytester), first).dir.exists()  # refused: nothing written
+    unwind(pytester, undos)
+    assert_back_to(pytester, before)
+
+
 @pytest.fixture
 def recorded(pytester: pytest.Pytester, fake_gpt4: Any) -> Any:
     """A recorded project: goldens of GPT-4 for three modules, and a report with both candidates."""
