@@ -32,13 +32,27 @@ def utc_now() -> str:
 
 _NAMES: dict[type, tuple[str, ...]] = {}
 _KNOWN: dict[type, frozenset[str]] = {}
+_LOCAL = "slam_local"  # field metadata: the field lives in this process only (``local_field``)
+
+
+def local_field() -> Any:
+    """A field that is work already done, kept for a later step of the same process (the golden
+    key a call's swap computed, for its pairing): never written by ``as_dict`` nor read back."""
+    return field(default=None, compare=False, repr=False, metadata={_LOCAL: True})
+
+
+def local_names(cls: Any) -> list[str]:
+    """The fields of a record class that ``local_field`` declared: never written."""
+    return [f.name for f in dataclasses.fields(cls) if f.metadata.get(_LOCAL)]
 
 
 def field_names(cls: type[Record]) -> tuple[str, ...]:
-    """A record class's field names, in order; computed once per class (from_dict runs per call)."""
+    """A record class's written field names, in order; computed once per class (from_dict runs
+    per call)."""
     names = _NAMES.get(cls)
     if names is None:
-        names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+        fields = dataclasses.fields(cls)
+        names = _NAMES[cls] = tuple(f.name for f in fields if not f.metadata.get(_LOCAL))
     return names
 
 
@@ -164,6 +178,9 @@ class Call(Record):
     # (chat.generation_cap); with finish_reason "length" the cap cut the answer (``cut_by_cap``).
     capped: bool = False
     cap: int | None = None
+    # The golden key of ``request``, computed once by the swap when the call was sent and read by
+    # its pairing (golden.keys.request_key; None: not computed). ``key`` is the pair's entry.
+    request_key: str | None = local_field()
 
     @property
     def cut_by_cap(self) -> bool:

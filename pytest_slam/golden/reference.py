@@ -203,6 +203,7 @@ class ReferenceService:
         body: dict[str, JSON],
         selector: str,
         turn: int | None = None,
+        key: str | None = None,
     ) -> GoldenRecord:
         """The golden record for ``body`` as asked by ``test`` as its call ``turn`` (1-based);
         records it if the mode says so.
@@ -212,9 +213,10 @@ class ReferenceService:
         diverged. ``--slm-record=new`` records only a place that has no reference turn of the
         same strict shape yet, so a record run adds no entry per run of a sampling candidate;
         ``all`` records every request anew (the last recorded wins its place). ``selector`` is
-        the node id that runs the test again, for the command a miss names.
+        the node id that runs the test again, for the command a miss names. ``key``: the
+        request's key when the caller has it already (``Call.request_key``).
         """
-        key = request_key(body)
+        key = key or request_key(body)
         rec = self.store.lookup(module, key)
         if rec is not None and not self._wants_record(module, key, rec):
             self.store.mark_used(module, key, test, turn)
@@ -241,7 +243,9 @@ class ReferenceService:
         placed = self.store.at_place(module, test, turn)
         return reference_turn(placed, test, turn, body, lenient=self.mode == "none")
 
-    def reference_first(self, ctx: CallerContext, body: dict[str, JSON]) -> int | None:
+    def reference_first(
+        self, ctx: CallerContext, body: dict[str, JSON], key: str | None = None
+    ) -> int | None:
         """The reference's answer length for a candidate call's cap (``completion_tokens``); in a
         record run, a request with no golden answer yet is recorded first, before the candidate is
         asked, so the candidate's cap comes from the reference's answer and not the fallback.
@@ -249,16 +253,17 @@ class ReferenceService:
         A recording that fails here is not asked again in this run: the pairing step says why.
         """
         if self.mode != "none" and not any(body.get(key) is not None for key in LIMIT_KEYS):
-            where = (ctx.module, request_key(body))
+            key = key or request_key(body)
+            where = (ctx.module, key)
             if where not in self.failed_first:
                 try:
-                    self.answer(ctx.module, ctx.test, body, ctx.nodeid)
+                    self.answer(ctx.module, ctx.test, body, ctx.nodeid, key=key)
                 except (ReferenceFailed, GoldenError, ValueError) as exc:
                     self.failed_first[where] = exc
-        return self.completion_tokens(ctx.module, body)
+        return self.completion_tokens(ctx.module, body, key)
 
     def miss_before(
-        self, ctx: CallerContext, body: dict[str, JSON], turn: int
+        self, ctx: CallerContext, body: dict[str, JSON], turn: int, key: str | None = None
     ) -> tuple[str, str] | None:
         """In replay, ``(key, message)`` when ``body`` has no golden answer at call ``turn`` of the
         test, found before the candidate is asked (the lookup needs only the request); None when
@@ -266,7 +271,7 @@ class ReferenceService:
         if self.mode != "none":
             return None
         try:
-            key = request_key(body)
+            key = key or request_key(body)
             rec = self.store.lookup(ctx.module, key)
             if rec is not None and rec.answers:
                 return None
@@ -276,7 +281,9 @@ class ReferenceService:
             return None
         return key, self._missing_message(ctx.module, key, ctx.nodeid, turn)
 
-    def completion_tokens(self, module: str, body: dict[str, JSON]) -> int | None:
+    def completion_tokens(
+        self, module: str, body: dict[str, JSON], key: str | None = None
+    ) -> int | None:
         """The completion length of the recorded answer to ``body`` (for the generation cap), or
         None: not recorded, no count, or an unreadable file (the pairing step says that one).
 
@@ -286,7 +293,7 @@ class ReferenceService:
         if any(body.get(key) is not None for key in LIMIT_KEYS):
             return None
         try:
-            rec = self.store.lookup(module, request_key(body))
+            rec = self.store.lookup(module, key or request_key(body))
         except (GoldenError, ValueError):
             return None
         tokens = [a.completion_tokens for a in rec.answers] if rec is not None else []

@@ -7,11 +7,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_slam.records import JSON, Outcome, Record
+from pytest_slam import records
+from pytest_slam.records import JSON, Outcome, Record, local_names
 from pytest_slam.report.aggregate import ModelRow, PerTestRow, RunInfo
 from pytest_slam.report.gate_result import GateResult
 from pytest_slam.report.visits import Visits
@@ -61,6 +63,10 @@ def schema() -> dict[str, JSON]:
     generated: dict[str, JSON] = TypeAdapter(ReportDocument).json_schema()
     for name, keys in DERIVED.items():
         generated["$defs"][name]["properties"].update(keys)
+    for name, definition in generated["$defs"].items():  # kept in the process, never written
+        kind = getattr(records, name, None)
+        for key in local_names(kind) if dataclasses.is_dataclass(kind) else ():
+            definition["properties"].pop(key)
     return {"$schema": DIALECT, **generated}
 
 

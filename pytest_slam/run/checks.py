@@ -204,7 +204,9 @@ class Checker:
         store = self.reference.store
         key = _key(call)
         try:
-            rec = self.reference.answer(ctx.module, ctx.test, call.request, ctx.nodeid, index + 1)
+            rec = self.reference.answer(
+                ctx.module, ctx.test, call.request, ctx.nodeid, index + 1, key=key
+            )
         except (MissingGolden, GoldenError, ReferenceFailed) as exc:
             verdict.pairs.append(
                 Pair(index, key, str(store.path_for(ctx.module)), None, missing=True)
@@ -662,9 +664,12 @@ def wants_reference(item: pytest.Item) -> bool:
 
 
 def _key(call: Call) -> str:
-    from pytest_slam.golden.keys import request_key
+    """The call's golden key: the one its swap computed, else computed now."""
+    if call.request_key is None:
+        from pytest_slam.golden.keys import request_key
 
-    return request_key(call.request)
+        call.request_key = request_key(call.request)
+    return call.request_key
 
 
 Choice = tuple[str, "list[dict[str, JSON]] | None"]  # (text, tool calls) of one choice

@@ -209,6 +209,7 @@ class SlamSession:
         )
 
     def _start_reference(self, router: SwapRouter, spec: ModelSpec) -> None:
+        from pytest_slam.golden.keys import request_key
         from pytest_slam.golden.reference import ReferenceService
         from pytest_slam.golden.store import GoldenStore
 
@@ -225,6 +226,7 @@ class SlamSession:
         router.reference = reference.chat
         router.reference_tokens = reference.reference_first  # reference first
         router.golden_miss = reference.miss_before  # a replay miss, before the candidate's call
+        router.golden_key = request_key  # computed once a call, for the two above and the pairing
         if self.config.option.slm_models:  # so the printed record command selects the same models
             reference.record_args = f"--slm-models={self.config.option.slm_models}"
 

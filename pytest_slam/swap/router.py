@@ -37,10 +37,14 @@ from pytest_slam.swap.upstream import JSONObject
 ReferenceChat = Callable[["TestContext | None", JSONObject, "Relay | None"], ChatResult]
 # The reference's recorded completion tokens for a request (its golden answer), or None; in a
 # record run it records the reference's answer first (ReferenceService.reference_first).
-ReferenceTokens = Callable[["TestContext", JSONObject], "int | None"]
+# Each golden step gets the request's golden key too (None: not computed, it computes it).
+ReferenceTokens = Callable[["TestContext", JSONObject, "str | None"], "int | None"]
 # In replay, (key, message) when a request has no golden answer at call ``turn`` of the test, else
 # None (ReferenceService.miss_before): such a call is refused before the candidate is asked.
-GoldenMiss = Callable[["TestContext", JSONObject, int], "tuple[str, str] | None"]
+GoldenMiss = Callable[["TestContext", JSONObject, int, "str | None"], "tuple[str, str] | None"]
+# A request's golden key (golden.keys.request_key): computed once per candidate call, handed to the
+# golden steps above and kept on the call's record for its pairing (``Call.request_key``).
+GoldenKey = Callable[[JSONObject], str]
 SETTLE_S = 0.5  # at a test's end, how long a call still in flight may take to end on its own
 
 
@@ -103,9 +107,9 @@ class TestContext:
         with self.lock:
             (self.calls if call.role == "candidate" else self.reference_calls).append(call)
 
-    def begin(self, target: Target, body: JSONObject) -> Flight:
+    def begin(self, target: Target, body: JSONObject, key: str | None = None) -> Flight:
         """A candidate call is sent: in flight until ``end``, or until the test's end."""
-        call = new_call(target, body)
+        call = new_call(target, body, request_key=key)
         flight = Flight(call, time.perf_counter())
         with self.lock:
             self.flights.append(flight)
@@ -117,6 +121,8 @@ class TestContext:
             if flight.abandoned:
                 return
             self.flights.remove(flight)
+            if call.request_key is None:  # the answer's record is forward_chat's own
+                call.request_key = flight.call.request_key
             self.calls.append(call)
             self._ended.notify_all()
 
@@ -158,6 +164,7 @@ class SwapRouter:
         self.meter: Meter | None = None
         self.reference_tokens: ReferenceTokens | None = None  # for the generation cap
         self.golden_miss: GoldenMiss | None = None  # replay: a miss is found before the call
+        self.golden_key: GoldenKey | None = None  # set with the two above: a paired run's key
         # starts the run's engines (once), called by a test's first model call: a test that makes
         # none (or only embeddings calls) starts no engine
         self.starter: Callable[[], None] | None = None
@@ -244,7 +251,8 @@ class SwapRouter:
                 raise RouteError(404, "pytest-slam: no reference model is configured")
             return self.reference(ctx, body, relay)
         target = self.target(route)
-        tokens = self.reference_length(ctx, target, body)
+        key = self._golden_key(ctx, target, body)
+        tokens = self.reference_length(ctx, target, body, key)
         cap = None
         if target.role == "candidate":
             cap = generation_cap(body, target.spec, tokens, self.cap_factor, self.cap_margin)
@@ -252,8 +260,8 @@ class SwapRouter:
         # (a client kept from that model's test) is answered, never counted for this one.
         own = ctx is not None and target.role == "candidate" and target.spec.name == ctx.model.name
         if ctx is not None and own:
-            self._refuse_a_miss(ctx, body)
-        flight = ctx.begin(target, body) if ctx is not None and own else None
+            self._refuse_a_miss(ctx, body, key)
+        flight = ctx.begin(target, body, key) if ctx is not None and own else None
         if ctx is not None and not own:
             with ctx.lock:
                 ctx.elsewhere += 1
@@ -279,14 +287,24 @@ class SwapRouter:
             ctx.end(flight, result.call)
         return result
 
-    def _refuse_a_miss(self, ctx: TestContext, body: JSONObject) -> None:
+    def _golden_key(self, ctx: TestContext | None, target: Target, body: JSONObject) -> str | None:
+        """The request's golden key, once, for a candidate call of a test; None where no golden
+        step runs, or for a request it cannot key (each step then says why, as without it)."""
+        if self.golden_key is None or ctx is None or target.role != "candidate":
+            return None
+        try:
+            return self.golden_key(body)
+        except ValueError:
+            return None
+
+    def _refuse_a_miss(self, ctx: TestContext, body: JSONObject, key: str | None = None) -> None:
         """In replay, a request with no golden answer cannot be compared, whatever the candidate
         answers: refused now (404 with the command that records it), the candidate never asked."""
         if self.golden_miss is None or not ctx.paired:
             return
         with ctx.lock:
             turn = len(ctx.calls) + len(ctx.flights) + 1
-        miss = self.golden_miss(ctx, body, turn)
+        miss = self.golden_miss(ctx, body, turn, key)
         if miss is None:
             return
         with ctx.lock:
@@ -294,13 +312,13 @@ class SwapRouter:
         raise RouteError(404, f"pytest-slam: {miss[1]}")
 
     def reference_length(
-        self, ctx: TestContext | None, target: Target, body: JSONObject
+        self, ctx: TestContext | None, target: Target, body: JSONObject, key: str | None = None
     ) -> int | None:
         """The reference's completion tokens for this request, the base of a candidate call's
         generation cap (chat.generation_cap), or None (no golden answer, not a candidate call)."""
         if target.role != "candidate" or ctx is None or self.reference_tokens is None:
             return None
-        return self.reference_tokens(ctx, body)
+        return self.reference_tokens(ctx, body, key)
 
     def embeddings(
         self, route: str, body: JSONObject, headers: list[tuple[str, str]]

@@ -307,3 +307,32 @@ def test_the_bypass_for_the_plugins_own_calls_keeps_the_socket(swap: Swap) -> No
     with redirect.bypass(), swap.client(max_retries=0) as client:
         assert _ask(client, stream=False)[0] == ANSWER
     assert swap.proxy.sockets == 1
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_a_calls_golden_key_is_computed_once_and_kept_on_its_record(
+    swap: Swap, stream: bool
+) -> None:
+    """The golden steps before the call (the cap's reference length, the replay miss) and the
+    pairing after it share one key, computed once when the call is sent; it stays in this
+    process (never in a report or on an xdist report)."""
+    from pytest_slam.golden.keys import request_key
+
+    keyed: list[str] = []
+    handed: list[tuple[str, str | None]] = []
+
+    def golden_key(body: dict[str, object]) -> str:
+        keyed.append(request_key(body))
+        return keyed[-1]
+
+    swap.router.golden_key = golden_key
+    swap.router.reference_tokens = lambda ctx, body, key: handed.append(("cap", key))
+    swap.router.golden_miss = lambda ctx, body, turn, key: handed.append(("miss", key))
+    with swap.client(max_retries=0) as client:
+        text, _ = _ask(client, stream)
+    assert text == ANSWER
+    [call] = swap.ctx.calls
+    assert keyed == [request_key(call.request)]  # once, from the request as recorded
+    assert handed == [("cap", keyed[0]), ("miss", keyed[0])]
+    assert call.request_key == keyed[0]
+    assert "request_key" not in call.as_dict()
