@@ -149,8 +149,15 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    report = yield
-    item.config.stash[STASH].annotate(item, report)
+    slam = item.config.stash[STASH]
+    product_exception = slam.shorten(item, call)
+    try:
+        report = yield
+    finally:
+        if product_exception is not None:  # pytest_exception_interact (--pdb) gets the real one
+            call.excinfo = product_exception
+    crash = product_exception.exconly(tryshort=True) if product_exception is not None else None
+    slam.annotate(item, report, crash)
     return report
 
 

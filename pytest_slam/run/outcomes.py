@@ -60,8 +60,11 @@ def build_outcome(
     report: pytest.TestReport,
     ctx: TestContext | None,
     verdict: TestVerdict | None,
+    crash: str | None = None,
 ) -> OutcomeDict:
-    """The test's Outcome as plain data: it rides on the report across xdist."""
+    """The test's Outcome as plain data: it rides on the report across xdist. ``crash``: the
+    product's own exception as pytest words it (``ExceptionInfo.exconly``), when the report holds
+    the one-line failure instead (``shortened``)."""
     from pytest_slam.swap.egress import seen_by
 
     model = _model(item)
@@ -99,7 +102,7 @@ def build_outcome(
         else:
             outcome.outcome = NOT_SWAPPED
             outcome.message = not_swapped_message(item.nodeid, model, outcome.egress, elsewhere)
-    crash = failure_line(report)
+    crash = failure_line(report) if crash is None else _first_line(crash)
     if crash and crash not in (outcome.message or ""):
         outcome.message = f"{outcome.message}\n{crash}" if outcome.message else crash
     cut = cut_message(ctx)
@@ -121,6 +124,10 @@ def failure_line(report: pytest.TestReport) -> str | None:
     else:
         crash = getattr(longrepr, "reprcrash", None)
         text = str(crash.message) if crash is not None else str(longrepr)
+    return _first_line(text)
+
+
+def _first_line(text: str) -> str | None:
     line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     if not line or line.startswith(("pytest-slam", "Failed: pytest-slam")):
         return None
@@ -275,13 +282,39 @@ _FIXES = {
 }
 
 
-def one_line_failure(ctx: TestContext | None, report: pytest.TestReport) -> str | None:
+def shortened(
+    item: pytest.Item, ctx: TestContext | None, call: pytest.CallInfo[None]
+) -> pytest.ExceptionInfo[BaseException] | None:
+    """Before pytest builds a failed call's report: when the failure is one ``one_line_failure``
+    words, ``call.excinfo`` becomes that line as a ``pytest.fail`` without a traceback, and the
+    product's own exception is returned, for the caller to put back once the report is built.
+
+    The report shows that line anyway; building it from the product's exception first meant
+    formatting a traceback through the OpenAI SDK (parsing its source, about 0.15 s a test), for a
+    run of 2,000 missing golden answers minutes. An xfail keeps its exception (``raises=``).
+    """
+    excinfo = call.excinfo
+    if call.when != "call" or excinfo is None or excinfo.errisinstance(pytest.skip.Exception):
+        return None
+    if item.get_closest_marker("xfail") is not None:
+        return None
+    line = one_line_failure(ctx, failed=True)
+    if line is None:
+        return None
+    try:
+        raise pytest.fail.Exception(line, pytrace=False)
+    except pytest.fail.Exception:
+        call.excinfo = pytest.ExceptionInfo.from_current()
+    return excinfo
+
+
+def one_line_failure(ctx: TestContext | None, failed: bool) -> str | None:
     """A candidate that could not answer fails its tests with one readable line, not a traceback.
 
     Only server-side failures (``Call.error_kind``) are shortened: an HTTP error status is the
     product's to handle, so the test's own traceback says what the product did with it.
     """
-    if ctx is None or not report.failed:
+    if ctx is None or not failed:
         return None
     if ctx.engine_error:  # its first call started the engines, and this model's did not start
         return ctx.engine_error

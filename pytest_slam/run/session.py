@@ -458,8 +458,22 @@ class SlamSession:
             self.config.hook.pytest_slam_pair_scored(item=item, model=ctx.model.name, pair=pair)
         return verdict
 
-    def annotate(self, item: pytest.Item, report: pytest.TestReport) -> None:
-        """Attach this test's Outcome to its report: reports are what xdist carries home."""
+    def shorten(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> pytest.ExceptionInfo[BaseException] | None:
+        """Before a swapped test's failed call is reported: its one-line failure in place of the
+        product's exception, which is returned to be put back (outcomes.shortened)."""
+        if call.excinfo is None or not self.is_swapped(item):
+            return None
+        from pytest_slam.run.outcomes import shortened
+
+        return shortened(item, item.stash.get(CTX, None), call)
+
+    def annotate(
+        self, item: pytest.Item, report: pytest.TestReport, crash: str | None = None
+    ) -> None:
+        """Attach this test's Outcome to its report: reports are what xdist carries home.
+        ``crash``: the product's exception, when ``shorten`` put the one-line failure in its place."""
         if not self.is_swapped(item) or (report.when != "call" and report.passed):
             return
         if report.when == "teardown" and not report.failed:
@@ -468,11 +482,11 @@ class SlamSession:
         from pytest_slam.run.outcomes import build_outcome, cut_message, one_line_failure
 
         ctx = item.stash.get(CTX, None)
-        outcome = build_outcome(item, report, ctx, item.stash.get(VERDICT, None))
+        outcome = build_outcome(item, report, ctx, item.stash.get(VERDICT, None), crash)
         # An extra attribute, as pytest's own ``TestReport(**extra)`` sets them: xdist ships it.
         vars(report)["slam"] = outcome
         attach_junit_properties(item, report, outcome)
-        line = one_line_failure(ctx, report)
+        line = one_line_failure(ctx, report.failed)
         if line:
             report.longrepr = line
         cut = cut_message(ctx)

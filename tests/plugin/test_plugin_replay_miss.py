@@ -82,3 +82,39 @@ def test_a_test_without_golden_pairing_is_not_refused(
         asked = len(mini.requests)
     result.assert_outcomes(passed=1)
     assert asked == 1
+
+
+PDB_SEES = """
+import json
+
+
+def pytest_exception_interact(node, call, report):
+    # What --pdb would debug, and what the report says: written for the test to read.
+    with open("interact.json", "w") as fh:
+        json.dump({"exception": type(call.excinfo.value).__name__,
+                   "longrepr": str(report.longrepr)}, fh)
+"""
+
+
+def test_a_miss_is_reported_in_its_one_line_and_debuggers_still_get_the_products_exception(
+    pytester: pytest.Pytester, fake_gpt4: FakeOpenAI
+) -> None:
+    """The one-line failure is what pytest reports, built without formatting the product's
+    traceback through the SDK (outcomes.shortened); the product's own exception is put back for
+    the hooks that come after the report (``--pdb``), and its line stays in the outcome."""
+    pytester.makepyfile(test_refund=ASKS)
+    pytester.makeconftest(PDB_SEES)
+    with FakeOpenAI("mini's answer") as mini:
+        pytester.makefile(
+            ".toml",
+            pyproject=MINI_PYPROJECT.format(reference=fake_gpt4.base_url, candidate=mini.base_url),
+        )
+        result = pytester.runpytest("-p", "no:cacheprovider", "--slm-report=r.json")
+    result.assert_outcomes(failed=1)
+    seen = json.loads((pytester.path / "interact.json").read_text(encoding="utf-8"))
+    assert seen["exception"] == "NotFoundError"  # the product's, not the one-line stand-in
+    assert seen["longrepr"].startswith("pytest-slam: call 1: no golden answer of reference")
+    assert "\n" not in seen["longrepr"]
+    assert "completions.py" not in result.stdout.str()  # no SDK frame was shown
+    (outcome,) = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["outcomes"]
+    assert "openai.NotFoundError: Error code: 404" in outcome["message"]
