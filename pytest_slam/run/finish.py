@@ -225,7 +225,7 @@ def _prune(slam: RunEnd, store: GoldenStore, stale: list[tuple[str, str]]) -> li
     """``--slm-prune``: remove the stale entries, each kept in a trash file first; say how to undo."""
     from pytest_slam.golden.trash import Trash
 
-    listed = _stale_lines(slam, store, stale)[1:]
+    listed = _stale_lines(slam, store, stale, more="the trash file holds them all")[1:]
     trash = Trash(store.root, store.reference)
     removed = store.prune(stale, trash.add)
     undo = f"; undo with `slam golden restore {_shown(slam, trash.path)}`" if trash.path else ""
@@ -273,7 +273,17 @@ def _visits(slam: RunEnd, exitstatus: int) -> Visits:
     return shard_visits(payloads, visited, covered, partial, slam.selection.node_ids, exitstatus)
 
 
-def _stale_lines(slam: RunEnd, store: GoldenStore, stale: list[tuple[str, str]]) -> list[str]:
+STALE_SHOWN = 20  # stale entries named in the summary; the rest are counted
+
+
+def _stale_lines(
+    slam: RunEnd,
+    store: GoldenStore,
+    stale: list[tuple[str, str]],
+    more: str = "`slam golden prune --dry-run` lists them all",
+) -> list[str]:
+    """The summary's stale entries: the first ``STALE_SHOWN`` by name, with the tests they were
+    recorded for (each read from its file), then how many more and where to see them."""
     if not stale:
         return []
     one = len(stale) == 1
@@ -281,10 +291,12 @@ def _stale_lines(slam: RunEnd, store: GoldenStore, stale: list[tuple[str, str]])
         f"{len(stale)} stale golden entr{'y' if one else 'ies'} (no test asked for "
         f"{'it' if one else 'them'}); remove with --slm-prune or `slam golden prune`:"
     ]
-    for module, key in stale:
+    for module, key in stale[:STALE_SHOWN]:
         rec = store.lookup(module, key)
         was = f" (recorded for {', '.join(rec.tests)})" if rec is not None and rec.tests else ""
         lines.append(f"  {_shown(slam, store.path_for(module))} {key}{was}")
+    if len(stale) > STALE_SHOWN:
+        lines.append(f"  ... and {len(stale) - STALE_SHOWN} more ({more})")
     return lines
 
 

@@ -20,7 +20,13 @@ from pytest_slam.golden.store import GoldenStore
 from pytest_slam.records import ModelSpec
 from pytest_slam.run import hookspecs
 from pytest_slam.run.accounting import Accounting
-from pytest_slam.run.finish import RunEnd, SessionFacts, drop_older_reports, finish
+from pytest_slam.run.finish import (
+    STALE_SHOWN,
+    RunEnd,
+    SessionFacts,
+    drop_older_reports,
+    finish,
+)
 from pytest_slam.run.options import EXIT_GATE_FAILED
 from pytest_slam.run.selection import Selection, not_enabled_line
 from pytest_slam.run.summary import Summary
@@ -215,6 +221,39 @@ def test_a_complete_run_names_the_entry_no_test_asked_for(tmp_path: Path) -> Non
     )
     written = json.loads(stale_report_path(store.root).read_text())
     assert written["entries"] == [[MODULE, gone]]
+
+
+def test_many_stale_entries_are_counted_past_the_first_twenty_and_all_are_kept(
+    tmp_path: Path,
+) -> None:
+    """The summary names the first STALE_SHOWN stale entries (each read from its file) and counts
+    the rest; the stale report `slam golden prune` reads still holds every one."""
+    store = GoldenStore(tmp_path / "__slam__", "openai:gpt-4")
+    for n in range(25):
+        store.record(MODULE, rec(f"question {n}"), f"{MODULE}::test_gone_{n}")
+    store.flush()
+    store = GoldenStore(tmp_path / "__slam__", "openai:gpt-4")
+    sel = selection(tmp_path)
+    sel.cover([f"{MODULE}::test_a[mini]"])
+    acc = Accounting("serial", finished={f"{MODULE}::test_a[mini]"})
+    end = run_end(
+        tmp_path,
+        Settings(),
+        selection=sel,
+        accounting=acc,
+        store=store,
+        session=SessionFacts(collected=1),
+    )
+    assert finish(end, 0) == 0
+    lines = end.summary.lines
+    assert lines[0].startswith("25 stale golden entries (no test asked for them)")
+    named = lines[1 : 1 + STALE_SHOWN]
+    assert all(f"(recorded for {MODULE}::test_gone_" in line for line in named)
+    assert lines[1 + STALE_SHOWN] == (
+        "  ... and 5 more (`slam golden prune --dry-run` lists them all)"
+    )
+    written = json.loads(stale_report_path(store.root).read_text())
+    assert len(written["entries"]) == 25
 
 
 def test_prune_removes_the_stale_entry_and_says_how_to_undo(tmp_path: Path) -> None:
