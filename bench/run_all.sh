@@ -11,6 +11,7 @@ run overhead bench_overhead.py
 run overhead_1000 bench_overhead.py --cases 1000 --base 200 --repeats 5
 run profile_run profile_run.py
 run size bench_size.py --pairs 5 --record-repeats 3
+run misses bench_misses.py
 run scaling bench_scaling.py
 run golden bench_golden.py
 run golden_merge bench_golden_merge.py
