@@ -198,20 +198,26 @@ def goldens(tmp_path: Path) -> GoldenStore:
     return GoldenStore(tmp_path / "__slam__", "openai:gpt-4")
 
 
-def test_a_complete_run_names_the_entry_no_test_asked_for(tmp_path: Path) -> None:
-    store = goldens(tmp_path)
-    store.mark_used(MODULE, rec("asked").key, f"{MODULE}::test_a[mini]")
+def complete_run(tmp_path: Path, store: GoldenStore, prune: bool = False) -> RunEnd:
+    """The end of a run that collected and finished one test of MODULE, ``test_a[mini]``."""
     sel = selection(tmp_path)
     sel.cover([f"{MODULE}::test_a[mini]"])
     acc = Accounting("serial", finished={f"{MODULE}::test_a[mini]"})
-    end = run_end(
+    return run_end(
         tmp_path,
         Settings(),
         selection=sel,
         accounting=acc,
         store=store,
         session=SessionFacts(collected=1),
+        prune=prune,
     )
+
+
+def test_a_complete_run_names_the_entry_no_test_asked_for(tmp_path: Path) -> None:
+    store = goldens(tmp_path)
+    store.mark_used(MODULE, rec("asked").key, f"{MODULE}::test_a[mini]")
+    end = complete_run(tmp_path, store)
     assert finish(end, 0) == 0
     assert end.summary.lines[0].startswith("1 stale golden entry (no test asked for it)")
     gone = rec("no longer asked").key
@@ -233,17 +239,7 @@ def test_many_stale_entries_are_counted_past_the_first_twenty_and_all_are_kept(
         store.record(MODULE, rec(f"question {n}"), f"{MODULE}::test_gone_{n}")
     store.flush()
     store = GoldenStore(tmp_path / "__slam__", "openai:gpt-4")
-    sel = selection(tmp_path)
-    sel.cover([f"{MODULE}::test_a[mini]"])
-    acc = Accounting("serial", finished={f"{MODULE}::test_a[mini]"})
-    end = run_end(
-        tmp_path,
-        Settings(),
-        selection=sel,
-        accounting=acc,
-        store=store,
-        session=SessionFacts(collected=1),
-    )
+    end = complete_run(tmp_path, store)
     assert finish(end, 0) == 0
     lines = end.summary.lines
     assert lines[0].startswith("25 stale golden entries (no test asked for them)")
@@ -259,18 +255,7 @@ def test_many_stale_entries_are_counted_past_the_first_twenty_and_all_are_kept(
 def test_prune_removes_the_stale_entry_and_says_how_to_undo(tmp_path: Path) -> None:
     store = goldens(tmp_path)
     store.mark_used(MODULE, rec("asked").key, f"{MODULE}::test_a[mini]")
-    sel = selection(tmp_path)
-    sel.cover([f"{MODULE}::test_a[mini]"])
-    acc = Accounting("serial", finished={f"{MODULE}::test_a[mini]"})
-    end = run_end(
-        tmp_path,
-        Settings(),
-        selection=sel,
-        accounting=acc,
-        store=store,
-        session=SessionFacts(collected=1),
-        prune=True,
-    )
+    end = complete_run(tmp_path, store, prune=True)
     finish(end, 0)
     assert end.summary.lines[0].startswith(
         "pruned 1 stale golden entry; undo with `slam golden restore"
