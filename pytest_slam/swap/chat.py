@@ -380,53 +380,37 @@ def forward_chat(
         call.endpoint = url  # the replica that takes it (another when this one refuses)
         return upstream.post(url, "/chat/completions", sent, target.api_key, wait)
 
+    def where() -> str:  # the replica last tried, once the call failed
+        return f"model {target.spec.name!r} at {call.endpoint}"
+
     try:
         resp = send(target.replicas, target.base_url, post)[1]
     except upstream.UpstreamTimeout:
         if deadline is not None and time.perf_counter() >= deadline:
             return _gave_up(call, start, limit)
-        call.error = (
-            f"model {target.spec.name!r} at {call.endpoint} sent no answer within "
-            f"{timeout:g} s (its timeout_s)"
-        )
-        call.error_kind = "timeout"
-        call.e2e_ms = (time.perf_counter() - start) * 1000.0
-        return ChatResult(call, status=504)
+        said = f"sent no answer within {timeout:g} s (its timeout_s)"
+        return _failed(call, start, "timeout", f"{where()} {said}", 504)
     except upstream.UpstreamUnreachable as exc:
-        call.error = f"model {target.spec.name!r} at {call.endpoint} is unreachable ({exc})"
-        call.error_kind = "unreachable"
-        call.e2e_ms = (time.perf_counter() - start) * 1000.0
-        return ChatResult(call, status=502)
+        return _failed(call, start, "unreachable", f"{where()} is unreachable ({exc})", 502)
     if resp.status != 200:
         payload = resp.read()
-        call.error = upstream.error_message(resp.status, payload)
-        call.error_kind = "http"
-        call.e2e_ms = (time.perf_counter() - start) * 1000.0
-        return ChatResult(
-            call,
-            status=resp.status,
-            error_body=payload,
-            retry_after=resp.headers.get("retry-after"),
-        )
+        error = upstream.error_message(resp.status, payload)
+        retry_after = resp.headers.get("retry-after")
+        return _failed(call, start, "http", error, resp.status, payload, retry_after)
     try:
         acc = _consume(resp, start, relay, _wants_usage(body), timeout, deadline)
     except CandidateFault as exc:
-        if deadline is not None and time.perf_counter() >= deadline:  # a stall past it
-            resp.abandon()
-            return _gave_up(call, start, limit)
-        call.error = f"model {target.spec.name!r} at {call.endpoint}: {exc}"
-        call.error_kind = "fault"
-        call.e2e_ms = (time.perf_counter() - start) * 1000.0
         resp.abandon()  # the rest of this answer cannot be trusted, nor its connection reused
-        return ChatResult(call, status=502)
+        if deadline is not None and time.perf_counter() >= deadline:  # a stall past it
+            return _gave_up(call, start, limit)
+        return _failed(call, start, "fault", f"{where()}: {exc}", 502)
     except CallerGaveUp:
         resp.abandon()
         return _gave_up(call, start, limit)
     except CallerStopped:
         resp.abandon()
         caller_left(call, stopped=True)
-        call.e2e_ms = (time.perf_counter() - start) * 1000.0
-        return ChatResult(call, status=499)
+        return _ended(call, start, 499)
     except BaseException:  # the caller hung up mid-stream, or an interrupt: stop reading here
         resp.abandon()
         raise
@@ -452,13 +436,39 @@ def caller_left(call: Call, timeout_s: float | None = None, stopped: bool = Fals
     call.error_kind = "timeout"
 
 
+def _failed(
+    call: Call,
+    start: float,
+    kind: str,
+    error: str,
+    status: int,
+    error_body: bytes | None = None,
+    retry_after: str | None = None,
+) -> ChatResult:
+    """The one way forward_chat records a call that got no answer: its one-line ``error``, the
+    kind of failure (``ERROR_KINDS``), the time it took, and what the product is answered."""
+    call.error, call.error_kind = error, kind
+    return _ended(call, start, status, error_body, retry_after)
+
+
+def _ended(
+    call: Call,
+    start: float,
+    status: int,
+    error_body: bytes | None = None,
+    retry_after: str | None = None,
+) -> ChatResult:
+    """A failed call whose error is said: the time it took, and the product's answer."""
+    call.e2e_ms = (time.perf_counter() - start) * 1000.0
+    return ChatResult(call, status=status, error_body=error_body, retry_after=retry_after)
+
+
 def _gave_up(call: Call, start: float, limit: Deadline | None) -> ChatResult:
     """The caller's deadline ended the call in its own thread (proxy.answer_local)."""
     if limit is not None:
         limit.passed = True
     caller_left(call, limit.timeout_s if limit is not None else None)
-    call.e2e_ms = (time.perf_counter() - start) * 1000.0
-    return ChatResult(call, status=504)
+    return _ended(call, start, 504)
 
 
 def _wants_usage(body: JSONObject) -> bool:
