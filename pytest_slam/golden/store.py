@@ -105,10 +105,8 @@ def is_test_module(module: object) -> bool:
 
 
 @functools.lru_cache(maxsize=1024)
-@functools.lru_cache(maxsize=1024)
 def normalize_module(module: str) -> str:
-    """The one spelling of a module used as a dictionary key (posix, relative); cached, as every
-    golden lookup spells its module."""
+    """The one spelling of a module used as a dictionary key (posix, relative)."""
     module_relpath(module)
     return str(PurePosixPath(str(module).replace("\\", "/")))
 
