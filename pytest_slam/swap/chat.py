@@ -389,28 +389,28 @@ def forward_chat(
         if deadline is not None and time.perf_counter() >= deadline:
             return _gave_up(call, start, limit)
         said = f"sent no answer within {timeout:g} s (its timeout_s)"
-        return _failed(call, start, "timeout", f"{where()} {said}", 504)
+        return _failed(call, start, 504, "timeout", f"{where()} {said}")
     except upstream.UpstreamUnreachable as exc:
-        return _failed(call, start, "unreachable", f"{where()} is unreachable ({exc})", 502)
+        return _failed(call, start, 502, "unreachable", f"{where()} is unreachable ({exc})")
     if resp.status != 200:
         payload = resp.read()
         error = upstream.error_message(resp.status, payload)
         retry_after = resp.headers.get("retry-after")
-        return _failed(call, start, "http", error, resp.status, payload, retry_after)
+        return _failed(call, start, resp.status, "http", error, payload, retry_after)
     try:
         acc = _consume(resp, start, relay, _wants_usage(body), timeout, deadline)
     except CandidateFault as exc:
         resp.abandon()  # the rest of this answer cannot be trusted, nor its connection reused
         if deadline is not None and time.perf_counter() >= deadline:  # a stall past it
             return _gave_up(call, start, limit)
-        return _failed(call, start, "fault", f"{where()}: {exc}", 502)
+        return _failed(call, start, 502, "fault", f"{where()}: {exc}")
     except CallerGaveUp:
         resp.abandon()
         return _gave_up(call, start, limit)
     except CallerStopped:
         resp.abandon()
         caller_left(call, stopped=True)
-        return _ended(call, start, 499)
+        return _failed(call, start, 499)
     except BaseException:  # the caller hung up mid-stream, or an interrupt: stop reading here
         resp.abandon()
         raise
@@ -439,26 +439,17 @@ def caller_left(call: Call, timeout_s: float | None = None, stopped: bool = Fals
 def _failed(
     call: Call,
     start: float,
-    kind: str,
-    error: str,
     status: int,
+    kind: str | None = None,
+    error: str | None = None,
     error_body: bytes | None = None,
     retry_after: str | None = None,
 ) -> ChatResult:
-    """The one way forward_chat records a call that got no answer: its one-line ``error``, the
-    kind of failure (``ERROR_KINDS``), the time it took, and what the product is answered."""
-    call.error, call.error_kind = error, kind
-    return _ended(call, start, status, error_body, retry_after)
-
-
-def _ended(
-    call: Call,
-    start: float,
-    status: int,
-    error_body: bytes | None = None,
-    retry_after: str | None = None,
-) -> ChatResult:
-    """A failed call whose error is said: the time it took, and the product's answer."""
+    """The one way forward_chat ends a call that got no answer: its one-line ``error`` and the
+    kind of failure (``ERROR_KINDS``; none given when ``caller_left`` said them), the time it
+    took, and what the product is answered."""
+    if error is not None:
+        call.error, call.error_kind = error, kind
     call.e2e_ms = (time.perf_counter() - start) * 1000.0
     return ChatResult(call, status=status, error_body=error_body, retry_after=retry_after)
 
@@ -468,7 +459,7 @@ def _gave_up(call: Call, start: float, limit: Deadline | None) -> ChatResult:
     if limit is not None:
         limit.passed = True
     caller_left(call, limit.timeout_s if limit is not None else None)
-    return _ended(call, start, 504)
+    return _failed(call, start, 504)
 
 
 def _wants_usage(body: JSONObject) -> bool:
