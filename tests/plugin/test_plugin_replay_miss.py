@@ -118,3 +118,32 @@ def test_a_miss_is_reported_in_its_one_line_and_debuggers_still_get_the_products
     assert "completions.py" not in result.stdout.str()  # no SDK frame was shown
     (outcome,) = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["outcomes"]
     assert "openai.NotFoundError: Error code: 404" in outcome["message"]
+
+
+XFAILS = """
+import openai, pytest
+
+pytestmark = pytest.mark.slm
+
+def test_refund_known_to_fail():
+    try:
+        openai.OpenAI().chat.completions.create(
+            model="gpt-4", messages=[{"role": "user", "content": "How do I get a refund?"}])
+    except openai.APIError:
+        pytest.xfail("the refund flow is known broken")
+"""
+
+
+def test_a_test_that_xfails_itself_after_a_miss_stays_xfailed(
+    pytester: pytest.Pytester, fake_gpt4: FakeOpenAI
+) -> None:
+    """Only the product's own exception gives way to the one-line failure: pytest's outcome
+    exceptions (an imperative xfail, a skip) keep deciding the test's outcome."""
+    pytester.makepyfile(test_refund=XFAILS)
+    with FakeOpenAI("mini's answer") as mini:
+        pytester.makefile(
+            ".toml",
+            pyproject=MINI_PYPROJECT.format(reference=fake_gpt4.base_url, candidate=mini.base_url),
+        )
+        result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(xfailed=1)
