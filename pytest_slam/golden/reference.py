@@ -252,7 +252,7 @@ class ReferenceService:
 
         A recording that fails here is not asked again in this run: the pairing step says why.
         """
-        if self.mode != "none" and not any(body.get(key) is not None for key in LIMIT_KEYS):
+        if self.mode != "none" and not any(body.get(limit) is not None for limit in LIMIT_KEYS):
             key = key or request_key(body)
             where = (ctx.module, key)
             if where not in self.failed_first:
@@ -290,7 +290,7 @@ class ReferenceService:
         Also None, without a key or a lookup, when the request sets its own limit: the cap never
         changes such a request (``generation_cap``), and this runs on every call in the proxy.
         """
-        if any(body.get(key) is not None for key in LIMIT_KEYS):
+        if any(body.get(limit) is not None for limit in LIMIT_KEYS):
             return None
         try:
             rec = self.store.lookup(module, key or request_key(body))

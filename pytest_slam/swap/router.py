@@ -121,8 +121,8 @@ class TestContext:
             if flight.abandoned:
                 return
             self.flights.remove(flight)
-            if call.request_key is None:  # the answer's record is forward_chat's own
-                call.request_key = flight.call.request_key
+            if call.request_key is None and call.request is flight.call.request:
+                call.request_key = flight.call.request_key  # forward_chat's own record
             self.calls.append(call)
             self._ended.notify_all()
 
@@ -288,9 +288,10 @@ class SwapRouter:
         return result
 
     def _golden_key(self, ctx: TestContext | None, target: Target, body: JSONObject) -> str | None:
-        """The request's golden key, once, for a candidate call of a test; None where no golden
-        step runs, or for a request it cannot key (each step then says why, as without it)."""
-        if self.golden_key is None or ctx is None or target.role != "candidate":
+        """The request's golden key, once, for a candidate call of a test paired with goldens;
+        None where no golden step runs, or for a request it cannot key (each step then says why,
+        as without it)."""
+        if self.golden_key is None or ctx is None or not ctx.paired or target.role != "candidate":
             return None
         try:
             return self.golden_key(body)

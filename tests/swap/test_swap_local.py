@@ -336,3 +336,14 @@ def test_a_calls_golden_key_is_computed_once_and_kept_on_its_record(
     assert handed == [("cap", keyed[0]), ("miss", keyed[0])]
     assert call.request_key == keyed[0]
     assert "request_key" not in call.as_dict()
+
+
+def test_a_test_not_paired_with_goldens_keys_no_call(swap: Swap) -> None:
+    """``slm(reference=False)``: no golden step runs for its calls, so none is keyed."""
+    keyed: list[object] = []
+    swap.router.golden_key = lambda body: keyed.append(body) or "k"  # type: ignore[func-returns-value]
+    swap.ctx.paired = False
+    with swap.client(max_retries=0) as client:
+        text, _ = _ask(client, stream=False)
+    assert text == ANSWER
+    assert keyed == [] and swap.ctx.calls[0].request_key is None
