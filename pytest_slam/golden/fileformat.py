@@ -10,15 +10,14 @@ Reading fails with one message naming the file, the line and the fix.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_slam import textcodec
 from pytest_slam.errors import SlamError
+from pytest_slam.gcpause import gc_paused
 from pytest_slam.golden.redact import scrub
 from pytest_slam.records import JSON, GoldenRecord
 
@@ -135,30 +134,13 @@ def _record(path: Path, text: str, key: str, entry: JSON) -> GoldenRecord:
 
 def parse_golden(path: Path, text: str, expected_reference: str | None = None) -> GoldenFile:
     """Parse a golden file's text; ``expected_reference`` None accepts any reference."""
-    with _gc_paused():
+    with gc_paused():
         data = _load_json(path, text)
         _check_top(path, data)
         if expected_reference is not None and data["reference"] != expected_reference:
             raise GoldenReferenceMismatch(path, data["reference"], expected_reference)
         entries = {k: _record(path, text, k, v) for k, v in data["entries"].items()}
     return GoldenFile(path=path, reference=data["reference"], entries=entries, exists=True)
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a file's objects are built.
-
-    Parsing allocates containers by the hundred thousand and none of them is garbage yet, but each
-    allocation burst triggers a collection that walks them all again: 45% of the load time of a
-    100k-entry file (bench/bench_golden.py). The collector is restored afterwards, whatever happens.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def read_golden(path: Path, expected_reference: str | None = None) -> GoldenFile:

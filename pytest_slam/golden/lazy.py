@@ -30,13 +30,13 @@ import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from pytest_slam.gcpause import gc_paused
 from pytest_slam.golden.fileformat import (
     REFRESH_HINT,
     SCHEMA,
     GoldenFile,
     GoldenFileError,
     GoldenReferenceMismatch,
-    _gc_paused,
     _record,
     parse_golden,
 )
@@ -125,7 +125,7 @@ def index_golden(path: Path, expected_reference: str | None = None) -> GoldenFil
             data = handle.read()
     except FileNotFoundError:
         return GoldenFile(path=path, reference=expected_reference or "")
-    with _gc_paused():
+    with gc_paused():
         found = _index(data) if sig[1] == len(data) else None
     if found is None:
         return _parse(path, data, expected_reference)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from pytest_slam.errors import SlamError
 from pytest_slam.files import atomic_write
-from pytest_slam.golden.fileformat import _gc_paused
+from pytest_slam.gcpause import gc_paused
 from pytest_slam.records import JSON, Outcome, records, utc_now
 from pytest_slam.report.aggregate import OutcomeLike, Verdict, sort_outcomes
 from pytest_slam.report.schema import ReportDocument
@@ -87,7 +87,7 @@ def write_json(
     document or one string; the rest of the document is encoded first, so a value JSON cannot
     hold (NaN) there is refused before anything is written.
     """
-    with _gc_paused():  # what is built here is freed as it is written: no cycle to collect
+    with gc_paused():  # what is built here is freed as it is written: no cycle to collect
         document = report_dict(verdict, [], visits)
         seal, mark = Seal(document.get("visits")), f"slam-digest-{uuid.uuid4().hex}"
         head, tail = _frame({**document, "digest": mark})
@@ -178,7 +178,7 @@ def load_report(path: str | os.PathLike[str], *, sealed: bool = False) -> Report
     ``sealed``: the file must carry the digest its writer computed, and its values still match it
     (a shard to merge: an edited one is refused).
     """
-    with _gc_paused():  # every object built here lives on: nothing for the collector to find
+    with gc_paused():  # every object built here lives on: nothing for the collector to find
         return _load_report(path, sealed)
 
 

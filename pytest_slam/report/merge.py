@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pytest_slam.errors import SlamError
-from pytest_slam.golden.fileformat import _gc_paused
+from pytest_slam.gcpause import gc_paused
 from pytest_slam.records import JSON, Outcome
 from pytest_slam.report.aggregate import ENGINE, RunInfo, Verdict, aggregate
 from pytest_slam.report.budgets import session_budget_breaches
@@ -53,7 +53,7 @@ class Merged:
 def load_shards(paths: Sequence[str | os.PathLike[str]]) -> list[Report]:
     """Each shard's report; ``MergeError`` for a file that is not a report of a shard."""
     reports = []
-    with _gc_paused():  # the shards' records live until the merge is written
+    with gc_paused():  # the shards' records live until the merge is written
         for path in paths:
             reports.append(_load_shard(path))
     if not reports:
@@ -103,7 +103,7 @@ def _check_claims(path: str, visits: Visits, outcomes: list[Outcome]) -> None:
 
 def merge(reports: Sequence[Report]) -> Merged:
     """The shards as one run: outcomes unioned, every figure recomputed, the gate evaluated."""
-    with _gc_paused():  # the figures are built over every outcome, and all of them live on
+    with gc_paused():  # the figures are built over every outcome, and all of them live on
         names = [r.path or f"#{i + 1}" for i, r in enumerate(reports)]
         run = merged_run([(n, r.verdict.run) for n, r in zip(names, reports, strict=True)])
         outcomes = merged_outcomes([(n, r.outcomes) for n, r in zip(names, reports, strict=True)])
