@@ -16,8 +16,6 @@ from pytest_slam.errors import SlamError
 from pytest_slam.run import optin, options
 
 if TYPE_CHECKING:  # loaded at configure time, so importing the plugin costs nothing
-    from _pytest.python import PyCollector
-
     from pytest_slam.run.fixtures import ReferenceClient, SlamModel
     from pytest_slam.run.session import SlamSession
 
@@ -102,7 +100,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_pycollect_makeitem(collector: PyCollector, name: str, obj: object) -> None:
+def pytest_pycollect_makeitem(
+    collector: pytest.Module | pytest.Class, name: str, obj: object
+) -> None:
     """Before pytest builds a test's fixture list: opted-in tests get the model fixture."""
     slam = collector.config.stash.get(STASH, None)
     if slam is None or not callable(obj) or not collector.istestfunction(obj, name):

@@ -305,7 +305,7 @@ def fit_lines(lines: list[str], width: int) -> list[str]:
 def terminal_width(config: pytest.Config, default: int = 100) -> int:
     """The width pytest's terminal writer uses (``COLUMNS`` or the tty); ``default`` without one."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    return reporter._tw.fullwidth if reporter is not None else default
+    return config.get_terminal_writer().fullwidth if reporter is not None else default
 
 
 def _shown(tests: list[str]) -> str:

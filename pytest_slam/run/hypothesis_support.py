@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from pytest_slam.foreign import hypothesis_settings, set_hypothesis_settings
+
 SLOW_EXAMPLES = 10
 
 
@@ -23,7 +25,7 @@ def adjust(item: pytest.Item) -> None:
 
     default = settings.default
     fn: object = getattr(obj, "__func__", obj)
-    current = getattr(fn, "_hypothesis_internal_use_settings", None) or default
+    current = hypothesis_settings(fn) or default
     if current is None or default is None:  # no profile loaded: Hypothesis applies its own
         return
     adjusted = settings(
@@ -35,4 +37,4 @@ def adjust(item: pytest.Item) -> None:
         suppress_health_check={HealthCheck.function_scoped_fixture, HealthCheck.too_slow}
         | set(current.suppress_health_check),
     )
-    vars(fn)["_hypothesis_internal_use_settings"] = adjusted  # where Hypothesis reads them
+    set_hypothesis_settings(fn, adjusted)

@@ -36,16 +36,14 @@ import threading
 import time
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypedDict
+from typing import Literal, TypedDict
 
 import pytest
 
+from pytest_slam.foreign import location_line, progress_filler
 from pytest_slam.run import options
 from pytest_slam.run.datagram import MAX_BYTES, Opener, seal
 from pytest_slam.swap.chat import IN_FLIGHT, InFlight
-
-if TYPE_CHECKING:
-    from _pytest.terminal import TerminalReporter
 
 HEARTBEAT_S = 10.0
 INI = "slm_heartbeat"
@@ -145,8 +143,8 @@ class Progress:
             terminal.currentfspath = fspath
             writer.write(os.path.relpath(fspath, terminal.startpath) + " ")
             return
-        locate = getattr(terminal, "_locationline", None)  # how pytest names the test with -v
-        if owed == "test" and location is not None and callable(locate):
+        locate = location_line(terminal)  # how pytest names the test with -v
+        if owed == "test" and location is not None and locate is not None:
             prefix = locate(nodeid, *location)
             terminal.currentfspath = prefix
             writer.write(prefix)
@@ -290,15 +288,15 @@ class Progress:
             return (yield)
 
 
-def end_pytest_line(terminal: TerminalReporter) -> Owed:
+def end_pytest_line(terminal: pytest.TerminalReporter) -> Owed:
     """End the line pytest has open as pytest ends a file's line before the next file's: with
     its progress (``[ 40%]``) when it shows one, then the newline. Which line it was, to open
     again for pytest's next result (``_reopen``): a file's line of dots (``files``), a test's
     line with ``-v`` (``test``), or none to open (xdist's dots, which name no file)."""
-    fill = getattr(terminal, "_write_progress_information_filling_space", None)
+    fill = progress_filler(terminal)
     dots = terminal.config.get_verbosity() <= 0
     files = dots and isinstance(terminal.currentfspath, os.PathLike)
-    if files and getattr(terminal, "_show_progress_info", False) and callable(fill):
+    if files and fill is not None:
         fill()
     was = terminal.currentfspath
     terminal.write("\n")

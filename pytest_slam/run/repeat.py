@@ -145,9 +145,7 @@ def _unanswered(calls: list[Call]) -> str:
 
 
 def _is_xfail(error: BaseException) -> bool:
-    from _pytest.outcomes import XFailed
-
-    return isinstance(error, XFailed)
+    return isinstance(error, pytest.xfail.Exception)
 
 
 def _first_line(error: BaseException) -> str:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
 
+from pytest_slam.foreign import tmp_path_factory
 from pytest_slam.records import Call, ModelSpec, utc_now
 from pytest_slam.run.accounting import Accounting
 from pytest_slam.run.finish import RunEnd, SessionFacts, drop_older_reports, finish
@@ -133,7 +134,7 @@ class SlamSession:
     def start_engines(self) -> None:
         """Start every local engine, one slot per xdist worker; logs go under pytest's basetemp,
         so its retention removes them (``-p no:tmpdir``: the system temp dir)."""
-        factory = getattr(self.config, "_tmp_path_factory", None)
+        factory = tmp_path_factory(self.config)
         self.log_dir = (
             factory.mktemp("slam-engines")
             if factory is not None
@@ -321,6 +322,9 @@ class SlamSession:
         First, the stale report says "a run is under way": a run killed from here on (even before
         ``pytest_sessionfinish``) leaves nothing that ``slam golden prune`` would act on.
         """
+        from pytest_slam.run.mocks import remember_plugin_patchers
+
+        remember_plugin_patchers(self.config)
         if self.armed and self.role != "worker" and not self.config.option.collectonly:
             self.mark_run_started()
         if self.armed and self.role == "controller" and not self.config.option.collectonly:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from pytest_slam.errors import SlamError
+from pytest_slam.foreign import vcr_stub_base
 from pytest_slam.records import JSON, ModelSpec
 
 # A request body, completion or stream chunk: arbitrary JSON from the product or a server, read by
@@ -39,8 +40,8 @@ DEFAULT_TIMEOUT_S = 600.0
 
 def _unpatched(cls: type[http.client.HTTPConnection]) -> type[http.client.HTTPConnection]:
     """The real class, also when this module is first imported inside a vcrpy cassette (its stubs
-    keep the class they stand in for as ``_baseclass``)."""
-    real = getattr(cls, "_baseclass", cls) if cls.__module__.startswith("vcr.") else cls
+    keep the class they stand in for: ``foreign.vcr_stub_base``)."""
+    real = vcr_stub_base(cls)
     return real if issubclass(real, http.client.HTTPConnection) else cls
 
 

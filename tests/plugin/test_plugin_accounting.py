@@ -193,3 +193,40 @@ def test_a_misused_slm_mark_fails_the_test_with_one_line(
             "the slm_model fixture; drop one of the two",
         ]
     )
+
+
+MOCKER_TESTS = """
+import types, pytest, product
+
+pytestmark = pytest.mark.slm
+
+def test_mocked(mocker):
+    answer = types.SimpleNamespace(message=types.SimpleNamespace(content="mocked"))
+    mocker.patch.object(product.client.chat.completions, "create",
+                        return_value=types.SimpleNamespace(choices=[answer]))
+    assert product.ask("How do I reset my password?") == "mocked"
+
+def test_no_call():
+    assert "{name}".format(name="x") == "x"
+"""
+
+
+def test_a_mocker_patch_is_not_swapped_and_pytest_mocks_own_patches_are_no_tests(
+    pytester: pytest.Pytester, candidate: Any
+) -> None:
+    """pytest-mock patches Mock's ``assert_*`` for the whole run, with started patchers: they are
+    no test's mock, so a test that made no call reads as no_calls, not as "into a mock"."""
+    pytest.importorskip("pytest_mock")
+    pytester.makepyfile(product=PRODUCT, test_product=MOCKER_TESTS)
+    write_pyproject(pytester, candidate.base_url)
+    result = run(pytester, "-p", "pytest_mock", "--slm-report=r.json")
+    result.assert_outcomes(passed=2)
+    report = json.loads((pytester.path / "r.json").read_text())
+    outcomes = {o["nodeid"].split("::")[1]: o for o in report["outcomes"]}
+    mocked = outcomes["test_mocked[mini]"]
+    assert mocked["outcome"] == "not_swapped"
+    assert mocked["message"].count("replaced") == 1
+    assert "Completions.create replaced" in mocked["message"]
+    assert "NonCallableMock" not in mocked["message"]
+    assert outcomes["test_no_call[mini]"]["outcome"] == "no_calls"
+    assert candidate.hits == 0

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
+from pytest_slam.foreign import httpx_pool
 from pytest_slam.swap.local import LocalAnswer
 from pytest_slam.swap.stacks.common import HEADER, Patch, Redirect, rule_for
 
@@ -177,7 +178,7 @@ def _body_class(stack: ModuleType) -> type[_LocalBody]:
 def _via(transport: Any, stack: ModuleType, is_async: bool) -> Any:
     """The caller's own connection pool, unless it goes through an HTTP proxy that cannot reach
     loopback (``HTTPS_PROXY``): then a plain transport of the same stack, kept beside it."""
-    if type(transport._pool).__name__ in ("ConnectionPool", "AsyncConnectionPool"):
+    if type(httpx_pool(transport)).__name__ in ("ConnectionPool", "AsyncConnectionPool"):
         return transport
     direct = _loopback.get(transport)
     if direct is None:
