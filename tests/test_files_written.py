@@ -83,3 +83,18 @@ def test_engine_logs_go_under_pytests_basetemp(pytester: pytest.Pytester) -> Non
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"*Last lines of {base}/slam-engines*/engine-*.log:"])
     assert list(base.glob("slam-engines*/engine-*.log"))
+
+
+def test_a_run_with_no_local_engine_makes_no_engine_log_folder(pytester: pytest.Pytester) -> None:
+    from pytest_slam.testing import FakeOpenAI
+
+    pytester.makefile(".toml", pyproject="[tool.slam]\nreference = 'none'\n")
+    pytester.makepyfile(test_x=PASSING.replace("    pass\n", "    slm_model.chat('hi')\n"))
+    base = pytester.path / "base"
+    with FakeOpenAI(answer="hello", model="mini") as fake:
+        result = pytester.runpytest_subprocess(
+            f"--slm-models={fake.base_url}#mini", f"--basetemp={base}"
+        )
+        assert fake.hits == 1  # the call was answered: the engines were looked at, none needed
+    result.assert_outcomes(passed=1)
+    assert not list(base.glob("slam-engines*"))

@@ -103,7 +103,8 @@ class SlamSession:
     proxy: SwapProxy | None = None
     store: GoldenStore | None = None
     reference: ReferenceService | None = None
-    log_dir: Path | None = None
+    log_dir: Path | None = None  # the engines' logs, made when the run starts an engine
+    engines_checked: bool = False  # start_engines ran: what the run needs is started (or failed)
     checker: Checker | None = None
     energy: EnergyMeter | None = None
     started: str = ""
@@ -133,7 +134,12 @@ class SlamSession:
 
     def start_engines(self) -> None:
         """Start every local engine, one slot per xdist worker; logs go under pytest's basetemp,
-        so its retention removes them (``-p no:tmpdir``: the system temp dir)."""
+        so its retention removes them (``-p no:tmpdir``: the system temp dir). A run with no
+        local engine makes no log folder."""
+        self.engines_checked = True
+        specs = self.engine_specs()
+        if not specs:
+            return
         factory = tmp_path_factory(self.config)
         self.log_dir = (
             factory.mktemp("slam-engines")
@@ -143,7 +149,7 @@ class SlamSession:
         workers = len(getattr(self.config.option, "tx", None) or []) or 1  # xdist's -n, resolved
         slots = workers if self.role == "controller" else 1
         say, beat_s = (self.progress.say, self.progress.interval_s) if self.progress else (None, 0)
-        for spec in self.engine_specs():
+        for spec in specs:
             try:
                 server = start_engine(
                     spec, self.log_dir, self.settings.engine_timeout_s, slots, say, beat_s
@@ -351,10 +357,10 @@ class SlamSession:
         """A serial run starts its engines at the first model call of an opted-in test (the
         router asks, swap/router.py ``starter``): a run whose tests make none, or only embeddings
         calls, starts nothing."""
-        if self.role != "serial" or self.log_dir is not None:
+        if self.role != "serial" or self.engines_checked:
             return
         with self.starting:
-            if self.log_dir is None:
+            if not self.engines_checked:
                 self.start_engines()
 
     # -- collection (run/selection.py) -------------------------------------------------------------
