@@ -10,7 +10,7 @@ product's own function that calls it), so a plain test that patches something re
 swapped" and says which attribute; ``@pytest.mark.slm(calls=0)`` then says it makes no model call.
 A ``with mock.patch(...)`` block or a ``@mock.patch`` decorator has ended by then, and an object
 replaced by hand (``client.chat = Fake()``) is not seen: such a test reads as ``no_calls``. What
-was patched before the first test (pytest-mock's wrappers of Mock's ``assert_*``) is no test's.
+patches Mock itself (pytest-mock's wrappers of its ``assert_*``) is no test's mock.
 The private state read here is in ``pytest_slam/foreign.py``, each with its version test.
 """
 
@@ -23,29 +23,24 @@ import pytest
 
 from pytest_slam.foreign import monkeypatched, started_mock_patchers
 
-# The patchers already started when the session began: a plugin's, never a test's (pytest-mock
-# wraps Mock's ``assert_*`` methods for the whole run at configure, with started patchers).
-_BEFORE_TESTS = pytest.StashKey[list[Any]]()
-
-
-def remember_plugin_patchers(config: pytest.Config) -> None:
-    """At the session's start: what is patched before any test is no test's mock."""
-    config.stash[_BEFORE_TESTS] = started_mock_patchers()
+# The mocking library's own modules: a patch of Mock itself is never a test's mock of the product
+# (pytest-mock wraps Mock's ``assert_*`` methods for the whole run, with started patchers).
+MOCK_MODULES = ("unittest.mock", "mock")
 
 
 def patches(item: pytest.Item) -> list[str]:
     """``module.attr`` (or ``module.Class.attr``) for each attribute the test has replaced now."""
     funcargs: dict[str, Any] = getattr(item, "funcargs", {})
     found = [f"{_where(t)}.{name}" for t, name in monkeypatched(funcargs.get("monkeypatch"))]
-    before = item.config.stash.get(_BEFORE_TESTS, [])
     for patcher in started_mock_patchers():  # pytest-mock's ``mocker`` starts its patchers so
-        if any(patcher is p for p in before):
-            continue
         try:
             target = patcher.getter()
         except Exception:  # a target that no longer imports: named by its attribute alone
             target = None
-        found.append(f"{_where(target)}.{getattr(patcher, 'attribute', '?')}")
+        where = _where(target)
+        if any(where.startswith(f"{module}.") for module in MOCK_MODULES):
+            continue
+        found.append(f"{where}.{getattr(patcher, 'attribute', '?')}")
     return list(dict.fromkeys(found))
 
 

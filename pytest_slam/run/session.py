@@ -328,9 +328,6 @@ class SlamSession:
         First, the stale report says "a run is under way": a run killed from here on (even before
         ``pytest_sessionfinish``) leaves nothing that ``slam golden prune`` would act on.
         """
-        from pytest_slam.run.mocks import remember_plugin_patchers
-
-        remember_plugin_patchers(self.config)
         if self.armed and self.role != "worker" and not self.config.option.collectonly:
             self.mark_run_started()
         if self.armed and self.role == "controller" and not self.config.option.collectonly:

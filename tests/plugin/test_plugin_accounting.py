@@ -230,3 +230,45 @@ def test_a_mocker_patch_is_not_swapped_and_pytest_mocks_own_patches_are_no_tests
     assert "NonCallableMock" not in mocked["message"]
     assert outcomes["test_no_call[mini]"]["outcome"] == "no_calls"
     assert candidate.hits == 0
+
+
+def test_a_patch_started_for_the_whole_run_in_a_conftest_is_still_a_mock(
+    pytester: pytest.Pytester, candidate: Any
+) -> None:
+    """Only a patch of the mocking library itself is left out, never one started before the test."""
+    pytester.makeconftest(
+        """
+        import types
+        from unittest import mock
+
+        import pytest
+
+        @pytest.fixture(scope="session", autouse=True)
+        def no_model_calls():
+            import product
+
+            answer = types.SimpleNamespace(message=types.SimpleNamespace(content="mocked"))
+            patcher = mock.patch.object(product.client.chat.completions, "create",
+                                        return_value=types.SimpleNamespace(choices=[answer]))
+            patcher.start()
+            yield
+            patcher.stop()
+        """
+    )
+    pytester.makepyfile(
+        product=PRODUCT,
+        test_product="""
+        import pytest, product
+
+        @pytest.mark.slm
+        def test_mocked():
+            assert product.ask("How do I reset my password?") == "mocked"
+        """,
+    )
+    write_pyproject(pytester, candidate.base_url)
+    result = run(pytester, "--slm-report=r.json")
+    result.assert_outcomes(passed=1)
+    outcome = json.loads((pytester.path / "r.json").read_text())["outcomes"][0]
+    assert outcome["outcome"] == "not_swapped"
+    assert "Completions.create replaced" in outcome["message"]
+    assert candidate.hits == 0
