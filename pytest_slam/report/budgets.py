@@ -6,25 +6,26 @@ merged report breaches exactly the budgets the whole run would have.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from pytest_slam.report.aggregate import Verdict
 
+if TYPE_CHECKING:
+    from pytest_slam.metrics.budget import SessionBudget
+
 
 def session_budget_breaches(
-    budget_table: Mapping[str, float],
+    budget: SessionBudget,
     models: Iterable[str],
     outcomes: list[dict[str, Any]],
     verdict: Verdict,
 ) -> list[str]:
-    """The session budget's breaches, model by model (none without a budget table)."""
-    if not budget_table:
+    """The session budget's breaches, model by model (none without a limit)."""
+    if not budget.limits:
         return []
-    from pytest_slam.metrics.budget import SessionBudget
     from pytest_slam.metrics.latency import flatten_model
 
-    budget = SessionBudget.from_config(dict(budget_table))
     breaches = []
     for model in models:
         calls = [c for o in outcomes if o["model"] == model for c in o["calls"]]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from pytest_slam.errors import SlamError
 from pytest_slam.gcpause import gc_paused
+from pytest_slam.metrics.budget import SessionBudget
 from pytest_slam.records import JSON, Outcome
 from pytest_slam.report.aggregate import ENGINE, RunInfo, Verdict, aggregate
 from pytest_slam.report.budgets import session_budget_breaches
@@ -231,9 +232,8 @@ def _gate(
     budget = settings.get("budget")
     gate = Gate.from_config(gate_table if isinstance(gate_table, dict) else None)
     plain = [o.as_dict() for o in outcomes] if budget else []
-    breaches = session_budget_breaches(
-        budget if isinstance(budget, dict) else {}, verdict.run.model_names, plain, verdict
-    )
+    limits = SessionBudget.from_config(budget if isinstance(budget, dict) else None)
+    breaches = session_budget_breaches(limits, verdict.run.model_names, plain, verdict)
     tests_run = sum(
         row.tests_run + row.tests_not_swapped + row.tests_no_calls for row in verdict.models
     )

@@ -5,10 +5,10 @@ Kept apart from the session so the wording is tested once and reads the same in 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from pytest_slam.records import JSON, ModelSpec
+from pytest_slam.records import ModelSpec
 from pytest_slam.swap.engines.registry import provider_of
 
 if TYPE_CHECKING:
@@ -27,16 +27,15 @@ def reference_name(spec_text: str, spec: ModelSpec | None) -> str:
 
 
 def cost_assumption(
-    candidates: Iterable[ModelSpec], reference: ModelSpec | None, prices: Mapping[str, JSON]
+    candidates: Iterable[ModelSpec], reference: ModelSpec | None, table: Prices
 ) -> str:
     """One sentence per cost model the run used: API list prices, self-hosted busy time."""
-    from pytest_slam.metrics.cost import SELF_HOSTED_ASSUMPTION, Prices
+    from pytest_slam.metrics.cost import SELF_HOSTED_ASSUMPTION
 
     specs = [*candidates, *([reference] if reference is not None else [])]
     parts = []
     api = [s for s in specs if provider_of(s).cost_model(s) == "tokens"]
     if api:
-        table = Prices.from_config(prices)
         by = ", ".join(f"{s.model_id}: {_priced_by(s, table)}" for s in api)
         parts.append(
             f"API cost = tokens x list prices as of {table.as_of} ({table.source}) [{by}]; "

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from pytest_slam.report.baseline import BaselineDiff
     from pytest_slam.report.gate_result import GateResult
     from pytest_slam.report.visits import Visits
+    from pytest_slam.run.tables import Tables
 
 
 @dataclass
@@ -75,6 +76,7 @@ class RunEnd:
     width: int = 100  # the terminal's
     workeroutput: dict[str, object] | None = None  # xdist's, on a worker
     shard_ids: dict[str, JSON] = field(default_factory=dict)  # collected/selected (shardvisits)
+    tables: Tables = field(default_factory=lambda: _no_tables())  # [tool.slam]'s, parsed once
 
     @property
     def rootpath(self) -> Path:
@@ -87,6 +89,14 @@ class RunEnd:
     @property
     def runs_tests(self) -> bool:
         return self.role != "controller"
+
+
+def _no_tables() -> Tables:
+    """The defaults (no gate, baseline or budget table; the default prices): imported only when
+    a RunEnd is built without the session's tables."""
+    from pytest_slam.run.tables import Tables
+
+    return Tables()
 
 
 def finish(slam: RunEnd, exitstatus: int) -> int:
@@ -340,7 +350,7 @@ def run_info(slam: RunEnd) -> RunInfo:
         pytest_version=pytest.__version__,
         plugin_version=__version__,
         cost_assumption=cost_assumption(
-            slam.specs.values(), slam.reference_spec, slam.settings.prices
+            slam.specs.values(), slam.reference_spec, slam.tables.prices
         ),
         gpu_telemetry=slam.gpu_line,
     )
@@ -422,9 +432,9 @@ def _baseline(slam: RunEnd, verdict: Verdict) -> BaselineDiff | None:
     if not path:
         return None
     from pytest_slam.report.autosave import AUTO, last_run, runs_dir
-    from pytest_slam.report.baseline import Tolerances, diff_baseline
+    from pytest_slam.report.baseline import diff_baseline
 
-    tol = Tolerances.from_config(slam.settings.baseline)
+    tol = slam.tables.tolerances
     if path != AUTO:
         return diff_baseline(verdict, path, tol)
     last = last_run(runs_dir(slam.rootpath))
@@ -464,11 +474,11 @@ def _gate(
     slam: RunEnd, verdict: Verdict, diff: BaselineDiff | None, exitstatus: int
 ) -> GateResult | None:
     """The gate's result, or None when no rule applied; a partial run is never passed."""
-    from pytest_slam.report.gate import Gate, apply_gate, evaluate, incomplete_reason
+    from pytest_slam.report.gate import apply_gate, evaluate, incomplete_reason
 
     breaches = _budget_breaches(slam, verdict)
     slam.hook.pytest_slam_gate(verdict=verdict, breaches=breaches)
-    gate = Gate.from_config(slam.settings.gate)  # no_regression unset: on with a baseline
+    gate = slam.tables.gate  # no_regression unset: on with a baseline
     stopped = slam.session.stopped if slam.session.known else False
     # A not-swapped test ran (it has no evidence, which fails the gate on its own): not incomplete;
     # so did a test that made no model call.
@@ -486,7 +496,7 @@ def _budget_breaches(slam: RunEnd, verdict: Verdict) -> list[str]:
     from pytest_slam.report.budgets import session_budget_breaches
 
     return session_budget_breaches(
-        slam.settings.budget, list(slam.specs), slam.accounting.outcomes, verdict
+        slam.tables.budget, list(slam.specs), slam.accounting.outcomes, verdict
     )
 
 

@@ -15,6 +15,7 @@ report, baseline, gate), which the session builds and hands to ``finish``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import tempfile
 import threading
@@ -45,6 +46,7 @@ if TYPE_CHECKING:  # imported when the swap arms: a run that opts nothing in nev
     from pytest_slam.run.checks import Checker
     from pytest_slam.run.fixtures import ReferenceClient, SlamModel
     from pytest_slam.run.progress import Progress
+    from pytest_slam.run.tables import Tables
     from pytest_slam.swap.proxy import SwapProxy
     from pytest_slam.swap.redirect import Redirect
     from pytest_slam.swap.router import SwapRouter
@@ -294,15 +296,21 @@ class SlamSession:
         self.energy = EnergyMeter(self.specs.values())
         self.gpu_line = self.energy.line
 
+    @functools.cached_property
+    def tables(self) -> Tables:
+        """``[tool.slam]``'s tables, parsed once for the checks and the end of the run."""
+        from pytest_slam.run.tables import Tables
+
+        return Tables.of(self.settings)
+
     def _checker(self) -> Checker:
-        from pytest_slam.metrics.cost import Prices
         from pytest_slam.run.checks import Checker, JudgeModel
 
         judge = JudgeModel(self.judge_spec) if self.judge_spec is not None else None
         return Checker(
             self.reference,
             dict(self.settings.equivalence),
-            Prices.from_config(self.settings.prices),
+            self.tables.prices,
             judge=judge,
             record_mode=self.settings.record,
             summary=self.summary.lines,
@@ -540,6 +548,7 @@ class SlamSession:
         )
         return RunEnd(
             settings=self.settings,
+            tables=self.tables,
             role=self.role,
             selection=self.selection,
             accounting=self.accounting,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pytest_slam.metrics.cost import Prices
 from pytest_slam.report.runinfo import cost_assumption, reference_name
 from pytest_slam.swap.models import resolve
 
@@ -15,12 +16,14 @@ def test_reference_name_is_the_model_a_reader_knows() -> None:
 
 
 def test_cost_assumption_names_only_the_cost_models_used() -> None:
-    api = cost_assumption([resolve("openai:gpt-4o-mini")], None, {"as_of": "2026-01"})
+    api = cost_assumption(
+        [resolve("openai:gpt-4o-mini")], None, Prices.from_config({"as_of": "2026-01"})
+    )
     assert api.startswith("API cost = tokens x list prices as of 2026-01 (https://")
     assert "self-hosted" not in api
-    local = cost_assumption([resolve("smollm2-135m")], resolve("curated"), {})
+    local = cost_assumption([resolve("smollm2-135m")], resolve("curated"), Prices())
     assert local.startswith("self-hosted cost = the engine machine's hourly price x the seconds")
-    both = cost_assumption([resolve("smollm2-135m")], resolve("openai:gpt-4"), {})
+    both = cost_assumption([resolve("smollm2-135m")], resolve("openai:gpt-4"), Prices())
     assert both.startswith("API cost") and "; self-hosted cost" in both
 
 
@@ -32,6 +35,6 @@ def test_cost_note_names_a_model_table_that_sets_its_prices() -> None:
     base = resolve("openai:gpt-4o-mini")
     own = replace(base, model_id="house-model-7", input_usd_per_mtok=0.2, output_usd_per_mtok=0.8)
     bare = replace(base, model_id="house-model-8")
-    note = cost_assumption([own, bare], None, {})
+    note = cost_assumption([own, bare], None, Prices())
     assert "house-model-7: its model table" in note
     assert "house-model-8: unpriced" in note

@@ -30,6 +30,7 @@ from pytest_slam.run.finish import (
 from pytest_slam.run.options import EXIT_GATE_FAILED
 from pytest_slam.run.selection import Selection, not_enabled_line
 from pytest_slam.run.summary import Summary
+from pytest_slam.run.tables import Tables
 from pytest_slam.settings import Settings
 
 MODULE = "tests/test_support.py"
@@ -177,6 +178,7 @@ def run_end(tmp_path: Path, settings: Settings, **fields: Any) -> RunEnd:
     sel = fields.pop("selection", selection(tmp_path))
     specs = {"mini": ModelSpec("mini", "openai", "gpt-4o-mini")}
     acc = fields.pop("accounting", Accounting("serial"))
+    fields.setdefault("tables", Tables.of(settings))  # as the session parses them
     return RunEnd(
         settings,
         fields.pop("role", "serial"),
