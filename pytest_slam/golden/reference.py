@@ -205,8 +205,9 @@ class ReferenceService:
         turn: int | None = None,
         key: str | None = None,
     ) -> GoldenRecord:
-        """The golden record for ``body`` as asked by ``test`` as its call ``turn`` (1-based);
-        records it if the mode says so.
+        """The golden record for ``body`` as asked by ``test`` as its call ``turn`` (1-based),
+        marked visited (``found`` is the read alone); records it if the mode says so, which asks
+        the real reference.
 
         A request with no exact entry gets the reference's turn at its place (``golden.turns``):
         its key is then not the request's, which is how the caller knows the conversation
@@ -217,15 +218,10 @@ class ReferenceService:
         request's key when the caller has it already (``Call.request_key``).
         """
         key = key or request_key(body)
-        rec = self.store.lookup(module, key)
-        if rec is not None and not self._wants_record(module, key, rec):
-            self.store.mark_used(module, key, test, turn)
+        rec = self.found(module, test, body, turn, key)
+        if rec is not None and (rec.key != key or not self._wants_record(module, key, rec)):
+            self.store.mark_used(module, rec.key, test, turn)  # this run visited the entry
             return rec
-        if rec is None and turn is not None and self.mode != "all":
-            placed = self.reference_turn(module, test, turn, body)
-            if placed is not None:
-                self.store.mark_used(module, placed.key, test, turn)
-                return placed
         failed = self.failed_first.get((module, key))
         if failed is not None:  # recording it before the candidate's call failed: once a run
             raise failed
@@ -234,6 +230,24 @@ class ReferenceService:
         rec = self.record(module, test, key, body, rec, turn)
         self.rerecorded.add((module, key))
         return rec
+
+    def found(
+        self,
+        module: str,
+        test: str,
+        body: dict[str, JSON],
+        turn: int | None = None,
+        key: str | None = None,
+    ) -> GoldenRecord | None:
+        """What the golden file holds for ``body``, read and nothing else: no entry is marked
+        visited, no model is asked. The exact entry, else (not under ``--slm-record=all``) the
+        reference's turn at call ``turn`` of ``test`` (its key then is not the request's); None
+        when neither is there. ``answer`` adds the visit and the recording."""
+        key = key or request_key(body)
+        rec = self.store.lookup(module, key)
+        if rec is not None or turn is None or self.mode == "all":
+            return rec
+        return self.reference_turn(module, test, turn, body)
 
     def reference_turn(
         self, module: str, test: str, turn: int, body: dict[str, JSON]
@@ -272,10 +286,8 @@ class ReferenceService:
             return None
         try:
             key = key or request_key(body)
-            rec = self.store.lookup(ctx.module, key)
-            if rec is not None and rec.answers:
-                return None
-            if self.reference_turn(ctx.module, ctx.test, turn, body) is not None:
+            rec = self.found(ctx.module, ctx.test, body, turn, key)
+            if rec is not None and (rec.answers or rec.key != key):  # as ``answer`` serves it
                 return None
         except (GoldenError, ValueError):
             return None

@@ -182,3 +182,21 @@ def test_replay_serves_the_place_and_a_miss_says_there_is_none(tmp_path: Path) -
         service.answer("tests/test_agent.py", TEST, asked, TEST, turn=2)
     with pytest.raises(MissingGolden, match=r"\(key \w+\) in"):  # no place known: as before
         service.answer("tests/test_agent.py", TEST, asked, TEST)
+
+
+def test_found_reads_the_file_and_nothing_else(tmp_path: Path) -> None:
+    """The lookup alone: it marks no entry visited and never asks the reference, whose spec
+    here has no server (asking it would raise); ``answer`` marks the visit."""
+    written = GoldenStore(tmp_path / "__slam__", "openai:gpt-4", write_through=True)
+    written.record("tests/test_agent.py", record(BASE, "Sunny.", {TEST: [3]}), TEST)
+    store = GoldenStore(tmp_path / "__slam__", "openai:gpt-4")  # the next run's: nothing visited
+    spec = ModelSpec("openai:gpt-4", "openai", "gpt-4")
+    service = ReferenceService(spec, store, mode="new")  # a record run: a miss would be asked
+    asked = loop("Other words.", "Paris", "19 C", "call_q")
+    assert service.found("tests/test_agent.py", TEST, BASE) is not None
+    placed = service.found("tests/test_agent.py", TEST, asked, turn=3)
+    assert placed is not None and placed.key == request_key(BASE)
+    assert service.found("tests/test_agent.py", TEST, asked, turn=2) is None  # no ask, no raise
+    assert store.visited == {}
+    service.answer("tests/test_agent.py", TEST, BASE, TEST, turn=3)
+    assert request_key(BASE) in store.visited["tests/test_agent.py"]
