@@ -200,3 +200,23 @@ def test_found_reads_the_file_and_nothing_else(tmp_path: Path) -> None:
     assert store.visited == {}
     service.answer("tests/test_agent.py", TEST, BASE, TEST, turn=3)
     assert request_key(BASE) in store.visited["tests/test_agent.py"]
+
+
+def test_the_miss_before_the_candidate_refuses_what_the_pairing_would(tmp_path: Path) -> None:
+    """An exact entry with no answers is a miss for the pairing (``answer`` raises), even with a
+    reference turn at the call's place: the miss found before the candidate is asked says so too."""
+    from types import SimpleNamespace
+
+    written = GoldenStore(tmp_path / "__slam__", "openai:gpt-4", write_through=True)
+    asked = loop("Other words.", "Paris", "19 C", "call_q")
+    written.record("tests/test_agent.py", record(BASE, "Sunny.", {TEST: [3]}), TEST)
+    empty = GoldenRecord(key=request_key(asked), request=asked, answers=[], tests=[TEST])
+    written.record("tests/test_agent.py", empty, TEST)
+    store = GoldenStore(tmp_path / "__slam__", "openai:gpt-4")
+    service = ReferenceService(ModelSpec("openai:gpt-4", "openai", "gpt-4"), store, mode="none")
+    ctx = SimpleNamespace(module="tests/test_agent.py", test=TEST, nodeid=TEST)
+    with pytest.raises(MissingGolden):
+        service.answer("tests/test_agent.py", TEST, asked, TEST, turn=3)
+    miss = service.miss_before(ctx, asked, 3)  # type: ignore[arg-type]
+    assert miss is not None and miss[0] == request_key(asked)
+    assert service.miss_before(ctx, BASE, 3) is None  # an entry with its answer: no miss
