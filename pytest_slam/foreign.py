@@ -10,6 +10,7 @@ name, instead of turning a feature silently off.
 
 from __future__ import annotations
 
+import argparse
 import unittest.mock
 from collections.abc import Callable
 from typing import Any
@@ -42,6 +43,18 @@ def tmp_path_factory(config: object) -> Any | None:
 def monkeypatched(monkeypatch: object) -> list[tuple[object, str]]:
     """(target, attribute) of each ``setattr`` a ``MonkeyPatch`` holds now (its ``_setattr``)."""
     return [(target, name) for target, name, _old in getattr(monkeypatch, "_setattr", ())]
+
+
+# -- argparse ---------------------------------------------------------------------------------------
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """A parser's subcommands by name (its ``_actions``' ``_SubParsersAction``), for ``slam help
+    COMMAND``; none when it has no subparsers."""
+    for action in getattr(parser, "_actions", ()):
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
 
 
 # -- unittest.mock (and pytest-mock) -------------------------------------------------------------

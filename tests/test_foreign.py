@@ -104,6 +104,19 @@ def test_pytest_mock_patchers_are_started_mock_patchers(pytester: pytest.Pyteste
     result.assert_outcomes(passed=1)
 
 
+def test_argparse_subcommands_are_the_parsers_subparsers() -> None:
+    import argparse
+
+    top = argparse.ArgumentParser(prog="slam")
+    commands = top.add_subparsers()
+    golden = commands.add_parser("golden")
+    golden.add_subparsers().add_parser("prune")
+    found = foreign.subcommands(top)
+    assert list(found) == ["golden"] and found["golden"] is golden, "argparse _actions moved"
+    assert list(foreign.subcommands(golden)) == ["prune"]
+    assert foreign.subcommands(argparse.ArgumentParser()) == {}
+
+
 def test_hypothesis_settings_set_here_are_the_ones_a_given_test_runs_with() -> None:
     from hypothesis import given, settings, strategies
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from pytest_slam.cli import exits
 from pytest_slam.errors import SlamError
+from pytest_slam.foreign import subcommands
 from pytest_slam.project import from_table, read_table
 from pytest_slam.run import options
 from pytest_slam.settings import Settings, SettingsError
@@ -229,8 +230,7 @@ def _print_help(top: argparse.ArgumentParser, topic: list[str]) -> int:
     """``slam help A B`` prints what ``slam A B --help`` prints; an unknown name is bad input."""
     parser = top
     for depth, name in enumerate(topic):
-        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-        choices = subs[0].choices if subs else {}
+        choices = subcommands(parser)
         if name not in choices:
             where = " ".join(["slam", *topic[:depth]])
             known = ", ".join(choices) or "none"
