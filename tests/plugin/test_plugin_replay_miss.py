@@ -120,18 +120,11 @@ def test_a_miss_is_reported_in_its_one_line_and_debuggers_still_get_the_products
     assert "openai.NotFoundError: Error code: 404" in outcome["message"]
 
 
-XFAILS = """
-import openai, pytest
-
-pytestmark = pytest.mark.slm
-
-def test_refund_known_to_fail():
-    try:
-        openai.OpenAI().chat.completions.create(
-            model="gpt-4", messages=[{"role": "user", "content": "How do I get a refund?"}])
-    except openai.APIError:
-        pytest.xfail("the refund flow is known broken")
-"""
+# The same product, which calls pytest.xfail itself after the miss instead of falling back.
+XFAILS = SWALLOWS.replace("test_refund_with_a_fallback", "test_refund_known_to_fail").replace(
+    "pass  # the product falls back on a canned answer",
+    'pytest.xfail("the refund flow is known broken")',
+)
 
 
 def test_a_test_that_xfails_itself_after_a_miss_stays_xfailed(
