@@ -78,6 +78,12 @@ def append_line(path: str | os.PathLike[str], line: str) -> int:
         return os.fstat(handle.fileno()).st_size
 
 
+def scratch_folder(golden_root: str | os.PathLike[str]) -> Path:
+    """pytest-slam's scratch folder (``.slam``, git-ignored) beside the golden folder ``golden_root``:
+    locks, the stale list, the trash and the caches, none of them committed."""
+    return Path(golden_root).parent / ".slam"
+
+
 def ignore_scratch_folder(folder: Path) -> None:
     """Give pytest-slam's scratch folder (``.slam``: locks, stale report) a ``.gitignore`` of ``*``,
     so nothing in it ever shows up in ``git status``."""

@@ -55,6 +55,7 @@ from pytest_slam.compare.evaluation import (
     evaluation_text,
     judge_error_table,
 )
+from pytest_slam.files import scratch_folder
 from pytest_slam.settings import Settings
 
 MIN_RESAMPLES = 100
@@ -173,7 +174,7 @@ def labelled(args: argparse.Namespace) -> list[LabelledPair]:
 
 def scratch(args: argparse.Namespace) -> Path:
     """pytest-slam's scratch folder beside the golden files (``.slam``, git-ignored)."""
-    return Path(args.root).parent / ".slam"
+    return scratch_folder(args.root)
 
 
 def aids_of(args: argparse.Namespace) -> Aids:

@@ -17,7 +17,7 @@ import reprlib
 from pathlib import Path
 
 from pytest_slam import textcodec
-from pytest_slam.files import atomic_write, ignore_scratch_folder
+from pytest_slam.files import atomic_write, ignore_scratch_folder, scratch_folder
 from pytest_slam.golden.fileformat import GoldenError, read_scratch_text
 from pytest_slam.golden.store import is_test_module, normalize_module
 
@@ -31,7 +31,7 @@ FULL_RUN_FIX = (
 
 def stale_report_path(root: Path) -> Path:
     """Where a run writes, and ``prune`` reads, the report for the store at ``root``."""
-    return Path(root).parent / ".slam" / "golden-stale.json"
+    return scratch_folder(root) / "golden-stale.json"
 
 
 def write_stale_report(

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from pytest_slam.files import atomic_write, ignore_scratch_folder
+from pytest_slam.files import atomic_write, ignore_scratch_folder, scratch_folder
 from pytest_slam.golden import appendlog
 from pytest_slam.golden.fileformat import (
     REFRESH_HINT,
@@ -134,7 +134,7 @@ class GoldenStore:
         self.root = Path(root)
         self.reference = golden_reference(reference)
         self.dir = self.root / reference_slug(self.reference)
-        self.lock_dir = Path(lock_dir) if lock_dir else self.root.parent / ".slam" / "locks"
+        self.lock_dir = Path(lock_dir) if lock_dir else scratch_folder(self.root) / "locks"
         self.write_through = write_through
         self._files: dict[str, GoldenFile | GoldenError] = {}
         self._pending: dict[str, dict[str, GoldenRecord]] = {}

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_slam import textcodec
-from pytest_slam.files import ignore_scratch_folder
+from pytest_slam.files import ignore_scratch_folder, scratch_folder
 from pytest_slam.golden.fileformat import (
     GoldenError,
     entry_as_dict,
@@ -35,7 +35,7 @@ TRASH_SCHEMA = "pytest-slam/golden-trash/1"
 
 def trash_dir(root: Path) -> Path:
     """Where prunes of the store at ``root`` keep what they removed."""
-    return Path(root).parent / ".slam" / "trash"
+    return scratch_folder(root) / "trash"
 
 
 @dataclass

@@ -108,6 +108,8 @@ class Prices:
     source: str = field(default_factory=_default_source)
     overrides: Mapping[str, Price] = field(default_factory=dict)
     genai_prices: bool = True
+    # genai-prices' answers kept between runs (catalog.cached_rates); None: looked up each run
+    cache: catalog.RatesCache | None = field(default=None, compare=False, repr=False)
     # Every call is priced: each model id is looked up once (the sources do not change in a run).
     _found: dict[str, tuple[Price, PriceSource] | None] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -133,20 +135,23 @@ class Prices:
         override = _family_get(self.overrides, model_id)
         if override is not None:
             return override, "override"
-        rates = catalog.rates(model_id) if self.genai_prices else None
+        rates = catalog.cached_rates(model_id, self.cache) if self.genai_prices else None
         if rates is not None:
             return Price(*rates), "genai-prices"
         listed = _family_get(self.table, model_id)
         return None if listed is None else (listed, "table")
 
     @classmethod
-    def from_config(cls, config: Mapping[str, JSON] | None) -> Prices:
-        """The default sources overridden by a ``[tool.slam.prices]`` mapping.
+    def from_config(
+        cls, config: Mapping[str, JSON] | None, cache: catalog.RatesCache | None = None
+    ) -> Prices:
+        """The default sources overridden by a ``[tool.slam.prices]`` mapping; ``cache`` keeps
+        genai-prices' answers between runs.
 
         ``{"gpt-4": {"input_per_mtok": 30, "output_per_mtok": 60}, "as_of": "2026-01"}``: a known
         model may override one price; a new model must give both. ``as_of``/``source`` re-date it.
         """
-        base = cls()
+        base = cls(cache=cache)
         overrides: dict[str, Price] = {}
         meta: dict[str, str] = {}
         for name, entry in (config or {}).items():

@@ -299,9 +299,11 @@ class SlamSession:
     @functools.cached_property
     def tables(self) -> Tables:
         """``[tool.slam]``'s tables, parsed once for the checks and the end of the run."""
+        from pytest_slam.files import scratch_folder
         from pytest_slam.run.tables import Tables
 
-        return Tables.of(self.settings)
+        golden_root = Path(self.config.rootpath) / self.settings.golden_dir
+        return Tables.of(self.settings, scratch=scratch_folder(golden_root))
 
     def _checker(self) -> Checker:
         from pytest_slam.run.checks import Checker, JudgeModel

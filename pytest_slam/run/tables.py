@@ -10,7 +10,9 @@ report echo them). The run parses them here once, at configure: the checks price
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from pytest_slam.compare.diskcache import DiskCache
 from pytest_slam.metrics.budget import SessionBudget
 from pytest_slam.metrics.cost import Prices
 from pytest_slam.report.baseline import Tolerances
@@ -26,12 +28,14 @@ class Tables:
     budget: SessionBudget = field(default_factory=SessionBudget)  # no limits: nothing to check
 
     @classmethod
-    def of(cls, settings: Settings) -> Tables:
+    def of(cls, settings: Settings, scratch: Path | None = None) -> Tables:
         """The settings' tables, parsed (config.py has checked them: this raises only for a
-        ``Settings`` built by hand with a bad table, with the message config.py would give)."""
+        ``Settings`` built by hand with a bad table, with the message config.py would give).
+        ``scratch`` (the project's ``.slam`` folder) keeps genai-prices' answers between runs."""
+        cache = DiskCache(scratch / "prices") if scratch is not None else None
         return cls(
             gate=Gate.from_config(settings.gate),
             tolerances=Tolerances.from_config(settings.baseline),
-            prices=Prices.from_config(settings.prices),
+            prices=Prices.from_config(settings.prices, cache),
             budget=SessionBudget.from_config(dict(settings.budget)),
         )

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from pytest_slam.compare.diskcache import DiskCache
 from pytest_slam.metrics import catalog
 from pytest_slam.metrics.cost import PRICE_AS_OF, Price, Prices, api_call_cost
 from pytest_slam.metrics.metering import cached_prompt_tokens, price_call
@@ -113,3 +114,72 @@ def test_without_genai_prices_the_dated_table_is_used() -> None:
     as_of, source, by, gpt4o_input, gpt5_unpriced = json.loads(out)
     assert (as_of, by, gpt4o_input, gpt5_unpriced) == (PRICE_AS_OF, "table", 2.5, True)
     assert source.startswith("https://")
+
+
+# -- genai-prices' answers kept between runs (catalog.cached_rates) --------------------------------
+
+
+@needs_genai_prices
+def test_a_kept_answer_is_the_looked_up_one_and_an_unknown_model_is_kept_too(tmp_path) -> None:
+    cache = DiskCache(tmp_path / ".slam" / "prices")
+    first = Prices(cache=cache)
+    assert first.get("gpt-4o") == Prices().get("gpt-4o") is not None
+    assert first.get("no-such-model-anywhere") is None
+    kept = sorted(json.loads(p.read_text())["key"] for p in tmp_path.rglob("*.json"))
+    version = catalog.version()
+    assert kept == [
+        f"genai-prices {version} openai {m}" for m in ("gpt-4o", "no-such-model-anywhere")
+    ]
+    assert (tmp_path / ".slam" / ".gitignore").read_text().endswith("*\n")  # never committed
+
+
+_KEPT_RUN = """
+import json, sys
+from pytest_slam.compare.diskcache import DiskCache
+from pytest_slam.metrics.cost import Prices
+p = Prices(cache=DiskCache(sys.argv[1]))
+price = p.get("gpt-4o")
+print(json.dumps([price.input_per_mtok, p.priced_by("gpt-4o"), "genai_prices" in sys.modules]))
+"""
+
+
+@needs_genai_prices
+def test_a_second_run_prices_from_the_kept_answer_without_importing_genai_prices(tmp_path) -> None:
+    def run() -> list[object]:
+        argv = [sys.executable, "-c", _KEPT_RUN, str(tmp_path / "prices")]
+        return json.loads(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
+
+    looked_up, kept = run(), run()
+    assert looked_up[2] is True and kept[2] is False  # the snapshot is imported once
+    assert kept[:2] == looked_up[:2] == [Prices().get("gpt-4o").input_per_mtok, "genai-prices"]
+
+
+@needs_genai_prices
+@pytest.mark.parametrize(
+    "rates",
+    [[-1.0, 2.0, None], [1.0, "2", None], [1.0, 2.0], "30", [True, 2.0, None], [1.0, 2.0, -3.0]],
+)
+def test_a_kept_entry_of_another_shape_is_looked_up_again_and_rewritten(tmp_path, rates) -> None:
+    cache = DiskCache(tmp_path)
+    key = f"genai-prices {catalog.version()} openai gpt-4o"
+    cache.put(key, {"key": key, "rates": rates})
+    assert catalog.cached_rates("gpt-4o", cache) == catalog.rates("gpt-4o") is not None
+    assert cache.get(key) == {"key": key, "rates": list(catalog.rates("gpt-4o"))}
+
+
+@needs_genai_prices
+def test_an_entry_of_another_version_is_not_read(tmp_path) -> None:
+    cache = DiskCache(tmp_path)
+    key = f"genai-prices {catalog.version()} openai gpt-4o"
+    cache.put(key, {"key": "genai-prices 0.0.1 openai gpt-4o", "rates": [999.0, 999.0, None]})
+    assert catalog.cached_rates("gpt-4o", cache) == catalog.rates("gpt-4o")
+    assert catalog.rates("gpt-4o") != (999.0, 999.0, None)
+
+
+@needs_genai_prices
+def test_a_read_only_scratch_folder_still_prices(tmp_path) -> None:
+    class ReadOnly(DiskCache):
+        def put(self, key: str, value: object) -> None:
+            raise PermissionError(13, "read-only file system", key)
+
+    assert catalog.cached_rates("gpt-4o", ReadOnly(tmp_path)) == catalog.rates("gpt-4o")

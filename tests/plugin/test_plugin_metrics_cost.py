@@ -12,6 +12,7 @@ import re
 
 import pytest
 
+from pytest_slam.metrics import catalog
 from pytest_slam.metrics.cost import cost_ratio
 from pytest_slam.metrics.tokens import framed_prompt_count, openai_encoding
 from pytest_slam.report import fmt
@@ -117,6 +118,36 @@ def test_tokens_are_counted_when_the_server_reports_none(pytester: pytest.Pytest
     (row,) = report["models"]
     assert row["tokens_estimated"] is True
     result.stdout.fnmatch_lines(["*token counts partly estimated*"])
+
+
+IMPORTED = """
+import sys
+
+def pytest_unconfigure(config):
+    with open("imported.txt", "a") as seen:
+        seen.write(f"{'genai_prices' in sys.modules}\\n")
+"""
+
+
+@pytest.mark.skipif(catalog.version() is None, reason="genai-prices is not installed")
+def test_a_second_run_prices_from_the_scratch_folder_without_importing_genai_prices(
+    pytester: pytest.Pytester,
+) -> None:
+    """genai-prices' snapshot costs a run 0.15 s to import: it is read once per version."""
+    pytester.makefile(".toml", pyproject="[tool.slam]\nreference = 'none'\n")
+    pytester.makepyfile(test_product=PRODUCT)
+    pytester.makeconftest(IMPORTED)
+    costs = []
+    with FakeOpenAI("Yes, it is.") as server:
+        for _ in range(2):
+            args = (f"--slm-models={server.base_url}#gpt-4", "--slm-report=report.json")
+            pytester.runpytest_subprocess(*args).assert_outcomes(passed=2)
+            report = json.loads((pytester.path / "report.json").read_text())
+            costs.append([c["cost_usd"] for o in report["outcomes"] for c in o["calls"]])
+    assert (pytester.path / "imported.txt").read_text().split() == ["True", "False"]
+    assert costs[0] == costs[1] and all(cost > 0 for cost in costs[0])  # gpt-4's list price
+    (kept,) = pytester.path.glob("**/.slam/prices/*/*.json")
+    assert json.loads(kept.read_text())["key"].endswith(" openai gpt-4")
 
 
 @pytest.mark.parametrize(
