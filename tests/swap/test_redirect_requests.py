@@ -8,6 +8,8 @@ would fail DNS (``*.invalid``) or show up without the redirect header.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -43,6 +45,62 @@ def seen(fake: FakeOpenAI) -> Iterator[list[Redirected]]:
 def test_the_stacks_are_found_by_module() -> None:
     assert [s.name for s in stacks.stacks()] == ["httpx", "requests"]
     assert stacks.installed() == ["httpx", "requests"]  # both libraries are installed here
+
+
+_IMPORTED_LATE = """
+import json, sys
+from pytest_slam.swap import redirect
+
+assert "requests" not in sys.modules  # nothing imports it to wrap it
+before = list(sys.meta_path)
+redirect.install(lambda: sys.argv[1])
+import requests  # the product imports its HTTP library only inside the test
+from requests.adapters import HTTPAdapter
+
+wrapped = HTTPAdapter.send
+chat = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]}
+url = "https://api.openai.com/v1/chat/completions"
+got = requests.post(url, json=chat, timeout=10).json()["choices"][0]["message"]["content"]
+redirect.uninstall()
+print(json.dumps({
+    "answer": got,
+    "restored": HTTPAdapter.send is not wrapped and HTTPAdapter.send.__module__ == "requests.adapters",
+    "meta_path_as_before": sys.meta_path == before,
+    "loader": type(requests.adapters.__loader__).__name__,
+}))
+"""
+
+
+def test_requests_imported_while_a_redirect_is_in_force_is_wrapped_as_it_is_imported(
+    fake: FakeOpenAI,
+) -> None:
+    argv = [sys.executable, "-c", _IMPORTED_LATE, fake.base_url]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "answer": ANSWER,  # the call reached the proxy (api.openai.com is never asked)
+        "restored": True,
+        "meta_path_as_before": True,
+        "loader": "SourceFileLoader",  # the module keeps its own loader
+    }
+    assert fake.requests[-1].headers[HEADER] == "https://api.openai.com"
+
+
+_NEVER_IMPORTED = """
+import sys
+from pytest_slam.swap import redirect
+
+before = list(sys.meta_path)
+redirect.install(lambda: "http://127.0.0.1:9/v1")
+redirect.uninstall()
+print("requests" in sys.modules, sys.meta_path == before)
+"""
+
+
+def test_a_redirect_never_imports_a_library_the_process_did_not() -> None:
+    argv = [sys.executable, "-c", _NEVER_IMPORTED]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == ["False", "True"]
 
 
 def test_a_post_to_the_openai_host_reaches_the_proxy(

@@ -2,23 +2,26 @@
 
 Each ``*_stack.py`` module here exposes ``STACK`` (``common.Stack``): the library's installed
 modules and the send points to wrap. The registry finds the modules by name, once per process, so
-a new stack is one new module (and its test). ``install`` wraps every installed library's send
-points; ``restore`` puts back exactly what was there.
+a new stack is one new module (and its test). ``install`` wraps the send points of every library
+the process has imported, and one imported later while the redirect is in force as its import ends
+(onimport.py); ``restore`` puts back exactly what was there.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import pkgutil
+import sys
 from typing import Any
 
 from pytest_slam.swap.stacks.common import Stack
+from pytest_slam.swap.stacks.onimport import WrapOnImport
 
 SUFFIX = "_stack"
 # Every send point replaced, with what was there before: restored when the last redirect ends.
 _originals: dict[tuple[type, str], Any] = {}
-_wrapped: set[int] = set()  # the libraries (module ids) whose send points are wrapped now
 
 
 @functools.cache
@@ -30,30 +33,39 @@ def stacks() -> tuple[Stack, ...]:
     return tuple(found)
 
 
-@functools.cache
-def _libraries() -> tuple[tuple[Stack, Any], ...]:
-    return tuple((stack, lib) for stack in stacks() for lib in stack.libraries())
-
-
 def installed() -> list[str]:
-    """The names of the stacks whose library is installed here."""
-    return list(dict.fromkeys(stack.name for stack, _ in _libraries()))
+    """The names of the stacks whose library is installed here (found, not imported)."""
+    return [stack.name for stack in stacks() if any(_findable(n) for n in stack.modules)]
+
+
+def _findable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def install() -> None:
-    """Wrap the send points of every installed library (once: a nested install changes nothing)."""
-    for stack, library in _libraries():
-        if id(library) in _wrapped:
-            continue
-        _wrapped.add(id(library))
-        for patch in stack.patches(library):
-            _originals[(patch.owner, patch.name)] = getattr(patch.owner, patch.name)
-            setattr(patch.owner, patch.name, patch.new)
+    """Wrap the send points of every library the process has imported (once: a nested install
+    changes nothing), and watch for the others' import until ``restore``."""
+    waiting: set[str] = set()
+    for stack in stacks():
+        for library in stack.libraries():
+            for patch in stack.patches(library):
+                key = (patch.owner, patch.name)
+                if key not in _originals:  # httpx may be an alias of httpx2: one class, once
+                    _originals[key] = getattr(patch.owner, patch.name)
+                    setattr(patch.owner, patch.name, patch.new)
+        waiting.update(name for name in stack.modules if name not in sys.modules)
+    _watch.arm(frozenset(waiting))
 
 
 def restore() -> None:
-    """Put every wrapped send point back as it was before ``install``."""
+    """Put every wrapped send point back as it was before ``install``; stop watching imports."""
+    _watch.disarm()
     for (owner, name), original in _originals.items():
         setattr(owner, name, original)
     _originals.clear()
-    _wrapped.clear()
+
+
+_watch = WrapOnImport(then=install)

@@ -190,9 +190,10 @@ class Stack(Protocol):
     """One HTTP library (``STACK`` of a ``*_stack.py`` module in this package)."""
 
     name: str
+    modules: tuple[str, ...]  # the names of its modules that have send points to wrap
 
     def libraries(self) -> tuple[ModuleType, ...]:
-        """Its installed modules (none when the library is not installed); called once per process."""
+        """Those of its modules the process has imported (``sys.modules``): never an import."""
         ...
 
     def patches(self, library: ModuleType) -> list[Patch]:

@@ -11,7 +11,7 @@ produced. Async clients keep the socket.
 from __future__ import annotations
 
 import functools
-import importlib
+import sys
 import weakref
 from collections.abc import Iterator
 from types import ModuleType
@@ -29,13 +29,15 @@ _loopback: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 class HttpxStack:
     name = "httpx"
+    modules = LIBRARIES
 
     def libraries(self) -> tuple[ModuleType, ...]:
         found: dict[int, ModuleType] = {}
         for name in LIBRARIES:
-            try:
-                module = importlib.import_module(name)
-            except ImportError:
+            module = sys.modules.get(name)
+            if module is None or not hasattr(
+                module, "HTTPTransport"
+            ):  # not imported, or mid-import
                 continue
             found.setdefault(id(module.HTTPTransport), module)  # httpx may be an alias of httpx2
         return tuple(found.values())

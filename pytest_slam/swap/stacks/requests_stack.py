@@ -7,7 +7,7 @@ names the URL it asked for, as the httpx stack's does: the proxy URL carries the
 
 from __future__ import annotations
 
-import importlib
+import sys
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,12 +20,11 @@ from pytest_slam.swap.stacks.common import HEADER, Patch, Redirect, rule_for
 
 class RequestsStack:
     name = "requests"
+    modules = ("requests.adapters",)
 
     def libraries(self) -> tuple[ModuleType, ...]:
-        try:
-            return (importlib.import_module("requests.adapters"),)
-        except ImportError:
-            return ()
+        adapters = sys.modules.get("requests.adapters")
+        return () if adapters is None or not hasattr(adapters, "HTTPAdapter") else (adapters,)
 
     def patches(self, library: ModuleType) -> list[Patch]:
         adapter = library.HTTPAdapter
