@@ -94,7 +94,8 @@ def check_pairs(path: str, outcomes: list[Outcome]) -> None:
 def checker_for(settings: Settings, store: GoldenStore) -> Checker:
     """The run's checker over the golden files, with a judge that answers from its cache only."""
     from pytest_slam.metrics.cost import Prices
-    from pytest_slam.run.checks import Checker, JudgeModel
+    from pytest_slam.run.checks import Checker
+    from pytest_slam.run.judging import JudgeModel
     from pytest_slam.swap.models import resolve
 
     judge = None
@@ -134,7 +135,7 @@ def rescore_outcome(checker: Checker, outcome: Outcome) -> Outcome:
             rec = None
         if rec is not None:
             verdict.records[pair.call_index] = rec
-    checker.score_pairs(checker.plan_from(module, outcome.equivalence), ctx, verdict)
+    checker.score_pairs(checker.plans.for_module(module, outcome.equivalence), ctx, verdict)
     outcome.calls = [c for c in outcome.calls if c.role != "judge"]
     _decide_outcome(outcome, verdict.problems)
     return outcome

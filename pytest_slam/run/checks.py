@@ -1,31 +1,25 @@
-"""After an opted-in test: pair each candidate call with its golden answer, price it, score it, and
-check the budgets. The result is a list of problems (the test fails with them) and the Pairs the report
-shows. The test's own assertions already ran; these add what the swap knows.
+"""After an opted-in test: price each call, pair it with its golden answer (``pairing.py``), score
+each pair, and check the budgets. The result is a list of problems (the test fails with them) and
+the Pairs the report shows. The test's own assertions already ran; these add what the swap knows.
 
-A test's scorer and verdict rule come from its ``slm_equivalence`` mark, its module's table or
-``[tool.slam] equivalence`` (``scoring.py``); a scorer is built once per distinct configuration in
-the run and shared by every test that asks for the same one (scorers keep no state between scores).
-Each score gets a verdict (``compare/decide.py``): equivalent, different, undecided, or none when
-the project asked for none. An undecided pair goes down the cascade the project configured
-(``then = ["judge", "review"]``): the judge, then a stored ``slam review`` verdict. A different
-pair fails the test; an undecided one does not (it is missing evidence, counted in the report).
+A test's scorer and verdict rule are its plan (``plans.py``: built once per distinct configuration
+in the run). Each score gets a verdict (``compare/decide.py``): equivalent, different, undecided,
+or none when the project asked for none. An undecided pair goes down the cascade the project
+configured (``then = ["judge", "review"]``): the judge (``judging.py``), then a stored ``slam
+review`` verdict. A different pair fails the test; an undecided one does not (it is missing
+evidence, counted in the report).
 
-A judge scorer gets the ``[tool.slam] judge`` model and keeps each verdict in the ``judge`` dict
-of the pair's golden record, written when the store flushes, so a CI run replays verdicts without
-the judge. In replay mode (``--slm-record=none``) the golden files are never written: a verdict not
-cached yet is asked of the judge, kept in memory for this run, and the run summary says how to
-cache it.
+A judge's verdicts are kept in the ``judge`` dict of the pair's golden record, written when the
+store flushes, so a CI run replays verdicts without the judge. In replay mode
+(``--slm-record=none``) the golden files are never written: a verdict not cached yet is asked of
+the judge, kept in memory for this run, and the run summary says how to cache it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-import json
-import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -33,23 +27,21 @@ from pytest_slam.compare.bands import DIFFERENT, EQUIVALENT, UNDECIDED
 from pytest_slam.compare.decide import (
     EXACT,
     IDENTICAL,
-    MEASURED_KEYS,
     Rule,
     identical,
     uncertified,
     verdict_error,
 )
 from pytest_slam.compare.scorer import ScorerError
-from pytest_slam.config import CASCADE, DEFAULT_BY
-from pytest_slam.golden.fileformat import GoldenError
-from pytest_slam.golden.reference import MissingGolden, ReferenceFailed, ReferenceService
+from pytest_slam.golden.reference import ReferenceService
 from pytest_slam.metrics.metering import measure
-from pytest_slam.records import JSON, Call, GoldenRecord, ModelSpec, Pair, Score
+from pytest_slam.records import JSON, Call, GoldenRecord, Pair, Score
+from pytest_slam.run.judging import UNJUDGED, GoldenJudgeCache, JudgeModel, JudgeNotCached
+from pytest_slam.run.pairing import pair_calls, wants_reference
+from pytest_slam.run.plans import Plans
 from pytest_slam.run.scoring import (
     ScoringPlan,
-    mark_table,
     request_schema,
-    scoped_config,
     wants_json,
 )
 from pytest_slam.run.verdict import TestVerdict, merged_verdict
@@ -64,91 +56,6 @@ if TYPE_CHECKING:  # the compare wing loads when a test is first scored
     from pytest_slam.review.verdicts import HumanVerdict
 
 BUDGET_MARK = "slm_budget"
-JUDGE_MAX_TOKENS = 512
-PLAN = pytest.StashKey["ScoringPlan"]()
-UNJUDGED = "unjudged"  # Call.error_kind of a judge call that gave no readable verdict
-_SET_JUDGE = (
-    "set [tool.slam] judge to any model spec (judge = 'openai:gpt-4o', or "
-    "'http://127.0.0.1:8000/v1#MODEL')"
-)
-NO_JUDGE = "by={by!r} needs a judge model: " + _SET_JUDGE
-NO_CASCADE_JUDGE = f'then = ["judge"] needs a judge model: {_SET_JUDGE}'
-
-
-class JudgeNotCached(ScorerError, kind="judge"):
-    """A judge verdict that is not cached, asked where no judge may be called (``slam rescore``)."""
-
-
-@dataclass
-class JudgeModel:
-    """The ``[tool.slam] judge`` model as the judge scorer's ``complete(messages) -> str``.
-
-    Called directly at its own base URL (never through the candidate route), at temperature 0.
-    """
-
-    spec: ModelSpec
-    timeout_s: float = 120.0
-    calls: list[Call] = field(default_factory=list)  # made since the last test: Checker takes them
-    offline: bool = False  # cached verdicts only (slam rescore): a verdict not cached stays unknown
-
-    def complete(self, messages: list[dict[str, str]]) -> str:
-        from pytest_slam.compare.scorer import ScorerUnavailable
-        from pytest_slam.swap.chat import Target, forward_chat
-
-        spec = self.spec
-        if self.offline:
-            raise JudgeNotCached(f"judge {spec.name!r} has no cached verdict for this pair")
-        if not spec.base_urls:
-            raise ScorerUnavailable(f"judge {spec.name!r} has no running server; {_JUDGE_FIX}")
-        key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
-        target = Target(spec, spec.base_urls[0], key, role="judge")
-        body = {
-            "model": spec.model_id,
-            "messages": messages,
-            "temperature": 0,
-            "max_tokens": JUDGE_MAX_TOKENS,
-        }
-        call = forward_chat(target, body, timeout=self.timeout_s).call
-        self.calls.append(call)
-        if not call.ok:
-            raise ScorerUnavailable(f"judge {spec.name!r} failed: {call.error}; {_JUDGE_FIX}")
-        return call.text
-
-
-_JUDGE_FIX = (
-    "start it or fix [tool.slam] judge. Verdicts cached in the golden files replay without it; "
-    "cache new ones with --slm-record=new while the judge is reachable"
-)
-
-
-@dataclass
-class GoldenJudgeCache:
-    """The judge cache protocol over one golden record's ``judge`` dict.
-
-    ``put`` buffers the record (with the new verdict) in the golden store, which writes it at
-    flush; in replay mode it keeps the verdict in ``memory`` instead and calls ``unsaved``.
-    """
-
-    store: GoldenStore
-    module: str
-    record: GoldenRecord
-    test: str
-    writes: bool
-    memory: MemoryJudgeCache  # shared by the run
-    unsaved: Callable[[str], None] | None = None  # told the module of a verdict kept in memory
-
-    def get(self, key: str) -> dict[str, JSON] | None:
-        return self.record.judge.get(key) or self.memory.get(key)
-
-    def put(self, key: str, verdict: dict[str, JSON]) -> None:
-        if not self.writes:
-            self.memory.put(key, verdict)
-            if self.unsaved is not None:
-                self.unsaved(self.module)
-            return
-        current = self.store.lookup(self.module, self.record.key) or self.record
-        self.record = dataclasses.replace(current, judge={**current.judge, key: verdict})
-        self.store.record(self.module, self.record, self.test)
 
 
 @dataclass
@@ -162,8 +69,6 @@ class Checker:
     record_mode: str = "none"
     summary: list[str] = field(default_factory=list)  # the run's summary lines (shared)
     judge_memory: MemoryJudgeCache | None = None  # verdicts replay mode cannot write
-    # Plans by canonical (scorer, threshold, options): one scorer per distinct configuration.
-    plans: dict[str, ScoringPlan] = field(default_factory=dict)
     golden_store: GoldenStore | None = None  # the goldens without a reference (slam rescore)
     reviews: dict[str, list[HumanVerdict]] = field(default_factory=dict)  # by module, read once
     not_cached: int = 0  # pairs whose judge verdict was not cached (slam rescore: not asked)
@@ -171,6 +76,10 @@ class Checker:
     # [tool.slam] accept_uncertified_judge: count a judge's verdicts on a side slam calibrate
     # --evaluate could not certify (judge_error's pass_certified / fail_certified false)
     accept_uncertified_judge: bool = False
+    plans: Plans = field(init=False)  # each test's scorer, built once per configuration
+
+    def __post_init__(self) -> None:
+        self.plans = Plans(self.equivalence, self.judge, self.scorer_timeout_s)
 
     def run(self, item: pytest.Item, ctx: TestContext, failed: bool) -> TestVerdict:
         """This test's verdict: merged over its runs under ``--slm-repeat``, else checked now."""
@@ -183,72 +92,18 @@ class Checker:
         for call in ctx.calls:
             measure(ctx.model, call, self.prices)
         if self.reference is not None and wants_reference(item):
-            path = str(self.reference.store.path_for(ctx.module))
-            for turn, key, message in ctx.misses:  # refused before the candidate was asked
-                verdict.pairs.append(Pair(turn - 1, key, path, None, missing=True))
-                verdict.problems.append(f"call {turn}: {message}")
-            for index, call in enumerate(ctx.calls):
-                if call.ok:
-                    self._pair(ctx, index, call, verdict, failed)
-                else:  # unanswered, yet the test asked for this entry: never stale for it
-                    self.reference.store.mark_used(ctx.module, _key(call), ctx.test)
+            pair_calls(self.reference, self.prices, ctx, verdict, failed)
         self._score(item, ctx, verdict, failed)
         self._budget(item, ctx, verdict)
         self._keep_judge_calls(ctx)
         return verdict
-
-    def _pair(
-        self, ctx: TestContext, index: int, call: Call, verdict: TestVerdict, failed: bool
-    ) -> None:
-        assert self.reference is not None
-        store = self.reference.store
-        key = _key(call)
-        try:
-            rec = self.reference.answer(
-                ctx.module, ctx.test, call.request, ctx.nodeid, index + 1, key=key
-            )
-        except (MissingGolden, GoldenError, ReferenceFailed) as exc:
-            verdict.pairs.append(
-                Pair(index, key, str(store.path_for(ctx.module)), None, missing=True)
-            )
-            if not failed:
-                verdict.problems.append(f"call {index + 1}: {exc}")
-            return
-        call.key = rec.key
-        verdict.records[index] = rec
-        pair = self._make_pair(index, rec, str(store.path_for(ctx.module)))
-        if rec.key != key:  # the reference's turn at this place (golden.turns)
-            earlier = [p.diverged_at for p in verdict.pairs if p.diverged_at is not None]
-            pair.diverged_at = earlier[0] if earlier else index + 1
-        verdict.pairs.append(pair)
-
-    def _make_pair(self, index: int, rec: GoldenRecord, path: str) -> Pair:
-        from pytest_slam.metrics.cost import api_call_cost
-
-        ans = rec.answers[0]
-        model = ans.model or (self.reference.spec.model_id if self.reference else None)
-        return Pair(
-            call_index=index,
-            key=rec.key,
-            golden_file=path,
-            reference_text=ans.text,
-            reference_model=model,
-            reference_prompt_tokens=ans.prompt_tokens,
-            reference_completion_tokens=ans.completion_tokens,
-            reference_e2e_ms=ans.e2e_ms,
-            reference_ttft_ms=ans.ttft_ms,
-            reference_tool_calls=ans.tool_calls,
-            reference_cost_usd=api_call_cost(
-                model or "", ans.prompt_tokens, ans.completion_tokens, self.prices
-            ),
-        )
 
     # -- scoring ----------------------------------------------------------------------------------
 
     def _score(
         self, item: pytest.Item, ctx: TestContext, verdict: TestVerdict, failed: bool
     ) -> None:
-        self.score_pairs(self.plan_for(item), ctx, verdict, failed)
+        self.score_pairs(self.plans.for_item(item), ctx, verdict, failed)
 
     def score_pairs(
         self, plan: ScoringPlan, ctx: TestContext, verdict: TestVerdict, failed: bool = False
@@ -543,91 +398,6 @@ class Checker:
         if line not in self.summary:
             self.summary.append(line)
 
-    def plan_for(self, item: pytest.Item) -> ScoringPlan:
-        """The test's plan, kept on the item (repeats and pairs share it)."""
-        plan = item.stash.get(PLAN, None)
-        if plan is None:
-            module = item.nodeid.split("::", 1)[0]
-            plan = item.stash[PLAN] = self.plan_from(module, mark_table(item))
-        return plan
-
-    def plan_from(self, module: str, mark: dict[str, object] | None) -> ScoringPlan:
-        """The plan of a test in ``module`` with ``mark``, shared by every test of the run that
-        asks for the same scorer, bands, cascade and options."""
-        config = scoped_config(self.equivalence, module, mark)
-        key = self._plan_key(config)
-        plan = self.plans.get(key) if key is not None else None
-        if plan is None:
-            plan = self._build_plan(config)
-            if key is not None:
-                self.plans[key] = plan
-        return plan
-
-    def _plan_key(self, config: dict[str, object]) -> str | None:
-        """A canonical JSON text of the scoring configuration; None when it has none (a ready
-        Scorer object, an option that is not plain data, a ``complete`` other than the judge's)."""
-        complete = config.get("complete")
-        if complete is not None and (self.judge is None or complete != self.judge.complete):
-            return None
-        if not isinstance(config.get("by", ""), str):
-            return None
-        plain = {k: v for k, v in config.items() if k != "complete"}
-        try:
-            return json.dumps(plain, sort_keys=True)
-        except (TypeError, ValueError):
-            return None
-
-    def _build_plan(self, config: dict[str, object]) -> ScoringPlan:
-        from pytest_slam.compare.bands import Bands
-        from pytest_slam.compare.named import get_scorer
-        from pytest_slam.compare.plugged import Plugged
-        from pytest_slam.compare.toolcalls import ToolCallScorer
-
-        options = dict(config)
-        by = options.pop("by", None)
-        auto = by is None
-        by = DEFAULT_BY if by is None else _by_name(by) if isinstance(by, str) else by
-        at_least, fail_below = options.pop("at_least", None), options.pop("fail_below", None)
-        then = options.pop("then", None) or []
-        measured = {k: options.pop(k) for k in set(MEASURED_KEYS.values()) if k in options}
-        needs, unknown = _needs_of(by)
-        if "model" in needs and self.judge is not None:
-            options.setdefault("complete", self.judge.complete)
-            options.setdefault("model", self.judge.spec.name)
-        threshold = at_least if isinstance(at_least, int | float) else None
-        plan = ScoringPlan(getattr(by, "name", str(by)), threshold, auto=auto)
-        plan.measured = {k: dict(v) for k, v in measured.items() if isinstance(v, dict)}
-        try:
-            bands = Bands(*cast("tuple[float | None, float | None]", (at_least, fail_below)))
-        except ValueError as exc:
-            plan.error = str(exc)
-            return plan
-        plan.rule = Rule(bands.at_least, bands.fail_below, str(options.get("mode", "grade")))
-        if not (isinstance(then, list) and set(then) <= set(CASCADE)):
-            plan.error = f'then = {then!r} must list "judge" and/or "review", cheapest first'
-        elif "judge" in then and self.judge is None:
-            plan.error = NO_CASCADE_JUDGE
-        elif "model" in needs and "complete" not in options:
-            plan.error = NO_JUDGE.format(by=by)
-        elif unknown is not None:
-            plan.error = unknown
-        else:
-            plan.then = [str(step) for step in then]
-            try:
-                plan.scorer = get_scorer(by, **options)
-                if isinstance(plan.scorer, Plugged):  # someone else's code: under a deadline
-                    plan.scorer.deadline_s = self.scorer_timeout_s
-                if "judge" in plan.then and self.judge is not None:
-                    plan.judge = get_scorer(
-                        "judge", complete=self.judge.complete, model=self.judge.spec.name
-                    )
-                plan.json = get_scorer("json") if auto else None
-            except (ScorerError, ValueError, TypeError) as exc:
-                plan.error = str(exc)
-            else:  # answers with tool calls: a json scorer lends its options (ignore, tolerance)
-                plan.tools = ToolCallScorer.like(plan.scorer)
-        return plan
-
     # -- budgets ----------------------------------------------------------------------------------
 
     def _budget(self, item: pytest.Item, ctx: TestContext, verdict: TestVerdict) -> None:
@@ -655,21 +425,6 @@ def question_of(request: dict[str, JSON]) -> str | None:
                 content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
             return content if isinstance(content, str) else None
     return None
-
-
-def wants_reference(item: pytest.Item) -> bool:
-    """``@pytest.mark.slm(reference=False)``: generated inputs have no golden answer to pair with."""
-    mark = item.get_closest_marker("slm")
-    return mark is None or mark.kwargs.get("reference", True) is not False
-
-
-def _key(call: Call) -> str:
-    """The call's golden key: the one its swap computed, else computed now."""
-    if call.request_key is None:
-        from pytest_slam.golden.keys import request_key
-
-        call.request_key = request_key(call.request)
-    return call.request_key
 
 
 Choice = tuple[str, "list[dict[str, JSON]] | None"]  # (text, tool calls) of one choice
@@ -723,27 +478,6 @@ def _part(scorer: str) -> str:
     from pytest_slam.compare.named import describe_name
 
     return describe_name(scorer).compares
-
-
-def _by_name(by: str) -> str:
-    """A built-in scorer's name as the registry spells it; any other name as written."""
-    from pytest_slam.compare.named import is_builtin
-
-    return by.strip().lower() if is_builtin(by) else by.strip()
-
-
-def _needs_of(by: object) -> tuple[frozenset[str], str | None]:
-    """What the scorer ``by`` names needs (``about.py``), or why there is no such scorer."""
-    from pytest_slam.compare.about import describe
-    from pytest_slam.compare.named import scorer_class, unknown_scorer
-
-    try:
-        found = scorer_class(by) if isinstance(by, str) else by
-        if not callable(getattr(found, "score", None)):
-            return frozenset(), unknown_scorer(by)
-        return describe(found).needs, None
-    except (ValueError, TypeError) as exc:
-        return frozenset(), str(exc)
 
 
 def _judge_evidence(scorer: str) -> bool:

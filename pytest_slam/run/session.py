@@ -306,7 +306,8 @@ class SlamSession:
         return Tables.of(self.settings, scratch=scratch_folder(golden_root))
 
     def _checker(self) -> Checker:
-        from pytest_slam.run.checks import Checker, JudgeModel
+        from pytest_slam.run.checks import Checker
+        from pytest_slam.run.judging import JudgeModel
 
         judge = JudgeModel(self.judge_spec) if self.judge_spec is not None else None
         return Checker(
@@ -383,9 +384,9 @@ class SlamSession:
 
     def enter_test(self, item: pytest.Item, name: str | None) -> Generator[SlamModel, None, None]:
         """Fixture body: make this test's calls go to model ``name`` and record them."""
-        from pytest_slam.run.checks import wants_reference
         from pytest_slam.run.fixtures import SlamModel
         from pytest_slam.run.optin import base_test_id, mark_problem, module_of
+        from pytest_slam.run.pairing import wants_reference
         from pytest_slam.swap.egress import watch_test
         from pytest_slam.swap.router import TestContext
 
