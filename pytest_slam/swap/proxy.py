@@ -35,6 +35,7 @@ import json
 import os
 import secrets
 import select
+import selectors
 import socket
 import socketserver
 import sys
@@ -64,7 +65,6 @@ CHAT_PATH = "/chat/completions"
 RESPONSES_PATH = "/responses"
 EMBEDDINGS_PATH = "/embeddings"
 REDIRECTED = "x-slam-redirected-from"  # set by redirect.py on a request it sent here
-POLL_S = 0.05
 BLOCK = 65536
 HEAD_LIMIT = 64 * 1024  # request line and headers, bytes
 BODY_LIMIT = 32 * 1024 * 1024  # a chat request with images stays far below; a 50 MB upload does not
@@ -705,13 +705,27 @@ class SwapProxy(socketserver.ThreadingTCPServer):
             print(f"pytest-slam: the swap proxy dropped a connection ({exc!r})", file=sys.stderr)
 
     def start(self) -> SwapProxy:
-        # stop() waits for the serve loop's next poll: the default half second is paid by every run.
-        serve = functools.partial(self.serve_forever, poll_interval=POLL_S)
-        self._thread = threading.Thread(target=serve, name="slam-proxy", daemon=True)
+        """Serve from a daemon thread until ``stop()``, which wakes the thread's wait at once: a
+        serve loop that polls (``serve_forever``) makes every run wait for its next poll at the
+        end, and wakes the thread many times a second meanwhile."""
+        self._wake, self._waker = socket.socketpair()
+        self._thread = threading.Thread(target=self._serve, name="slam-proxy", daemon=True)
         self._thread.start()
         return self
 
+    def _serve(self) -> None:
+        with selectors.DefaultSelector() as waiting:
+            waiting.register(self, selectors.EVENT_READ)
+            waiting.register(self._wake, selectors.EVENT_READ)
+            while not any(key.fileobj is self._wake for key, _ in waiting.select()):
+                self.handle_request()  # a connection is waiting: accepted without blocking
+
     def stop(self) -> None:
-        self.shutdown()
+        if self._thread is not None:
+            self._waker.send(b"\0")
+            self._thread.join()
+            self._thread = None
+            self._wake.close()
+            self._waker.close()
         self.server_close()
         self.workers.stop()

@@ -243,3 +243,15 @@ base_url = "{candidate.base_url}"
         result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_stop_ends_the_serve_thread_and_closes_the_port(upstream: FakeOpenAI) -> None:
+    """``stop`` wakes the serving thread instead of waiting for a poll; nothing is left serving."""
+    with swap_proxy(upstream.base_url) as server:
+        still_serves(server)
+        thread = server._thread
+        assert thread is not None and thread.is_alive()
+    assert not thread.is_alive()  # joined by stop, not left to die with the process
+    with pytest.raises(OSError):
+        socket.create_connection(server.server_address, timeout=5).close()
+    server.stop()  # a second stop (an interrupted start-up path) is harmless
