@@ -2,7 +2,7 @@
 
 The test's ``slm_equivalence`` mark, else ``[tool.slam.equivalence.modules."<module>"]`` (the module
 path as in the node id, as ``slam calibrate`` writes it), else ``[tool.slam.equivalence]``; each scope
-updates the one below key by key. Pure data in, pure data out: the run (``checks.Checker``) and
+updates the one below key by key. Pure data in, pure data out: the run (``plans.Plans``) and
 ``slam rescore`` (which has the mark as the report recorded it) read the same configuration the same
 way.
 """
