@@ -88,19 +88,41 @@ def test_requests_imported_while_a_redirect_is_in_force_is_wrapped_as_it_is_impo
 
 _NEVER_IMPORTED = """
 import sys
-from pytest_slam.swap import redirect
+from pytest_slam.swap import redirect, stacks
 
 before = list(sys.meta_path)
 redirect.install(lambda: "http://127.0.0.1:9/v1")
+watching = sys.meta_path != before  # requests is installed: its import is watched
 redirect.uninstall()
-print("requests" in sys.modules, sys.meta_path == before)
+print("requests" in stacks.installed(), "requests" in sys.modules, watching, sys.meta_path == before)
 """
 
 
 def test_a_redirect_never_imports_a_library_the_process_did_not() -> None:
     argv = [sys.executable, "-c", _NEVER_IMPORTED]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
-    assert done.stdout.split() == ["False", "True"]
+    assert done.stdout.split() == ["True", "False", "True", "True"]
+
+
+_NOT_INSTALLED = """
+import sys
+sys.modules["requests"] = None  # as if requests were not installed: its import fails
+import openai  # the product's client: its HTTP library (httpx2, or httpx) is imported now
+from pytest_slam.swap import redirect, stacks
+
+before = list(sys.meta_path)
+redirect.install(lambda: "http://127.0.0.1:9/v1")
+print(stacks.installed(), sys.meta_path == before)
+redirect.uninstall()
+"""
+
+
+def test_a_library_that_is_not_installed_is_not_watched() -> None:
+    """Only an installed library can be imported later: the finder is not armed for the others,
+    so a run without requests passes no import of its tests through it."""
+    argv = [sys.executable, "-c", _NOT_INSTALLED]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == ["['httpx']", "True"]
 
 
 def test_a_post_to_the_openai_host_reaches_the_proxy(

@@ -35,12 +35,15 @@ def stacks() -> tuple[Stack, ...]:
 
 def installed() -> list[str]:
     """The names of the stacks whose library is installed here (found, not imported)."""
-    return [stack.name for stack in stacks() if any(_findable(n) for n in stack.modules)]
+    return [stack.name for stack in stacks() if any(_installed(n) for n in stack.modules)]
 
 
-def _findable(name: str) -> bool:
+@functools.cache
+def _installed(name: str) -> bool:
+    """Whether the package of module ``name`` is installed: its top-level package is looked up
+    (``find_spec`` of a dotted name would import its parent), once per process."""
     try:
-        return importlib.util.find_spec(name) is not None
+        return importlib.util.find_spec(name.partition(".")[0]) is not None
     except (ImportError, ValueError):
         return False
 
@@ -56,7 +59,8 @@ def install() -> None:
                 if key not in _originals:  # httpx may be an alias of httpx2: one class, once
                     _originals[key] = getattr(patch.owner, patch.name)
                     setattr(patch.owner, patch.name, patch.new)
-        waiting.update(name for name in stack.modules if name not in sys.modules)
+        # only an installed library can be imported later: none other keeps the finder armed
+        waiting.update(n for n in stack.modules if n not in sys.modules and _installed(n))
     _watch.arm(frozenset(waiting))
 
 

@@ -34,10 +34,8 @@ class HttpxStack:
     def libraries(self) -> tuple[ModuleType, ...]:
         found: dict[int, ModuleType] = {}
         for name in LIBRARIES:
-            module = sys.modules.get(name)
-            if module is None or not hasattr(
-                module, "HTTPTransport"
-            ):  # not imported, or mid-import
+            module = sys.modules.get(name)  # not imported yet, or still being imported: skipped
+            if module is None or not hasattr(module, "HTTPTransport"):
                 continue
             found.setdefault(id(module.HTTPTransport), module)  # httpx may be an alias of httpx2
         return tuple(found.values())
