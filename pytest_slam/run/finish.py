@@ -50,6 +50,14 @@ class SessionFacts:
     known: bool = True  # pytest's session is registered (it always is in a real run)
 
 
+def _no_tables() -> Tables:
+    """The defaults (no gate, baseline or budget table; the default prices): imported only when
+    a RunEnd is built without the session's tables."""
+    from pytest_slam.run.tables import Tables
+
+    return Tables()
+
+
 @dataclass
 class RunEnd:
     """What the end of one run reads; ``hook`` is pytest's hook relay (hookspecs.py)."""
@@ -76,7 +84,7 @@ class RunEnd:
     width: int = 100  # the terminal's
     workeroutput: dict[str, object] | None = None  # xdist's, on a worker
     shard_ids: dict[str, JSON] = field(default_factory=dict)  # collected/selected (shardvisits)
-    tables: Tables = field(default_factory=lambda: _no_tables())  # [tool.slam]'s, parsed once
+    tables: Tables = field(default_factory=_no_tables)  # [tool.slam]'s, parsed once
 
     @property
     def rootpath(self) -> Path:
@@ -89,14 +97,6 @@ class RunEnd:
     @property
     def runs_tests(self) -> bool:
         return self.role != "controller"
-
-
-def _no_tables() -> Tables:
-    """The defaults (no gate, baseline or budget table; the default prices): imported only when
-    a RunEnd is built without the session's tables."""
-    from pytest_slam.run.tables import Tables
-
-    return Tables()
 
 
 def finish(slam: RunEnd, exitstatus: int) -> int:
