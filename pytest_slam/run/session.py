@@ -492,10 +492,27 @@ class SlamSession:
     ) -> None:
         """Attach this test's Outcome to its report: reports are what xdist carries home.
         ``crash``: the product's exception, when ``shorten`` put the one-line failure in its place."""
-        if not self.is_swapped(item) or (report.when != "call" and report.passed):
+        if not self.is_swapped(item):
             return
-        if report.when == "teardown" and not report.failed:
+        if report.when == "teardown":
+            self._release(item, report)
             return
+        if report.when != "call" and report.passed:
+            return
+        self._annotate(item, report, crash)
+
+    def _release(self, item: pytest.Item, report: pytest.TestReport) -> None:
+        """The test's last report: a failed teardown gets its outcome, then the test's context
+        and verdict leave the item (its outcome holds what the report needs), so the run keeps
+        one copy of each test's calls, not three for every later garbage collection to walk."""
+        if report.failed:
+            self._annotate(item, report, None)
+        if CTX in item.stash:
+            del item.stash[CTX]
+        if VERDICT in item.stash:
+            del item.stash[VERDICT]
+
+    def _annotate(self, item: pytest.Item, report: pytest.TestReport, crash: str | None) -> None:
         from pytest_slam.report.junit_props import attach as attach_junit_properties
         from pytest_slam.run.outcomes import build_outcome, cut_message, one_line_failure
 
