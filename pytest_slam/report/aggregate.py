@@ -260,7 +260,7 @@ OutcomeLike = Outcome | Mapping[str, JSON]  # a record, or its dict from a worke
 
 def sort_outcomes(outcomes: Iterable[OutcomeLike]) -> list[Outcome]:
     """Canonical order: by nodeid, then repeat; the same for any worker interleaving."""
-    return sorted(records(Outcome, outcomes), key=_order)
+    return sorted(records(Outcome, outcomes), key=outcome_order)
 
 
 _DIGITS = re.compile(r"(\d+)")
@@ -273,7 +273,7 @@ def natural_key(text: str) -> tuple[tuple[str | int, ...], str]:
     return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), text
 
 
-def _order(outcome: Outcome) -> tuple[tuple[tuple[str | int, ...], str], int, str]:
+def outcome_order(outcome: Outcome) -> tuple[tuple[tuple[str | int, ...], str], int, str]:
     """Nodeid, then repeat runs, then phase outcome: one test can report a call and a teardown."""
     repeat = outcome.repeat or {}
     return (natural_key(outcome.nodeid), int(repeat.get("runs", 0)), outcome.outcome)

@@ -19,7 +19,7 @@ from pytest_slam.errors import SlamError
 from pytest_slam.files import atomic_write
 from pytest_slam.gcpause import gc_paused
 from pytest_slam.records import JSON, Outcome, records, utc_now
-from pytest_slam.report.aggregate import OutcomeLike, Verdict, sort_outcomes
+from pytest_slam.report.aggregate import OutcomeLike, Verdict, outcome_order, sort_outcomes
 from pytest_slam.report.schema import ReportDocument
 from pytest_slam.report.seal import Seal, digest_of
 from pytest_slam.report.visits import Visits
@@ -69,10 +69,26 @@ def report_document(
 
 
 def report_dict(
-    verdict: Verdict, outcomes: Iterable[OutcomeLike], visits: Visits | None = None
+    verdict: Verdict,
+    outcomes: Iterable[OutcomeLike],
+    visits: Visits | None = None,
+    rows: list[dict[str, JSON]] | None = None,
 ) -> dict[str, JSON]:
-    """The document written to disk, as JSON types (``report.schema.json`` describes it)."""
-    return report_document(verdict, outcomes, visits).as_dict()
+    """The document written to disk, as JSON types (``report.schema.json`` describes it).
+
+    ``rows``: each outcome's ``as_dict``, in the order of ``outcomes`` (records), when the caller
+    has them already (the end of a run made them once to scrub secrets): used as they are, not
+    made again, which was a sixth of the end of a run of a thousand tests.
+    """
+    if rows is None:
+        return report_document(verdict, outcomes, visits).as_dict()
+    listed = records(Outcome, outcomes)
+    if len(listed) != len(rows):
+        raise ValueError(f"report_dict: {len(rows)} rows for {len(listed)} outcomes")
+    document = report_document(verdict, [], visits).as_dict()
+    order = sorted(range(len(rows)), key=lambda i: outcome_order(listed[i]))
+    document["outcomes"] = [rows[i] for i in order]
+    return document
 
 
 def write_json(

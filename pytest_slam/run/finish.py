@@ -514,8 +514,9 @@ def _write(
     scrubbed = scrub(plain)
     clean = outcomes if scrubbed is plain else records(Outcome, scrubbed)
     visits = _visits(slam, exitstatus) if slam.settings.report else None
+    json_writer = partial(_write_json, slam, visits=visits, rows=scrubbed)
     writers = (
-        (slam.settings.report, "JSON", options.REPORT, partial(_write_json, slam, visits=visits)),
+        (slam.settings.report, "JSON", options.REPORT, json_writer),
         (slam.settings.html, "HTML", options.HTML, write_html),
     )
     for path, kind, flag, write in writers:
@@ -537,12 +538,14 @@ def _write_json(
     verdict: Verdict,
     outcomes: list[Outcome],
     visits: Visits | None = None,
+    rows: list[dict[str, JSON]] | None = None,
 ) -> Path:
-    """The JSON report, after ``pytest_slam_report`` (hookspecs.py) had its say on the document."""
+    """The JSON report, after ``pytest_slam_report`` (hookspecs.py) had its say on the document.
+    ``rows``: the outcomes as plain data already, in their order (``report_dict``)."""
     from pytest_slam.files import atomic_write
     from pytest_slam.report.jsonreport import report_dict, report_text
 
-    document = report_dict(verdict, outcomes, visits)
+    document = report_dict(verdict, outcomes, visits, rows)
     slam.hook.pytest_slam_report(document=document)
     return atomic_write(path, report_text(document))
 
