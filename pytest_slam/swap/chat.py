@@ -144,9 +144,12 @@ class Accumulator:
             if choice is None:  # not setdefault: that would build a _Choice for every chunk
                 choice = self.choices[index] = _Choice()
             delta = raw.get("delta") or {}
-            if delta.get("content"):
-                choice.text.append(delta["content"])
-                self._content(now)
+            content = delta.get("content")
+            if content:  # ``_content`` inlined: this runs once per token
+                choice.text.append(content)
+                self.pieces += 1
+                if self.first is None:
+                    self.first = now
             for tc in delta.get("tool_calls") or ():
                 self._tool_call(choice, tc)
                 self._content(now)

@@ -112,19 +112,22 @@ class Response:
         while block := self.raw.read1(BLOCK):
             *lines, rest = (rest + block).split(b"\n")
             for line in lines:
-                payload = _data(line)
+                # ``_data`` inlined: a stream is read line by line, most of them blank separators
+                line = line.strip()
+                if not line.startswith(b"data:"):
+                    continue
+                payload = line[5:].strip()
                 if payload == b"[DONE]":
                     self.done = True
                     # Read the end of the chunked body: a response left open makes the next request
                     # on this kept-alive connection fail after it was sent.
                     self.raw.read()
                     return
-                if payload is not None:
-                    yield payload
-        payload = _data(rest)  # a last line with no newline before the body ended
-        self.done = payload == b"[DONE]"
-        if payload is not None and not self.done:
-            yield payload
+                yield payload
+        last = _data(rest)  # a last line with no newline before the body ended
+        self.done = last == b"[DONE]"
+        if last is not None and not self.done:
+            yield last
 
 
 def _data(line: bytes) -> bytes | None:
