@@ -12,7 +12,7 @@ import report_helpers as synth
 from pytest_slam.compare.uncertainty import Comparison
 from pytest_slam.files import atomic_write
 from pytest_slam.metrics.stats import Summary
-from pytest_slam.records import ModelSpec
+from pytest_slam.records import ModelSpec, Outcome, records
 from pytest_slam.report.aggregate import Verdict, aggregate
 from pytest_slam.report.gate import Gate, apply_gate, evaluate
 from pytest_slam.report.gate_result import Breach, GateResult
@@ -99,6 +99,21 @@ def test_one_line_per_outcome_and_the_same_document(written) -> None:
     assert lines[start + 1 + len(outcomes) :] == ["  ],", f'  "digest": "{digest}"', "}"]
     expected = {**report_dict(verdict, outcomes), "digest": digest}
     assert {**json.loads(text), "generated_at": None} == {**expected, "generated_at": None}
+
+
+def test_rows_made_once_are_the_document_s_outcomes_in_its_order() -> None:
+    """The end of a run hands over the rows it made to scrub secrets: the document is the same
+    as one that makes them again, and rows that do not match the outcomes are refused."""
+    outcomes = records(Outcome, list(reversed(synth.outcomes())))
+    verdict = aggregate(outcomes, synth.run_info())
+    rows = [o.as_dict() for o in outcomes]
+    made_again = report_dict(verdict, outcomes)
+    handed = report_dict(verdict, outcomes, rows=rows)
+    assert {**handed, "generated_at": None} == {**made_again, "generated_at": None}
+    assert [o["nodeid"] for o in handed["outcomes"]] == sorted(o.nodeid for o in outcomes)
+    assert all(any(row is r for r in rows) for row in handed["outcomes"])  # used, not copied
+    with pytest.raises(ValueError, match="1 rows for"):
+        report_dict(verdict, outcomes, rows=rows[:1])
 
 
 def test_the_text_is_json_indenting_encoder_s_byte_for_byte(written) -> None:
