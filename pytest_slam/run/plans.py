@@ -40,6 +40,8 @@ class Plans:
     scorer_timeout_s: float = 60.0  # [tool.slam] scorer_timeout_s: an outside scorer's deadline
     # Plans by canonical (scorer, threshold, options): one scorer per distinct configuration.
     built: dict[str, ScoringPlan] = field(default_factory=dict)
+    # The plan of a module's tests that carry no mark, found once: most tests of a run.
+    unmarked: dict[str, ScoringPlan] = field(default_factory=dict)
 
     def for_item(self, item: pytest.Item) -> ScoringPlan:
         """The test's plan, kept on the item (repeats and pairs share it)."""
@@ -52,6 +54,8 @@ class Plans:
     def for_module(self, module: str, mark: dict[str, object] | None) -> ScoringPlan:
         """The plan of a test in ``module`` with ``mark``, shared by every test of the run that
         asks for the same scorer, bands, cascade and options."""
+        if mark is None and module in self.unmarked:
+            return self.unmarked[module]
         config = scoped_config(self.equivalence, module, mark)
         key = self._key(config)
         plan = self.built.get(key) if key is not None else None
@@ -59,6 +63,8 @@ class Plans:
             plan = self._build(config)
             if key is not None:
                 self.built[key] = plan
+        if mark is None and key is not None:  # a configuration that is no plain data: none kept
+            self.unmarked[module] = plan
         return plan
 
     def _key(self, config: dict[str, object]) -> str | None:

@@ -471,9 +471,12 @@ class SlamSession:
 
     def _scored(self, item: pytest.Item, verdict: TestVerdict) -> TestVerdict:
         """``pytest_slam_pair_scored`` (hookspecs.py): each pair of this test, once scored."""
+        hook = self.config.hook.pytest_slam_pair_scored
+        if not hook.get_hookimpls():  # nobody listens: no hook call per pair (most runs)
+            return verdict
         ctx = item.stash[CTX]
         for pair in verdict.pairs:
-            self.config.hook.pytest_slam_pair_scored(item=item, model=ctx.model.name, pair=pair)
+            hook(item=item, model=ctx.model.name, pair=pair)
         return verdict
 
     def shorten(

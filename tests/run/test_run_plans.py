@@ -23,6 +23,19 @@ def test_tests_asking_for_the_same_configuration_share_one_plan_and_scorer() -> 
     assert len(plans.built) == 2
 
 
+def test_a_module_s_unmarked_tests_find_their_plan_once_and_a_mark_still_counts() -> None:
+    plans = Plans({"by": "fuzzy", "modules": {"tests/test_b.py": {"at_least": 0.9}}})
+    a = plans.for_module("tests/test_a.py", None)
+    assert plans.for_module("tests/test_a.py", None) is a and plans.unmarked == {
+        "tests/test_a.py": a
+    }
+    b = plans.for_module("tests/test_b.py", None)  # its module's own table, not test_a's plan
+    assert b is not a and b.at_least == 0.9
+    marked = plans.for_module("tests/test_a.py", {"at_least": 0.5})
+    assert marked is not a and marked.at_least == 0.5
+    assert plans.for_module("tests/test_a.py", None) is a
+
+
 def test_no_scorer_named_is_the_default_one_with_the_structural_scorer_for_json() -> None:
     plan = Plans({}).for_module("tests/test_a.py", None)
     assert (plan.by, plan.auto, plan.error) == ("fuzzy", True, None)
