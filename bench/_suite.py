@@ -14,22 +14,44 @@ REFERENCE_ANSWER = (
     "Category: billing. Priority: high. Customer was double charged and wants a refund."
 )
 
-PRODUCT = """
-from openai import OpenAI
-
-client = OpenAI()  # built at import time, before any test runs
-SYSTEM = "You triage support tickets. Answer with the category, the priority and the next step."
-
-
-def triage(i):
-    r = client.chat.completions.create(
+SYSTEM = 'SYSTEM = "You triage support tickets. Answer with the category, the priority and the next step."'
+# The product's one request, as its source says it (indented for the body of a call).
+REQUEST = """
         model="gpt-4",
         messages=[{"role": "system", "content": SYSTEM},
                   {"role": "user", "content": f"Ticket {i}: I was charged twice for my plan."}],
         temperature=0,
         max_tokens=64,
-    )
+"""
+PRODUCT = f"""
+from openai import OpenAI
+
+client = OpenAI()  # built at import time, before any test runs
+{SYSTEM}
+
+
+def triage(i):
+    r = client.chat.completions.create({REQUEST}    )
     return r.choices[0].message.content
+"""
+# The same product on AsyncOpenAI (bench_async.py): one asyncio.run per call, as tests of async code
+# do, the client opened inside the coroutine.
+ASYNC_PRODUCT = f"""
+import asyncio
+
+from openai import AsyncOpenAI
+
+{SYSTEM}
+
+
+async def _triage(i):
+    async with AsyncOpenAI() as client:
+        r = await client.chat.completions.create({REQUEST}    )
+    return r.choices[0].message.content
+
+
+def triage(i):
+    return asyncio.run(_triage(i))
 """
 
 TESTS = """

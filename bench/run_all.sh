@@ -12,6 +12,7 @@ run overhead_1000 bench_overhead.py --cases 1000 --base 200 --repeats 5
 run profile_run profile_run.py
 run size bench_size.py --pairs 5 --record-repeats 3
 run misses bench_misses.py
+run async bench_async.py --pairs 5
 run scaling bench_scaling.py
 run golden bench_golden.py
 run golden_merge bench_golden_merge.py

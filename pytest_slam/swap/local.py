@@ -10,6 +10,11 @@ So the call sees what it would over the socket: the same status, headers, body o
 retries after an error, and the same timeout when the model is slow; an answer the caller gave up
 on is recorded as unanswered, as it is over the socket.
 
+An asyncio caller (``AsyncOpenAI``) is served the same way, always by a worker (its exchange calls
+upstream with blocking I/O, which must not run on the event loop): it awaits the answer's head and
+chunks, woken from the worker's thread (``wait_async``, ``chunks_async``), so no thread is held
+while it waits. Another async library (trio) keeps the socket.
+
 ``LocalAnswer`` is the Responder the exchange writes and the caller reads. ``Workers`` are daemon
 threads: a model that hangs must never hold up the interpreter's exit (a ThreadPoolExecutor's
 threads are joined at exit), and a busy worker never queues a call behind it (a new thread starts
@@ -18,10 +23,15 @@ when none is idle, as the socket server starts one per connection).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported by the async reader alone: a sync run never needs it
+    import asyncio
 
 _END = object()  # the last item of an answer's body
 
@@ -47,6 +57,8 @@ class LocalAnswer:
         self._head.acquire()
         self._signalled = False
         self._chunks: queue.SimpleQueue[object] | None = None
+        self._wake: Callable[[], None] | None = None  # an async reader's, called by the writer
+        self._async: asyncio.Event | None = None  # what ``_wake`` sets, on the reader's loop
 
     # -- written by the worker (proxy.Responder) --------------------------------------------------
 
@@ -67,6 +79,7 @@ class LocalAnswer:
             raise BrokenPipeError("pytest-slam: the caller closed the response")
         if data and self._chunks is not None:
             self._chunks.put(data)
+            self._woken()
 
     def end(self, last: bytes = b"") -> None:
         if self._chunks is None:  # an end with no head: nothing a caller could read
@@ -75,6 +88,7 @@ class LocalAnswer:
         self.data(last)
         self._complete()
         self._chunks.put(_END)
+        self._woken()
 
     def _complete(self) -> None:
         """Before the caller can see the last of the answer (it may send its next call at once)."""
@@ -90,6 +104,13 @@ class LocalAnswer:
         if not self._signalled:
             self._signalled = True
             self._head.release()
+            self._woken()
+
+    def _woken(self) -> None:
+        """Tell an async reader, from the writer's thread, that there is more to read."""
+        wake = self._wake
+        if wake is not None:
+            wake()
 
     def drop(self, why: str) -> None:
         """The server side failed before or during the answer: the caller sees a broken connection."""
@@ -97,6 +118,7 @@ class LocalAnswer:
         self._complete()
         if self._chunks is not None:
             self._chunks.put(_END)
+            self._woken()
         self._signal()
 
     def finish(self) -> None:
@@ -117,15 +139,72 @@ class LocalAnswer:
             raise ConnectionError(self.failure or "pytest-slam: the call has no body")
         while True:
             try:
-                item = self._chunks.get(timeout=timeout)
+                data = self._data(self._chunks.get(timeout=timeout))
             except queue.Empty:
                 raise TimeoutError(f"no data for {timeout:g} s") from None
-            if item is _END:
-                if self.failure is not None:
-                    raise ConnectionError(self.failure)
+            if data is None:
                 return
-            assert isinstance(item, bytes)
-            yield item
+            yield data
+
+    def _data(self, item: object) -> bytes | None:
+        """A chunk off the queue: its bytes, None at the end, ConnectionError when it broke off."""
+        if item is _END:
+            if self.failure is not None:
+                raise ConnectionError(self.failure)
+            return None
+        assert isinstance(item, bytes)
+        return item
+
+    # -- read by an asyncio caller ------------------------------------------------------------------
+
+    def _event(self) -> asyncio.Event:
+        """An event of the running loop, set whenever the writer adds to the answer; made once,
+        before the reader looks at the answer, so nothing written can be missed."""
+        import asyncio
+
+        event = self._async
+        if event is None:
+            loop, event = asyncio.get_running_loop(), asyncio.Event()
+            self._async = event
+
+            def wake() -> None:
+                with contextlib.suppress(RuntimeError):  # its loop closed: nobody reads any more
+                    loop.call_soon_threadsafe(event.set)
+
+            self._wake = wake
+        return event
+
+    async def wait_async(self, timeout: float | None) -> bool:
+        """``wait`` for an asyncio caller: the event loop runs on while the head is awaited."""
+        import asyncio
+
+        event = self._event()
+        if not self._signalled:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), timeout)
+        return self._signalled
+
+    async def chunks_async(self, timeout: float | None) -> AsyncIterator[bytes]:
+        """``chunks`` for an asyncio caller, with the same TimeoutError and ConnectionError."""
+        import asyncio
+
+        if self._chunks is None:
+            raise ConnectionError(self.failure or "pytest-slam: the call has no body")
+        event = self._event()
+        while True:
+            try:
+                data = self._data(self._chunks.get_nowait())
+            except queue.Empty:
+                event.clear()
+                if self._chunks.empty():  # nothing came between the look and the clear
+                    try:
+                        await asyncio.wait_for(event.wait(), timeout)
+                    except TimeoutError:
+                        raise TimeoutError(f"no data for {timeout:g} s") from None
+                continue
+            if data is None:
+                return
+            yield data
 
     def close(self) -> None:
         self.closed = True

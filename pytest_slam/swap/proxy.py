@@ -641,10 +641,12 @@ class SwapProxy(socketserver.ThreadingTCPServer):
         headers: list[tuple[str, str]],
         body: bytes,
         timeout: float | None = None,
+        in_place: bool = True,
     ) -> LocalAnswer | None:
         """Serve a request of this process without the socket (local.py), or None when it lacks
         the secret (then it goes over the socket, which refuses it). ``headers``: names lower-case;
-        ``timeout``: the caller's read timeout in seconds (None: none).
+        ``timeout``: the caller's read timeout in seconds (None: none); ``in_place`` False: even a
+        plain call goes to a worker (an asyncio caller's thread runs its loop).
 
         A chat call that does not stream is served right here, in the caller's thread: handing
         it to a worker and back is two thread wake-ups per call. Its timeout still holds
@@ -673,7 +675,7 @@ class SwapProxy(socketserver.ThreadingTCPServer):
             finally:
                 answer.finish()
 
-        if self._in_place(method, target, body):
+        if in_place and self._in_place(method, target, body):
             limit = None if timeout is None else Deadline(time.perf_counter() + timeout, timeout)
             token = CALLER_DEADLINE.set(limit)
             try:

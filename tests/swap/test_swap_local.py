@@ -8,6 +8,7 @@ socket connections it accepts, so each test can tell which way a call went.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import time
@@ -290,17 +291,138 @@ def test_a_fault_in_serving_is_one_line_and_a_broken_connection_for_the_caller(
     assert "reference store unreadable" in err and "Traceback" not in err
 
 
-def test_async_clients_still_go_over_the_socket(swap: Swap) -> None:
-    import asyncio
+# -- asyncio callers: the same answers, in memory, while their event loop runs on ------------------
 
-    async def ask() -> str:
-        async with openai.AsyncOpenAI(base_url=swap.proxy.base_url, api_key="sk-x") as client:
+
+def _async_client(swap: Swap, **kw: object) -> openai.AsyncOpenAI:
+    kw.setdefault("max_retries", 0)
+    return openai.AsyncOpenAI(base_url=swap.proxy.base_url, api_key="sk-product", **kw)  # type: ignore[arg-type]
+
+
+def _ask_async(swap: Swap, stream: bool, **kw: object) -> tuple[str, str | None]:
+    async def ask() -> tuple[str, str | None]:
+        async with _async_client(swap, **kw) as client:
+            if stream:
+                chunks = await client.chat.completions.create(
+                    model="gpt-4", messages=MESSAGES, stream=True
+                )
+                parts = [c.choices[0].delta.content or "" async for c in chunks if c.choices]
+                return "".join(parts), None
             reply = await client.chat.completions.create(model="gpt-4", messages=MESSAGES)
-            return reply.choices[0].message.content or ""
+            return reply.choices[0].message.content or "", reply.choices[0].finish_reason
 
-    assert asyncio.run(ask()) == ANSWER
-    assert swap.proxy.sockets == 1
-    assert len(swap.ctx.calls) == 1
+    return asyncio.run(ask())
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_an_asyncio_call_is_answered_and_recorded_without_a_socket(
+    swap: Swap, stream: bool
+) -> None:
+    text, finish = _ask_async(swap, stream)
+    assert (text, finish in (None, "stop")) == (ANSWER, True)
+    assert swap.proxy.sockets == 0  # in memory, as a sync client's call
+    assert swap.proxy.workers.started == 1  # never in the caller's thread: its loop runs on
+    [call] = swap.ctx.calls
+    assert (call.text, call.model, call.streamed, call.error) == (ANSWER, "cand", stream, None)
+    assert call.ttft_ms is not None and swap.fake.requests[-1].json["stream"] is True
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_an_asyncio_answer_is_the_one_the_socket_gives(fake: FakeOpenAI, stream: bool) -> None:
+    seen = []
+    for local in (True, False):
+        with contextlib.closing(_swap(fake, local)) as swaps:
+            swap = next(swaps)
+
+            async def raw_answer(swap: Swap = swap) -> tuple[int, str | None, object]:
+                async with _async_client(swap) as client:
+                    raw = await client.chat.completions.with_raw_response.create(
+                        model="gpt-4", messages=MESSAGES, stream=stream, logprobs=True
+                    )
+                    parsed = raw.parse()  # the legacy raw response parses synchronously
+                    if stream:
+                        body: object = [
+                            c.model_dump(exclude={"id", "created"}) async for c in parsed
+                        ]
+                    else:
+                        body = parsed.model_dump(exclude={"id", "created"})
+                    return raw.status_code, raw.headers.get("content-type"), body
+
+            seen.append(asyncio.run(raw_answer()))
+            assert swap.proxy.sockets == (0 if local else 1)
+    assert seen[0] == seen[1]
+
+
+def test_the_event_loop_runs_on_while_an_asyncio_call_waits() -> None:
+    """The exchange's blocking upstream call runs on a worker: other tasks of the caller's loop run
+    while it waits (a call served in the loop's thread would hold them until it ended)."""
+    slow = FakeOpenAI(ANSWER, latency_s=1.0)
+    order: list[str] = []
+    with slow, contextlib.closing(_swap(slow, local=True)) as swaps:
+        swap = next(swaps)
+
+        async def call() -> None:
+            async with _async_client(swap) as client:
+                await client.chat.completions.create(model="gpt-4", messages=MESSAGES)
+            order.append("call")
+
+        async def other() -> None:
+            for _ in range(5):
+                await asyncio.sleep(0)
+            order.append("other")
+
+        async def both() -> None:
+            await asyncio.gather(call(), other())
+
+        asyncio.run(both())
+        assert order == ["other", "call"] and swap.proxy.sockets == 0
+        assert [c.text for c in swap.ctx.calls] == [ANSWER]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_an_asyncio_caller_that_gives_up_leaves_a_failed_call(stream: bool) -> None:
+    slow = FakeOpenAI(ANSWER, latency_s=1.5, ttft_s=1.0)
+    with slow, contextlib.closing(_swap(slow, local=True)) as swaps:
+        swap = next(swaps)
+        with pytest.raises(openai.APITimeoutError):
+            _ask_async(swap, stream, timeout=0.2)
+        wait_for(lambda: swap.ctx.calls, 10, "the abandoned call to end")
+        [call] = swap.ctx.calls
+        assert call.error_kind == "timeout" and not call.ok and swap.proxy.sockets == 0
+
+
+def test_a_cancelled_asyncio_call_is_a_failed_call_and_the_loop_is_not_held() -> None:
+    slow = FakeOpenAI(ANSWER, latency_s=1.0)
+    with slow, contextlib.closing(_swap(slow, local=True)) as swaps:
+        swap = next(swaps)
+
+        async def cancelled() -> None:
+            async with _async_client(swap) as client:
+                task = asyncio.ensure_future(
+                    client.chat.completions.create(model="gpt-4", messages=MESSAGES)
+                )
+                await asyncio.sleep(0.2)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+
+        asyncio.run(cancelled())
+        wait_for(lambda: swap.ctx.calls, 10, "the cancelled call to end")
+        [call] = swap.ctx.calls
+        assert call.error_kind == "timeout" and "the caller gave up" in (call.error or "")
+
+
+def test_an_upstream_error_reaches_an_asyncio_caller_with_its_status_and_advice() -> None:
+    limited = FakeOpenAI(ANSWER, fail=[429])
+    with limited, contextlib.closing(_swap(limited, local=True)) as swaps:
+        swap = next(swaps)
+        with pytest.raises(openai.RateLimitError) as caught:
+            _ask_async(swap, stream=False)
+        assert caught.value.status_code == 429
+        assert caught.value.response.headers.get("retry-after")
+        assert _ask_async(swap, stream=False)[0] == ANSWER
+        assert [c.error_kind for c in swap.ctx.calls] == ["http", None]
+        assert swap.proxy.sockets == 0
 
 
 def test_the_bypass_for_the_plugins_own_calls_keeps_the_socket(swap: Swap) -> None:

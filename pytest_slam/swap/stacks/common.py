@@ -67,6 +67,7 @@ class LocalServer(Protocol):
         headers: list[tuple[str, str]],
         body: bytes,
         timeout: float | None = None,
+        in_place: bool = True,
     ) -> LocalAnswer | None: ...
 
 

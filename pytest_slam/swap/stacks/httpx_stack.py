@@ -2,10 +2,10 @@
 
 ``HTTPTransport.handle_request`` and ``AsyncHTTPTransport.handle_async_request`` are wrapped, so a
 request to a listed host goes to the proxy: clients built before the redirect was installed
-included. With the run's ``server``, a synchronous request to the proxy itself, or one redirected
-to it, does not go over loopback: the proxy answers it in memory (local.py) and this module turns
-the answer into the response, or the timeout and connection errors, the transport would have
-produced. Async clients keep the socket.
+included. With the run's ``server``, a request to the proxy itself, or one redirected to it, does
+not go over loopback: the proxy answers it in memory (local.py) and this module turns the answer
+into the response, or the timeout and connection errors, the transport would have produced; sync
+and asyncio clients alike (an async client under another event loop library keeps the socket).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import sys
 import weakref
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
 from typing import Any
 
@@ -72,14 +72,30 @@ def _sync(stack: ModuleType, original: Any) -> Any:
 
 def _async(stack: ModuleType, original: Any) -> Any:
     async def handle_async_request(self: Any, request: Any) -> Any:
-        redirect = rule_for(request.url.host, request.url.port)
+        redirect = rule_for(request.url.host, request.url.port, local=True)
         if redirect is None:
             return await original(self, request)
         await request.aread()
-        transport = _via(self, stack, True)
-        return await original(transport, _rewrite(redirect, stack, request))
+        transport = self
+        if not redirect.is_server(request.url.host, request.url.port):
+            request, transport = _rewrite(redirect, stack, request), _via(self, stack, True)
+        answer = _answer_local(redirect, request, in_place=False) if _on_asyncio() else None
+        if answer is None:
+            return await original(transport, request)
+        return await _local_response_async(stack, request, answer)
 
     return handle_async_request
+
+
+def _on_asyncio() -> bool:
+    """Whether the caller runs on an asyncio loop (local.py wakes it there); trio keeps the socket."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _rewrite(redirect: Redirect, stack: ModuleType, request: Any) -> Any:
@@ -98,13 +114,15 @@ def _rewrite(redirect: Redirect, stack: ModuleType, request: Any) -> Any:
     )
 
 
-def _answer_local(redirect: Redirect, request: Any) -> LocalAnswer | None:
+def _answer_local(redirect: Redirect, request: Any, in_place: bool = True) -> LocalAnswer | None:
+    """The proxy's answer in memory; ``in_place``: a plain call may be served in this thread (an
+    async caller's never is: its loop must run on)."""
     if redirect.server is None:
         return None
     headers = [(n.decode("latin-1").lower(), v.decode("latin-1")) for n, v in request.headers.raw]
     target = request.url.raw_path.decode("ascii")
     return redirect.server.answer_local(
-        request.method, target, headers, request.content, _timeout(request)
+        request.method, target, headers, request.content, _timeout(request), in_place
     )
 
 
@@ -124,6 +142,29 @@ def _local_response(stack: ModuleType, request: Any, answer: LocalAnswer) -> Any
     except BaseException:  # an interrupt while waiting: the server side stops, as on a socket
         answer.close()
         raise
+    return _response(stack, request, answer, came, timeout, _body_class(stack))
+
+
+async def _local_response_async(stack: ModuleType, request: Any, answer: LocalAnswer) -> Any:
+    """``_local_response`` for an asyncio caller: the head awaited, a stream read as it comes."""
+    timeout = _timeout(request)
+    try:
+        came = await answer.wait_async(timeout)
+    except BaseException:  # cancelled while waiting: the server side stops, as on a socket
+        answer.close()
+        raise
+    return _response(stack, request, answer, came, timeout, _async_body_class(stack))
+
+
+def _response(
+    stack: ModuleType,
+    request: Any,
+    answer: LocalAnswer,
+    came: bool,
+    timeout: float | None,
+    body_class: type[Any],
+) -> Any:
+    """The response from an answer whose head ``came`` (or not) within the caller's ``timeout``."""
     if not came or answer.timed_out:
         answer.close()
         raise stack.ReadTimeout(f"pytest-slam: no answer within {timeout:g} s", request=request)
@@ -142,7 +183,7 @@ def _local_response(stack: ModuleType, request: Any, answer: LocalAnswer) -> Any
             extensions=extensions,
         )
     headers = [*answer.headers, ("Transfer-Encoding", "chunked")]
-    body = _body_class(stack)(answer, timeout, request)
+    body = body_class(answer, timeout, request)
     return stack.Response(
         answer.status, headers=headers, stream=body, request=request, extensions=extensions
     )
@@ -170,9 +211,30 @@ class _LocalBody:
         self.answer.close()
 
 
+class _AsyncLocalBody(_LocalBody):
+    """``_LocalBody`` for an asyncio caller; mixed into ``stack.AsyncByteStream``."""
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self.answer.chunks_async(self.timeout):
+                yield chunk
+        except TimeoutError as exc:
+            raise self.stack.ReadTimeout(f"pytest-slam: {exc}", request=self.request) from None
+        except ConnectionError as exc:
+            raise self.stack.RemoteProtocolError(str(exc), request=self.request) from None
+
+    async def aclose(self) -> None:
+        self.answer.close()
+
+
 @functools.cache
 def _body_class(stack: ModuleType) -> type[_LocalBody]:
     return type("LocalBody", (_LocalBody, stack.SyncByteStream), {"stack": stack})
+
+
+@functools.cache
+def _async_body_class(stack: ModuleType) -> type[_AsyncLocalBody]:
+    return type("AsyncLocalBody", (_AsyncLocalBody, stack.AsyncByteStream), {"stack": stack})
 
 
 def _via(transport: Any, stack: ModuleType, is_async: bool) -> Any:
