@@ -299,19 +299,20 @@ def _async_client(swap: Swap, **kw: object) -> openai.AsyncOpenAI:
     return openai.AsyncOpenAI(base_url=swap.proxy.base_url, api_key="sk-product", **kw)  # type: ignore[arg-type]
 
 
-def _ask_async(swap: Swap, stream: bool, **kw: object) -> tuple[str, str | None]:
-    async def ask() -> tuple[str, str | None]:
-        async with _async_client(swap, **kw) as client:
-            if stream:
-                chunks = await client.chat.completions.create(
-                    model="gpt-4", messages=MESSAGES, stream=True
-                )
-                parts = [c.choices[0].delta.content or "" async for c in chunks if c.choices]
-                return "".join(parts), None
-            reply = await client.chat.completions.create(model="gpt-4", messages=MESSAGES)
-            return reply.choices[0].message.content or "", reply.choices[0].finish_reason
+async def _ask_coroutine(swap: Swap, stream: bool, **kw: object) -> tuple[str, str | None]:
+    async with _async_client(swap, **kw) as client:
+        if stream:
+            chunks = await client.chat.completions.create(
+                model="gpt-4", messages=MESSAGES, stream=True
+            )
+            parts = [c.choices[0].delta.content or "" async for c in chunks if c.choices]
+            return "".join(parts), None
+        reply = await client.chat.completions.create(model="gpt-4", messages=MESSAGES)
+        return reply.choices[0].message.content or "", reply.choices[0].finish_reason
 
-    return asyncio.run(ask())
+
+def _ask_async(swap: Swap, stream: bool, **kw: object) -> tuple[str, str | None]:
+    return asyncio.run(_ask_coroutine(swap, stream, **kw))
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
@@ -410,6 +411,24 @@ def test_a_cancelled_asyncio_call_is_a_failed_call_and_the_loop_is_not_held() ->
         wait_for(lambda: swap.ctx.calls, 10, "the cancelled call to end")
         [call] = swap.ctx.calls
         assert call.error_kind == "timeout" and "the caller gave up" in (call.error or "")
+
+
+def test_an_asyncio_stream_the_caller_stops_reading_ends_and_the_next_call_works(
+    swap: Swap,
+) -> None:
+    async def read_one_then_more() -> list[str]:
+        async with _async_client(swap) as client:
+            stream = await client.chat.completions.create(
+                model="gpt-4", messages=MESSAGES, stream=True
+            )
+            first = await stream.__anext__()
+            await stream.close()  # a product that read enough
+            assert first.choices[0].delta.content is not None
+        return [(await _ask_coroutine(swap, stream=True))[0] for _ in range(2)]
+
+    assert asyncio.run(read_one_then_more()) == [ANSWER, ANSWER]
+    assert swap.proxy.sockets == 0
+    assert [r.path for r in swap.fake.requests] == ["/v1/chat/completions"] * 3
 
 
 def test_an_upstream_error_reaches_an_asyncio_caller_with_its_status_and_advice() -> None:
