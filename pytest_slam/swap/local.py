@@ -168,6 +168,8 @@ class LocalAnswer:
             self._async = event
 
             def wake() -> None:
+                if event.is_set():  # not read since the last wake (it clears before it waits)
+                    return
                 with contextlib.suppress(RuntimeError):  # its loop closed: nobody reads any more
                     loop.call_soon_threadsafe(event.set)
 
