@@ -139,6 +139,22 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def trees(before: Path | None) -> dict[str, Path | None]:
+    """The trees a bench compares: this one, "after", and ``--before``'s, run by ``PYTHONPATH``."""
+    found: dict[str, Path | None] = {"after": None}
+    if before is not None:
+        found["before"] = before.resolve()
+    return found
+
+
+def tree_env(tree: Path | None, **extra: str) -> dict[str, str]:
+    """``clean_env(**extra)``, importing the package from ``tree`` when one is given."""
+    env = clean_env(**extra)
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
+    return env
+
+
 @contextlib.contextmanager
 def fake_server(
     latency_ms: float = 0.0, answer: str | None = None, model: str = "gpt-4-0613"

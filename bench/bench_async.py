@@ -30,6 +30,8 @@ from _common import (
     header,
     run_timed,
     table,
+    tree_env,
+    trees,
 )
 from _suite import ASYNC_PRODUCT, CANDIDATE_ANSWER, REFERENCE_ANSWER, write_suite
 
@@ -43,9 +45,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--before", type=Path, help="Another tree of the package to compare")
     args = parser.parse_args(argv)
     header("An asyncio product through the plugin", "python bench/bench_async.py " + " ".join(argv))
-    trees: dict[str, Path | None] = {"after": None}
-    if args.before:
-        trees["before"] = args.before.resolve()
+    compared = trees(args.before)
     root = Path(tempfile.mkdtemp(prefix="slam-bench-async-"))
     runs: dict[str, dict[str, list[float]]] = {}
     try:
@@ -59,16 +59,14 @@ def main(argv: list[str]) -> int:
                 direct = {"OPENAI_BASE_URL": candidate, "OPENAI_API_KEY": "sk-bench"}
                 _add(runs, "off", run_timed([*PYTEST, "-p", "no:slam"], root,
                                              clean_env(**cases, **direct)))  # fmt: skip
-                for name, tree in trees.items():
-                    env = clean_env(**cases)
-                    if tree is not None:
-                        env["PYTHONPATH"] = str(tree)
+                for name, tree in compared.items():
+                    env = tree_env(tree, **cases)
                     _add(runs, name, run_timed([*PYTEST, "--slm-report=report.json"], root, env))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     off = runs["off"]
     rows = [["off", Sample(off["wall"]).show(), Sample(off["cpu"]).show(), ""]]
-    for name in trees:
+    for name in compared:
         on = runs[name]
         wall = statistics.median(a / b for a, b in zip(on["wall"], off["wall"], strict=True))
         cpu = statistics.median(a / b for a, b in zip(on["cpu"], off["cpu"], strict=True))

@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import PYTHON, Sample, clean_env, fake_server, footer, header, run_timed, table
+from _common import PYTHON, Sample, fake_server, footer, header, run_timed, table, tree_env, trees
 from _suite import CANDIDATE_ANSWER, REFERENCE_ANSWER, write_suite
 
 PYTEST = [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
@@ -27,10 +27,7 @@ FAILED = 1  # pytest's exit status when tests failed: what a run of misses ends 
 
 
 def _env(tree: Path | None, cases: int) -> dict[str, str]:
-    env = clean_env(BENCH_CASES=str(cases))
-    if tree is not None:
-        env["PYTHONPATH"] = str(tree)
-    return env
+    return tree_env(tree, BENCH_CASES=str(cases))
 
 
 def main(argv: list[str]) -> int:
@@ -40,9 +37,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--before", type=Path, help="Another tree of the package to compare")
     args = parser.parse_args(argv)
     header("A run of missing golden answers", "python bench/bench_misses.py " + " ".join(argv))
-    trees: dict[str, Path | None] = {"after": None}
-    if args.before:
-        trees["before"] = args.before.resolve()
+    compared = trees(args.before)
     recorded, empty = (Path(tempfile.mkdtemp(prefix=f"slam-bench-{n}-")) for n in ("rec", "miss"))
     times: dict[str, dict[str, list[float]]] = {}
     try:
@@ -53,7 +48,7 @@ def main(argv: list[str]) -> int:
             run_timed([*PYTEST, "--slm-record=new"], recorded, _env(None, args.cases))
             for _ in range(args.repeats):
                 arms = [("recorded", recorded, None, (0,))]
-                arms += [(f"misses ({n})", empty, tree, (FAILED,)) for n, tree in trees.items()]
+                arms += [(f"misses ({n})", empty, tree, (FAILED,)) for n, tree in compared.items()]
                 for arm, root, tree, ok in arms:
                     t = run_timed(PYTEST, root, _env(tree, args.cases), ok=ok)
                     got = times.setdefault(arm, {"wall": [], "cpu": []})

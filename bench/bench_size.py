@@ -39,7 +39,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import PYTHON, Sample, clean_env, fake_server, footer, header, run_timed, table
+from _common import (
+    PYTHON,
+    Sample,
+    clean_env,
+    fake_server,
+    footer,
+    header,
+    run_timed,
+    table,
+    tree_env,
+    trees,
+)
 from _suite import CANDIDATE_ANSWER, PRODUCT, REFERENCE_ANSWER, write_suite
 
 HERE = Path(__file__).resolve().parent
@@ -84,9 +95,7 @@ def promptfoo_config(root: Path, url: str, cases: int) -> Path:
 
 def trace(tree: Path | None, candidate: str, reference: str, out: Path) -> dict[str, object]:
     """Files (in first-reached order) and hops of one swapped call, in ``tree`` or this one."""
-    env = clean_env(BENCH_TRACE_OUT=str(out))
-    if tree is not None:
-        env["PYTHONPATH"] = str(tree)
+    env = tree_env(tree, BENCH_TRACE_OUT=str(out))
     run_timed([PYTHON, str(HERE / "_trace_call.py"), candidate, reference], HERE, env)
     hops = json.loads(out.read_text())
     package = next((Path(f).parent for f, _, _ in hops if f.endswith("__init__.py")), None)
@@ -109,18 +118,16 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     sizes = [int(n) for n in args.sizes.split(",")]
     header("The plugin at size", "python bench/bench_size.py " + " ".join(argv))
-    trees: dict[str, Path | None] = {"after": None}
-    if args.before:
-        trees["before"] = args.before.resolve()
+    compared = trees(args.before)
     has_promptfoo = Path(args.promptfoo).exists()
     root = Path(tempfile.mkdtemp(prefix="slam-bench-size-"))
     try:
         with fake_server(answer=CANDIDATE_ANSWER, model="small-model") as candidate, \
                 fake_server(answer=REFERENCE_ANSWER) as reference:  # fmt: skip
             write_suite(root, candidate, reference)
-            results = measure(root, candidate, reference, sizes, trees, args, has_promptfoo)
+            results = measure(root, candidate, reference, sizes, compared, args, has_promptfoo)
             traces = {name: trace(tree, candidate, reference, root / f"trace-{name}.json")
-                      for name, tree in trees.items()}  # fmt: skip
+                      for name, tree in compared.items()}  # fmt: skip
         report(results, traces, sizes, args, has_promptfoo)
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -130,10 +137,7 @@ def main(argv: list[str]) -> int:
 
 def _env(tree: Path | None, cases: int, plugin: bool, candidate: str) -> dict[str, str]:
     direct = {} if plugin else {"OPENAI_BASE_URL": candidate, "OPENAI_API_KEY": "sk-bench"}
-    env = clean_env(BENCH_CASES=str(cases), **direct)
-    if tree is not None:
-        env["PYTHONPATH"] = str(tree)
-    return env
+    return tree_env(tree, BENCH_CASES=str(cases), **direct)
 
 
 def measure(
@@ -141,7 +145,7 @@ def measure(
     candidate: str,
     reference: str,
     sizes: list[int],
-    trees: dict[str, Path | None],
+    compared: dict[str, Path | None],
     args: argparse.Namespace,
     has_promptfoo: bool,
 ) -> dict[str, dict[int, dict[str, list[float]]]]:
@@ -155,7 +159,7 @@ def measure(
 
     golden = root / "fixtures"
     for cases in sizes:  # recording first: it also leaves the goldens the replays read
-        for name, tree in trees.items():
+        for name, tree in compared.items():
             for _ in range(args.record_repeats):
                 shutil.rmtree(golden, ignore_errors=True)
                 t = run_timed(
@@ -171,7 +175,7 @@ def measure(
         for _ in range(args.pairs):
             t = run_timed([*PYTEST, "-p", "no:slam"], root, _env(None, cases, False, candidate))
             add("off", cases, t.wall, t.cpu)
-            for name, tree in trees.items():
+            for name, tree in compared.items():
                 t = run_timed([*PYTEST, *ON_ARGS], root, _env(tree, cases, True, candidate))
                 add(f"on {name}", cases, t.wall, t.cpu)
             if has_promptfoo and cases == sizes[0]:
