@@ -99,6 +99,9 @@ class ModelTable(BaseModel):
     max_tokens_cap: int = Field(
         1024, ge=1, description="most output tokens a call without its own limit gets"
     )
+    concurrency: int | None = Field(
+        None, ge=1, description="calls in flight at once on this model (overrides [tool.slam])"
+    )
 
 
 class MeasuredError(BaseModel):
@@ -379,6 +382,16 @@ _RULES: dict[str, dict[str, Any]] = {  # each key's description, and its bounds 
     "cap_margin": _rule("plus this many tokens (at most max_tokens_cap)", ge=0),
     "max_tokens_cap": _rule(
         "every candidate's max_tokens_cap, the embedded model's included", ge=1
+    ),
+    "cache": _rule(
+        "keep candidates' answers between runs and reuse them for the same model and request "
+        "(off by default: a model behind the same name may change; latency is not measured anew)"
+    ),
+    "cache_ttl_s": _rule("seconds a kept candidate answer is reused", gt=0),
+    "concurrency": _rule(
+        "calls in flight at once on each candidate, answers fetched ahead included (1: one at a "
+        "time; default 16 for an endpoint, 2 for the embedded engine)",
+        ge=1,
     ),
     "embeddings": _rule("model spec that answers embeddings (default: the original endpoint)"),
     "redirect_hosts": _rule("more hosts whose OpenAI calls are swapped (gateways; `*` patterns)"),

@@ -45,6 +45,27 @@ def monkeypatched(monkeypatch: object) -> list[tuple[object, str]]:
     return [(target, name) for target, name, _old in getattr(monkeypatch, "_setattr", ())]
 
 
+# -- pytest-xdist ----------------------------------------------------------------------------------
+
+
+def xdist_pending(config: object) -> list[int]:
+    """The indices of the tests this xdist worker has been handed and not yet started: the next
+    one (``WorkerInteractor.nextitem_index``) and its ``torun`` queue, which have no public
+    reader; [] when they are not there (the worker then fetches nothing ahead, and asks each
+    call live)."""
+    manager = getattr(config, "pluginmanager", None)
+    for plugin in manager.get_plugins() if manager is not None else ():
+        if type(plugin).__name__ != "WorkerInteractor":
+            continue
+        lock = getattr(getattr(plugin, "torun", None), "lock", None)
+        if not callable(lock):
+            return []
+        with lock() as queued:
+            pending = [getattr(plugin, "nextitem_index", None), *queued]
+        return [i for i in pending if isinstance(i, int) and not isinstance(i, bool)]
+    return []
+
+
 # -- argparse ---------------------------------------------------------------------------------------
 
 

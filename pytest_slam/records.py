@@ -131,6 +131,7 @@ class ModelSpec(Record):
     timeout_s: float | None = None  # candidate request timeout, seconds; None: the default
     responses: bool = False  # serves /v1/responses itself: Responses calls are sent as they are
     max_tokens_cap: int = 1024  # hard ceiling of the generation cap (chat.generation_cap)
+    concurrency: int | None = None  # calls in flight at once (swap/limits.py); None: its default
 
 
 # unjudged: judge calls only; runaway: a structured answer cut at its cap from the reference
@@ -178,6 +179,13 @@ class Call(Record):
     # (chat.generation_cap); with finish_reason "length" the cap cut the answer (``cut_by_cap``).
     capped: bool = False
     cap: int | None = None
+    # How many calls were in flight on this candidate when this one was sent, itself included
+    # (swap/limits.py): latency measured at 8 in flight is not latency at 1. None: not counted.
+    in_flight: int | None = None
+    fetched_ahead: bool = False  # sent before its test asked (swap/ahead.py), then claimed by it
+    # answered from the opt-in answer cache (swap/cache.py): its timings are those of the run
+    # that first asked it, not this run's
+    cached: bool = False
     # The golden key of ``request``, computed once by the swap when the call was sent and read by
     # its pairing (golden.keys.request_key; None: not computed). ``key`` is the pair's entry.
     request_key: str | None = local_field()

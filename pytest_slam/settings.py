@@ -55,6 +55,9 @@ class Settings:
     cap_factor: float = 2.0
     cap_margin: int = 64
     max_tokens_cap: int | None = None  # every candidate's ceiling (--slm-max-tokens-cap)
+    concurrency: int | None = None  # calls in flight per candidate (swap/limits.py); None: its own
+    cache: bool = False  # candidates' answers kept between runs (swap/cache.py), opt-in
+    cache_ttl_s: float = 7 * 24 * 3600.0
     embeddings: str | None = None
     redirect_hosts: list[str] = field(default_factory=list)
     configured: bool = False  # a [tool.slam] table exists

@@ -69,6 +69,12 @@ WRONG_TYPES: dict[str, tuple[str, str]] = {
         "[tool.slam] max_tokens_cap = 'big' must be a whole number",
     ),
     "embeddings": ("embeddings = 3", "[tool.slam] embeddings = 3 must be a string"),
+    "concurrency": (
+        "concurrency = 0",
+        "[tool.slam] concurrency = 0 must be greater than or equal to 1",
+    ),
+    "cache": ('cache = "yes"', "[tool.slam] cache = 'yes' must be true or false"),
+    "cache_ttl_s": ("cache_ttl_s = -1", "[tool.slam] cache_ttl_s = -1 must be greater than 0"),
     "redirect_hosts": (
         'redirect_hosts = "api.x.com"',
         "[tool.slam] redirect_hosts = 'api.x.com' must be a list",
@@ -76,6 +82,10 @@ WRONG_TYPES: dict[str, tuple[str, str]] = {
     "models.responses": (
         M + 'responses = "yes"',
         "[tool.slam.models.m] responses = 'yes' must be true or false",
+    ),
+    "models.concurrency": (
+        M + 'concurrency = "many"',
+        "[tool.slam.models.m] concurrency = 'many' must be a whole number",
     ),
     "models.max_tokens_cap": (
         M + 'max_tokens_cap = "big"',

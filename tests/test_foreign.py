@@ -8,6 +8,7 @@ gives on the real library, and names the library and its version when it does no
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import unittest.mock
 from pathlib import Path
 
@@ -154,3 +155,28 @@ def test_vcrpy_stubs_name_the_class_they_stand_in_for(tmp_path: Path) -> None:
         stub = http.client.HTTPConnection
         assert stub.__module__.startswith("vcr."), f"{_version('vcrpy')} no longer stubs it"
         assert foreign.vcr_stub_base(stub) is real, _version("vcrpy")
+
+
+def test_xdist_pending_are_the_tests_a_worker_was_handed_and_has_not_run(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_three="""
+        import json, pytest
+        from pytest_slam import foreign
+
+        def test_a(pytestconfig, tmp_path_factory):
+            seen = foreign.xdist_pending(pytestconfig)
+            (tmp_path_factory.getbasetemp().parent / "seen.json").write_text(json.dumps(seen))
+
+        def test_b(): pass
+
+        def test_c(): pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "xdist", "-n", "1", "-p", "no:randomly")
+    result.assert_outcomes(passed=3)
+    [seen] = pytester.path.parent.glob("**/seen.json") or [None]
+    found = json.loads(seen.read_text()) if seen else None
+    # the next test at least (xdist hands a worker more as it finishes), never one already run
+    assert found and 1 in found and set(found) <= {1, 2}, f"{_version('pytest-xdist')}: {found}"

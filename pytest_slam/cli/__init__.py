@@ -198,6 +198,16 @@ def rescore_parser(sub: Subparsers, settings: Settings) -> None:
     add_arguments(parser).set_defaults(func=cmd_rescore, settings=settings)
 
 
+def cache_parser(sub: Subparsers, settings: Settings) -> None:
+    from pytest_slam.cli.cache_cmd import cmd_clear
+
+    cache = command(sub, "cache", "The candidates' answers kept by --slm-cache: clear them")
+    csub = cache.add_subparsers(dest="cache_command", required=True)
+    command(csub, "clear", "Remove every kept candidate answer (.slam/cache)").set_defaults(
+        func=cmd_clear, root=Path(settings.golden_dir)
+    )
+
+
 DESCRIPTION = (
     "pytest-slam's command line: golden answers of the reference model, reports of a run, the "
     "[tool.slam] configuration, calibration of the verdict bands, blind human review and rescoring. "
@@ -214,6 +224,7 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
     calibrate_parser(sub, settings)
     review_parser(sub, settings)
     rescore_parser(sub, settings)
+    cache_parser(sub, settings)
     help_parser(sub, parser)
     return parser
 

@@ -196,6 +196,11 @@ class ReferenceService:
     def __post_init__(self) -> None:
         self.store.write_through = True  # a paid answer (or judge verdict) is never only in memory
 
+    @staticmethod
+    def key(body: dict[str, JSON]) -> str:
+        """A request's golden key (golden.keys.request_key), computed once a call by the swap."""
+        return request_key(body)
+
     def answer(
         self,
         module: str,

@@ -79,9 +79,18 @@ def check_calls(budget: Budget, calls: list[dict[str, JSON]]) -> list[str]:
             value = call.get(metric)
             if value is None or not _applies(call, metric) or value <= limit:
                 continue
-            where = f"call {number}, model {call.get('model', '?')}"
+            where = f"call {number}, model {call.get('model', '?')}{at_in_flight(call)}"
             breaches.append(f"{metric} {_fmt(value)} > budget {_fmt(limit)} ({where})")
     return breaches
+
+
+def at_in_flight(call: dict[str, JSON]) -> str:
+    """``", at 8 in flight"``: a latency measured with other calls in flight is not one
+    measured alone (``Call.in_flight``; '' when it was alone or not counted)."""
+    count = call.get("in_flight")
+    if isinstance(count, int) and count > 1:
+        return f", at {count} in flight"
+    return ""
 
 
 # The one declaration of [tool.slam.budget]'s keys, <stat>_<metric>: config.SlamTable's schema

@@ -143,6 +143,10 @@ class ModelRow(Record):
     pairs_unmeasured: int = 0
     pass_rate_verdict_low: float | None = None
     pass_rate_verdict_high: float | None = None
+    # how many calls were in flight on the model when its measured calls were sent (Call.in_flight):
+    # latency at 8 in flight is not latency at 1, so the report and a baseline say which it was
+    in_flight_p50: float | None = None
+    in_flight_max: int | None = None
     ttft_p50_ms: float | None = None
     e2e_p50_ms: float | None = None
     e2e_p95_ms: float | None = None
@@ -523,6 +527,9 @@ def _fill_latency(row: ModelRow, calls: list[Call], derived: bool = True) -> Non
     row.e2e_p50_ms, row.e2e_p95_ms = e2e.p50, e2e.p95
     row.e2e_std_ms, row.e2e_cv = e2e.std, e2e.cv
     row.output_tokens_per_s = _throughput(measured)
+    counts = [c.in_flight for c in measured if c.in_flight is not None]
+    row.in_flight_p50 = _percentile(counts, 50)
+    row.in_flight_max = max(counts) if counts else None
 
 
 def _metric(call: Call, name: str) -> float | None:

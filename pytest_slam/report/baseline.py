@@ -128,13 +128,14 @@ def compare(verdict: Verdict, old: Report, tol: Tolerances | None = None) -> Bas
     diff.compared_models = [m for m in now if m in before]
     _note_models(diff, sorted(set(now) - set(before)), sorted(set(before) - set(now)))
     _note_specs(diff, old.verdict.run, verdict.run)
+    unlike = _unlike_concurrency(diff, old.verdict.run, verdict.run)
     for model in diff.compared_models:
-        _check(diff, model, None, before[model], now[model])
+        _check(diff, model, None, before[model], now[model], model in unlike)
     old_tests = {(t.model, t.test): t for t in old.verdict.tests}
     for row in verdict.tests:
         prev = old_tests.get((row.model, row.test))
         if prev is not None and row.model in diff.compared_models and row.outcome != ENGINE:
-            _check(diff, row.model, row.test, prev, row)
+            _check(diff, row.model, row.test, prev, row, row.model in unlike)
             _check_outcome(diff, prev, row)
     if diff.few_samples:
         diff.notes.append(
@@ -171,6 +172,23 @@ def _note_specs(diff: BaselineDiff, old: RunInfo, new: RunInfo) -> None:
         )
 
 
+def _unlike_concurrency(diff: BaselineDiff, old: RunInfo, new: RunInfo) -> set[str]:
+    """Models whose calls were sent at another concurrency than in the baseline: their latency
+    is not compared (latency at 16 in flight is not latency at 1). A report from before
+    concurrency was recorded asked one call at a time."""
+    before = {m.name: m.concurrency or 1 for m in old.models}
+    unlike = set()
+    for spec in new.models:
+        was, now = before.get(spec.name), spec.concurrency or 1
+        if spec.name in diff.compared_models and was is not None and was != now:
+            unlike.add(spec.name)
+            diff.notes.append(
+                f"{spec.name}: E2E p95 not compared, its calls were sent {now} at a time and "
+                f"{was} at a time in the baseline (run both at the same --slm-concurrency)"
+            )
+    return unlike
+
+
 def _what(spec: ModelSpec) -> str:
     return f"{spec.provider}:{spec.model_id}"
 
@@ -181,8 +199,10 @@ def _check(
     test: str | None,
     old: ModelRow | PerTestRow,
     new: ModelRow | PerTestRow,
+    unlike: bool = False,
 ) -> None:
-    """Apply the three rules to two rows (ModelRow or PerTestRow)."""
+    """Apply the three rules to two rows (ModelRow or PerTestRow); ``unlike``: latency measured
+    at another concurrency, not compared."""
     tol = diff.tolerances
     cost = "cost_usd" if isinstance(new, PerTestRow) else "cost_per_call_usd"
     equivalence = _drop(old.equivalence_mean, new.equivalence_mean)
@@ -192,7 +212,7 @@ def _check(
         (cost, _rise_pct(getattr(old, cost), getattr(new, cost)), tol.cost_increase_pct),
     )
     for metric, worse_by, limit in rules:
-        if worse_by is None:
+        if worse_by is None or (metric == "e2e_p95_ms" and unlike):
             continue
         if metric == "e2e_p95_ms" and _too_few(old, new, tol):
             diff.few_samples += 1

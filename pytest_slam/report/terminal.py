@@ -8,6 +8,7 @@ short vertical block instead.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from pytest_slam.report import fmt
@@ -132,6 +133,22 @@ def _vertical(columns: list[Column], cells: dict[str, list[str]], n: int, width:
     return lines
 
 
+def concurrency_note(rows: Iterable[ModelRow]) -> str | None:
+    """How the candidates' latency was measured: ``latency at up to 16 calls in flight (mini,
+    median 9)``; None when every call was measured alone."""
+    parts = [
+        f"{r.model} up to {r.in_flight_max}, median {r.in_flight_p50:g}"
+        for r in rows
+        if not r.is_reference and r.in_flight_max and r.in_flight_max > 1 and r.in_flight_p50
+    ]
+    if not parts:
+        return None
+    return (
+        f"latency measured with calls in flight at once ({'; '.join(parts)}); "
+        "--slm-concurrency 1 measures one call at a time"
+    )
+
+
 def notes(verdict: Verdict, intervals: bool = True) -> list[str]:
     """Footnotes that keep the numbers honest: what was recorded, estimated or assumed.
 
@@ -145,6 +162,9 @@ def notes(verdict: Verdict, intervals: bool = True) -> list[str]:
         out.append("reference latency and cost: as recorded with the golden answers")
     elif ref is not None:
         out.append(f"reference {ref.model}: its golden answers carry no latency or cost")
+    line = concurrency_note(verdict.rows)
+    if line:
+        out.append(line)
     if any(r.tokens_estimated for r in verdict.rows):
         out.append("~ token counts partly estimated (server reported no usage)")
     if run.cost_assumption:

@@ -35,6 +35,8 @@ ALLOWED_HOSTS = "--slm-allowed-hosts"
 ALLOWED_HOSTS_INI = "slm_allowed_hosts"
 HEARTBEAT = "--slm-heartbeat"
 MAX_TOKENS_CAP = "--slm-max-tokens-cap"
+CONCURRENCY = "--slm-concurrency"
+CACHE = "--slm-cache"
 EXIT_GATE_FAILED = 6
 
 
@@ -308,6 +310,24 @@ def add_options(add: Callable[..., object]) -> None:
         help="Most output tokens a candidate call without its own max_tokens gets, for every "
         "model (default: each model's max_tokens_cap, 1024)",
     )
+    add(
+        CONCURRENCY,
+        dest="slm_concurrency",
+        default=None,
+        type=positive_int,
+        metavar="N",
+        help="Calls in flight at once on each candidate, answers fetched ahead of the tests "
+        "included; 1: one call at a time, nothing fetched ahead (default: [tool.slam] "
+        "concurrency, a model's own, else 16 for an endpoint, 2 for the embedded engine)",
+    )
+    add(
+        CACHE,
+        dest="slm_cache",
+        action="store_true",
+        default=None,
+        help="Reuse a candidate's answer kept from an earlier run for the same model and request "
+        "(or [tool.slam] cache = true; `slam cache clear` empties it)",
+    )
 
 
 def overrides(option: argparse.Namespace, table: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -334,6 +354,7 @@ def overrides(option: argparse.Namespace, table: Mapping[str, Any] | None = None
         ("slm_report", "report"),
         ("slm_html", "html"),
         ("slm_max_tokens_cap", "max_tokens_cap"),
+        ("slm_cache", "cache"),
     ):
         value = getattr(option, dest, None)
         if value is not None:

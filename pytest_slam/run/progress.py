@@ -49,6 +49,7 @@ HEARTBEAT_S = 10.0
 INI = "slm_heartbeat"
 WORKER_KEY = "slam_progress"  # this module's entry in an xdist worker's ``workerinput``
 Owed = Literal["files", "test", ""]  # which of pytest's lines a heartbeat ended (end_pytest_line)
+GROUPED = 3  # more calls in flight than this: one part per model, not one per call
 
 
 class Channel(TypedDict):
@@ -221,7 +222,7 @@ class Progress:
         with self._lock:
             flights = sorted(IN_FLIGHT, key=lambda f: f.start)
             for flight in flights:
-                self._names.setdefault(flight, self.label or self.test or "")
+                self._names.setdefault(flight, flight.label or self.label or self.test or "")
             self._beats = {f: self._beats.get(f, 0) for f in flights}
             self._names = {f: self._names[f] for f in flights}
             if not any(now >= self._due(f) for f in flights):
@@ -238,6 +239,8 @@ class Progress:
     def line(self, flights: list[InFlight], now: float) -> str:
         """``2 calls in flight: gpt-4 (reference) 20 s, 14 tok; slow (candidate) 20 s, 3 tok, on
         test_a.py::test_x[slow]``: the test (or engine) once at the end when they share it."""
+        if len(flights) > GROUPED:
+            return self._grouped(flights, now)
         names = {self._names.get(f, "") for f in flights}
         shared = names.pop() if len(names) == 1 else None
         parts = []
@@ -250,6 +253,21 @@ class Progress:
             )
         calls = f"{len(flights)} call{'s' if len(flights) != 1 else ''}"
         return f"{calls} in flight: " + "; ".join(parts) + (f", on {shared}" if shared else "")
+
+    def _grouped(self, flights: list[InFlight], now: float) -> str:
+        """Many calls at once (answers fetched ahead): one part per model, ``mini (candidate)
+        14 in flight, 12 fetched ahead, oldest 20 s``."""
+        by_model: dict[tuple[str, str], list[InFlight]] = {}
+        for flight in flights:
+            by_model.setdefault((flight.target.spec.name, flight.target.role), []).append(flight)
+        parts = []
+        for (name, role), group in by_model.items():
+            ahead = sum(1 for f in group if f.label and f.label.startswith("fetched ahead"))
+            fetched = f", {ahead} fetched ahead" if ahead else ""
+            oldest = now - min(f.start for f in group)
+            parts.append(f"{name} ({role}) {len(group)} in flight{fetched}, oldest {oldest:.0f} s")
+        test = f", on {self.test}" if self.test else ""
+        return f"{len(flights)} calls in flight: " + "; ".join(parts) + test
 
     def close(self) -> None:
         self._stop.set()

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
 
-from pytest_slam.foreign import tmp_path_factory
+from pytest_slam.foreign import tmp_path_factory, xdist_pending
 from pytest_slam.records import Call, ModelSpec, utc_now
 from pytest_slam.run.accounting import Accounting
 from pytest_slam.run.finish import RunEnd, SessionFacts, drop_older_reports, finish
@@ -38,20 +38,26 @@ from pytest_slam.settings import Settings
 from pytest_slam.swap import models as model_specs
 from pytest_slam.swap.chat import Target, forward_chat
 from pytest_slam.swap.engines import EngineError, Running, needs_engine, start_engine
+from pytest_slam.swap.limits import concurrency_of
 
 if TYPE_CHECKING:  # imported when the swap arms: a run that opts nothing in never loads them
     from pytest_slam.golden.reference import ReferenceService
     from pytest_slam.golden.store import GoldenStore
     from pytest_slam.metrics.metering import EnergyMeter
     from pytest_slam.run.checks import Checker
+    from pytest_slam.run.fetching import Planner
     from pytest_slam.run.fixtures import ReferenceClient, SlamModel
     from pytest_slam.run.progress import Progress
     from pytest_slam.run.tables import Tables
+    from pytest_slam.swap.ahead import Ahead
+    from pytest_slam.swap.cache import AnswerCache
+    from pytest_slam.swap.limits import Limiter
     from pytest_slam.swap.proxy import SwapProxy
     from pytest_slam.swap.redirect import Redirect
     from pytest_slam.swap.router import SwapRouter
 
 PLACEHOLDER_KEY = "sk-slam-placeholder-not-a-real-key"
+MAX_SLOTS = 256  # an engine's parallel slots, however many processes and calls in flight
 VERDICT = pytest.StashKey[TestVerdict]()
 WARMUP = {"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 4, "temperature": 0}
 
@@ -114,6 +120,10 @@ class SlamSession:
     embeddings_spec: ModelSpec | None = None  # [tool.slam] embeddings
     redirected: set[str] = field(default_factory=set)  # hosts whose calls redirect.py swapped
     progress: Progress | None = None  # engine lines and heartbeats (run/progress.py)
+    ahead: Ahead | None = None  # answers fetched ahead of the tests (swap/ahead.py)
+    cache: AnswerCache | None = None  # candidates' answers kept between runs, opt-in
+    planner: Planner | None = None  # which requests the tests will send (run/fetching.py)
+    order: dict[int, int] = field(default_factory=dict)  # id(item) -> its place in the run
 
     @property
     def armed(self) -> bool:
@@ -149,9 +159,11 @@ class SlamSession:
             else Path(tempfile.mkdtemp(prefix="slam-engines-"))
         )
         workers = len(getattr(self.config.option, "tx", None) or []) or 1  # xdist's -n, resolved
-        slots = workers if self.role == "controller" else 1
+        processes = workers if self.role == "controller" else 1
         say, beat_s = (self.progress.say, self.progress.interval_s) if self.progress else (None, 0)
         for spec in specs:
+            # a slot for every call in flight: each test process's limit (swap/limits.py)
+            slots = min(processes * (spec.concurrency or 1), MAX_SLOTS)
             try:
                 server = start_engine(
                     spec, self.log_dir, self.settings.engine_timeout_s, slots, say, beat_s
@@ -197,34 +209,66 @@ class SlamSession:
     # -- the swap (every process that runs tests) -----------------------------------------------
 
     def start_swap(self) -> None:
+        """The run's swap, each part handed its collaborators as it is built (no part is
+        changed afterwards): golden side, targets, limits, answers fetched ahead, router, proxy."""
         from pytest_slam.golden.embeddings import EmbeddingsService
+        from pytest_slam.swap.ahead import Ahead
         from pytest_slam.swap.proxy import SwapProxy
-        from pytest_slam.swap.router import SwapRouter, Upstream
+        from pytest_slam.swap.router import SwapRouter, Upstream, candidate_forward
+        from pytest_slam.swap.targets import Targets
 
-        router = self.router = SwapRouter(self.specs, Upstream.from_env(dict(os.environ)))
-        router.engine_errors = self.engine_errors
-        router.starter = self.ensure_engines  # a serial run's engines start at the first call
-        router.meter = self.energy
-        router.cap_factor = self.settings.cap_factor
-        router.cap_margin = self.settings.cap_margin
-        self.proxy = SwapProxy(router).start()
+        if self.settings.has_reference and self.reference_spec is not None:
+            self.reference = self._reference_service(self.reference_spec)
+        original = Upstream.from_env(dict(os.environ))
+        # a serial run's engines start at the first call (a test's, or one fetched ahead)
+        targets = Targets(self.engine_errors, self.ensure_engines)
+        limiters = self.limiters()
+        cache = self.answer_cache()
+        self.ahead = Ahead(limiters, targets.candidate, candidate_forward(self.energy), cache)
+        self.router = SwapRouter(
+            self.specs,
+            original,
+            targets=targets,
+            golden=self.reference,
+            meter=self.energy,
+            embedder=EmbeddingsService(original.base_url, self.embeddings_spec, self.reference),
+            ahead=self.ahead if self.reference is not None else None,
+            limiters=limiters,
+            cache=cache,
+            cap=(self.settings.cap_factor, self.settings.cap_margin),
+        )
+        self.proxy = SwapProxy(self.router).start()
         self._set_env("OPENAI_BASE_URL", self.proxy.base_url)
         if not os.environ.get("OPENAI_API_KEY"):
             self._set_env("OPENAI_API_KEY", PLACEHOLDER_KEY)
-        if self.settings.has_reference and self.reference_spec is not None:
-            self._start_reference(router, self.reference_spec)
-        router.embedder = EmbeddingsService(
-            router.original.base_url, self.embeddings_spec, self.reference
-        )
 
-    def _start_reference(self, router: SwapRouter, spec: ModelSpec) -> None:
-        from pytest_slam.golden.keys import request_key
+    def limiters(self) -> dict[str, Limiter]:
+        """Each candidate's calls in flight under its concurrency (swap/limits.py)."""
+        from pytest_slam.swap.limits import Limiter
+
+        say = self.progress.say if self.progress is not None else None
+        return {
+            name: Limiter(name, spec.concurrency or 1, say) for name, spec in self.specs.items()
+        }
+
+    def answer_cache(self) -> AnswerCache | None:
+        """The candidates' kept answers, when the project opted in (swap/cache.py)."""
+        if not self.settings.cache:
+            return None
+        from pytest_slam.files import scratch_folder
+        from pytest_slam.swap.cache import FOLDER, AnswerCache
+
+        golden_root = Path(self.config.rootpath) / self.settings.golden_dir
+        self.cache = AnswerCache(scratch_folder(golden_root) / FOLDER, self.settings.cache_ttl_s)
+        return self.cache
+
+    def _reference_service(self, spec: ModelSpec) -> ReferenceService:
         from pytest_slam.golden.reference import ReferenceService
         from pytest_slam.golden.store import GoldenStore
 
         root = Path(self.config.rootpath) / self.settings.golden_dir
         self.store = GoldenStore(root, self.settings.reference)
-        reference = self.reference = ReferenceService(
+        reference = ReferenceService(
             spec,
             self.store,
             self.settings.record,
@@ -232,12 +276,9 @@ class SlamSession:
             self.settings.reference_retries,
             self.settings.reference_timeout_s,
         )
-        router.reference = reference.chat
-        router.reference_tokens = reference.reference_first  # reference first
-        router.golden_miss = reference.miss_before  # a replay miss, before the candidate's call
-        router.golden_key = request_key  # computed once a call, for the two above and the pairing
         if self.config.option.slm_models:  # so the printed record command selects the same models
             reference.record_args = f"--slm-models={self.config.option.slm_models}"
+        return reference
 
     def _set_env(self, name: str, value: str) -> None:
         self.saved_env.setdefault(name, os.environ.get(name))
@@ -255,6 +296,8 @@ class SlamSession:
             self.proxy = None
 
     def close(self) -> None:
+        if self.ahead is not None:  # an interrupt: nothing more is sent, nothing waits on it
+            self.ahead.close()
         self.stop_swap()
         self.stop_engines()
         if self.progress is not None:
@@ -409,6 +452,7 @@ class SlamSession:
         )
         ctx.paired = wants_reference(item)
         item.stash[CTX] = ctx
+        self.fetch_ahead(item)
         router.active = ctx
         rule = self._redirect(proxy)
         try:
@@ -418,6 +462,30 @@ class SlamSession:
             from pytest_slam.swap import redirect
 
             redirect.uninstall(rule)
+
+    def fetch_ahead(self, item: pytest.Item) -> None:
+        """Before a test runs: what earlier tests left unclaimed is let go, and the requests of
+        the tests after it (all of them, or under xdist those this worker has been handed so
+        far) are queued to be fetched ahead (run/fetching.py, swap/ahead.py)."""
+        from pytest_slam.run.fetching import Planner
+
+        ahead = self.router.ahead if self.router is not None else None
+        if ahead is None or self.store is None:
+            return
+        items = item.session.items
+        if self.planner is None:
+            self.order = {id(it): i for i, it in enumerate(items)}
+            cap = (self.settings.cap_factor, self.settings.cap_margin)
+            self.planner = Planner(self.store, self.specs, self.settings.repeat, cap)
+        order = self.order.get(id(item), -1)
+        ahead.passed(order)
+        if self.role == "worker":
+            pending = xdist_pending(self.config)
+            later = [(i, items[i]) for i in pending if i > order]
+        else:
+            later = [(i, items[i]) for i in range(order + 1, len(items))]
+        for name, planned in self.planner.plan(later).items():
+            ahead.plan(self.specs[name], planned)
 
     def _redirect(self, proxy: SwapProxy) -> Redirect:
         """For this test only: clients that ignore OPENAI_BASE_URL (``AzureOpenAI``, an explicit
@@ -544,6 +612,7 @@ class SlamSession:
             )
         if self.router is not None:  # replicas that refused connections (swap/fleet.py)
             self.summary.extend(self.router.replica_lines())
+            self.summary.extend(self._concurrency_lines())
         if self.role != "worker":
             self.summary.extend(self.accounting.cap_lines())
             from pytest_slam.run.checks import diverged_lines
@@ -554,6 +623,21 @@ class SlamSession:
 
                 self.summary.append(MOVE_GOLDENS)
         return finish(self.run_end(session), exitstatus)
+
+    def _concurrency_lines(self) -> list[str]:
+        """Answers fetched ahead (used, unused) and limits a server's refusals lowered; the
+        fetches still queued or in flight end here."""
+        lines: list[str] = []
+        if self.ahead is not None:
+            self.ahead.close()
+            lines.extend(self.ahead.lines())
+        if self.router is not None:
+            lines.extend(line for lim in self.router.limiters.values() if (line := lim.line()))
+        if self.cache is not None and (line := self.cache.line()):
+            lines.append(line)
+        from pytest_slam.report.terminal import fit_lines, terminal_width
+
+        return fit_lines(lines, terminal_width(self.config))
 
     def run_end(self, session: pytest.Session) -> RunEnd:
         """What the end of the run reads (run/finish.py), from this session and pytest's."""
@@ -639,6 +723,9 @@ def build(config: pytest.Config, settings: Settings, armed: bool) -> SlamSession
     if settings.max_tokens_cap is not None:  # one line for every model, the embedded one included
         for spec in specs.values():
             spec.max_tokens_cap = settings.max_tokens_cap
+    override = getattr(config.option, "slm_concurrency", None)
+    for spec in specs.values():  # in force, kept on the spec: the report says it, a baseline too
+        spec.concurrency = concurrency_of(spec, override, settings.concurrency)
     role = process_role(config)
     rootpath = Path(config.rootpath)
     selection = Selection(armed, role, list(specs), rootpath, [str(a) for a in config.args])

@@ -68,6 +68,7 @@ class ChatResult:
     status: int = 200
     error_body: bytes | None = None
     retry_after: str | None = None
+    hold_s: float | None = None  # how long the server asked to wait (hold_seconds)
 
 
 @dataclass
@@ -306,6 +307,7 @@ class InFlight:
     target: Target
     start: float  # time.perf_counter()
     answer: Accumulator | None = None  # set when its answer starts to arrive
+    label: str | None = None  # whose call it is, when not the running test's (FLIGHT_LABEL)
 
     @property
     def tokens(self) -> int:
@@ -313,6 +315,8 @@ class InFlight:
 
 
 IN_FLIGHT: set[InFlight] = set()  # every forward_chat call in flight in this process
+# Whose calls this thread makes, when not the running test's: "fetched ahead for test_x[m]"
+FLIGHT_LABEL: ContextVar[str | None] = ContextVar("slam_flight_label", default=None)
 _FLIGHT: ContextVar[InFlight | None] = ContextVar("slam_flight", default=None)
 
 
@@ -330,7 +334,7 @@ def _listed_in_flight(
 
     @functools.wraps(func)
     def listed(target: Target, /, *args: P.args, **kwargs: P.kwargs) -> ChatResult:
-        flight = InFlight(target, time.perf_counter())
+        flight = InFlight(target, time.perf_counter(), label=FLIGHT_LABEL.get())
         IN_FLIGHT.add(flight)
         token = _FLIGHT.set(flight)
         try:
@@ -399,7 +403,9 @@ def forward_chat(
         payload = resp.read()
         error = upstream.error_message(resp.status, payload)
         retry_after = resp.headers.get("retry-after")
-        return _failed(call, start, resp.status, "http", error, payload, retry_after)
+        result = _failed(call, start, resp.status, "http", error, payload, retry_after)
+        result.hold_s = hold_seconds(resp.headers)
+        return result
     try:
         acc = _consume(resp, start, relay, _wants_usage(body), timeout, deadline)
     except CandidateFault as exc:
@@ -419,6 +425,18 @@ def forward_chat(
         raise
     _fill(call, acc)
     return ChatResult(call, completion=acc.completion())
+
+
+def hold_seconds(headers: dict[str, str]) -> float | None:
+    """The wait a refusing server asked for: ``retry-after-ms`` (OpenAI's, finer) first, then
+    ``retry-after`` in seconds (its HTTP-date form is rare from model APIs: None)."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            value = float(headers.get(name) or "")
+        except ValueError:
+            continue
+        return max(0.0, value * scale)
+    return None
 
 
 def caller_left(call: Call, timeout_s: float | None = None, stopped: bool = False) -> None:

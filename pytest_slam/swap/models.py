@@ -37,6 +37,7 @@ _TABLE_KEYS = {
     "timeout_s",
     "responses",
     "max_tokens_cap",
+    "concurrency",
 }
 
 
@@ -122,6 +123,7 @@ def check_table(name: str, data: dict[str, JSON]) -> None:
 # Keys that say where and what a model is: a table of a built-in's name with none of them only tunes it.
 WHERE_KEYS = frozenset({"provider", "base_url", "base_urls", "model", "engine"})
 TUNING = {"max_tokens_cap": "max_tokens_cap", "timeout_s": "timeout_s", "hourly_usd": "hourly_usd",
+          "concurrency": "concurrency",
           "input_per_mtok": "input_usd_per_mtok", "output_per_mtok": "output_usd_per_mtok"}  # fmt: skip
 
 
@@ -159,6 +161,7 @@ def from_table(name: str, data: dict[str, JSON]) -> ModelSpec:
         timeout_s=data.get("timeout_s"),
         responses=bool(data.get("responses", False)),
         max_tokens_cap=int(data.get("max_tokens_cap", ModelSpec.max_tokens_cap)),
+        concurrency=data.get("concurrency"),
     )
 
 

@@ -18,34 +18,50 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from pytest_slam.records import Call, ModelSpec
+from pytest_slam.swap.ahead import Ahead, relayed, replayed, waited
+from pytest_slam.swap.cache import AnswerCache
 from pytest_slam.swap.chat import (
+    CALLER_DEADLINE,
     ChatResult,
+    Deadline,
     Relay,
     Target,
     caller_left,
     forward_chat,
     generation_cap,
     new_call,
+    pin_seed,
     runaway,
+    upstream_body,
 )
 from pytest_slam.swap.choices import forward_candidate
-from pytest_slam.swap.fleet import Replicas
-from pytest_slam.swap.models import OPENAI_URL, api_key
+from pytest_slam.swap.limits import Limiter
+from pytest_slam.swap.models import OPENAI_URL
 from pytest_slam.swap.proxy import RouteError
+from pytest_slam.swap.targets import Targets
 from pytest_slam.swap.upstream import JSONObject
 
-ReferenceChat = Callable[["TestContext | None", JSONObject, "Relay | None"], ChatResult]
-# The reference's recorded completion tokens for a request (its golden answer), or None; in a
-# record run it records the reference's answer first (ReferenceService.reference_first).
-# Each golden step gets the request's golden key too (None: not computed, it computes it).
-ReferenceTokens = Callable[["TestContext", JSONObject, "str | None"], "int | None"]
-# In replay, (key, message) when a request has no golden answer at call ``turn`` of the test, else
-# None (ReferenceService.miss_before): such a call is refused before the candidate is asked.
-GoldenMiss = Callable[["TestContext", JSONObject, int, "str | None"], "tuple[str, str] | None"]
-# A request's golden key (golden.keys.request_key): computed once per candidate call, handed to the
-# golden steps above and kept on the call's record for its pairing (``Call.request_key``).
-GoldenKey = Callable[[JSONObject], str]
 SETTLE_S = 0.5  # at a test's end, how long a call still in flight may take to end on its own
+
+
+class GoldenSide(Protocol):
+    """The golden store's side of a candidate call (``golden.reference.ReferenceService``, a layer
+    above): the request's key, the reference's answer length for the cap (recorded first in a
+    record run), a replay miss found before the candidate is asked, and the reference route."""
+
+    def key(self, body: JSONObject) -> str: ...
+
+    def reference_first(
+        self, ctx: TestContext, body: JSONObject, key: str | None
+    ) -> int | None: ...
+
+    def miss_before(
+        self, ctx: TestContext, body: JSONObject, turn: int, key: str | None
+    ) -> tuple[str, str] | None: ...
+
+    def chat(
+        self, ctx: TestContext | None, body: JSONObject, relay: Relay | None
+    ) -> ChatResult: ...
 
 
 class Meter(Protocol):
@@ -152,43 +168,91 @@ class Upstream:
         return cls(env.get("OPENAI_BASE_URL") or OPENAI_URL)
 
 
-class SwapRouter:
-    """Implements proxy.Router for one test process."""
+@dataclass
+class Prepared:
+    """A chat call made ready to forward: who asked, where it goes, its golden key and its cap."""
 
-    def __init__(self, models: dict[str, ModelSpec], original: Upstream) -> None:
+    ctx: TestContext | None
+    target: Target
+    body: JSONObject
+    own: bool  # the running test's own candidate: its evidence (else only answered)
+    key: str | None = None  # the request's golden key (a paired test's candidate call)
+    tokens: int | None = None  # the reference's completion tokens for it, the cap's base
+    cap: int | None = None  # the output limit sent when the product set none
+
+    @property
+    def candidate(self) -> bool:
+        return self.target.role == "candidate"
+
+
+Forward = Callable[[Target, JSONObject, "Relay | None", "int | None"], ChatResult]
+
+
+def candidate_forward(meter: Meter | None) -> Forward:
+    """How a candidate is asked, live or ahead: ``n`` > 1 split where the engine lacks it, and
+    GPU energy metered where a GPU serves it."""
+
+    def forward(
+        target: Target, body: JSONObject, relay: Relay | None, cap: int | None
+    ) -> ChatResult:
+        if meter is None:
+            return forward_candidate(target, body, relay, cap)
+        return meter.metered(target.spec, lambda: forward_candidate(target, body, relay, cap))
+
+    return forward
+
+
+class SwapRouter:
+    """Implements proxy.Router for one test process: each chat call is prepared (target, golden
+    key, cap, a replay miss refused), forwarded (from an answer fetched ahead when it is the very
+    request that was sent, else live) and accounted (runaway, a caller that left, the test's
+    record), by the same steps whichever way it was answered."""
+
+    def __init__(
+        self,
+        models: dict[str, ModelSpec],
+        original: Upstream,
+        *,
+        targets: Targets | None = None,
+        golden: GoldenSide | None = None,
+        meter: Meter | None = None,
+        embedder: Embedder | None = None,
+        ahead: Ahead | None = None,
+        limiters: dict[str, Limiter] | None = None,
+        cache: AnswerCache | None = None,
+        cap: tuple[float, int] = (2.0, 64),  # [tool.slam] cap_factor, cap_margin
+    ) -> None:
         self.models = models
         self.original = original
         self.active: TestContext | None = None
-        self.reference: ReferenceChat | None = None
-        self.engine_errors: dict[str, str] = {}
-        self.meter: Meter | None = None
-        self.reference_tokens: ReferenceTokens | None = None  # for the generation cap
-        self.golden_miss: GoldenMiss | None = None  # replay: a miss is found before the call
-        self.golden_key: GoldenKey | None = None  # set with the two above: a paired run's key
-        # starts the run's engines (once), called by a test's first model call: a test that makes
-        # none (or only embeddings calls) starts no engine
-        self.starter: Callable[[], None] | None = None
-        self.cap_factor, self.cap_margin = 2.0, 64  # [tool.slam] cap_factor, cap_margin
-        self.embedder: Embedder | None = None
+        self.targets = targets or Targets()
+        self.golden = golden
+        self.embedder = embedder
+        self.ahead = ahead
+        self.limiters = limiters or {}
+        self.cache = cache
+        self.cap_factor, self.cap_margin = cap
+        self._forward = candidate_forward(meter)
         self.unswapped = 0  # requests passed through to the original endpoint, outside any test
-        self._fleets: dict[tuple[str, tuple[str, ...]], Replicas] = {}
         self._lock = threading.Lock()
 
     def target(self, route: str) -> Target:
         if route == "ref":
             raise RouteError(404, "pytest-slam: the reference serves chat completions only")
         spec = self._spec(route)
-        if spec is not None and not spec.base_urls and self.starter is not None:
-            self.starter()  # a call this model serves: its engine starts now
         if spec is None:
             with self._lock:
                 self.unswapped += 1
             return Target(
                 _passthrough_spec(self.original), self.original.base_url, None, role="passthrough"
             )
-        replicas = self._replicas(spec)
-        url = replicas.pick() if replicas is not None else spec.base_urls[0]
-        return Target(spec, url, api_key(spec), replicas=replicas)
+        try:
+            return self.targets.candidate(spec)
+        except RouteError:
+            error = self.targets.engine_errors.get(spec.name)
+            if error is not None and self.active is not None and self.active.model is spec:
+                self.active.engine_error = error  # the test's failure
+            raise
 
     def _spec(self, route: str) -> ModelSpec | None:
         if route.startswith("m/"):
@@ -200,29 +264,8 @@ class SwapRouter:
             raise RouteError(404, f"pytest-slam: unknown route {route!r}")
         return self.active.model if self.active is not None else None
 
-    def _replicas(self, spec: ModelSpec) -> Replicas | None:
-        """A model's replicas (fleet.py: in turn, a refusing one stepped around), or None for a
-        model with one endpoint; why a model has no server to call is a 503."""
-        if spec.name in self.engine_errors:
-            if self.active is not None and self.active.model.name == spec.name:
-                self.active.engine_error = self.engine_errors[spec.name]  # the test's failure
-            raise RouteError(503, self.engine_errors[spec.name])
-        if not spec.base_urls:
-            raise RouteError(503, f"pytest-slam: model {spec.name!r} has no running server")
-        if len(spec.base_urls) == 1:
-            return None
-        key = (spec.name, tuple(spec.base_urls))
-        with self._lock:
-            fleet = self._fleets.get(key)
-            if fleet is None:
-                fleet = self._fleets[key] = Replicas(spec.name, key[1])
-            return fleet
-
     def replica_lines(self) -> list[str]:
-        """What this process saw of replicas that refused connections, for the run's summary."""
-        with self._lock:
-            fleets = list(self._fleets.values())
-        return [line for fleet in fleets for line in fleet.lines()]
+        return self.targets.replica_lines()
 
     def swapping(self, route: str) -> bool:
         """Whether a chat call on this route is swapped (and recorded) or passed through untouched."""
@@ -244,82 +287,171 @@ class SwapRouter:
         """Answer one chat call; ``gone`` says whether its caller left before the answer went out
         (then the call was no answer to it: ``caller_left``)."""
         ctx = self.active
-        if ctx is not None and self.starter is not None:
-            self.starter()
+        if ctx is not None:
+            self.targets.start()
         if route == "ref":
-            if self.reference is None:
+            if self.golden is None:
                 raise RouteError(404, "pytest-slam: no reference model is configured")
-            return self.reference(ctx, body, relay)
+            return self.golden.chat(ctx, body, relay)
+        call = self.prepare(ctx, route, body)
+        flight = call.ctx.begin(call.target, body, call.key) if call.ctx and call.own else None
+        try:
+            result = self.forward(call, relay)
+        except BaseException as exc:  # an interrupt, or a fault of the swap: still a failed call
+            if call.ctx is not None and flight is not None:
+                flight.call.error = f"the swap proxy's call broke off ({exc!r})"
+                flight.call.error_kind = "fault"
+                call.ctx.end(flight, flight.call)
+            raise
+        return self.account(call, flight, result, gone)
+
+    # -- prepare -----------------------------------------------------------------------------
+
+    def prepare(self, ctx: TestContext | None, route: str, body: JSONObject) -> Prepared:
+        """Where the call goes, its golden key and cap; a replay miss is refused here (404)."""
         target = self.target(route)
-        key = self._golden_key(ctx, target, body)
-        tokens = self.reference_length(ctx, target, body, key)
-        cap = None
-        if target.role == "candidate":
-            cap = generation_cap(body, target.spec, tokens, self.cap_factor, self.cap_margin)
         # Only the running test's own candidate gives it evidence: a call on another model's route
         # (a client kept from that model's test) is answered, never counted for this one.
         own = ctx is not None and target.role == "candidate" and target.spec.name == ctx.model.name
+        call = Prepared(ctx, target, body, own)
+        if not call.candidate:
+            return call
+        if ctx is not None:
+            call.key = self._golden_key(ctx, body)
+            if self.golden is not None:
+                call.tokens = self.golden.reference_first(ctx, body, call.key)
+        call.cap = generation_cap(body, target.spec, call.tokens, self.cap_factor, self.cap_margin)
         if ctx is not None and own:
-            self._refuse_a_miss(ctx, body, key)
-        flight = ctx.begin(target, body, key) if ctx is not None and own else None
-        if ctx is not None and not own:
+            self._refuse_a_miss(ctx, body, call.key)
+        elif ctx is not None:
             with ctx.lock:
                 ctx.elsewhere += 1
-        try:
-            forward = forward_candidate if target.role == "candidate" else forward_chat
-            if self.meter is None:
-                result = forward(target, body, relay, cap=cap)
-            else:  # GPU energy of calls to GPU-served models (metering.EnergyMeter)
-                result = self.meter.metered(
-                    target.spec, lambda: forward(target, body, relay, cap=cap)
-                )
-        except BaseException as exc:  # an interrupt, or a fault of the swap: still a failed call
-            if ctx is not None and flight is not None:
-                flight.call.error = f"the swap proxy's call broke off ({exc!r})"
-                flight.call.error_kind = "fault"
-                ctx.end(flight, flight.call)
-            raise
-        if target.role == "candidate" and runaway(result.call, body, target.spec, tokens):
-            result.status = 502  # the product gets the reason, not a JSON object cut short
-        if gone is not None and result.call.error_kind != "timeout" and gone():
-            caller_left(result.call)  # it gave up first: the product never saw this answer
-        if ctx is not None and flight is not None:
-            ctx.end(flight, result.call)
-        return result
+        return call
 
-    def _golden_key(self, ctx: TestContext | None, target: Target, body: JSONObject) -> str | None:
+    def _golden_key(self, ctx: TestContext, body: JSONObject) -> str | None:
         """The request's golden key, once, for a candidate call of a test paired with goldens;
         None where no golden step runs, or for a request it cannot key (each step then says why,
         as without it)."""
-        if self.golden_key is None or ctx is None or not ctx.paired or target.role != "candidate":
+        if self.golden is None or not ctx.paired:
             return None
         try:
-            return self.golden_key(body)
+            return self.golden.key(body)
         except ValueError:
             return None
 
     def _refuse_a_miss(self, ctx: TestContext, body: JSONObject, key: str | None = None) -> None:
         """In replay, a request with no golden answer cannot be compared, whatever the candidate
         answers: refused now (404 with the command that records it), the candidate never asked."""
-        if self.golden_miss is None or not ctx.paired:
+        if self.golden is None or not ctx.paired:
             return
         with ctx.lock:
             turn = len(ctx.calls) + len(ctx.flights) + 1
-        miss = self.golden_miss(ctx, body, turn, key)
+        miss = self.golden.miss_before(ctx, body, turn, key)
         if miss is None:
             return
         with ctx.lock:
             ctx.misses.append((turn, *miss))
         raise RouteError(404, f"pytest-slam: {miss[1]}")
 
-    def reference_length(
-        self, ctx: TestContext | None, target: Target, body: JSONObject, key: str | None = None
-    ) -> int | None:
-        """The reference's completion tokens for this request, the base of a candidate call's
-        generation cap (chat.generation_cap), or None (no golden answer, not a candidate call)."""
-        if target.role != "candidate" or ctx is None or self.reference_tokens is None:
+    # -- forward -----------------------------------------------------------------------------
+
+    def forward(self, call: Prepared, relay: Relay | None) -> ChatResult:
+        """The one place an answer not asked now plugs in: sent ahead for this very request, or
+        kept from an earlier run (the opt-in cache; what is kept is not fetched again); else it
+        is asked live."""
+        if not call.candidate:
+            return forward_chat(call.target, call.body, relay)
+        spec = call.target.spec
+        sent = pin_seed(upstream_body(call.body, spec, call.cap), call.target)
+        result = self._fetched(call, sent, relay)
+        if result is not None:
+            return result
+        kept = self.cache.get(spec, sent) if self.cache is not None else None
+        if kept is not None:
+            return self._as_asked(call, kept, [], relay)
+        result = self._live(call, relay)
+        if self.cache is not None:
+            self.cache.put(spec, sent, result)
+        return result
+
+    def _fetched(self, call: Prepared, sent: JSONObject, relay: Relay | None) -> ChatResult | None:
+        """This call answered from the call sent ahead for it, or None (ask it live)."""
+        if self.ahead is None or not call.own or call.ctx is None or call.key is None:
             return None
-        return self.reference_tokens(ctx, body, key)
+        spec = call.target.spec
+        planned = self.ahead.claim(spec.name, call.ctx.nodeid, call.key, sent)
+        if planned is None:
+            return None
+        limit = CALLER_DEADLINE.get()
+        if not planned.done.is_set():
+            if not waited(planned, None if limit is None else limit.at):
+                return self._too_late(call, limit)
+            self.ahead.queues[spec.name].used_by(planned)
+        if planned.result is None:  # the fetch broke off in the swap itself: asked live
+            return None
+        result = self._as_asked(call, replayed(planned), planned.payloads, relay)
+        e2e = result.call.e2e_ms
+        if limit is not None and e2e is not None and e2e > limit.timeout_s * 1000.0:
+            return self._too_late(call, limit)  # the caller would have given up before it ended
+        return result
+
+    def _as_asked(
+        self,
+        call: Prepared,
+        result: ChatResult,
+        payloads: list[tuple[bytes, bool]],
+        relay: Relay | None,
+    ) -> ChatResult:
+        """An answer not asked now, served to this caller as a live one would be: its stream
+        relayed (as the candidate sent it, or rebuilt from the completion), on its record the
+        product's own request."""
+        options = call.body.get("stream_options")
+        usage = isinstance(options, dict) and bool(options.get("include_usage"))
+        relayed(result, payloads, relay, usage)
+        result.call.request = call.body  # the product's own request, as a live call keeps it
+        result.call.streamed = bool(call.body.get("stream"))
+        result.call.request_key = call.key
+        return result
+
+    def _too_late(self, call: Prepared, limit: Deadline | None) -> ChatResult:
+        """The caller's own timeout ended before the fetched answer did: no answer to it."""
+        record = new_call(call.target, call.body, request_key=call.key, fetched_ahead=True)
+        if limit is not None:
+            limit.passed = True
+        caller_left(record, limit.timeout_s if limit is not None else None)
+        return ChatResult(record, status=504)
+
+    def _live(self, call: Prepared, relay: Relay | None) -> ChatResult:
+        """Asked now, counted among the candidate's calls in flight."""
+        target = call.target
+        limiter = self.limiters.get(target.spec.name) or Limiter(target.spec.name, 1)
+        limit = CALLER_DEADLINE.get()
+        result, in_flight = limiter.send(
+            lambda: self._forward(target, call.body, relay, call.cap),
+            deadline=None if limit is None else limit.at,
+        )
+        assert result is not None  # a test's own call is never stopped before it is sent
+        result.call.in_flight = in_flight
+        return result
+
+    # -- account -----------------------------------------------------------------------------
+
+    def account(
+        self,
+        call: Prepared,
+        flight: Flight | None,
+        result: ChatResult,
+        gone: Callable[[], bool] | None,
+    ) -> ChatResult:
+        """The call's record, however it was answered: a structured answer cut at its cap is a
+        runaway, an answer its caller left before is none, and the test records the call."""
+        if call.candidate and runaway(result.call, call.body, call.target.spec, call.tokens):
+            result.status = 502  # the product gets the reason, not a JSON object cut short
+        if gone is not None and result.call.error_kind != "timeout" and gone():
+            caller_left(result.call)  # it gave up first: the product never saw this answer
+        if call.ctx is not None and flight is not None:
+            call.ctx.end(flight, result.call)
+        return result
 
     def embeddings(
         self, route: str, body: JSONObject, headers: list[tuple[str, str]]

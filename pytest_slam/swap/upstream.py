@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import http.client
 import json
+import socket
 import ssl
 import threading
 import urllib.request
@@ -144,10 +145,32 @@ def split_url(base_url: str) -> tuple[str, str, int, str]:
     return parts.scheme, parts.hostname or "127.0.0.1", port, parts.path.rstrip("/")
 
 
-def _connection(scheme: str, host: str, port: int, timeout: float) -> http.client.HTTPConnection:
-    pool = getattr(_local, "pool", None)
+Pool = dict[tuple[str, str, int], http.client.HTTPConnection]
+
+
+def thread_pool() -> Pool:
+    """This thread's kept-alive connections, for ``shut_down`` from another thread."""
+    pool: Pool | None = getattr(_local, "pool", None)
     if pool is None:
         pool = _local.pool = {}
+    return pool
+
+
+def shut_down(pool: Pool) -> None:
+    """End every request in flight on another thread's connections (answers fetched ahead when
+    the run ends): its blocked read returns, and the server sees the client leave, so an engine
+    stops generating an answer nobody will read."""
+    for conn in list(pool.values()):
+        sock = conn.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                continue
+
+
+def _connection(scheme: str, host: str, port: int, timeout: float) -> http.client.HTTPConnection:
+    pool = thread_pool()
     key = (scheme, host, port)
     conn = pool.get(key)
     if conn is None:

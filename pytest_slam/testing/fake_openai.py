@@ -162,6 +162,9 @@ def _logprobs(pieces: list[str], top: int) -> list[dict[str, Any]]:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # many clients connecting at once (answers fetched ahead) must not overflow the listen
+    # backlog: a dropped SYN is retried after a second, which would read as a second of latency
+    request_queue_size = 256
     fake: FakeOpenAI
 
     def handle_error(self, request: Any, client_address: Any) -> None:

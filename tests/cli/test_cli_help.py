@@ -64,6 +64,7 @@ def test_every_command_is_listed() -> None:
         ("report",), ("report", "render"), ("report", "diff"),
         ("report", "schema"), ("config",), ("config", "schema"), ("config", "reference"),
         ("config", "check"), ("calibrate",), ("review",), ("rescore",), ("help",),
+        ("cache",), ("cache", "clear"),
     }  # fmt: skip
 
 
@@ -82,6 +83,7 @@ def test_top_level_help_names_every_command(
         "    calibrate * Choose certified equivalence bands from labelled pairs, or --evaluate them",
         "    review * Blind human review of candidate against reference",
         "    rescore * Score a run's stored answers again with the current configuration",
+        "    cache * The candidates' answers kept by --slm-cache: clear them",
     ])  # fmt: skip
 
 

@@ -47,7 +47,7 @@ def test_help_lists_every_option_in_one_group(pytester: pytest.Pytester) -> None
         for value in vars(options).values()
         if isinstance(value, str) and value.startswith("--")
     ]
-    assert all(f.startswith("--slm-") for f in flags) and len(flags) == 16
+    assert all(f.startswith("--slm-") for f in flags) and len(flags) == 18
     assert all(f in result.stdout.str() for f in flags)
 
 

@@ -33,7 +33,9 @@ model = "gpt-4o-mini"
 )
 BAD = "Sorry, I am unable to help with this request today."
 TIMING = {"generated_at", "started", "finished", "duration_s", "started_at", "distributions",
-          "digest"}  # the digest (seal.py) is of the outcomes, timings included  # fmt: skip
+          "digest",  # the digest (seal.py) is of the outcomes, timings included
+          # the concurrency a call met: which answers were fetched ahead, how many were in flight
+          "fetched_ahead", "in_flight", "in_flight_p50", "in_flight_max"}  # fmt: skip
 
 
 class Candidate:

@@ -24,10 +24,12 @@ from pytest_slam.testing import FakeOpenAI
 
 PINNED = Path(__file__).parents[1] / "data" / "pinned_report.json"
 
-# Keys whose values measure time or the machine; their values become "<varies>".
+# Keys whose values measure time, the machine or the concurrency a call met (how many were in
+# flight, whether its answer was fetched before its test asked); their values become "<varies>".
 VARIES = re.compile(
     r"(_ms|_s|_cv|_at|^started|^finished|^generated_at|tokens_per_s|^distributions|_version"
-    r"|^energy.*|^elapsed.*|^duration.*|^ts|^timestamp|^when|^gpu_telemetry|^digest)$"
+    r"|^energy.*|^elapsed.*|^duration.*|^ts|^timestamp|^when|^gpu_telemetry|^digest"
+    r"|^in_flight.*|^fetched_ahead)$"
 )
 
 PRODUCT = """

@@ -64,7 +64,7 @@ def test_with_two_workers_the_engine_serves_two_requests_at_once(
     )
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
-        ["*engine smollm2-135m: llama.cpp, 2 slots of 4096 tokens, on http://127.0.0.1:*/v1*"]
+        ["*engine smollm2-135m: llama.cpp, 4 slots of 4096 tokens, on http://127.0.0.1:*/v1*"]
     )
     report = json.loads((pytester.path / "run.json").read_text())
     calls = [c for o in report["outcomes"] if o["outcome"] == "passed" for c in o["calls"]]
@@ -73,13 +73,18 @@ def test_with_two_workers_the_engine_serves_two_requests_at_once(
     assert a_start < b_end and b_start < a_end, "the two answers were generated one after another"
 
 
-def test_serial_run_starts_one_slot(pytester: pytest.Pytester) -> None:
+def test_serial_run_starts_a_slot_per_call_in_flight(pytester: pytest.Pytester) -> None:
+    """The embedded engine's concurrency is 2 (swap/limits.py): a slot for each call in flight;
+    ``--slm-concurrency 1`` is one slot, one call at a time."""
     pytester.makefile(".toml", pyproject=NO_REFERENCE)
     pytester.makepyfile(
         test_one="import pytest\n\n@pytest.mark.slm\ndef test_x(slm_model):\n"
         "    slm_model.chat('Hi', max_tokens=1)\n"
     )
     result = pytester.runpytest_subprocess("--slm-models=smollm2-135m")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*engine smollm2-135m: llama.cpp, 2 slots of 4096 tokens, on *"])
+    result = pytester.runpytest_subprocess("--slm-models=smollm2-135m", "--slm-concurrency=1")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*engine smollm2-135m: llama.cpp, 1 slot of 4096 tokens, on *"])
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ import pytest
 from slam_helpers import wait_for
 
 from pytest_slam.swap import redirect
+from pytest_slam.swap.chat import ChatResult
+from pytest_slam.swap.limits import THROTTLE_RETRIES
 from pytest_slam.swap.models import resolve
 from pytest_slam.swap.proxy import SwapProxy
 from pytest_slam.swap.router import SwapRouter, TestContext, Upstream
@@ -50,6 +53,34 @@ class Swap:
 
     def client(self, **kw: object) -> openai.OpenAI:
         return openai.OpenAI(base_url=self.proxy.base_url, api_key="sk-product", **kw)  # type: ignore[arg-type]
+
+
+@dataclasses.dataclass
+class _Golden:
+    """The router's golden side (router.GoldenSide), noting what each step is handed; its
+    reference route breaks, as an unreadable store would."""
+
+    keyed: list[str] = dataclasses.field(default_factory=list)
+    handed: list[tuple[str, str | None]] = dataclasses.field(default_factory=list)
+
+    def key(self, body: dict[str, object]) -> str:
+        from pytest_slam.golden.keys import request_key
+
+        self.keyed.append(request_key(body))  # type: ignore[arg-type]
+        return self.keyed[-1]
+
+    def reference_first(self, ctx: object, body: object, key: str | None) -> int | None:
+        self.handed.append(("cap", key))
+        return None
+
+    def miss_before(
+        self, ctx: object, body: object, turn: int, key: str | None
+    ) -> tuple[str, str] | None:
+        self.handed.append(("miss", key))
+        return None
+
+    def chat(self, ctx: object, body: object, relay: object) -> ChatResult:
+        raise RuntimeError("reference store unreadable")
 
 
 def _swap(fake: FakeOpenAI, local: bool) -> Iterator[Swap]:
@@ -127,7 +158,10 @@ def test_the_answer_is_the_one_the_socket_gives(fake: FakeOpenAI, stream: bool) 
 
 
 def test_an_upstream_error_keeps_its_status_body_and_retry_advice() -> None:
-    limited = FakeOpenAI(ANSWER, fail=[429, 429])  # two calls rate-limited, with Retry-After
+    """A 429 is asked again by the swap (limits.py) up to THROTTLE_RETRIES times; past them the
+    caller gets it as the server sent it, and its own retries go on as over the socket."""
+    tries = THROTTLE_RETRIES + 1
+    limited = FakeOpenAI(ANSWER, fail=[429] * 2 * tries, retry_after_s=0.001)
     with limited, contextlib.closing(_swap(limited, local=True)) as swaps:
         swap = next(swaps)
         with swap.client(max_retries=0) as client:
@@ -139,6 +173,7 @@ def test_an_upstream_error_keeps_its_status_body_and_retry_advice() -> None:
             assert _ask(client, stream=False)[0] == ANSWER
         assert swap.proxy.sockets == 0
         assert [c.error_kind for c in swap.ctx.calls] == ["http", "http", None]
+        assert len(limited.requests) == 2 * tries + 1
 
 
 @pytest.mark.parametrize("local", [True, False], ids=["in-memory", "socket"])
@@ -279,10 +314,7 @@ def test_a_request_without_the_run_secret_goes_to_the_socket_and_is_refused(swap
 def test_a_fault_in_serving_is_one_line_and_a_broken_connection_for_the_caller(
     swap: Swap, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    def broken_reference(*_: object) -> None:
-        raise RuntimeError("reference store unreadable")
-
-    swap.router.reference = broken_reference  # type: ignore[assignment]
+    swap.router.golden = _Golden()  # its reference route breaks
     ref = openai.OpenAI(base_url=swap.proxy.url_for("ref"), api_key="sk-x", max_retries=0)
     with ref, pytest.raises(openai.APIConnectionError):
         ref.chat.completions.create(model="gpt-4", messages=MESSAGES)
@@ -437,7 +469,7 @@ def test_an_asyncio_stream_the_caller_stops_reading_ends_and_the_next_call_works
 
 
 def test_an_upstream_error_reaches_an_asyncio_caller_with_its_status_and_advice() -> None:
-    limited = FakeOpenAI(ANSWER, fail=[429])
+    limited = FakeOpenAI(ANSWER, fail=[429] * (THROTTLE_RETRIES + 1), retry_after_s=0.001)
     with limited, contextlib.closing(_swap(limited, local=True)) as swaps:
         swap = next(swaps)
         with pytest.raises(openai.RateLimitError) as caught:
@@ -464,16 +496,8 @@ def test_a_calls_golden_key_is_computed_once_and_kept_on_its_record(
     process (never in a report or on an xdist report)."""
     from pytest_slam.golden.keys import request_key
 
-    keyed: list[str] = []
-    handed: list[tuple[str, str | None]] = []
-
-    def golden_key(body: dict[str, object]) -> str:
-        keyed.append(request_key(body))
-        return keyed[-1]
-
-    swap.router.golden_key = golden_key
-    swap.router.reference_tokens = lambda ctx, body, key: handed.append(("cap", key))
-    swap.router.golden_miss = lambda ctx, body, turn, key: handed.append(("miss", key))
+    golden = swap.router.golden = _Golden()
+    keyed, handed = golden.keyed, golden.handed
     with swap.client(max_retries=0) as client:
         text, _ = _ask(client, stream)
     assert text == ANSWER
@@ -486,8 +510,8 @@ def test_a_calls_golden_key_is_computed_once_and_kept_on_its_record(
 
 def test_a_test_not_paired_with_goldens_keys_no_call(swap: Swap) -> None:
     """``slm(reference=False)``: no golden step runs for its calls, so none is keyed."""
-    keyed: list[object] = []
-    swap.router.golden_key = lambda body: keyed.append(body) or "k"  # type: ignore[func-returns-value]
+    golden = swap.router.golden = _Golden()
+    keyed = golden.keyed
     swap.ctx.paired = False
     with swap.client(max_retries=0) as client:
         text, _ = _ask(client, stream=False)

@@ -1,0 +1,121 @@
+"""Which requests each selected test will send its candidate, read from the goldens, in test order:
+what swap/ahead.py fetches before the tests ask.
+
+Every golden entry keeps the request, the tests that asked it and at which call (``turns``). A
+test's first call never depends on an earlier answer; a later call is planned only when its
+request carries no assistant or tool message and none of the reference's earlier answers in that
+test (a conversation's later turns hold the candidate's own answers, unknown until it gives them).
+A test run N times (``--slm-repeat``) asks each of those N times. Under xdist each worker plans
+only the tests it has been handed (``foreign.xdist_pending``), as it is handed them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from pytest_slam.golden.fileformat import GoldenError
+from pytest_slam.golden.store import GoldenStore
+from pytest_slam.records import JSON, GoldenRecord, ModelSpec
+from pytest_slam.run.optin import base_test_id, module_of
+from pytest_slam.run.pairing import wants_reference
+from pytest_slam.swap.ahead import Planned
+from pytest_slam.swap.chat import generation_cap
+
+MIN_ECHO = 8  # an earlier answer this long found in a later request: that request depends on it
+
+Places = dict[str, dict[int, GoldenRecord]]  # test -> call number -> the reference's entry there
+
+
+def model_of(item: pytest.Item) -> str | None:
+    """The candidate an opted-in test item runs on (its ``slm_model`` parameter)."""
+    callspec = getattr(item, "callspec", None)
+    name = callspec.params.get("slm_model") if callspec is not None else None
+    return name if isinstance(name, str) else None
+
+
+def places(store: GoldenStore, module: str) -> Places:
+    """Each test's golden entries by call number, read once per module (the latest recorded
+    where a place has several: the one a replay of the same request would meet)."""
+    out: Places = {}
+    try:
+        records = list(store.load(module).entries.values())
+    except GoldenError:
+        return out  # the test says what is wrong with the file; nothing is fetched for it
+    for rec in records:
+        if not rec.answers:
+            continue
+        for test, turns in rec.turns.items():
+            slots = out.setdefault(test, {})
+            for turn in turns:
+                held = slots.get(turn)
+                if held is None or _recorded(rec) > _recorded(held):
+                    slots[turn] = rec
+    return out
+
+
+def _recorded(rec: GoldenRecord) -> str:
+    return rec.answers[0].recorded_at or "" if rec.answers else ""
+
+
+def independent(request: dict[str, JSON], earlier: list[str]) -> bool:
+    """A later call's request that no earlier answer went into."""
+    messages = request.get("messages")
+    if not isinstance(messages, list):
+        return False
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") in ("assistant", "tool"):
+            return False
+    text = json.dumps(messages, ensure_ascii=False)
+    return not any(len(answer) >= MIN_ECHO and answer in text for answer in earlier)
+
+
+@dataclass
+class Planner:
+    """Plans the requests of the tests about to run (the whole selection, or a worker's share)."""
+
+    store: GoldenStore
+    specs: dict[str, ModelSpec]
+    repeat: int = 1
+    cap: tuple[float, int] = (2.0, 64)
+    _modules: dict[str, Places] = field(default_factory=dict)
+    _planned: set[int] = field(default_factory=set)
+
+    def plan(self, items: Iterable[tuple[int, pytest.Item]]) -> dict[str, list[Planned]]:
+        """The requests of these (order, item) pairs not planned before, by candidate."""
+        out: dict[str, list[Planned]] = {}
+        for order, item in items:
+            if order in self._planned:
+                continue
+            self._planned.add(order)
+            name = model_of(item)
+            if name is None or name not in self.specs or not wants_reference(item):
+                continue
+            if item.get_closest_marker("skip") is not None:
+                continue
+            out.setdefault(name, []).extend(self._requests(order, item, self.specs[name]))
+        return out
+
+    def _requests(self, order: int, item: pytest.Item, spec: ModelSpec) -> Iterator[Planned]:
+        module = module_of(item.nodeid)
+        if module not in self._modules:
+            self._modules[module] = places(self.store, module)
+        slots = self._modules[module].get(base_test_id(item.nodeid, spec.name), {})
+        earlier: list[str] = []
+        for turn in sorted(slots):
+            rec = slots[turn]
+            if turn == 1 or independent(rec.request, earlier):
+                cap = generation_cap(rec.request, spec, _tokens(rec), *self.cap)
+                for _ in range(self.repeat):
+                    yield Planned(item.nodeid, spec.name, rec.key, rec.request, cap, order)
+            earlier.extend(answer.text for answer in rec.answers if answer.text)
+
+
+def _tokens(rec: GoldenRecord) -> int | None:
+    """The reference's completion tokens, as the live call's cap reads them
+    (ReferenceService.completion_tokens)."""
+    known = [a.completion_tokens for a in rec.answers if isinstance(a.completion_tokens, int)]
+    return max(known) if known else None

@@ -1,0 +1,362 @@
+"""Answers fetched ahead of the tests: the candidate asked, concurrently, what the goldens say the
+tests will ask it, so pytest's one-test-at-a-time loop no longer feeds a candidate one request at a
+time.
+
+The run hands over, in test order, each selected test's requests whose body does not depend on an
+earlier answer (``Planned``). Each candidate has worker threads that send them within its limit
+(limits.py) and within a window of the tests about to run, so memory stays flat however long the
+suite. A test's own call is answered from a fetched call only when it is the very request that was
+sent: the same golden key, the same test and the same upstream body (model, cap and seed included);
+the fetched stream is relayed to the caller as the candidate sent it, and the call's record keeps
+the timings measured when it was fetched, with the number of calls in flight then. Anything else is
+asked live, and a request still queued when its test asks for it is taken off the queue and asked
+live: the candidate is never asked one request twice. A fetched answer no test claims is counted
+as "fetched, unused" and never paired.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from pytest_slam.records import ModelSpec
+from pytest_slam.swap import upstream
+from pytest_slam.swap.cache import AnswerCache
+from pytest_slam.swap.chat import (
+    FLIGHT_LABEL,
+    ChatResult,
+    Target,
+    caller_left,
+    pin_seed,
+    stream_events,
+    upstream_body,
+)
+from pytest_slam.swap.limits import Limiter
+from pytest_slam.swap.upstream import JSONObject
+
+WINDOW_PER_PLACE = 4  # fetched or in flight, unclaimed, per place under a candidate's limit
+MIN_WINDOW = 16
+
+
+@dataclass(eq=False)
+class Planned:
+    """One request a test is expected to send its candidate (from its golden entry)."""
+
+    nodeid: str
+    model: str
+    key: str
+    body: JSONObject  # the request as the test sent it when it was recorded
+    cap: int | None  # the generation cap the live call would get (chat.generation_cap)
+    order: int  # the test's place in the run
+    sent: JSONObject = field(default_factory=dict)  # the upstream body, as the live call's
+    state: str = "queued"  # queued | sending | done | claimed | dropped
+    result: ChatResult | None = None
+    payloads: list[tuple[bytes, bool]] = field(default_factory=list)  # (SSE data, has choices)
+    in_flight: int = 0
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+Forward = Callable[[Target, JSONObject, Callable[[bytes], None], int | None], ChatResult]
+
+
+class CandidateQueue:
+    """One candidate's planned requests, the threads that fetch them, and its limit."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        limiter: Limiter,
+        target: Callable[[ModelSpec], Target],
+        forward: Forward,
+        cache: AnswerCache | None = None,
+    ) -> None:
+        self.spec, self.limiter, self._target, self._forward = spec, limiter, target, forward
+        self.cache = cache
+        self.window = max(MIN_WINDOW, WINDOW_PER_PLACE * limiter.ceiling)
+        self.queue: collections.deque[Planned] = collections.deque()  # to send, in test order
+        self.held: collections.deque[Planned] = collections.deque()  # every one not yet passed
+        self.outstanding: list[Planned] = []  # sending or done, not yet claimed or passed
+        self.by_test: dict[tuple[str, str], collections.deque[Planned]] = {}
+        self.fetched = self.used = self.unused = 0
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._pools: list[upstream.Pool] = []
+
+    def add(self, planned: Planned) -> None:
+        target = self._target(self.spec)
+        planned.sent = pin_seed(upstream_body(planned.body, self.spec, planned.cap), target)
+        with self._cond:
+            self.queue.append(planned)
+            self.held.append(planned)
+            self.by_test.setdefault((planned.nodeid, planned.key), collections.deque()).append(
+                planned
+            )
+            self._cond.notify_all()
+        self._start()
+
+    def _start(self) -> None:
+        if self._threads:
+            return
+        for i in range(self.limiter.ceiling):
+            thread = threading.Thread(
+                target=self._work, name=f"slam-ahead-{self.spec.name}-{i}", daemon=True
+            )
+            self._threads.append(thread)
+            thread.start()
+
+    def _next(self) -> Planned | None:
+        """The next request to send: the first still queued, once the window has room."""
+        with self._cond:
+            while not self._stop.is_set():
+                while self.queue and self.queue[0].state != "queued":
+                    self.queue.popleft()  # claimed by its test, or passed, before it was sent
+                if self.queue and len(self.outstanding) < self.window:
+                    planned = self.queue.popleft()
+                    planned.state = "sending"
+                    self.outstanding.append(planned)
+                    return planned
+                self._cond.wait(timeout=0.5)
+            return None
+
+    def _work(self) -> None:
+        with self._cond:
+            self._pools.append(upstream.thread_pool())  # what close() ends mid-answer
+        while True:
+            planned = self._next()
+            if planned is None:
+                return
+            self._fetch(planned)
+
+    def _fetch(self, planned: Planned) -> None:
+        """Send it under the limit (limits.py: a 429 lowers it and asks again), every chunk kept
+        for whichever caller claims it. Stream and usage are asked so that any caller can be
+        served; the body sent is the same (``upstream_body`` sets both whatever it is given)."""
+        if self.cache is not None and self.cache.has(self.spec, planned.sent):
+            self._finish(planned, None, [], 0, "kept from an earlier run")  # its test reads it
+            return
+        kept: list[tuple[bytes, bool]] = []
+        body = {**planned.body, "stream": True, "stream_options": {"include_usage": True}}
+
+        def send() -> ChatResult:
+            kept.clear()
+            return self._forward(
+                self._target(self.spec), body, lambda p: kept.append(_kept(p)), planned.cap
+            )
+
+        token = FLIGHT_LABEL.set(f"fetched ahead for {planned.nodeid}")
+        try:
+            result, in_flight = self.limiter.send(send, self._stop)
+        except Exception as exc:  # a fault of the swap, not the candidate's: asked live instead
+            self._finish(planned, None, [], 0, repr(exc))
+            return
+        finally:
+            FLIGHT_LABEL.reset(token)
+        if result is not None and self.cache is not None:
+            self.cache.put(self.spec, planned.sent, result)
+        self._finish(planned, result, kept, in_flight, None if result else "stopped")
+
+    def _finish(
+        self,
+        planned: Planned,
+        result: ChatResult | None,
+        payloads: list[tuple[bytes, bool]],
+        in_flight: int,
+        error: str | None = None,
+    ) -> None:
+        with self._cond:
+            planned.result, planned.payloads, planned.in_flight = result, payloads, in_flight
+            if result is None:  # not a call of the candidate's: its test asks it live
+                planned.state = "dropped" if planned.state != "claimed" else "claimed"
+            elif planned.state == "sending":
+                planned.state = "done"
+            if result is not None:
+                self.fetched += 1
+                if planned.state == "dropped":  # its test had passed meanwhile
+                    self.unused += 1
+            if planned.state in ("dropped", "claimed") and planned in self.outstanding:
+                self.outstanding.remove(planned)
+            if error is not None:
+                planned.payloads = []
+            planned.done.set()
+            self._cond.notify_all()
+
+    def claim(self, nodeid: str, key: str, sent: JSONObject) -> Planned | None:
+        """The fetched call for this test's request, when it is the one sent; a queued one is
+        taken off the queue (its test asks it live) and None returned."""
+        with self._cond:
+            waiting = self.by_test.get((nodeid, key))
+            if not waiting:
+                return None
+            planned = next((p for p in waiting if p.sent == sent), None)
+            if planned is None:
+                return None
+            waiting.remove(planned)
+            state, planned.state = planned.state, "claimed"
+            if state == "queued":
+                return None
+            if planned in self.outstanding:
+                self.outstanding.remove(planned)
+            self._cond.notify_all()
+            if state == "dropped":
+                return None
+            if state == "done" and planned.result is not None:
+                self.used += 1
+            return planned
+
+    def passed(self, order: int) -> None:
+        """The run moved to the test at ``order``: what earlier tests never claimed is let go
+        (counted unused if it was fetched), which frees its place in the window."""
+        with self._cond:
+            while self.held and self.held[0].order < order:
+                planned = self.held.popleft()
+                if planned.state == "queued":
+                    planned.state = "dropped"
+                elif planned in self.outstanding:
+                    self._let_go(planned)
+                waiting = self.by_test.get((planned.nodeid, planned.key))
+                if waiting is not None and planned in waiting:
+                    waiting.remove(planned)
+                    if not waiting:
+                        del self.by_test[(planned.nodeid, planned.key)]
+            self._cond.notify_all()
+
+    def _let_go(self, planned: Planned) -> None:
+        if planned.state == "done" and planned.result is not None:
+            self.unused += 1
+        planned.state = "dropped"
+        self.outstanding.remove(planned)
+        planned.result, planned.payloads = None, []
+
+    def used_by(self, planned: Planned) -> None:
+        """A claimed call that was still in flight has now been used."""
+        with self._cond:
+            if planned.result is not None:
+                self.used += 1
+
+    def close(self) -> None:
+        """The end of the run (or an interrupt): no more sends; unclaimed answers are unused."""
+        self._stop.set()
+        with self._cond:
+            for pool in self._pools:
+                upstream.shut_down(pool)
+            for planned in list(self.outstanding):
+                self._let_go(planned)
+            self.queue.clear()
+            self.held.clear()
+            self.by_test.clear()
+            self._cond.notify_all()
+
+
+def _kept(payload: bytes) -> tuple[bytes, bool]:
+    """A relayed SSE payload and whether it carries choices (a usage-only chunk goes only to a
+    caller that asked for usage)."""
+    try:
+        return payload, bool(json.loads(payload).get("choices"))
+    except (ValueError, AttributeError):
+        return payload, True
+
+
+class Ahead:
+    """Every candidate's queue: what the router asks when a test's call arrives."""
+
+    def __init__(
+        self,
+        limiters: dict[str, Limiter],
+        target: Callable[[ModelSpec], Target],
+        forward: Forward,
+        cache: AnswerCache | None = None,
+    ) -> None:
+        self.limiters, self._target, self._forward = limiters, target, forward
+        self.cache = cache
+        self.queues: dict[str, CandidateQueue] = {}
+        self.closed = False
+
+    def plan(self, spec: ModelSpec, planned: Iterable[Planned]) -> None:
+        """Queue these requests of ``spec`` (in test order) to be fetched ahead."""
+        limiter = self.limiters[spec.name]
+        if self.closed or limiter.ceiling <= 1:  # one call at a time: nothing is sent ahead
+            return
+        queue = self.queues.get(spec.name)
+        if queue is None:
+            queue = self.queues[spec.name] = CandidateQueue(
+                spec, limiter, self._target, self._forward, self.cache
+            )
+        for one in planned:
+            queue.add(one)
+
+    def claim(self, model: str, nodeid: str, key: str | None, sent: JSONObject) -> Planned | None:
+        queue = self.queues.get(model)
+        if queue is None or key is None:
+            return None
+        return queue.claim(nodeid, key, sent)
+
+    def passed(self, order: int) -> None:
+        for queue in self.queues.values():
+            queue.passed(order)
+
+    def close(self) -> None:
+        self.closed = True
+        for queue in self.queues.values():
+            queue.close()
+
+    def lines(self) -> list[str]:
+        """The summary's line per candidate that had answers fetched ahead."""
+        out = []
+        for name, queue in self.queues.items():
+            if not queue.fetched:
+                continue
+            unused = f"; {queue.unused} fetched, unused" if queue.unused else ""
+            out.append(
+                f"{name}: {queue.fetched} call(s) fetched ahead, {queue.used} used{unused} "
+                f"(up to {queue.limiter.peak} at once, concurrency {queue.limiter.ceiling})"
+            )
+        return out
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        return {
+            name: {"fetched": q.fetched, "used": q.used, "unused": q.unused}
+            for name, q in self.queues.items()
+        }
+
+
+def replayed(planned: Planned) -> ChatResult:
+    """The fetched call as its test's own, marked as fetched with the calls in flight then."""
+    result = planned.result
+    assert result is not None  # claimed entries without a result are asked live
+    result.call.fetched_ahead = True
+    result.call.in_flight = planned.in_flight
+    return result
+
+
+def relayed(
+    result: ChatResult,
+    payloads: list[tuple[bytes, bool]],
+    relay: Callable[[bytes], None] | None,
+    usage: bool,
+) -> None:
+    """An answer not asked now, to a streaming caller: its stream as the candidate sent it
+    (``payloads``), or rebuilt from the completion; a caller that hung up never saw it."""
+    if relay is None or not result.call.ok:
+        return
+    if not payloads and result.completion is not None:
+        payloads = [(p, True) for p in stream_events(result.completion, usage)]
+    try:
+        for payload, has_choices in payloads:
+            if has_choices or usage:
+                relay(payload)
+    except OSError:
+        caller_left(result.call, stopped=True)
+        result.status = 499
+
+
+def waited(planned: Planned, deadline: float | None) -> bool:
+    """Wait for a claimed call still in flight, no longer than the caller would (its timeout)."""
+    if deadline is None:
+        planned.done.wait()
+        return True
+    return planned.done.wait(timeout=max(deadline - time.perf_counter(), 0.0))

@@ -1,0 +1,224 @@
+"""Answers fetched ahead of the tests (swap/ahead.py, run/fetching.py), end to end.
+
+Real pytest runs (pytester) of a product suite recorded once against a FakeOpenAI reference, then
+replayed against a FakeOpenAI candidate that keeps every request it was sent. What is checked is
+what the candidate saw and what the run reported, never a timing.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from plugin_golden_helpers import run, write_project
+from slam_helpers import PRODUCT, said
+
+from pytest_slam.testing import FakeOpenAI
+
+QUESTIONS = [f"question {i}" for i in range(12)]
+SUITE = """
+import os, pytest, product
+
+pytestmark = pytest.mark.slm
+
+@pytest.mark.parametrize("question", {questions!r})
+def test_answer(question):
+    if question == os.environ.get("SKIP_QUESTION"):
+        pytest.skip("skipped at run time")
+    user = os.environ.get("USER_FIELD") if question == "question 5" else None
+    extra = {{"user": user}} if user else {{}}
+    assert product.client.chat.completions.create(
+        model="gpt-4", messages=[{{"role": "user", "content": question}}], temperature=0, **extra)
+"""
+CONVERSATION = """
+import pytest
+from openai import OpenAI
+
+pytestmark = pytest.mark.slm
+
+def test_two_turns():
+    client = OpenAI()
+    messages = [{"role": "user", "content": "first turn"}]
+    first = client.chat.completions.create(model="gpt-4", messages=messages, temperature=0)
+    messages += [{"role": "assistant", "content": first.choices[0].message.content},
+                 {"role": "user", "content": "second turn"}]
+    second = client.chat.completions.create(model="gpt-4", messages=messages, temperature=0)
+    assert second.choices[0].message.content
+"""
+
+
+@pytest.fixture
+def gpt4() -> Any:
+    with FakeOpenAI(lambda req: "GPT-4 says: " + req["messages"][-1]["content"]) as fake:
+        yield fake
+
+
+def _recorded(pytester: pytest.Pytester, gpt4: FakeOpenAI, mini: FakeOpenAI) -> None:
+    pytester.makepyfile(product=PRODUCT, test_product=SUITE.format(questions=QUESTIONS))
+    write_project(pytester, gpt4, mini)
+    run(pytester, "--slm-record=new").assert_outcomes(passed=len(QUESTIONS))
+    mini.requests.clear()
+
+
+def _asked(fake: FakeOpenAI) -> collections.Counter[str]:
+    """Each chat request the candidate was sent, by its last message."""
+    return collections.Counter(
+        r.json["messages"][-1]["content"]
+        for r in fake.requests
+        if r.path.endswith("/chat/completions") and r.json
+    )
+
+
+def _calls(report: Path) -> list[dict[str, Any]]:
+    outcomes = json.loads(report.read_text(encoding="utf-8"))["outcomes"]
+    return [c for o in outcomes for c in o["calls"]]
+
+
+def test_a_replay_fetches_ahead_and_asks_each_request_once(
+    pytester: pytest.Pytester, gpt4: FakeOpenAI, mini: FakeOpenAI
+) -> None:
+    _recorded(pytester, gpt4, mini)
+    result = run(pytester, "--slm-report=r.json")
+    result.assert_outcomes(passed=len(QUESTIONS))
+    assert _asked(mini) == collections.Counter(QUESTIONS)  # each once, none twice
+    calls = _calls(pytester.path / "r.json")
+    ahead = [c for c in calls if c["fetched_ahead"]]
+    assert len(ahead) == len(QUESTIONS) - 1  # all but the first test's, sent before it ran
+    assert all(isinstance(c["in_flight"], int) and c["in_flight"] >= 1 for c in calls)
+    line = f"mini: {len(QUESTIONS) - 1} call(s) fetched ahead, {len(QUESTIONS) - 1} used"
+    assert line in said(result)
+
+
+def test_concurrency_one_asks_one_at_a_time_with_the_same_outcomes_and_answers(
+    pytester: pytest.Pytester, gpt4: FakeOpenAI, mini: FakeOpenAI
+) -> None:
+    _recorded(pytester, gpt4, mini)
+    run(pytester, "--slm-report=ahead.json").assert_outcomes(passed=len(QUESTIONS))
+    serial = run(pytester, "--slm-concurrency", "1", "--slm-report=serial.json")
+    serial.assert_outcomes(passed=len(QUESTIONS))
+    assert "fetched ahead" not in said(serial)
+    every = _calls(pytester.path / "serial.json")
+    assert [c["in_flight"] for c in every] == [1] * len(QUESTIONS)
+    assert not any(c["fetched_ahead"] for c in every)
+
+    def kept(name: str) -> list[tuple[str, str, str]]:
+        outcomes = json.loads((pytester.path / name).read_text(encoding="utf-8"))["outcomes"]
+        return [(o["nodeid"], o["outcome"], o["calls"][0]["text"]) for o in outcomes]
+
+    assert kept("ahead.json") == kept("serial.json")
+
+
+def test_a_request_that_differs_from_its_golden_is_asked_live_and_the_fetched_one_unused(
+    pytester: pytest.Pytester, gpt4: FakeOpenAI, mini: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``user`` is no part of the golden key (the same golden answer) but is sent upstream: the
+    fetched request is not the one the test sends, so the test's is asked live."""
+    _recorded(pytester, gpt4, mini)
+    monkeypatch.setenv("USER_FIELD", "end-user-7")
+    result = run(pytester, "--slm-report=r.json")
+    result.assert_outcomes(passed=len(QUESTIONS))
+    sent = [r.json for r in mini.requests if r.json["messages"][-1]["content"] == "question 5"]
+    assert [body.get("user") for body in sent] == [None, "end-user-7"]  # fetched, then live
+    [changed] = [c for c in _calls(pytester.path / "r.json") if c["text"].endswith("question 5")]
+    assert changed["fetched_ahead"] is False and changed["request"]["user"] == "end-user-7"
+    assert "1 fetched, unused" in said(result)
+
+
+def test_a_skipped_or_deselected_test_is_never_paired_with_a_fetched_answer(
+    pytester: pytest.Pytester, gpt4: FakeOpenAI, mini: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _recorded(pytester, gpt4, mini)
+    monkeypatch.setenv("SKIP_QUESTION", "question 7")
+    deselect = "test_product.py::test_answer[mini-question 3]"
+    result = run(pytester, "--deselect", deselect, "--slm-report=r.json")
+    result.assert_outcomes(passed=len(QUESTIONS) - 2, skipped=1, deselected=1)
+    asked = _asked(mini)
+    assert "question 3" not in asked  # deselected: never planned
+    assert asked["question 7"] == 1  # fetched before the test skipped itself
+    assert "1 fetched, unused" in said(result)
+    texts = [c["text"] for c in _calls(pytester.path / "r.json")]
+    assert not any("question 7" in t for t in texts)
+
+
+def test_a_conversations_later_turn_is_asked_after_the_candidates_own_answer(
+    pytester: pytest.Pytester, gpt4: FakeOpenAI, mini: FakeOpenAI
+) -> None:
+    pytester.makepyfile(test_chat=CONVERSATION, test_product=SUITE.format(questions=QUESTIONS))
+    pytester.makepyfile(product=PRODUCT)
+    write_project(pytester, gpt4, mini)
+    run(pytester, "--slm-record=new").assert_outcomes(passed=len(QUESTIONS) + 1)
+    mini.requests.clear()
+    run(pytester, "-p", "no:randomly").assert_outcomes(passed=len(QUESTIONS) + 1)
+    second = [r.json for r in mini.requests if r.json and len(r.json["messages"]) == 3]
+    assert len(second) == 1  # asked once, live
+    assert second[0]["messages"][1]["content"] == "mini says: first turn"  # its own answer
+
+
+def test_a_candidate_refusing_half_its_calls_with_429_still_answers_every_test(
+    pytester: pytest.Pytester, gpt4: FakeOpenAI, mini: FakeOpenAI
+) -> None:
+    _recorded(pytester, gpt4, mini)
+    answer = lambda req: "mini says: " + req["messages"][-1]["content"]  # noqa: E731
+    with FakeOpenAI(answer, fail=[429] * len(QUESTIONS), retry_after_s=0.01) as refusing:
+        write_project(pytester, gpt4, refusing)
+        result = run(pytester, "--slm-report=r.json")
+        result.assert_outcomes(passed=len(QUESTIONS))
+    answered = [c for c in _calls(pytester.path / "r.json") if c["error"] is None]
+    assert len(answered) == len(QUESTIONS)
+    assert "the server refused calls" in said(result)
+
+
+def test_two_workers_ask_each_request_once(
+    pytester: pytest.Pytester, gpt4: FakeOpenAI, mini: FakeOpenAI
+) -> None:
+    _recorded(pytester, gpt4, mini)
+    result = run(pytester, "-n", "2", "--slm-report=r.json")
+    result.assert_outcomes(passed=len(QUESTIONS))
+    assert _asked(mini) == collections.Counter(QUESTIONS)
+    assert any(c["fetched_ahead"] for c in _calls(pytester.path / "r.json"))
+
+
+# -- the opt-in answer cache (swap/cache.py) ---------------------------------------------------------
+
+
+def test_the_cache_reuses_an_answer_only_for_the_same_model_and_body(
+    pytester: pytest.Pytester, gpt4: FakeOpenAI, mini: FakeOpenAI
+) -> None:
+    _recorded(pytester, gpt4, mini)
+    first = run(pytester, "--slm-cache", "--slm-report=first.json")
+    first.assert_outcomes(passed=len(QUESTIONS))
+    assert _asked(mini) == collections.Counter(QUESTIONS)
+    assert not any(c["cached"] for c in _calls(pytester.path / "first.json"))
+
+    mini.requests.clear()
+    again = run(pytester, "--slm-cache", "--slm-report=again.json")
+    again.assert_outcomes(passed=len(QUESTIONS))
+    assert _asked(mini) == collections.Counter()  # nothing asked: every answer kept
+    calls = _calls(pytester.path / "again.json")
+    assert all(c["cached"] for c in calls)
+    assert f"answer cache: {len(QUESTIONS)} call(s) answered from it" in said(again)
+
+    run(pytester, "--slm-report=off.json").assert_outcomes(passed=len(QUESTIONS))
+    assert _asked(mini) == collections.Counter(QUESTIONS)  # not opted in: asked anew
+
+    mini.requests.clear()
+    write_project(pytester, gpt4, mini, extra="", key_env=None)
+    pytester.path.joinpath("pyproject.toml").write_text(
+        pytester.path.joinpath("pyproject.toml").read_text().replace("gpt-4o-mini", "gpt-4o-nano")
+    )
+    run(pytester, "--slm-cache").assert_outcomes(passed=len(QUESTIONS))
+    assert _asked(mini) == collections.Counter(QUESTIONS)  # another model id: not reused
+
+    mini.requests.clear()
+    cleared = subprocess.run(
+        [sys.executable, "-m", "pytest_slam.cli", "cache", "clear"],
+        cwd=pytester.path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert cleared.returncode == 0 and "kept answer(s) removed" in cleared.stdout
+    run(pytester, "--slm-cache").assert_outcomes(passed=len(QUESTIONS))
+    assert _asked(mini) == collections.Counter(QUESTIONS)  # cleared: asked again
