@@ -25,6 +25,7 @@ median over ``--rounds``.
    Targets: default / one at a time <= 0.2x; default / ideal <= 1.15x; default / promptfoo's
    default <= 0.5x. The server's own counts (``GET /fake/stats``) are printed with each arm: the
    calls it got, how many distinct (each request asked once?) and the most it had in flight.
+   Every pytest run must pass (a failed run stops the bench with its output).
 2. **A simulated batching engine**: FakeOpenAI ``--batch 64``: up to 64 requests at once, each
    taking ``--latency-ms`` in steps of ``--step-ms`` (short steps, as an engine's decode steps
    are: with one step per request a closed-loop client would alternate between a full and a
@@ -211,7 +212,16 @@ def ratio_rows(
         met = "" if target is None else f"<= {target}x: {'yes' if value <= target else 'no'}"
         return [cases, name, f"{value:.2f}x", met]
 
+    def once(name: str, key: str) -> list[object]:
+        got = arms[key].stats
+        if not got:
+            return [cases, name, "n/a", "each once"]
+        calls, distinct = got["chat_requests"], got["distinct_chat_bodies"]
+        met = "yes" if calls == distinct == cases else "no"
+        return [cases, name, f"{calls} calls, {distinct} distinct", f"each once: {met}"]
+
     return [
+        once("(b) default: the requests the server saw", "default"),
         row("default / one at a time", "default", "one", TARGET_SERIAL),
         row(f"default / ideal at {default}", "default", ideal, TARGET_IDEAL),
         row(f"default / promptfoo default (-j {DEFAULT_JOBS})", "default", "pf", TARGET_PROMPTFOO),
@@ -337,9 +347,10 @@ def main(argv: list[str]) -> int:
             version = promptfoo_version(pf, root / "promptfoo-home") if pf else "not installed"
             print(f"- promptfoo: {version}\n")
             bench = Bench(root, args, supported)
-            # The goldens of the largest size, from an instant candidate (the 300 ms one unused).
+            # The goldens of every case any section runs, from an instant candidate.
             record = [f"--slm-models={instant}#small-model", "--slm-record=new"]
-            run_timed([*PYTEST, *record], root, clean_env(BENCH_CASES=str(max(args.cases))))
+            most = max(*args.cases, 0 if args.no_engine else args.engine_cases)
+            run_timed([*PYTEST, *record], root, clean_env(BENCH_CASES=str(most)))
             latency_section(bench, candidate, pf)
             batch_section(bench, batched)
         if not args.no_engine:
