@@ -376,6 +376,16 @@ def test_batching_engine_holds_a_place_for_a_requests_steps() -> None:
     assert fake.batches == [2, 2, 2, 1, 1, 1]
 
 
+def test_batching_engine_streams_the_answer_once_its_steps_are_done() -> None:
+    with FakeOpenAI(ANSWER, batch=2, latency_s=0.02, step_s=0.01) as fake, client_for(fake) as c:
+        stream = c.chat.completions.create(
+            model="m", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+        )
+        chunks = list(stream)
+    assert "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices) == ANSWER
+    assert chunks[-1].usage is not None and fake.batches == [1, 1]
+
+
 def test_default_mode_answers_every_request_at_once() -> None:
     together = threading.Barrier(5, timeout=30)
 
