@@ -256,6 +256,9 @@ class _Batcher:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's backlog is 5: a client opening 16-64 connections at once (a concurrency
+    # bench) would see SYNs dropped and retried a second later, or connections reset.
+    request_queue_size = 1024
     fake: FakeOpenAI
 
     def handle_error(self, request: Any, client_address: Any) -> None:
