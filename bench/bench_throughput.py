@@ -10,7 +10,8 @@ OpenAI client is built at import time, one call per test, a ``contains`` check) 
 ``python -m pytest --slm-report=report.json`` processes, against loopback FakeOpenAI servers each
 in its own process; its goldens are recorded first (from a reference with no latency). Per round,
 the arms run one after another, so each ratio is taken within a round (the same load), then the
-median over ``--rounds``.
+median over ``--rounds``. CPU is the pytest (or promptfoo) process's own, never the servers'
+(the SmolLM2 engine runs in the bench's process).
 
 1. **A 300 ms candidate** (``--latency-ms``; the server answers any number of requests at once,
    as a hosted API does), at each ``--cases``:
