@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import json
 import os
 import platform
 import resource
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,13 +159,23 @@ def tree_env(tree: Path | None, **extra: str) -> dict[str, str]:
 
 @contextlib.contextmanager
 def fake_server(
-    latency_ms: float = 0.0, answer: str | None = None, model: str = "gpt-4-0613"
+    latency_ms: float = 0.0,
+    answer: str | None = None,
+    model: str = "gpt-4-0613",
+    batch: int | None = None,
+    step_ms: float | None = None,
 ) -> Iterator[str]:
-    """A FakeOpenAI in its own process (so it never competes for the bench's GIL); yields its URL."""
+    """A FakeOpenAI in its own process (so it never competes for the bench's GIL); yields its URL.
+
+    ``batch`` (and ``step_ms``) make it a batching engine: up to ``batch`` requests per step."""
     cmd = [PYTHON, "-m", "pytest_slam.testing.fake_openai", "--port", "0",
            "--latency-ms", str(latency_ms), "--model", model]  # fmt: skip
     if answer is not None:
         cmd += ["--answer", answer]
+    if batch is not None:
+        cmd += ["--batch", str(batch)]
+    if step_ms is not None:
+        cmd += ["--step-ms", str(step_ms)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=clean_env())
     try:
         assert proc.stdout is not None
@@ -174,6 +186,19 @@ def fake_server(
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def fake_stats(url: str, reset: bool = False) -> dict[str, int]:
+    """A fake server's counts (chat requests, distinct bodies, peak in flight, steps, peak batch);
+    ``reset`` clears them after reading, so the next arm counts only its own."""
+    root = url.removesuffix("/v1")
+    with urllib.request.urlopen(f"{root}/fake/stats", timeout=30) as response:
+        stats: dict[str, int] = json.loads(response.read())
+    if reset:
+        request = urllib.request.Request(f"{root}/fake/stats/reset", data=b"{}", method="POST")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            response.read()
+    return stats
 
 
 # Short chat prompts for the engine benches: small, varied answers from a small model.

@@ -42,7 +42,6 @@ from pathlib import Path
 from _common import (
     PYTHON,
     Sample,
-    clean_env,
     fake_server,
     footer,
     header,
@@ -51,46 +50,13 @@ from _common import (
     tree_env,
     trees,
 )
-from _suite import CANDIDATE_ANSWER, PRODUCT, REFERENCE_ANSWER, write_suite
+from _promptfoo import PROMPTFOO, promptfoo_cmd, promptfoo_config, promptfoo_env
+from _suite import CANDIDATE_ANSWER, REFERENCE_ANSWER, write_suite
 
 HERE = Path(__file__).resolve().parent
 PYTEST = [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
 ON_ARGS = ["--slm-report=report.json"]
 TARGET_ON_OFF, TARGET_RECORD, TARGET_PROMPTFOO = 1.15, 6.0, 0.5
-PROMPTFOO = "/work/.promptfoo/node_modules/.bin/promptfoo"
-PROMPTFOO_ENV = {
-    "PROMPTFOO_DISABLE_TELEMETRY": "1",
-    "PROMPTFOO_DISABLE_UPDATE": "1",
-    "PROMPTFOO_DISABLE_SHARING": "1",
-    "PROMPTFOO_DISABLE_REMOTE_GENERATION": "1",
-    "PROMPTFOO_DISABLE_REDTEAM_REMOTE_GENERATION": "1",
-}
-
-
-def _system_and_ticket() -> tuple[str, str]:
-    """The product's system prompt and ticket text, read from the product so they never drift."""
-    system = PRODUCT.split('SYSTEM = "', 1)[1].split('"', 1)[0]
-    ticket = PRODUCT.split('f"', 1)[1].split('"', 1)[0]
-    return system, ticket
-
-
-def promptfoo_config(root: Path, url: str, cases: int) -> Path:
-    """The suite's cases as a promptfoo eval: the same messages, the same check."""
-    system, ticket = _system_and_ticket()
-    prompt = json.dumps([{"role": "system", "content": system},
-                         {"role": "user", "content": "{{ticket}}"}])  # fmt: skip
-    lines = [
-        "prompts:", f"  - {json.dumps(prompt)}",
-        "providers:", "  - id: openai:chat:gpt-4", "    config:", f"      apiBaseUrl: {url}",
-        "      apiKey: sk-bench", "      temperature: 0", "      max_tokens: 64",
-        "defaultTest:", "  assert:", "    - type: contains", "      value: billing",
-        "tests:",
-    ]  # fmt: skip
-    for i in range(cases):
-        lines.append(f"  - vars: {{ticket: {json.dumps(ticket.replace('{i}', str(i)))}}}")
-    path = root / f"promptfooconfig-{cases}.yaml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def trace(tree: Path | None, candidate: str, reference: str, out: Path) -> dict[str, object]:
@@ -168,8 +134,7 @@ def measure(
                 add(f"record {name}", cases, t.wall, t.cpu)
     shutil.rmtree(golden, ignore_errors=True)
     run_timed([*PYTEST, "--slm-record=new"], root, _env(None, max(sizes), True, candidate))
-    pf_env = clean_env(PROMPTFOO_CONFIG_DIR=str(root / "promptfoo-home"), **PROMPTFOO_ENV)
-    pf_cmd = [args.promptfoo, "eval", "--no-cache", "--no-write", "--no-table", "--no-progress-bar"]
+    pf_env = promptfoo_env(root / "promptfoo-home")
     for cases in sizes:
         config = promptfoo_config(root, candidate, cases)
         for _ in range(args.pairs):
@@ -179,7 +144,7 @@ def measure(
                 t = run_timed([*PYTEST, *ON_ARGS], root, _env(tree, cases, True, candidate))
                 add(f"on {name}", cases, t.wall, t.cpu)
             if has_promptfoo and cases == sizes[0]:
-                t = run_timed([*pf_cmd, "-c", str(config)], root, pf_env)
+                t = run_timed(promptfoo_cmd(args.promptfoo, config), root, pf_env)
                 add("promptfoo", cases, t.wall, t.cpu)
     return out
 

@@ -9,6 +9,16 @@ Two parts, each through the plugin in a real pytest run (a temporary project, it
 2. NVML through the plugin without vLLM: a synthetic GPU-served model (an OpenAI-compatible server
    that does real bf16 matrix work on the GPU for every token it streams, marked ``gpu = true``),
    so per-call and per-test energy are read from a real GPU even where vLLM cannot be installed.
+3. Throughput (issue 41): one ``vllm serve MODEL`` serves a suite of ``--requests`` tests (one call
+   each, ``max_tokens`` 64 with ``ignore_eos``, so every answer is 64 tokens) whose goldens are
+   recorded from that server first; then, for each ``--concurrency`` C, the suite at
+   ``--slm-concurrency C`` and ``vllm bench serve --max-concurrency C`` (random prompts, 64 output
+   tokens, ``--ignore-eos``) against the same server. Requests/s and output tokens/s of each, the
+   suite's counted after its start-up (an empty opted-in run); where the plugin has no
+   ``--slm-concurrency`` only C = 1 runs (one call at a time, as such a tree always runs).
+
+    bash bench/gpu_vllm_check.sh [MODEL]                       # all three parts, on the GPU box
+    python bench/gpu_vllm_check.py --parts throughput --requests 256 --concurrency 1,16,64 [MODEL]
 
 Prints one table per part and writes the reports under $OUT (or /tmp/slam-gpu-check).
 """
@@ -77,10 +87,31 @@ sys.stdin.read()  # serve until the parent closes our stdin
 """
 
 
+THROUGHPUT_PRODUCT = """
+import os, openai, pytest
+
+REQUESTS = int(os.environ.get("SLAM_TP_REQUESTS", "0"))
+
+@pytest.mark.slm
+@pytest.mark.parametrize("i", range(REQUESTS))
+def test_answer(slm_model, i):
+    r = openai.OpenAI().chat.completions.create(
+        model="gpt-4o", max_tokens=64, temperature=0, extra_body={"ignore_eos": True},
+        messages=[{"role": "user", "content": f"Request {i}: tell a short story about {i} cats."}])
+    assert r.choices[0].message.content
+"""
+OUTPUT_TOKENS = 64
+CONCURRENCY = "--slm-concurrency"
+
+
+def vllm_executable() -> str | None:
+    beside = Path(sys.executable).with_name("vllm")
+    return str(beside) if beside.exists() else shutil.which("vllm")
+
+
 def vllm_problem(model: str) -> str | None:
     """Why vLLM cannot serve ``model`` here, or None when it can."""
-    beside = Path(sys.executable).with_name("vllm")
-    if not (beside.exists() or shutil.which("vllm")):
+    if vllm_executable() is None:
         return "no `vllm` executable (pip install vllm; its wheel and CUDA torch need a registry)"
     if Path(model).is_dir():
         return None
@@ -196,6 +227,116 @@ def check_synthetic() -> None:
         server.wait(30)
 
 
+def _pytest(project: Path, args: list[str], requests: int) -> tuple[float, str]:
+    """One pytest run in ``project`` with ``requests`` tests: its wall seconds and its output."""
+    env = dict(os.environ, SLAM_TP_REQUESTS=str(requests),
+               PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")  # fmt: skip
+    argv = [sys.executable, "-m", "pytest", *_plugin(), "-p", "no:cacheprovider", "-o", "addopts=",
+            "-q", *args]  # fmt: skip
+    t0 = time.perf_counter()
+    done = subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if done.returncode not in (0, 5):  # 5: the empty run collects no test
+        print(done.stdout[-3000:], done.stderr[-2000:], sep="\n")
+        raise RuntimeError(f"pytest {' '.join(args)} exited {done.returncode}")
+    return wall, done.stdout
+
+
+def _wait_healthy(url: str, server: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and server.poll() is None:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=5) as response:
+                if response.status == 200:
+                    return True
+        except OSError:
+            time.sleep(2)
+    return False
+
+
+def _vllm_bench(exe: str, url: str, model: str, requests: int, concurrency: int) -> dict | None:
+    """``vllm bench serve`` at ``concurrency`` in flight: its result JSON, or None."""
+    name = f"vllm-bench-c{concurrency}.json"
+    argv = [exe, "bench", "serve", "--backend", "openai-chat", "--base-url", url,
+            "--endpoint", "/v1/chat/completions", "--model", model, "--dataset-name", "random",
+            "--random-input-len", "24", "--random-output-len", str(OUTPUT_TOKENS), "--ignore-eos",
+            "--num-prompts", str(requests), "--max-concurrency", str(concurrency),
+            "--save-result", "--result-dir", str(OUT), "--result-filename", name]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0 or not (OUT / name).exists():
+        print(done.stdout[-2000:], done.stderr[-2000:], sep="\n")
+        return None
+    result: dict = json.loads((OUT / name).read_text())
+    return result
+
+
+def check_throughput(model: str, requests: int, concurrencies: list[int]) -> None:
+    """The suite's throughput against ``vllm bench serve``'s, on one vLLM server, per concurrency."""
+    problem = vllm_problem(model)
+    exe = vllm_executable()
+    if problem or exe is None:
+        print(f"throughput part not run: {problem}.")
+        return
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from pytest_slam.swap.engines import free_port
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = (OUT / "vllm-serve.log").open("wb")
+    server = subprocess.Popen([exe, "serve", model, "--port", str(port), "--max-model-len", "4096",
+                               "--gpu-memory-utilization", "0.5"],
+                              stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+    project = Path(tempfile.mkdtemp(prefix="slam-throughput-"))
+    try:
+        if not _wait_healthy(url, server, 900):
+            print(f"throughput part not run: vllm serve did not come up (see {log.name})")
+            return
+        (project / "test_product.py").write_text(THROUGHPUT_PRODUCT)
+        (project / "pyproject.toml").write_text(
+            f'[tool.slam]\nreference = "{url}/v1#{model}"\nmodels = ["{url}/v1#{model}"]\n'
+        )
+        _pytest(project, ["--slm-record=new"], requests)  # the goldens, from the same server
+        supported = CONCURRENCY in _pytest(project, ["--help"], 0)[1]
+        start = min(_pytest(project, [], 0)[0] for _ in range(3))
+        print(f"{CONCURRENCY}: {'yes' if supported else 'no (only concurrency 1 runs)'}; "
+              f"start-up (empty opted-in run) {start:.1f} s; {requests} requests of "
+              f"{OUTPUT_TOKENS} tokens")  # fmt: skip
+        print(f"{'C':>4} {'suite req/s':>12} {'tok/s':>8} {'vllm bench req/s':>17} {'tok/s':>8}"
+              f" {'suite/bench':>11}")  # fmt: skip
+        for c in concurrencies:
+            if not supported and c != 1:
+                print(f"{c:>4} {'not available on this tree':>38}")
+                continue
+            flags = [CONCURRENCY, str(c)] if supported else []
+            report = OUT / f"throughput-c{c}.json"
+            wall, _ = _pytest(project, [*flags, f"--slm-report={report}"], requests)
+            spent = max(wall - start, 1e-9)
+            calls = [
+                call for o in json.loads(report.read_text())["outcomes"] for call in o["calls"]
+            ]
+            tokens = sum(call.get("completion_tokens") or 0 for call in calls)
+            bench = _vllm_bench(exe, f"{url}", model, requests, c) or {}
+            b_rps, b_tps = bench.get("request_throughput"), bench.get("output_throughput")
+            ratio = f"{requests / spent / b_rps:.2f}x" if b_rps else "-"
+            print(f"{c:>4} {requests / spent:>12.2f} {tokens / spent:>8.1f} {_n(b_rps, 2):>17} "
+                  f"{_n(b_tps):>8} {ratio:>11}")  # fmt: skip
+    finally:
+        server.terminate()
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+        shutil.rmtree(project, ignore_errors=True)
+
+
+def _numbers(text: str) -> list[int]:
+    values = [int(n) for n in text.split(",") if n.strip()]
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: write whole numbers >= 1, comma-separated")
+    return values
+
+
 # What the GPU machine's image already holds (device/KINDS.md); everything else is carried as wheels.
 GPU_IMAGE_HAS = {"anyio", "certifi", "filelock", "h11", "httpcore", "httpx", "idna", "iniconfig",
                  "jinja2", "markupsafe", "packaging", "pluggy", "pygments", "pytest", "tqdm",
@@ -235,16 +376,29 @@ def main() -> int:
     parser.add_argument(
         "--closure", action="store_true", help="Print the wheels to carry, and exit"
     )
+    parser.add_argument(
+        "--parts", default="vllm,synthetic,throughput", help="Which parts run, comma-separated"
+    )
+    parser.add_argument("--requests", type=int, default=256, help="Throughput: tests (calls)")
+    parser.add_argument(
+        "--concurrency", type=_numbers, default=[1, 16, 64], help="Throughput: in flight, e.g. 1,16"
+    )
     args = parser.parse_args()
     if args.closure:
         print("\n".join(closure()))
         return 0
     OUT.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(ROOT))
-    print(f"== 1. vLLM serving {args.model} through pytest-slam ==")
-    check_vllm(args.model)
-    print("\n== 2. NVML energy through pytest-slam, synthetic GPU-served model ==")
-    check_synthetic()
+    parts = {p.strip() for p in args.parts.split(",")}
+    if "vllm" in parts:
+        print(f"== 1. vLLM serving {args.model} through pytest-slam ==")
+        check_vllm(args.model)
+    if "synthetic" in parts:
+        print("\n== 2. NVML energy through pytest-slam, synthetic GPU-served model ==")
+        check_synthetic()
+    if "throughput" in parts:
+        print(f"\n== 3. The suite's throughput against vllm bench serve, {args.model} ==")
+        check_throughput(args.model, args.requests, args.concurrency)
     return 0
 
 

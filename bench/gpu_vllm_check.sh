@@ -8,7 +8,8 @@
 # it can (from .whl/, else from the index into a venv that keeps the image's torch), then runs
 # gpu_vllm_check.py: vLLM serving MODEL (default Qwen/Qwen2.5-0.5B-Instruct, weights from the local
 # Hugging Face cache or a folder) through the plugin, and a synthetic GPU-served model, each printing
-# TTFT, TPOT and energy. Reports and the log land in $OUT (default /tmp/slam-gpu-check).
+# TTFT, TPOT and energy, then the suite's throughput against `vllm bench serve` at the same concurrency
+# (part 3, issue 41). Reports and the log land in $OUT (default /tmp/slam-gpu-check).
 # vLLM's wheel (336 MB) and its CUDA torch are too big to carry (64 MiB a call), so on a box with no
 # registry the vLLM part says why it was skipped and the synthetic part still runs.
 set -uo pipefail

@@ -6,6 +6,11 @@ TCP_NODELAY, daemon threads), so a reply costs well under a millisecond.
 
 Token counts are a deterministic estimate, not a real tokenizer: one token per word or
 punctuation mark (regex ``\\w+|[^\\w\\s]``), plus 4 per chat message and 3 per prompt.
+
+By default each request is delayed on its own (every connection has its own thread, so any number
+are served at once, as a hosted API does). ``batch=B`` simulates a batching engine instead (vLLM,
+llama.cpp with slots): chat requests are served in steps of a constant time, up to B at once, so
+that a client's concurrency, not the server, is what the throughput benches measure.
 """
 
 from __future__ import annotations
@@ -25,8 +30,9 @@ import sys
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -39,7 +45,10 @@ _ROUTES = {
     ("POST", "/v1/embeddings"): "_embed",
     ("GET", "/v1/models"): "_models",
     ("GET", "/health"): "_health",  # as vLLM and llama.cpp serve it, so it can stand in for one
+    ("GET", "/fake/stats"): "_stats",  # not OpenAI's: what a bench in another process reads
+    ("POST", "/fake/stats/reset"): "_reset",
 }
+_CHAT = "/v1/chat/completions"
 
 
 @dataclass
@@ -160,11 +169,97 @@ def _logprobs(pieces: list[str], top: int) -> list[dict[str, Any]]:
     return out
 
 
+@dataclass
+class _Job:
+    """One chat request in the batching engine: the steps it still needs, set ``done`` when served."""
+
+    steps_left: int
+    served: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class _Batcher:
+    """A batching engine's schedule: steps of ``step_s``, each serving up to ``size`` requests at once.
+
+    A request queues (first come, first served) until the running batch has a free place, then
+    holds it for ``steps`` steps; places are filled only between steps, as an engine's scheduler
+    does. So ``size`` requests take as long as one, and ``size + 1`` take twice as long. ``batches``
+    says how many requests each step served, in order: what a test asserts on, not time.
+    """
+
+    def __init__(self, size: int, step_s: float, steps: int, held: bool) -> None:
+        self.size, self.step_s, self.steps, self.held = size, step_s, steps, held
+        self.batches: list[int] = []
+        self._stopping = threading.Event()  # its own: a restarted server gets a new engine
+        self._cond = threading.Condition()
+        self._waiting: deque[_Job] = deque()
+
+    @property
+    def queued(self) -> int:
+        with self._cond:
+            return len(self._waiting)
+
+    def start(self) -> None:
+        threading.Thread(target=self._run, name="fake-openai-batcher", daemon=True).start()
+
+    def hold(self, held: bool) -> None:
+        """While held, requests queue and no step starts (a test fills the queue, then releases)."""
+        with self._cond:
+            self.held = held
+            self._cond.notify_all()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping.set()
+            self._cond.notify_all()
+
+    def serve(self) -> bool:
+        """Block until this request's steps are done; False when the server stopped first."""
+        job = _Job(self.steps)
+        with self._cond:
+            self._waiting.append(job)
+            self._cond.notify_all()
+        job.done.wait()
+        return job.served
+
+    def wait_queued(self, count: int, timeout_s: float) -> bool:
+        """Wait until ``count`` requests are queued (while ``held``, none is taken)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: len(self._waiting) >= count, timeout_s)
+
+    def _run(self) -> None:
+        running: list[_Job] = []
+
+        def ready() -> bool:
+            return self._stopping.is_set() or (not self.held and bool(running or self._waiting))
+
+        while True:
+            with self._cond:
+                self._cond.wait_for(ready)
+                if self._stopping.is_set():
+                    break
+                while self._waiting and len(running) < self.size:
+                    running.append(self._waiting.popleft())
+                self.batches.append(len(running))
+            self._stopping.wait(self.step_s)
+            for job in running:
+                job.steps_left -= 1
+                if job.steps_left <= 0:
+                    job.served = True
+                    job.done.set()
+            running[:] = [job for job in running if job.steps_left > 0]
+        with self._cond:  # stopped: nobody waits on a step that will never come
+            for job in [*running, *self._waiting]:
+                job.done.set()
+            self._waiting.clear()
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    # many clients connecting at once (answers fetched ahead) must not overflow the listen
-    # backlog: a dropped SYN is retried after a second, which would read as a second of latency
-    request_queue_size = 256
+    # socketserver's backlog is 5: a client opening 16-64 connections at once (answers fetched
+    # ahead, a concurrency bench) would see SYNs dropped and retried a second later (a second of
+    # false latency), or connections reset.
+    request_queue_size = 1024
     fake: FakeOpenAI
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -231,6 +326,13 @@ class FakeOpenAI:
     ``report_usage=False`` is a server that reports no token usage and ignores
     ``stream_options.include_usage``, as llama-cpp-python's does. ``max_n=1`` refuses ``n`` > 1
     with a 400, as llama.cpp's server does. Every request, failed or not, is kept in ``requests``.
+
+    ``batch=B`` serves chat requests as a batching engine does (``_Batcher``): in steps of
+    ``step_s`` (default ``latency_s``: one step per request), up to B requests per step, each
+    request taking ``latency_s`` of steps; ``batches`` lists each step's size, ``hold()`` and
+    ``release()`` let a test queue requests before the first step. ``peak_in_flight`` is the most
+    chat requests it was answering at once, in either mode. ``GET /fake/stats`` serves these
+    counts to a bench in another process, ``POST /fake/stats/reset`` clears them.
     """
 
     def __init__(
@@ -248,24 +350,35 @@ class FakeOpenAI:
         port: int = 0,
         report_usage: bool = True,
         max_n: int | None = None,
+        batch: int | None = None,
+        step_s: float | None = None,
     ) -> None:
         failures = list(fail)
         for item in failures:
             if item != "timeout" and not (isinstance(item, int) and 400 <= item <= 599):
                 raise ValueError(f"FakeOpenAI fail={item!r}: use a status 400-599 or 'timeout'")
-        if latency_s < 0 or (ttft_s or 0) < 0:
-            raise ValueError("FakeOpenAI latency_s and ttft_s must be >= 0 seconds")
+        if latency_s < 0 or (ttft_s or 0) < 0 or (step_s or 0) < 0:
+            raise ValueError("FakeOpenAI latency_s, ttft_s and step_s must be >= 0 seconds")
+        if batch is not None and batch < 1:
+            raise ValueError(f"FakeOpenAI batch={batch}: use at least 1 request per step")
+        if step_s is not None and batch is None:
+            raise ValueError("FakeOpenAI step_s needs batch=B (the batching engine's step)")
         self.answer, self.model, self.latency_s, self.ttft_s = answer, model, latency_s, ttft_s
         self.timeout_sleep_s, self.retry_after_s = timeout_sleep_s, retry_after_s
         self.embeddings_down, self.api_key, self.port = embeddings_down, api_key, port
         self.report_usage = report_usage
         self.max_n = max_n
+        self.batch, self.step_s = batch, latency_s if step_s is None else step_s
+        self.peak_in_flight = 0
         self.requests: list[FakeRequest] = []
         self._failures = failures
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
         self._server: _Server | None = None
+        self._batcher: _Batcher | None = None
+        self._held = False
+        self._in_flight = 0
 
     @property
     def base_url(self) -> str:
@@ -275,6 +388,40 @@ class FakeOpenAI:
     def hits(self) -> int:
         return len(self.requests)
 
+    @property
+    def batches(self) -> list[int]:
+        """How many requests each of the batching engine's steps served, in order ([] without)."""
+        return list(self._batcher.batches) if self._batcher else []
+
+    @property
+    def peak_batch(self) -> int:
+        """The most requests one step served: at most ``batch``."""
+        return max(self.batches, default=0)
+
+    def hold(self) -> None:
+        """Batching mode: queue the chat requests that arrive, start no step until ``release()``."""
+        self._set_held(True)
+
+    def release(self) -> None:
+        self._set_held(False)
+
+    def wait_queued(self, count: int, timeout_s: float = 30.0) -> bool:
+        """Batching mode: wait until ``count`` chat requests are queued; False after the timeout."""
+        if self._batcher is None:
+            raise RuntimeError("FakeOpenAI.wait_queued needs batch=B and a started server")
+        return self._batcher.wait_queued(count, timeout_s)
+
+    def _set_held(self, held: bool) -> None:
+        if self.batch is None:
+            raise RuntimeError("FakeOpenAI.hold and release need batch=B (the batching engine)")
+        self._held = held
+        if self._batcher is not None:
+            self._batcher.hold(held)
+
+    def _steps_per_request(self) -> int:
+        longest = max(self.latency_s, self.ttft_s or 0.0)
+        return max(1, round(longest / self.step_s)) if self.step_s else 1
+
     def start(self) -> FakeOpenAI:
         """Bind (port 0 picks a free one) and serve on a daemon thread."""
         if self._server is not None:
@@ -283,6 +430,9 @@ class FakeOpenAI:
         self._server = _Server(("127.0.0.1", self.port), _Handler)
         self._server.fake = self
         self.port = self._server.server_address[1]
+        if self.batch is not None:
+            self._batcher = _Batcher(self.batch, self.step_s, self._steps_per_request(), self._held)
+            self._batcher.start()
         serve = functools.partial(self._server.serve_forever, poll_interval=0.02)  # fast stop()
         threading.Thread(target=serve, name="fake-openai", daemon=True).start()
         return self
@@ -292,6 +442,8 @@ class FakeOpenAI:
         if self._server is None:
             return
         self._stopping.set()
+        if self._batcher is not None:
+            self._batcher.stop()
         self._server.shutdown()
         self._server.server_close()
         for conn in list(self._connections):
@@ -362,6 +514,16 @@ class FakeOpenAI:
         return _Reply(content, tools, "tool_calls" if tools else "stop")
 
     def _chat(self, h: _Handler, body: dict[str, Any]) -> None:
+        with self._lock:
+            self._in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self._in_flight)
+        try:
+            self._chat_counted(h, body)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    def _chat_counted(self, h: _Handler, body: dict[str, Any]) -> None:
         start = time.monotonic()
         for name in ("model", "messages"):
             if name not in body:
@@ -380,6 +542,11 @@ class FakeOpenAI:
         head = {"id": chat_id, "created": int(time.time()), "model": self.model}
         head["system_fingerprint"] = "fp_fake"
         top = _top_logprobs(body)
+        if self._batcher is not None:
+            if not self._batcher.serve():  # the server stopped while the request queued
+                h.close_connection = True
+                return
+            start = time.monotonic() - max(self.latency_s, self.ttft_s or 0.0)  # delay: the steps
         if body.get("stream"):
             return self._stream(h, body, head, replies, usage, start)
         self._sleep_until(start + max(self.latency_s, self.ttft_s or 0.0))
@@ -492,6 +659,23 @@ class FakeOpenAI:
     def _health(self, h: _Handler, body: dict[str, Any]) -> None:
         h.send_json(200, {"status": "ok"})
 
+    def _stats(self, h: _Handler, body: dict[str, Any]) -> None:
+        """Counts for a bench: chat requests, distinct chat bodies (each asked once?), peaks."""
+        chats = [r.json for r in self.requests if r.method == "POST" and r.path == _CHAT]
+        distinct = {json.dumps(b, sort_keys=True) for b in chats}
+        stats = {"chat_requests": len(chats), "distinct_chat_bodies": len(distinct),
+                 "peak_in_flight": self.peak_in_flight, "steps": len(self.batches),
+                 "peak_batch": self.peak_batch}  # fmt: skip
+        h.send_json(200, stats)
+
+    def _reset(self, h: _Handler, body: dict[str, Any]) -> None:
+        self.requests.clear()
+        with self._lock:
+            self.peak_in_flight = self._in_flight
+        if self._batcher is not None:
+            self._batcher.batches.clear()
+        h.send_json(200, {"reset": True})
+
     def _models(self, h: _Handler, body: dict[str, Any]) -> None:
         model = {"id": self.model, "object": "model", "created": 1686588896, "owned_by": "openai"}
         h.send_json(200, {"object": "list", "data": [model]})
@@ -505,11 +689,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="gpt-4-0613", help="Model name it reports")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="Total delay of each reply")
     parser.add_argument("--ttft-ms", type=float, default=None, help="Delay before the first chunk")
+    parser.add_argument(
+        "--batch", type=int, default=None, help="Serve as a batching engine: up to B per step"
+    )
+    parser.add_argument(
+        "--step-ms", type=float, default=None, help="With --batch: one step (default: latency)"
+    )
     args = parser.parse_args(argv)
     latency, ttft = args.latency_ms / 1000, None if args.ttft_ms is None else args.ttft_ms / 1000
+    step = None if args.step_ms is None else args.step_ms / 1000
     try:
         fake = FakeOpenAI(
-            args.answer, model=args.model, latency_s=latency, ttft_s=ttft, port=args.port
+            args.answer,
+            model=args.model,
+            latency_s=latency,
+            ttft_s=ttft,
+            port=args.port,
+            batch=args.batch,
+            step_s=step,
         )
         fake.start()
     except ValueError as exc:

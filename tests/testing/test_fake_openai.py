@@ -9,6 +9,7 @@ import math
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -323,3 +324,138 @@ def test_cli_port_in_use_is_one_readable_error(fake: FakeOpenAI) -> None:
     assert result.returncode == 2 and result.stdout == ""
     assert f"cannot listen on 127.0.0.1:{fake.port}" in result.stderr
     assert "pick another --port, or 0" in result.stderr and "Traceback" not in result.stderr
+
+
+def ask_at_once(fake: FakeOpenAI, count: int) -> list[str | None]:
+    """``count`` chat requests from as many threads, each its own client; their answers."""
+    answers: list[str | None] = [None] * count
+
+    def ask(i: int) -> None:
+        with client_for(fake, max_retries=0) as client:
+            messages = [{"role": "user", "content": f"Request {i}"}]
+            reply = client.chat.completions.create(model="m", messages=messages)
+        answers[i] = reply.choices[0].message.content
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return answers
+
+
+def queued_then_released(fake: FakeOpenAI, count: int) -> list[str | None]:
+    """Queue ``count`` requests while the engine is held, then let it run: steps by count only."""
+    fake.hold()
+    done: list[list[str | None]] = []
+    asker = threading.Thread(target=lambda: done.append(ask_at_once(fake, count)))
+    asker.start()
+    assert fake.wait_queued(count), "the requests never reached the engine's queue"
+    fake.release()
+    asker.join()
+    return done[0]
+
+
+def test_batching_engine_serves_up_to_b_requests_per_step() -> None:
+    with FakeOpenAI(ANSWER, batch=4) as fake:
+        answers = queued_then_released(fake, 10)
+        assert fake.batches == [4, 4, 2] and fake.peak_batch == 4
+        assert answers == [ANSWER] * 10
+        # B requests take one step as 1 does; B + 1 take two.
+        queued_then_released(fake, 4)
+        assert fake.batches[3:] == [4]
+        queued_then_released(fake, 5)
+        assert fake.batches[4:] == [4, 1]
+    assert fake.peak_in_flight == 10  # all were in the server at once; the engine took 4 a step
+
+
+def test_batching_engine_holds_a_place_for_a_requests_steps() -> None:
+    # 30 ms of 10 ms steps: a request holds its place 3 steps; the third waits for a free one.
+    with FakeOpenAI(ANSWER, batch=2, latency_s=0.03, step_s=0.01) as fake:
+        queued_then_released(fake, 3)
+    assert fake.batches == [2, 2, 2, 1, 1, 1]
+
+
+def test_batching_engine_streams_the_answer_once_its_steps_are_done() -> None:
+    with FakeOpenAI(ANSWER, batch=2, latency_s=0.02, step_s=0.01) as fake, client_for(fake) as c:
+        stream = c.chat.completions.create(
+            model="m", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+        )
+        chunks = list(stream)
+    assert "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices) == ANSWER
+    assert chunks[-1].usage is not None and fake.batches == [1, 1]
+
+
+def test_default_mode_answers_every_request_at_once() -> None:
+    together = threading.Barrier(5, timeout=30)
+
+    def answer(request: dict) -> str:
+        together.wait()  # breaks (a 500) unless all five are being answered at the same time
+        return ANSWER
+
+    with FakeOpenAI(answer) as fake:
+        assert ask_at_once(fake, 5) == [ANSWER] * 5
+    assert fake.peak_in_flight == 5 and fake.batches == [] and fake.peak_batch == 0
+
+
+def test_stop_releases_a_request_queued_in_the_batching_engine() -> None:
+    fake = FakeOpenAI(ANSWER, batch=2).start()
+    fake.hold()
+    failed: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            with client_for(fake, max_retries=0) as client:
+                client.chat.completions.create(model="m", messages=MESSAGES)
+        except openai.APIConnectionError as exc:
+            failed.append(exc)
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    assert fake.wait_queued(1)
+    fake.stop()
+    asker.join(timeout=30)
+    assert not asker.is_alive() and len(failed) == 1 and fake.batches == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"batch": 0}, r"batch=0: use at least 1 request per step"),
+        ({"step_s": 0.1}, r"step_s needs batch=B"),
+        ({"batch": 2, "step_s": -1.0}, r"step_s must be >= 0 seconds"),
+    ],
+)
+def test_bad_batching_settings_name_the_fix(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        FakeOpenAI(**kwargs)
+
+
+def test_hold_without_batching_says_what_it_needs(fake: FakeOpenAI) -> None:
+    with pytest.raises(RuntimeError, match="need batch=B"):
+        fake.hold()
+
+
+def test_cli_batch_mode_serves_in_steps_and_reports_stats() -> None:
+    command = [sys.executable, "-m", "pytest_slam.testing.fake_openai", "--port", "0"]
+    command += ["--batch", "2", "--latency-ms", "20", "--step-ms", "10"]
+    proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        base_url = proc.stdout.readline().strip()
+        root = base_url.removesuffix("/v1")
+        with openai.OpenAI(base_url=base_url, api_key="sk-test") as client:
+            for content in ("one", "two", "one"):
+                messages = [{"role": "user", "content": content}]
+                client.chat.completions.create(model="m", messages=messages)
+            stats = client.get(f"{root}/fake/stats", cast_to=object)
+            client.post(f"{root}/fake/stats/reset", cast_to=object)
+            after = client.get(f"{root}/fake/stats", cast_to=object)
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+    # One at a time: each request held its place for two 10 ms steps, alone.
+    assert stats == {"chat_requests": 3, "distinct_chat_bodies": 2, "peak_in_flight": 1,
+                     "steps": 6, "peak_batch": 1}  # fmt: skip
+    assert after == {"chat_requests": 0, "distinct_chat_bodies": 0, "peak_in_flight": 0,
+                     "steps": 0, "peak_batch": 0}  # fmt: skip
