@@ -1,4 +1,5 @@
-"""The [tool.slam] model: what a valid table becomes, and the schema and README kept equal to it."""
+"""The [tool.slam] model: what a valid table becomes, and the schema and the docs' configuration
+reference kept equal to it."""
 
 from __future__ import annotations
 
@@ -19,7 +20,10 @@ from pytest_slam.report.gate import Gate
 from pytest_slam.settings import Settings, SettingsError
 from pytest_slam.swap import models
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE_PAGE = ROOT / "docs" / "reference" / "configuration.md"
+# Pages whose first ```toml block is a whole [tool.slam] example a user copies
+EXAMPLES = [ROOT / "README.md", ROOT / "docs" / "tutorial" / "your-product.md"]
 
 
 def test_settings_defaults_are_the_models_defaults() -> None:
@@ -105,15 +109,17 @@ def test_checked_in_schema_is_the_generated_one() -> None:
     )
 
 
-def test_readme_reference_is_the_generated_one() -> None:
-    assert readme_block(README.read_text(encoding="utf-8")) == reference_markdown(), (
-        "paste `slam config reference` over the README's configuration reference"
+def test_the_docs_reference_is_the_generated_one() -> None:
+    assert readme_block(REFERENCE_PAGE.read_text(encoding="utf-8")) == reference_markdown(), (
+        "run `python docs/generate.py` (it pastes `slam config reference` into "
+        "docs/reference/configuration.md)"
     )
 
 
-def test_schema_accepts_the_readme_example_and_rejects_a_typo() -> None:
+@pytest.mark.parametrize("page", EXAMPLES, ids=lambda page: page.name)
+def test_schema_accepts_the_documented_example_and_rejects_a_typo(page: Path) -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    readme = README.read_text(encoding="utf-8")
+    readme = page.read_text(encoding="utf-8")
     example = readme.split("```toml\n", 1)[1].split("```", 1)[0]
     table = tomllib.loads("\n".join(line.strip() for line in example.splitlines()))["tool"]["slam"]
     validator = jsonschema.Draft202012Validator(json.loads(schema_text()))

@@ -74,9 +74,13 @@ def test_the_sdist_ships_every_package_file(dist: Path, package_files: set[str])
 
 
 def test_the_sdist_carries_the_project_s_documents(dist: Path) -> None:
-    """README, CHANGELOG and CONTRIBUTING: a packager reads them from the sdist (MANIFEST.in)."""
+    """README, CHANGELOG, CONTRIBUTING and the docs site with its generator: a packager reads them
+    from the sdist (MANIFEST.in), and the suite's docs tests read the pages."""
     names = _sdist_names(dist)
-    assert {"README.md", "CHANGELOG.md", "CONTRIBUTING.md"} <= names
+    assert {"README.md", "CHANGELOG.md", "CONTRIBUTING.md", "mkdocs.yml"} <= names
+    pages = {name for name in _files_git_would_commit() if name.startswith("docs/")}
+    assert "docs/generate.py" in pages and "docs/reference/cli.md" in pages
+    assert sorted(pages - names) == [], "missing from the sdist: see MANIFEST.in"
 
 
 def test_the_wheel_registers_the_plugin_and_the_command(dist: Path) -> None:

@@ -387,7 +387,7 @@ def test_the_trash_a_prune_writes_names_its_store(tmp_path: Path) -> None:
     assert (found.reference, found.store_root()) == ("openai:gpt-4", tmp_path / "__slam__")
 
 
-# -- one exit status per kind of fault, whatever the command (cli/exits.py, the README's table) --
+# -- one exit status per kind of fault, whatever the command (cli/exits.py; docs/reference/cli.md) --
 
 READS_A_REPORT: dict[str, list[str]] = {
     "report render": ["report", "render", "R"],
@@ -468,12 +468,12 @@ def test_every_other_fault_exits_2_too(
     assert snapshot(tmp_path) == before
 
 
-def test_the_readme_holds_the_exit_status_table() -> None:
+def test_the_cli_reference_holds_the_exit_status_table() -> None:
     from pytest_slam.cli import exits
     from pytest_slam.errors import KINDS
 
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
-    assert exits.table_markdown() in readme
+    page = (Path(__file__).parents[2] / "docs/reference/cli.md").read_text(encoding="utf-8")
+    assert exits.table_markdown() in page
     assert set(exits.BY_KIND) == set(KINDS)  # an error of any kind has its one status
     assert {s.code for s in exits.TABLE} == {0, 1, 2, 6}
 

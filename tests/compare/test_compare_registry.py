@@ -13,11 +13,10 @@ from pytest_slam.compare.text import FuzzyScorer
 
 
 def test_every_registered_scorer_is_a_scorer_with_its_name() -> None:
-    assert list(SCORERS) == [
-        "exact", "normalized", "json", "json_schema", "tool_calls", "label", "fuzzy", "length",
-        "semantic",
-        "judge",
-    ]  # fmt: skip
+    """Read from the registry (``SCORERS``), so a new built-in is checked here without an edit;
+    the scorers the docs and the cascade name by hand must be among them."""
+    assert {"exact", "normalized", "json", "json_schema", "tool_calls", "label", "fuzzy", "length",
+            "semantic", "judge"} <= set(SCORERS)  # fmt: skip
     for name in SCORERS:
         cls = scorer_class(name)
         assert issubclass(cls, Scorer)

@@ -4,7 +4,7 @@ One product suite (two modules, a request asked by two tests, a two-turn convers
 by real pytest runs (``--slm-record=new``) against a FakeOpenAI reference on loopback: whole, in one
 copy of the project, and as three shards of disjoint node ids, each in its own copy. The shards'
 goldens merged by ``slam golden merge`` are the serial recording's files; two git branches that each
-recorded part of the suite merge through the driver set up as the README says.
+recorded part of the suite merge through the driver set up as the docs say (docs/how-to/shard.md).
 
 A recording stamps each answer with its own clock (``recorded_at``) and its latency (``ttft_ms``,
 ``e2e_ms``), which no two runs share: those three values are set to one placeholder on both sides
@@ -171,9 +171,9 @@ def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProce
 
 
 def readme_setup() -> tuple[str, list[list[str]]]:
-    """The ``.gitattributes`` line and the ``git config`` commands, as the README gives them."""
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### Goldens from parallel shards and branches", 1)[1].split("\n### ")[0]
+    """The ``.gitattributes`` line and the ``git config`` commands, as the docs give them."""
+    page = (Path(__file__).parents[2] / "docs/how-to/shard.md").read_text(encoding="utf-8")
+    section = page.split("## Goldens from parallel shards and branches", 1)[1].split("\n## ")[0]
     (attributes,) = re.findall(r"^\S+ merge=slam-golden$", section, re.MULTILINE)
     configs = re.findall(r"^git config merge\.slam-golden\..*$", section, re.MULTILINE)
     assert len(configs) == 2, section

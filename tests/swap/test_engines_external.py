@@ -138,7 +138,7 @@ def test_an_installed_engine_is_listed_and_a_misspelt_one_says_how_to_declare_on
     assert "\n" not in line
     for part in (
         "[tool.slam.models.m] provider='fake-serve-lsited'",
-        "llamacpp, vllm, ollama, openai, endpoint, curated, fake-serve-listed",
+        ", ".join([*registry.BUILTINS, "fake-serve-listed"]),  # built-ins first, as registered
         "entry point in group 'pytest_slam.engines'",
         "package.module:Class",
     ):

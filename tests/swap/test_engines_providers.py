@@ -9,7 +9,7 @@ from ext_dist import make_dist
 
 from pytest_slam.metrics.metering import gpu_served
 from pytest_slam.swap.chat import upstream_body
-from pytest_slam.swap.engines import Provider, needs_engine, registry
+from pytest_slam.swap.engines import ManagedProvider, Provider, needs_engine, registry
 from pytest_slam.swap.models import PROVIDERS, ModelSpecError, from_table, resolve
 
 GPU_BOX = '''
@@ -52,12 +52,16 @@ def gpu_box(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_every_builtin_is_a_provider_found_by_its_name() -> None:
-    assert PROVIDERS == ("llamacpp", "vllm", "ollama", "openai", "endpoint", "curated")
+    """Each entry of the registry (``BUILTINS``), read from it: a new built-in is checked here
+    without an edit. The specs the docs name resolve to the providers they say."""
+    assert tuple(registry.BUILTINS) == PROVIDERS
+    assert {"llamacpp", "vllm", "ollama", "openai", "endpoint", "curated"} <= set(PROVIDERS)
     for name in PROVIDERS:
         provider = registry.find(name)
         assert isinstance(provider, Provider) and provider.name == name
-    managed = [name for name in PROVIDERS if registry.find(name).managed]
-    assert managed == ["llamacpp", "vllm"]
+        assert provider.managed == isinstance(provider, ManagedProvider), name
+    managed = {name for name in PROVIDERS if registry.find(name).managed}
+    assert {"llamacpp", "vllm"} <= managed and not {"ollama", "openai", "endpoint"} & managed
 
 
 def test_a_managed_model_needs_its_engine_only_until_it_has_a_url() -> None:

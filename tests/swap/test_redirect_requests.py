@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import requests
@@ -43,8 +44,14 @@ def seen(fake: FakeOpenAI) -> Iterator[list[Redirected]]:
 
 
 def test_the_stacks_are_found_by_module() -> None:
-    assert [s.name for s in stacks.stacks()] == ["httpx", "requests"]
-    assert stacks.installed() == ["httpx", "requests"]  # both libraries are installed here
+    """One stack per ``*_stack.py`` module of the package, found by its file name: read from the
+    folder, so a new stack module is found here without an edit."""
+    folder = Path(stacks.__file__).parent
+    modules = sorted(p.stem for p in folder.glob(f"*{stacks.SUFFIX}.py"))
+    found = stacks.stacks()
+    assert [type(s).__module__.rsplit(".", 1)[1] for s in found] == modules
+    assert {"httpx", "requests"} <= {s.name for s in found}
+    assert {"httpx", "requests"} <= set(stacks.installed())  # both libraries are installed here
 
 
 _IMPORTED_LATE = """
