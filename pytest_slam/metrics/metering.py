@@ -19,6 +19,8 @@ the product's, not the model's).
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -156,6 +158,40 @@ def validate_tables(prices: Mapping[str, JSON] | None, budget: Mapping[str, JSON
 # -- energy ------------------------------------------------------------------------------------
 
 
+class Overlap:
+    """Each metered call's share of the time it overlapped others: over a span where n calls
+    were in flight, each gets 1/n of it. ``leave`` gives the call's share of its own span (1.0
+    alone), by which its span's energy is divided among the calls that spent it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active: dict[int, list[float]] = {}  # call -> [start, time owned]
+        self._last = 0.0
+        self._next = 0
+
+    def _advance(self, now: float) -> None:
+        if self._active:
+            slice_s = (now - self._last) / len(self._active)
+            for held in self._active.values():
+                held[1] += slice_s
+        self._last = now
+
+    def enter(self) -> int:
+        with self._lock:
+            now = time.perf_counter()
+            self._advance(now)
+            self._next += 1
+            self._active[self._next] = [now, 0.0]
+            return self._next
+
+    def leave(self, token: int) -> float:
+        with self._lock:
+            now = time.perf_counter()
+            self._advance(now)
+            start, owned = self._active.pop(token)
+        return owned / (now - start) if now > start else 1.0
+
+
 class EnergyMeter:
     """GPU energy of each call to a GPU-served model, for one process (one NVML session).
 
@@ -166,6 +202,7 @@ class EnergyMeter:
     def __init__(self, specs: Iterable[ModelSpec]) -> None:
         self.gpu: GpuMeter | None = None
         self.line = ""
+        self.overlap = Overlap()
         if any(gpu_served(spec) for spec in specs):
             from pytest_slam.metrics.energy import GpuMeter
 
@@ -177,16 +214,21 @@ class EnergyMeter:
         return self.gpu is not None and self.gpu.available
 
     def metered(self, spec: ModelSpec, chat: Callable[[], ChatResult]) -> ChatResult:
-        """Run one chat call; a GPU-served model's call gets ``energy_j`` from its own span."""
+        """Run one chat call; a GPU-served model's call gets ``energy_j`` from its own span,
+        shared with the calls in flight beside it (``Overlap``): with 8 calls at once the GPU's
+        energy over a span is 8 calls' work, not this one's."""
         gpu = self.gpu
         if gpu is None or not gpu.available or not gpu_served(spec):
             return chat()
+        mine = self.overlap.enter()
         span = gpu.span().start()
         try:
             result = chat()
         finally:
             sample = span.stop()
-        result.call.energy_j = sample.energy_j
+            share = self.overlap.leave(mine)
+        if sample.energy_j is not None:
+            result.call.energy_j = sample.energy_j * share
         return result
 
     def close(self) -> None:

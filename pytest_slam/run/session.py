@@ -473,17 +473,20 @@ class SlamSession:
         if ahead is None or self.store is None:
             return
         items = item.session.items
+        first = self.planner is None
         if self.planner is None:
             self.order = {id(it): i for i, it in enumerate(items)}
             cap = (self.settings.cap_factor, self.settings.cap_margin)
             self.planner = Planner(self.store, self.specs, self.settings.repeat, cap)
         order = self.order.get(id(item), -1)
         ahead.passed(order)
-        if self.role == "worker":
+        if self.role == "worker":  # handed a few tests at a time: what came since, each test
             pending = xdist_pending(self.config)
             later = [(i, items[i]) for i in pending if i > order]
-        else:
+        elif first:  # the whole selection, once
             later = [(i, items[i]) for i in range(order + 1, len(items))]
+        else:
+            return
         for name, planned in self.planner.plan(later).items():
             ahead.plan(self.specs[name], planned)
 

@@ -663,9 +663,13 @@ class FakeOpenAI:
         """Counts for a bench: chat requests, distinct chat bodies (each asked once?), peaks."""
         chats = [r.json for r in self.requests if r.method == "POST" and r.path == _CHAT]
         distinct = {json.dumps(b, sort_keys=True) for b in chats}
-        stats = {"chat_requests": len(chats), "distinct_chat_bodies": len(distinct),
-                 "peak_in_flight": self.peak_in_flight, "steps": len(self.batches),
-                 "peak_batch": self.peak_batch}  # fmt: skip
+        stats = {
+            "chat_requests": len(chats),
+            "distinct_chat_bodies": len(distinct),
+            "peak_in_flight": self.peak_in_flight,
+            "steps": len(self.batches),
+            "peak_batch": self.peak_batch,
+        }
         h.send_json(200, stats)
 
     def _reset(self, h: _Handler, body: dict[str, Any]) -> None:

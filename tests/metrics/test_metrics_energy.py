@@ -104,3 +104,30 @@ def test_with_gpu_overlapping_spans_measure_apart(meter: GpuMeter) -> None:
     assert first.energy_j is not None and second.energy_j is not None
     assert second.energy_j >= first.energy_j  # the outer span covers the inner one
     assert first.samples == 0 or first.method != "counter"  # no sampling thread when counted
+
+
+def test_overlapping_calls_share_the_gpu_time_they_spent_together() -> None:
+    """With calls in flight at once (answers fetched ahead), each call's span energy is divided
+    among them: shares x spans add up to the busy time, never to n times it."""
+    import time
+
+    from pytest_slam.metrics.metering import Overlap
+
+    overlap = Overlap()
+    alone = overlap.enter()
+    assert overlap.leave(alone) == 1.0
+
+    t0 = time.perf_counter()
+    a = overlap.enter()
+    time.sleep(0.01)
+    b = overlap.enter()
+    tb = time.perf_counter()
+    time.sleep(0.01)
+    share_b = overlap.leave(b)
+    tb_end = time.perf_counter()
+    time.sleep(0.01)
+    share_a = overlap.leave(a)
+    t1 = time.perf_counter()
+    assert 0 < share_b < 1 and 0 < share_a < 1
+    owned = share_a * (t1 - t0) + share_b * (tb_end - tb)
+    assert abs(owned - (t1 - t0)) < 0.25 * (t1 - t0)  # the busy time once, not twice
