@@ -117,7 +117,9 @@ def _finish(slam: RunEnd, exitstatus: int) -> int:
         _flush(slam)
     if slam.role == "worker":
         if slam.workeroutput is not None:  # set by xdist
-            slam.workeroutput["slam"] = _payload(slam)
+            from pytest_slam.run.crossing import CARRIED, carried
+
+            slam.workeroutput["slam"], slam.workeroutput[CARRIED] = carried(_payload(slam))
         return exitstatus
     for data in slam.accounting.worker_payloads:  # what each worker wrote (golden files) or not
         slam.summary.merge(data["summary"])
