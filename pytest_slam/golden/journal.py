@@ -191,6 +191,41 @@ def recover(root: Path, lock_dir: Path) -> str | None:
     )
 
 
+RECOVER_COMMAND = "slam golden stats --recover"
+
+
+def unfinished(root: Path, lock_dir: Path) -> str | None:
+    """What a killed store-wide change left (``a promote started ...``), or None: no journal.
+    A read of the store meanwhile would see some files changed and others not."""
+    path = journal_path(root, lock_dir)
+    try:
+        journal = json.loads(path.read_text(encoding="utf-8"))
+        what, started = str(journal["what"]), str(journal["started"])
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"an unreadable store-wide change ({path})"
+    article = "an" if what[:1] in "aeiou" else "a"
+    return f"{article} {what} started {started}"
+
+
+def before_a_run(root: Path, lock_dir: Path, recording: bool) -> str | None:
+    """A run never reads a half-changed store: a recording run (which may write) recovers a killed
+    change first and returns the line saying so; a replay (which never writes a golden file)
+    refuses in one line naming the command that recovers (``GoldenError``)."""
+    left = unfinished(root, lock_dir)
+    if left is None:
+        return None
+    if recording:
+        with store_locked(root, lock_dir) as recovered:
+            return recovered
+    raise GoldenError(
+        f"{root}: {left} did not finish (killed?), so some golden files hold its answers and "
+        f"others do not; a replay never reads a half-changed store. Fix: run `{RECOVER_COMMAND}` "
+        "(it keeps the change if it had written every file, else rolls it back), then run again"
+    )
+
+
 def _lock(lock_dir: Path) -> BaseFileLock:
     from filelock import FileLock  # light, but only writers need it
 

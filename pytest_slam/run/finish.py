@@ -169,7 +169,8 @@ def _flush(slam: RunEnd) -> None:
         slam.summary.append(f"golden files not written: {exc}")
         return
     finally:  # a killed promote or prune found and recovered by this run's writes: say so
-        slam.summary.extend(line.removeprefix("slam golden: ") for line in slam.store.recovered)
+        said = [*slam.store.recovered, *slam.store.notes]
+        slam.summary.extend(line.removeprefix("slam golden: ") for line in said)
     for path in written:
         slam.summary.append(f"golden answers written: {_shown(slam, path)}")
 
