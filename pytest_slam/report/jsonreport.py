@@ -267,6 +267,11 @@ def _first_error(text: str, *, missing: bool, named_in: str = "") -> str | None:
     return None
 
 
+def _not_json(name: str) -> float:
+    """``NaN``, ``Infinity``: Python's json reads them, no writer of a report writes them."""
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
 def _read_json(path: Path) -> tuple[dict[str, JSON], str]:
     """The document and its text (an editor's BOM left out)."""
     if path.is_dir():
@@ -277,8 +282,8 @@ def _read_json(path: Path) -> tuple[dict[str, JSON], str]:
         )
     try:
         text = path.read_text(encoding="utf-8-sig")  # an editor's BOM is no harm
-        data = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = json.loads(text, parse_constant=_not_json)  # NaN: never written, so an edit
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
         raise ReportError(
             f"{path} is not a pytest-slam JSON report: not valid JSON ({exc}); "
             "pass the file written by --slm-report"
