@@ -302,3 +302,31 @@ def test_a_scorer_calling_sys_exit_is_one_line_per_test_and_the_run_goes_on(
         f"acme_faulty/__init__.py:18); it is entry point exits = acme_faulty:Exits {ORIGIN} "
         "(pip install -U acme-faulty), or choose another scorer ([tool.slam.equivalence] by)"
     )
+
+
+def test_slam_rescore_with_a_scorer_calling_sys_exit_says_it_in_one_line_and_ends_normally(
+    pytester: pytest.Pytester, servers: tuple[FakeOpenAI, FakeOpenAI]
+) -> None:
+    """``slam rescore`` scores with the configured scorer in its own process: a scorer's
+    ``sys.exit`` there ended the command with a silent exit 3."""
+    reference, candidate = servers
+    pytester.syspathinsert(_faulty(pytester))
+    _project(pytester, reference, '{ by = "fuzzy" }')
+    ran = pytester.runpytest(
+        f"--slm-models={candidate.base_url}#cand", "--slm-record=new", "--slm-report=r.json"
+    )
+    assert (pytester.path / "r.json").exists(), ran.stdout.str()
+    _project(pytester, reference, '{ by = "exits" }')
+    from pytest_slam.cli import main
+
+    status = main(["rescore", "r.json", "-o", "again.json"])
+    assert status in (0, 1)  # the run's statuses, never a crash
+    again = json.loads((pytester.path / "again.json").read_text())
+    messages = [o["message"] for o in again["outcomes"]]
+    assert len(messages) == 3 and all(
+        m == "call 1: scorer 'exits': raised SystemExit: sys.exit('acme: no licence') called (at "
+        f"acme_faulty/__init__.py:18); it is entry point exits = acme_faulty:Exits {ORIGIN} "
+        "(pip install -U acme-faulty), or choose another scorer ([tool.slam.equivalence] by)"
+        for m in messages
+    ), messages
+    assert {o["outcome"] for o in again["outcomes"]} == {"failed"}
