@@ -110,6 +110,7 @@ def shared_data() -> Path:
 @pytest.fixture(autouse=True)
 def _no_outer_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Inner pytest runs must see the environment a user has, not an outer run's swap."""
-    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "GITHUB_STEP_SUMMARY"):
+    names = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "GITHUB_STEP_SUMMARY")
+    for name in (*names, "SLAM_SHARD_KEY", "SLAM_SHARD_KEY_FILE"):  # a test that signs sets its own
         if name in os.environ:
             monkeypatch.delenv(name)

@@ -84,3 +84,50 @@ def for_strict_reader(text: str) -> str:
     refuses lone ones (pydantic's JSON parser) and only checks types: each string stays a string
     (after an escaped backslash the same six characters are plain text either way)."""
     return _SURROGATE_ESCAPE.sub(r"\\ufffd", text) if _SURROGATE_ESCAPE.search(text) else text
+
+
+# A string a transport could not carry, as it travels: this prefix, then its ``unicode_escape``
+# form (ASCII; unlike a JSON escape, it keeps two halves that arrived apart as two).
+_CARRIED = "\x00slam-text:"
+
+
+def carried(data: Any) -> tuple[Any, bool]:
+    """Plain ``data`` (dicts, lists, tuples, strings, numbers) that a UTF-8-only transport can
+    carry (xdist's execnet refuses a lone surrogate), and whether anything was rewritten: each
+    string holding a surrogate, or starting as a rewritten one does, is replaced by its escaped
+    form. ``uncarried`` restores exactly the same strings; an unchanged ``data`` is returned as it
+    is (the usual case, checked at C speed)."""
+    try:
+        text = json.dumps(data, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):  # keys JSON has no form for: walk it all
+        text = "\ud800"
+    if not _SURROGATE.search(text) and "\\u0000slam-text:" not in text:
+        return data, False
+    return _walk(data, _carry), True
+
+
+def uncarried(data: Any) -> Any:
+    """``data`` as it was before ``carried`` rewrote it."""
+    return _walk(data, _uncarry)
+
+
+def _carry(text: str) -> str:
+    if _SURROGATE.search(text) or text.startswith(_CARRIED):
+        return _CARRIED + text.encode("unicode_escape").decode("ascii")
+    return text
+
+
+def _uncarry(text: str) -> str:
+    if text.startswith(_CARRIED):
+        return text[len(_CARRIED) :].encode("ascii").decode("unicode_escape")
+    return text
+
+
+def _walk(data: Any, change: Any) -> Any:
+    if isinstance(data, str):
+        return change(data)
+    if isinstance(data, dict):
+        return {_walk(k, change): _walk(v, change) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return type(data)(_walk(v, change) for v in data)
+    return data

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +30,10 @@ needs_chromium = pytest.mark.skipif(
 SHARED_DATA = Path(
     os.environ.get("SLAM_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"
 )
+
+# The ``slam`` command as this interpreter runs it: the checkout's, whether or not the venv's bin
+# folder is on PATH (a venv's python called by its path has no ``slam`` on PATH).
+SLAM = (sys.executable, "-m", "pytest_slam.cli")
 
 # Product code as teams write it: a client built at import time, asking for a hosted model by name.
 PRODUCT = """

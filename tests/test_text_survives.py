@@ -162,7 +162,7 @@ def test_the_report_render_merge_and_rescore_keep_any_answer(
 
         for argv in (
             ["report", "render", "run.json", "-o", "run.html"],
-            ["report", "merge", "run.json", "-o", "cli-merged.json"],
+            ["report", "merge", "run.json", "--unsigned", "-o", "cli-merged.json"],
             ["rescore", "run.json", "-o", "rescored.json"],
         ):
             status = main(argv)

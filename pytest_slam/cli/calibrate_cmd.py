@@ -31,6 +31,7 @@ from pytest_slam.cli.calibrate_labels import (
     pairs_from_reviews,
 )
 from pytest_slam.cli.calibrate_toml import (
+    check_target,
     current,
     expected,
     kept_keys,
@@ -245,6 +246,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 def run_calibrate(args: argparse.Namespace) -> int:
     targets = targets_of(args)
+    if not args.dry_run:
+        check_target(args.pyproject)  # a path the table cannot go to: said before any work
     _, doc = read_pyproject(args.pyproject)  # a broken file is refused before any work
     results = calibrate(
         labelled(args), targets, args.resamples, scorers_of(args), aids=aids_of(args)

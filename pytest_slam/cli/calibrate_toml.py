@@ -19,6 +19,7 @@ from typing import Any
 from pytest_slam.compare.bandselect import Counts, Targets, sequence_start
 from pytest_slam.compare.binomial import interval
 from pytest_slam.compare.calibrate import BASELINE, SCORERS, TOP, CalibrationRefused, ScopeResult
+from pytest_slam.files import atomic_write
 
 KEEP = ("then", "judge_error")  # the keys band calibration does not choose
 MARK = "# chosen by `slam calibrate`"
@@ -229,7 +230,37 @@ def write_table(path: Path, table: str, want: dict[str, Any]) -> None:
             "(an unusual layout); nothing written. Remove the equivalence setting and run again, "
             "or paste the table printed above (--dry-run)"
         )
-    path.write_text(new, encoding="utf-8")
+    try:
+        atomic_write(path, new)
+    except OSError as exc:
+        raise CalibrationRefused(
+            f"--pyproject {path}: cannot write it ({exc.strerror or exc}); nothing written. "
+            "Pass a pyproject.toml you can write, or paste the table printed above (--dry-run)"
+        ) from None
+
+
+def check_target(path: Path) -> None:
+    """Refuse, before any work, a ``--pyproject`` the table could not be written to (a folder
+    that does not exist, a folder in its place, one that cannot be written): said after an hour
+    of calibration, it was a traceback."""
+    import tempfile
+
+    problem = None
+    if path.is_dir():
+        problem = "a folder, not a file"
+    elif not path.parent.is_dir():
+        problem = f"its folder {path.parent} does not exist"
+    else:
+        try:
+            with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".slam-probe-"):
+                pass
+        except OSError as exc:
+            problem = f"cannot write in {path.parent} ({exc.strerror or exc})"
+    if problem:
+        raise CalibrationRefused(
+            f"--pyproject {path}: {problem}; nothing was calibrated. Pass the project's "
+            "pyproject.toml (or --dry-run to print the table only)"
+        )
 
 
 def _others(doc: dict[str, Any]) -> dict[str, Any]:

@@ -65,6 +65,12 @@ def add_import_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
 def add_stats_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     add_store_arguments(parser)
     parser.add_argument("--json", action="store_true", help="Print the rows as JSON")
+    parser.add_argument(
+        "--recover",
+        action="store_true",
+        help="First finish or undo a store-wide change that was killed (a promote, merge, prune "
+        "or restore left its journal), under the store lock; a replay refuses until then",
+    )
     return parser
 
 
@@ -150,11 +156,22 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from pytest_slam.golden.census import format_stats, stats
 
     try:
+        if args.recover:
+            _recover(store_root(args))
         rows = stats(store_root(args))
     except GoldenError as exc:
         return _fail(exc)
     print(json.dumps([asdict(r) for r in rows], indent=2) if args.json else format_stats(rows))
     return 0
+
+
+def _recover(root: Path) -> None:
+    """Recover a killed store-wide change under the store lock, saying what it did (stderr)."""
+    from pytest_slam.files import scratch_folder
+    from pytest_slam.golden.journal import store_locked
+
+    with store_locked(root, scratch_folder(root) / "locks") as recovered:
+        print(recovered or f"slam golden: {root}: no unfinished change to recover", file=sys.stderr)
 
 
 def cmd_prune(args: argparse.Namespace) -> int:

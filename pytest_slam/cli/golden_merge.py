@@ -15,14 +15,19 @@ and the ``git config`` it needs. The merge rule is in ``golden.merge``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_slam.cli import exits
 from pytest_slam.cli.golden import DEFAULT_ROOT, _fail
 from pytest_slam.golden.fileformat import GoldenError
+
+if TYPE_CHECKING:
+    from pytest_slam.golden.journal import Transaction
 
 EXIT_CONFLICT = exits.FINDING
 DRIVER = "slam-golden"
@@ -82,13 +87,23 @@ def add_driver_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    """Merge every input; write only when every file merged without a conflict."""
-    from pytest_slam.golden.threeway import merge_paths, write_merged
-
+    """Merge every input; write only when every file merged without a conflict. Into the
+    project's golden store, it is a store-wide change (``golden.journal``): the store lock held
+    from the first read to the last write, a killed change recovered first, the writes
+    journalled, so a recording run's answers and a promote are never lost under it."""
     try:
-        planned = merge_paths(args.inputs, args.output, args.base)
+        with _store_change(args.output, args, "merge") as txn:
+            return _merge(args, txn)
     except GoldenError as exc:
         return _fail(exc)
+    except OSError as exc:
+        return _fail(GoldenError(_unwritable(args.output, exc)))
+
+
+def _merge(args: argparse.Namespace, txn: Transaction | None) -> int:
+    from pytest_slam.golden.threeway import merge_paths, write_merged
+
+    planned = merge_paths(args.inputs, args.output, args.base)
     conflicts = [(out, c) for out, merged in planned for c in merged.conflicts]
     if conflicts:
         out, first = conflicts[0]
@@ -100,13 +115,78 @@ def cmd_merge(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_CONFLICT
-    write_merged(planned)
+    for out, _ in planned:
+        _check_writable(out)
+    if txn is not None:
+        planned = [(out.absolute(), merged) for out, merged in planned]
+    write_merged(planned, txn)
+    if txn is not None:
+        txn.commit()  # here, so that a file that cannot be written is this command's one line
     entries = sum(len(merged.golden.entries) for _, merged in planned)
     print(
         f"merged {len(args.inputs)} inputs: {len(planned)} golden files, {entries} entries "
         f"-> {args.output}"
     )
     return 0
+
+
+def _unwritable(out: Path, exc: OSError) -> str:
+    where = exc.filename or out
+    return (
+        f"{where}: cannot write the merge there ({exc.strerror or exc}). "
+        "Fix: pass -o a file or folder you can write"
+    )
+
+
+def _check_writable(out: Path) -> None:
+    """Refuse, before anything is written, an output whose folder cannot be made or written."""
+    import os
+
+    folder = out.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        why = "not a folder" if not folder.is_dir() else "not writable"
+        raise GoldenError(
+            f"{out}: cannot write the merge there ({folder} is {why}); nothing written. "
+            "Fix: pass -o a file or folder you can write"
+        )
+
+
+def _store_of(path: Path, args: argparse.Namespace) -> tuple[Path, Path] | None:
+    """The project's golden store (its root and lock folder) when ``path`` is in it."""
+    from pytest_slam.files import scratch_folder
+
+    root = Path(getattr(args, "project_root", None) or DEFAULT_ROOT).absolute()
+    try:
+        Path(path).absolute().resolve().relative_to(root.resolve())
+    except ValueError:
+        return None
+    return root, scratch_folder(root) / "locks"
+
+
+def _waiting() -> None:
+    print(
+        "slam golden: waiting for the store lock (another pytest-slam command or run is writing "
+        "the golden store)",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+@contextlib.contextmanager
+def _store_change(path: Path, args: argparse.Namespace, what: str) -> Iterator[Transaction | None]:
+    """A store-wide change of the project's store when ``path`` is in it, else nothing held."""
+    store = _store_of(path, args)
+    if store is None:
+        yield None
+        return
+    from pytest_slam.golden.journal import transaction
+
+    with transaction(*store, what, waiting=_waiting) as txn:
+        if txn.recovered:
+            print(txn.recovered, file=sys.stderr)
+        yield txn
 
 
 def cmd_merge_driver(args: argparse.Namespace) -> int:
@@ -120,13 +200,26 @@ def cmd_merge_driver(args: argparse.Namespace) -> int:
 
     base, ours, theirs, *shown = args.files
     name = str(shown[0]) if shown else str(ours)
+    for side in (base, ours, theirs):  # git always passes three files: one missing is a misuse
+        if not side.is_file():
+            return _usage(
+                f"{side}: no such file; nothing written. Fix: run it as git does "
+                f"({DRIVER_COMMAND}), with the three files that exist"
+            )
     try:
-        merged = merge_files([ours, theirs], base)
+        with _store_lock(Path(shown[0]) if shown else None, args):
+            merged = merge_files([ours, theirs], base)
+            if not merged.golden.entries:
+                return _usage(
+                    f"{name}: the merge holds no entry, and a golden file is never empty; "
+                    "OURS left as it was. Fix: delete the file (git rm) if that is what both "
+                    "sides meant"
+                )
+            labels = {ours: "ours", theirs: "theirs"}  # git's temp file names say nothing
+            atomic_write(ours, merged_text(merged, labels))
     except GoldenError as exc:
         print(f"slam golden merge-driver: {name}: {exc}", file=sys.stderr)
         return exits.BAD_INPUT
-    labels = {ours: "ours", theirs: "theirs"}  # git's temp file names say nothing
-    atomic_write(ours, merged_text(merged, labels))
     if not merged.conflicts:
         return 0
     more = f" (and {len(merged.conflicts) - 1} more)" if len(merged.conflicts) > 1 else ""
@@ -137,6 +230,22 @@ def cmd_merge_driver(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return EXIT_CONFLICT
+
+
+@contextlib.contextmanager
+def _store_lock(path: Path | None, args: argparse.Namespace) -> Iterator[None]:
+    """The project's store lock while the driver reads and writes, when git merges a file of it
+    (``path``, git's %P): a killed change is recovered first, and no writer runs meanwhile."""
+    store = _store_of(path, args) if path is not None else None
+    if store is None:
+        yield
+        return
+    from pytest_slam.golden.journal import store_locked
+
+    with store_locked(*store, waiting=_waiting) as recovered:
+        if recovered:
+            print(recovered, file=sys.stderr)
+        yield
 
 
 def _usage(problem: str) -> int:

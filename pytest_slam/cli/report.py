@@ -116,6 +116,18 @@ def _tolerance_args(args: argparse.Namespace) -> dict[str, float]:
 
 def add_merge_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("shards", nargs="+", help="JSON reports the shards' --slm-report wrote")
+    parser.add_argument(
+        "--key-file",
+        default=None,
+        help="File holding the shard key the shards were signed with (default: SLAM_SHARD_KEY, "
+        "or the file SLAM_SHARD_KEY_FILE names)",
+    )
+    parser.add_argument(
+        "--unsigned",
+        action="store_true",
+        help="Merge shards that carry no signature this merge can verify; the merged report "
+        "names them (only for shards from jobs you trust)",
+    )
     parser.add_argument("-o", "--output", required=True, help="Merged JSON report to write")
     parser.add_argument("--html", default=None, help="Also write the merged HTML report here")
     parser.add_argument("--markdown", default=None, help="Also write the verdict as Markdown here")
@@ -126,7 +138,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
     """SHARD.json... -> the whole run's report and gate; exits with the whole run's status."""
     import shutil
 
-    from pytest_slam.report.merge import MergeError, load_shards, merge
+    from pytest_slam.report.merge import MergeError, Trust, load_shards, merge
+    from pytest_slam.report.seal import ShardKeyError, shard_key
     from pytest_slam.report.terminal import final_line, gate_lines, render_table
     from pytest_slam.run.exitstatus import gate_failed_line, gated_exitstatus
     from pytest_slam.run.options import check_writable
@@ -141,8 +154,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
         problem = next((p for p in (check_writable(path, f) for path, f in outputs) if p), None)
         if problem:
             raise MergeError(problem)
-        merged = merge(load_shards(args.shards))
-    except MergeError as exc:
+        trust = Trust(shard_key(args.key_file), unsigned=args.unsigned)
+        merged = merge(load_shards(args.shards, trust), trust.unverified)
+    except (MergeError, ShardKeyError) as exc:
         print(f"slam report merge: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
@@ -159,6 +173,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
     status = gated_exitstatus(merged.gate, merged.exitstatus)
     if status != merged.exitstatus and merged.gate is not None:
         print(gate_failed_line(merged.gate))
+    if trust.unverified:
+        from pytest_slam.report.merge import unverified_note
+
+        print(f"slam report merge: {unverified_note(trust.unverified)}")
     print(f"slam report merge: {len(args.shards)} shards -> {', '.join(map(str, written))}")
     if merged.verdict.gate is not None:
         print(final_line(merged.verdict, width))

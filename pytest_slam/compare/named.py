@@ -21,7 +21,7 @@ from importlib.metadata import EntryPoint, entry_points
 from pytest_slam.compare.about import SIMILAR, About, combined, describe
 from pytest_slam.compare.plugged import FIX, Plugged
 from pytest_slam.compare.scorer import Scorer
-from pytest_slam.swap.thirdparty import fault, origin_of
+from pytest_slam.swap.thirdparty import FAULTS, fault, origin_of
 
 GROUP = "pytest_slam.scorers"
 SCORERS: dict[str, str] = {
@@ -84,7 +84,7 @@ def scorer_class(name: str) -> type:
     if ep is not None:
         try:
             found = ep.load()
-        except Exception as err:
+        except FAULTS as err:
             origin = origin_of(GROUP, key, ep)
             raise ValueError(
                 f"scorer {key!r}: entry point {ep.value} could not be loaded: {fault(err)}; it is "
@@ -106,7 +106,7 @@ def _import(name: str, target: str) -> object:
         raise ValueError(f"scorer {name!r}: cannot import {module}: {err}") from None
     except AttributeError:
         raise ValueError(f"scorer {name!r}: module {module} has no {attr!r}") from None
-    except Exception as err:  # an outside module that raises on import
+    except FAULTS as err:  # an outside module that raises on import
         if module.startswith("pytest_slam."):
             raise
         origin = origin_of(GROUP, target, None)
@@ -163,7 +163,7 @@ def get_scorer(by: str | Scorer | object, **options: object) -> Scorer:
     origin = origin_of(GROUP, key, installed().get(key))
     try:
         return Plugged(key, cls(**options), origin)
-    except Exception as err:
+    except FAULTS as err:
         raise ValueError(
             f"scorer {key!r} could not be built: {fault(err)}; it is {origin.describe()}: "
             f"{origin.fix(FIX)}"

@@ -17,16 +17,13 @@ from __future__ import annotations
 
 import contextvars
 import numbers
-import queue
-import threading
-from collections.abc import Callable
 from typing import Any
 
 from pytest_slam.compare.about import describe
 from pytest_slam.compare.scorer import Scorer, ScorerError, shorten
 from pytest_slam.errors import SlamError
 from pytest_slam.records import Score
-from pytest_slam.swap.thirdparty import Origin, fault, origin_of
+from pytest_slam.swap.thirdparty import FAULTS, CallThread, Origin, fault, origin_of
 
 DEADLINE_S = 60.0  # settings.Settings.scorer_timeout_s's default
 FIX = "choose another scorer ([tool.slam.equivalence] by)"
@@ -55,7 +52,7 @@ class Plugged(Scorer):
         self.origin = origin or origin_of("pytest_slam.scorers", self.where, None)
         self.deadline_s = DEADLINE_S
         self.hung: str | None = None  # the line of its timeout: not asked again
-        self._worker: _Worker | None = None  # the one thread it scores on, once asked
+        self._worker: CallThread | None = None  # the one thread it scores on, once asked
 
     def score(self, candidate: str, reference: str, **context: Any) -> Score:
         out = self._call(candidate, reference, context)
@@ -76,7 +73,7 @@ class Plugged(Scorer):
         if self.deadline_s <= 0:
             return self._guarded(candidate, reference, context)
         if self._worker is None:
-            self._worker = _Worker(f"slam-scorer-{self.name}")
+            self._worker = CallThread(f"slam-scorer-{self.name}")
         run = contextvars.copy_context().run  # the test's context vars, on the scorer's thread
         call = lambda: run(self._boxed, candidate, reference, context)  # noqa: E731
         done = self._worker.run(call, self.deadline_s)
@@ -103,34 +100,10 @@ class Plugged(Scorer):
             return self.inner.score(candidate, reference, **context)
         except SlamError:  # pytest-slam's own errors (a missing extra): as built-ins raise them
             raise
-        except Exception as exc:
+        except FAULTS as exc:  # SystemExit too: a scorer never ends the run
             raise ScorerRaised(
                 f"raised {fault(exc)}; it is {self.origin.describe()}: {self.origin.fix(FIX)}"
             ) from None
 
     def __repr__(self) -> str:
         return f"Plugged({self.name!r}, {self.where})"
-
-
-class _Worker:
-    """One daemon thread that runs a scorer's calls in turn: the same thread every time (a scorer
-    may keep thread-bound state, a connection or a cache), and one that never holds up the
-    interpreter's exit when a call hangs (an executor's threads are joined at exit)."""
-
-    def __init__(self, name: str) -> None:
-        self._tasks: queue.SimpleQueue[tuple[Callable[[], Any], list[Any], threading.Event]]
-        self._tasks = queue.SimpleQueue()
-        threading.Thread(target=self._loop, name=name, daemon=True).start()
-
-    def run(self, call: Callable[[], Any], timeout_s: float) -> Any:
-        """What ``call`` returned, or None when it was still running after ``timeout_s``."""
-        box: list[Any] = []
-        done = threading.Event()
-        self._tasks.put((call, box, done))
-        return box[0] if done.wait(timeout_s) else None
-
-    def _loop(self) -> None:
-        while True:
-            call, box, done = self._tasks.get()
-            box.append(call())
-            done.set()

@@ -8,6 +8,8 @@ commands interleaving, or one killed half-way, could leave half the store on oth
 - **One store lock** (``<locks>/store.lock``, a ``filelock.FileLock``) is held from the first read
   to the last write. Every golden write of a recording run takes the same lock (``GoldenStore``),
   so a run's answer waits for a store-wide change and never lands in the middle of one.
+  ``slam golden merge`` into the store is such a change too (and the merge driver holds the lock
+  while it reads), so a merge never drops a recorded answer nor reverts a promote.
 - Every file the change writes or removes is **staged** in memory (``Transaction.stage``); nothing
   is written while the change reads, so a refused change (a broken file, a bad name) writes nothing.
 - At commit, the **journal** ``<locks>/<store folder>.journal`` is written (temp file, fsync,
@@ -28,7 +30,7 @@ import contextlib
 import hashlib
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -135,9 +137,14 @@ class Transaction:
         }
         journal_file = journal_path(self.root, self.lock_dir)
         atomic_write(journal_file, json.dumps(journal) + "\n")  # ASCII: surrogates escaped
-        for path, _, after in changes:
-            _put(self.root, path, after)
+        try:
+            for path, _, after in changes:
+                _put(self.root, path, after)
+        except OSError:  # a file that cannot be written: every one back as it was, then say why
+            recover(self.root, self.lock_dir)
+            raise
         journal_file.unlink()
+        self.staged.clear()  # committed: the end of the transaction has nothing left to write
         return len(changes)
 
 
@@ -184,6 +191,41 @@ def recover(root: Path, lock_dir: Path) -> str | None:
     )
 
 
+RECOVER_COMMAND = "slam golden stats --recover"
+
+
+def unfinished(root: Path, lock_dir: Path) -> str | None:
+    """What a killed store-wide change left (``a promote started ...``), or None: no journal.
+    A read of the store meanwhile would see some files changed and others not."""
+    path = journal_path(root, lock_dir)
+    try:
+        journal = json.loads(path.read_text(encoding="utf-8"))
+        what, started = str(journal["what"]), str(journal["started"])
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"an unreadable store-wide change ({path})"
+    article = "an" if what[:1] in "aeiou" else "a"
+    return f"{article} {what} started {started}"
+
+
+def before_a_run(root: Path, lock_dir: Path, recording: bool) -> str | None:
+    """A run never reads a half-changed store: a recording run (which may write) recovers a killed
+    change first and returns the line saying so; a replay (which never writes a golden file)
+    refuses in one line naming the command that recovers (``GoldenError``)."""
+    left = unfinished(root, lock_dir)
+    if left is None:
+        return None
+    if recording:
+        with store_locked(root, lock_dir) as recovered:
+            return recovered
+    raise GoldenError(
+        f"{root}: {left} did not finish (killed?), so some golden files hold its answers and "
+        f"others do not; a replay never reads a half-changed store. Fix: run `{RECOVER_COMMAND}` "
+        "(it keeps the change if it had written every file, else rolls it back), then run again"
+    )
+
+
 def _lock(lock_dir: Path) -> BaseFileLock:
     from filelock import FileLock  # light, but only writers need it
 
@@ -200,9 +242,12 @@ def held() -> Transaction | None:
 
 
 @contextlib.contextmanager
-def store_locked(root: Path, lock_dir: Path) -> Iterator[str | None]:
+def store_locked(
+    root: Path, lock_dir: Path, waiting: Callable[[], None] | None = None
+) -> Iterator[str | None]:
     """Hold the store lock (recovering a killed change first): what one file's write does.
-    Yields the recovery line, if any. Inside a transaction of this thread, the lock is held."""
+    Yields the recovery line, if any. Inside a transaction of this thread, the lock is held.
+    ``waiting`` is called once when another process holds the lock (a command says it waits)."""
     outer = held()
     if outer is not None and outer.root == Path(root):
         yield None
@@ -211,7 +256,13 @@ def store_locked(root: Path, lock_dir: Path) -> Iterator[str | None]:
 
     lock = _lock(lock_dir)
     try:
-        lock.acquire()
+        if waiting is not None:
+            try:
+                lock.acquire(timeout=0)
+            except Timeout:
+                waiting()
+        if not lock.is_locked:
+            lock.acquire()
     except Timeout:
         raise GoldenError(
             f"{root}: could not take the store lock {lock.lock_file} in {LOCK_TIMEOUT_S:.0f}s; "
@@ -225,14 +276,16 @@ def store_locked(root: Path, lock_dir: Path) -> Iterator[str | None]:
 
 
 @contextlib.contextmanager
-def transaction(root: Path, lock_dir: Path, what: str) -> Iterator[Transaction]:
+def transaction(
+    root: Path, lock_dir: Path, what: str, waiting: Callable[[], None] | None = None
+) -> Iterator[Transaction]:
     """A store-wide change: lock, recover, stage (the body), then commit; an exception in the body
     writes nothing. Nested in a transaction of this thread, the body joins it."""
     outer = held()
     if outer is not None and outer.root == Path(root):
         yield outer
         return
-    with store_locked(root, lock_dir) as recovered:
+    with store_locked(root, lock_dir, waiting) as recovered:
         _drop_temp_files(journal_path(root, lock_dir))  # a journal killed while it was written
         txn = Transaction(Path(root), Path(lock_dir), what, recovered=recovered)
         _HELD.txn = txn

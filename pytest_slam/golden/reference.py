@@ -195,6 +195,7 @@ class ReferenceService:
 
     def __post_init__(self) -> None:
         self.store.write_through = True  # a paid answer (or judge verdict) is never only in memory
+        self.store.fold_logs = self.mode != "none"  # a replay writes no golden file
 
     @staticmethod
     def key(body: dict[str, JSON]) -> str:

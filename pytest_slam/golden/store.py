@@ -19,7 +19,8 @@ Locks live in ``<root>/../.slam/locks/`` (never next to the goldens); that folde
 use, because deleting a lock file while another process waits on it lets two processes hold it.
 
 Replay never writes: marking an entry used only remembers the visit (for stale detection); the test
-names are added to the entry's ``tests`` when its file is written anyway.
+names are added to the entry's ``tests`` when its file is written anyway. Nor does it fold an append
+log a killed recording run left (``fold_logs``): that is the next recording run's to do.
 """
 
 from __future__ import annotations
@@ -144,6 +145,11 @@ class GoldenStore:
         self._mine: dict[str, tuple[tuple[int, ...], bytes]] = {}  # file signature, text digest
         self._texts: dict[str, EntryCache] = {}  # each written entry's text, reused while unchanged
         self.recovered: list[str] = []  # what recovering a killed store-wide change said
+        # A replay writes no golden file: the append log a killed recording run left stays for the
+        # next recording run to fold in (after a ``git checkout`` of the file, folding it would
+        # rewrite a tracked file behind the user's back); ``notes`` says so.
+        self.fold_logs = True
+        self.notes: list[str] = []
 
     def path_for(self, module: str) -> Path:
         return self.dir / module_relpath(module)
@@ -183,10 +189,16 @@ class GoldenStore:
         (``golden.lazy``); a broken file raises for this module only."""
         module = normalize_module(module)
         if module not in self._files:
-            if appendlog.pending(
-                self.log_path(module)
-            ):  # left by a killed run, or another worker's
-                self._update(module, lambda current: current)
+            log = self.log_path(module)
+            if appendlog.pending(log):  # left by a killed run, or another worker's
+                if self.fold_logs:
+                    self._update(module, lambda current: current)
+                else:
+                    self.notes.append(
+                        f"{self.path_for(module)}: answers a killed recording run left in {log} "
+                        "were not read (a replay writes no golden file); record with "
+                        "--slm-record=new to fold them in"
+                    )
             try:
                 self._files[module] = index_golden(self.path_for(module), self.reference)
             except GoldenError as exc:

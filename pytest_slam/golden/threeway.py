@@ -38,6 +38,7 @@ from pytest_slam.golden.fileformat import (
     parse_golden,
     unreadable,
 )
+from pytest_slam.golden.journal import Transaction
 from pytest_slam.golden.reference import same_answer
 from pytest_slam.golden.turns import merged_turns
 from pytest_slam.records import GoldenAnswer, GoldenRecord
@@ -225,11 +226,15 @@ def merge_paths(
     ]
 
 
-def write_merged(planned: Sequence[tuple[Path, Merged]]) -> None:
+def write_merged(planned: Sequence[tuple[Path, Merged]], txn: Transaction | None = None) -> None:
     """Write each merge (atomically); a merge left with no entries removes its file, as the store
-    does. Called only once every merge is known to be free of conflicts."""
+    does. Called only once every merge is known to be free of conflicts. Inside a store's
+    transaction (``txn``), each file is staged: journalled and written at its commit."""
     for out, merged in planned:
-        if merged.golden.entries:
-            atomic_write(out, merged_text(merged))
+        text = merged_text(merged) if merged.golden.entries else None
+        if txn is not None:
+            txn.stage(out, text)
+        elif text is not None:
+            atomic_write(out, text)
         else:
             out.unlink(missing_ok=True)

@@ -21,7 +21,7 @@ from pytest_slam.gcpause import gc_paused
 from pytest_slam.records import JSON, Outcome, records, utc_now
 from pytest_slam.report.aggregate import OutcomeLike, Verdict, outcome_order, sort_outcomes
 from pytest_slam.report.schema import ReportDocument
-from pytest_slam.report.seal import Seal, digest_of
+from pytest_slam.report.seal import Seal, digest_of, shard_key, sign
 from pytest_slam.report.visits import Visits
 from pytest_slam.textcodec import for_strict_reader
 
@@ -48,6 +48,7 @@ class Report:
     path: str | None = None
     visits: Visits | None = None  # absent from reports written before shards could merge
     digest: str | None = None  # as written (seal.py); checked by ``load_report(sealed=True)``
+    signature: str | None = None  # as written (seal.py); verified by ``slam report merge``
 
 
 def report_document(
@@ -106,22 +107,31 @@ def write_json(
     with gc_paused():  # what is built here is freed as it is written: no cycle to collect
         document = report_dict(verdict, [], visits)
         seal, mark = Seal(document.get("visits")), f"slam-digest-{uuid.uuid4().hex}"
-        head, tail = _frame({**document, "digest": mark})
+        key = shard_key()  # read before anything is written: an unreadable key file is refused
+        signed = f"slam-signature-{uuid.uuid4().hex}" if key else None
+        head, tail = _frame({**document, "digest": mark, "signature": signed})
         lines = (
             seal.add(json.dumps(o.as_dict(), allow_nan=False)) for o in sort_outcomes(outcomes)
         )
-        return atomic_write(path, _sealed(_joined(head, lines, tail), f'"{mark}"', seal))
+        pieces = _sealed(_joined(head, lines, tail), mark, seal, key, signed)
+        return atomic_write(path, pieces)
 
 
-def _sealed(pieces: Iterator[str], mark: str, seal: Seal) -> Iterator[str]:
-    """The pieces, the digest written into the last one (the tail: every line is hashed by then)."""
+def _sealed(
+    pieces: Iterator[str], mark: str, seal: Seal, key: bytes | None, signed: str | None
+) -> Iterator[str]:
+    """The pieces, the digest (and, with a shard key, its signature) written into the last one
+    (the tail: every line is hashed by then)."""
     last = None
     for piece in pieces:
         if last is not None:
             yield last
         last = piece
     if last is not None:
-        yield last.replace(mark, json.dumps(seal.text()), 1)
+        last = last.replace(f'"{mark}"', json.dumps(seal.text()), 1)
+        if key is not None and signed is not None:
+            last = last.replace(f'"{signed}"', json.dumps(sign(key, seal.text())), 1)
+        yield last
 
 
 def report_text(document: dict[str, JSON]) -> str:
@@ -135,7 +145,9 @@ def report_text(document: dict[str, JSON]) -> str:
         return json.dumps(document, indent=2, allow_nan=False) + "\n"
     seal = Seal(document.get("visits"))
     lines = [seal.add(json.dumps(o, allow_nan=False)) for o in outcomes]
-    head, tail = _frame({**document, "digest": seal.text()})
+    key = shard_key()
+    signature = sign(key, seal.text()) if key else None
+    head, tail = _frame({**document, "digest": seal.text(), "signature": signature})
     return "".join(_joined(head, iter(lines), tail))
 
 
@@ -214,6 +226,7 @@ def _load_report(path: str | os.PathLike[str], sealed: bool = False) -> Report:
                 path=str(path),
                 visits=Visits.from_dict(data["visits"]) if data.get("visits") else None,
                 digest=data.get("digest") if isinstance(data.get("digest"), str) else None,
+                signature=_text(data.get("signature")),
             )
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         wrong = _first_error(text, missing=True, named_in=str(exc)) or str(exc)
@@ -221,6 +234,10 @@ def _load_report(path: str | os.PathLike[str], sealed: bool = False) -> Report:
         f"{path} is not a report as pytest-slam writes it ({wrong}); "
         "pass the file written by --slm-report, unchanged"
     )
+
+
+def _text(value: JSON) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _check_digest(data: dict[str, JSON], path: str) -> None:
@@ -267,6 +284,11 @@ def _first_error(text: str, *, missing: bool, named_in: str = "") -> str | None:
     return None
 
 
+def _not_json(name: str) -> float:
+    """``NaN``, ``Infinity``: Python's json reads them, no writer of a report writes them."""
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
 def _read_json(path: Path) -> tuple[dict[str, JSON], str]:
     """The document and its text (an editor's BOM left out)."""
     if path.is_dir():
@@ -277,8 +299,8 @@ def _read_json(path: Path) -> tuple[dict[str, JSON], str]:
         )
     try:
         text = path.read_text(encoding="utf-8-sig")  # an editor's BOM is no harm
-        data = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = json.loads(text, parse_constant=_not_json)  # NaN: never written, so an edit
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
         raise ReportError(
             f"{path} is not a pytest-slam JSON report: not valid JSON ({exc}); "
             "pass the file written by --slm-report"

@@ -7,14 +7,17 @@ as for one run of the same calls. The gate is then evaluated on the merged verdi
 evaluates it. Shards must be one run cut in parts: the same settings (the candidates selected, the
 report paths aside), no test run for the same model in two shards. A shard's word is checked, not
 taken: its file must match the digest its run sealed it with (seal.py), it may select only tests it
-collected, and hold outcomes only of tests it selected.
+collected, and hold outcomes only of tests it selected. A digest can be recomputed by whoever edits
+the file, so a shard must also carry a signature of it under the shard key the merge holds
+(``Trust``); unsigned shards are let in only when the merge is told to (``--unsigned``), and the
+merged report says which.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pytest_slam.errors import SlamError
 from pytest_slam.gcpause import gc_paused
@@ -25,6 +28,7 @@ from pytest_slam.report.budgets import session_budget_breaches
 from pytest_slam.report.gate import Gate, apply_gate, evaluate, incomplete_reason
 from pytest_slam.report.gate_result import GateResult
 from pytest_slam.report.jsonreport import Report, ReportError, load_report
+from pytest_slam.report.seal import KEY_ENV, KEY_FILE_ENV, verified
 from pytest_slam.report.visits import Visits, merge_visits
 
 # Settings a shard may set for itself: the candidates it ran and where it wrote its reports.
@@ -51,12 +55,33 @@ class Merged:
     exitstatus: int
 
 
-def load_shards(paths: Sequence[str | os.PathLike[str]]) -> list[Report]:
-    """Each shard's report; ``MergeError`` for a file that is not a report of a shard."""
+@dataclass
+class Trust:
+    """How shards are trusted: ``key`` verifies their signatures (seal.py); ``unsigned`` lets a
+    shard that carries no signature, or one this merge has no key for, in unverified (the merged
+    report says so). ``unverified``: those let in, filled as the shards are read."""
+
+    key: bytes | None = None
+    unsigned: bool = False
+    unverified: list[str] = field(default_factory=list)
+
+
+UNSIGNED_FIX = (
+    f"give every shard's job the shard key ({KEY_ENV}, or a file named by {KEY_FILE_ENV}) and "
+    f"this merge the same key ({KEY_ENV}, {KEY_FILE_ENV} or --key-file), or pass --unsigned to "
+    "merge shards unverified (the merged report then says so)"
+)
+
+
+def load_shards(paths: Sequence[str | os.PathLike[str]], trust: Trust) -> list[Report]:
+    """Each shard's report, its signature checked against ``trust``; ``MergeError`` for a file
+    that is not a report of a shard, or not signed with the merge's key."""
     reports = []
     with gc_paused():  # the shards' records live until the merge is written
         for path in paths:
-            reports.append(_load_shard(path))
+            report = _load_shard(path)
+            _check_signature(str(path), report, trust)
+            reports.append(report)
     if not reports:
         raise MergeError(
             "no shard reports given; pass the JSON files the shards' --slm-report wrote"
@@ -81,6 +106,39 @@ def _load_shard(path: str | os.PathLike[str]) -> Report:
     return report
 
 
+def _check_signature(path: str, report: Report, trust: Trust) -> None:
+    """A shard signed with the merge's key passes; one whose signature does not match is refused
+    whatever the flags (it was edited after signing, or signed with another key); an unsigned one,
+    or one the merge has no key for, only with ``--unsigned``, and is then named in the report."""
+    digest, signature, key = report.digest or "", report.signature, trust.key
+    if signature is not None and key is not None:
+        if verified(key, digest, signature):
+            return
+        raise MergeError(
+            f"{path}: its signature does not match the shard key: it was changed after its run "
+            "signed it, or signed with another key; pass the file the shard's run wrote, and give "
+            f"this merge the key the shards' jobs had ({KEY_ENV}, {KEY_FILE_ENV} or --key-file)"
+        )
+    if trust.unsigned:
+        trust.unverified.append(path)
+        return
+    why = (
+        "is signed, but this merge has no shard key to verify it"
+        if signature is not None
+        else "carries no signature (its run had no shard key)"
+    )
+    raise MergeError(f"{path} {why}; {UNSIGNED_FIX}")
+
+
+def unverified_note(names: Sequence[str]) -> str:
+    """The merged report's note on shards let in by ``--unsigned``."""
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return (
+        f"merged with --unsigned: {len(names)} shard(s) not verified by a signature ({shown}); "
+        "their outcomes are taken on their word, so a forged shard could change this verdict"
+    )
+
+
 def _check_claims(path: str, visits: Visits, outcomes: list[Outcome]) -> None:
     """A shard selects only what it collected and reports only what it selected: a test it
     claims but never ran, or an outcome of a test it never had, would change the whole verdict."""
@@ -102,8 +160,9 @@ def _check_claims(path: str, visits: Visits, outcomes: list[Outcome]) -> None:
         )
 
 
-def merge(reports: Sequence[Report]) -> Merged:
-    """The shards as one run: outcomes unioned, every figure recomputed, the gate evaluated."""
+def merge(reports: Sequence[Report], unverified: Sequence[str] = ()) -> Merged:
+    """The shards as one run: outcomes unioned, every figure recomputed, the gate evaluated;
+    ``unverified`` shards (let in by ``--unsigned``) named in a note of the verdict."""
     with gc_paused():  # the figures are built over every outcome, and all of them live on
         names = [r.path or f"#{i + 1}" for i, r in enumerate(reports)]
         run = merged_run([(n, r.verdict.run) for n, r in zip(names, reports, strict=True)])
@@ -111,6 +170,8 @@ def merge(reports: Sequence[Report]) -> Merged:
         shards = zip(names, reports, strict=True)
         visits = merge_visits((n, r.visits or Visits()) for n, r in shards)
         verdict = aggregate(outcomes, run)
+        if unverified:
+            verdict.notes.append(unverified_note(unverified))
         missing = _missing(visits)
         status = EXIT_INCOMPLETE if missing else visits.exitstatus
         why = _shard_incomplete(names, reports) or missing

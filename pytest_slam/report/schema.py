@@ -41,6 +41,7 @@ class ReportDocument(Record):
     visits: Visits | None = None  # what the run saw, for merging shards and stale entries
     outcomes: list[Outcome] = field(default_factory=list)
     digest: str | None = None  # SHA-256 of the visits and outcome lines (seal.py); None: not yet
+    signature: str | None = None  # HMAC-SHA256 of the digest under the shard key (seal.py)
 
 
 _NUMBER_OR_NULL = {"anyOf": [{"type": "number"}, {"type": "null"}]}

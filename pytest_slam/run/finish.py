@@ -117,7 +117,9 @@ def _finish(slam: RunEnd, exitstatus: int) -> int:
         _flush(slam)
     if slam.role == "worker":
         if slam.workeroutput is not None:  # set by xdist
-            slam.workeroutput["slam"] = _payload(slam)
+            from pytest_slam.run.crossing import CARRIED, carried
+
+            slam.workeroutput["slam"], slam.workeroutput[CARRIED] = carried(_payload(slam))
         return exitstatus
     for data in slam.accounting.worker_payloads:  # what each worker wrote (golden files) or not
         slam.summary.merge(data["summary"])
@@ -167,7 +169,8 @@ def _flush(slam: RunEnd) -> None:
         slam.summary.append(f"golden files not written: {exc}")
         return
     finally:  # a killed promote or prune found and recovered by this run's writes: say so
-        slam.summary.extend(line.removeprefix("slam golden: ") for line in slam.store.recovered)
+        said = [*slam.store.recovered, *slam.store.notes]
+        slam.summary.extend(line.removeprefix("slam golden: ") for line in said)
     for path in written:
         slam.summary.append(f"golden answers written: {_shown(slam, path)}")
 

@@ -39,7 +39,7 @@ class JudgeModel:
     """
 
     spec: ModelSpec
-    timeout_s: float = 120.0
+    timeout_s: float = 120.0  # unless the judge's model table sets its own timeout_s
     calls: list[Call] = field(default_factory=list)  # made since the last test: Checker takes them
     offline: bool = False  # cached verdicts only (slam rescore): a verdict not cached stays unknown
 
@@ -60,7 +60,8 @@ class JudgeModel:
             "temperature": 0,
             "max_tokens": JUDGE_MAX_TOKENS,
         }
-        call = forward_chat(target, body, timeout=self.timeout_s).call
+        timeout_s = spec.timeout_s if spec.timeout_s is not None else self.timeout_s
+        call = forward_chat(target, body, timeout=timeout_s).call
         self.calls.append(call)
         if not call.ok:
             raise ScorerUnavailable(f"judge {spec.name!r} failed: {call.error}; {_JUDGE_FIX}")

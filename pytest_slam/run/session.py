@@ -314,6 +314,7 @@ class SlamSession:
         self.open_progress()
         if self.role != "worker":
             self.check_report_paths()
+            self.check_golden_store()
         if self.role == "worker":  # xdist sets ``workerinput`` on a worker's config only
             worker_input: dict[str, WorkerInput] = getattr(self.config, "workerinput", {})
             self.apply_worker_input(worker_input["slam"])
@@ -375,6 +376,18 @@ class SlamSession:
             problem = options.check_writable(path, flag)
             if problem:
                 raise pytest.UsageError(f"pytest-slam: {problem}")
+
+    def check_golden_store(self) -> None:
+        """No run reads a store a killed promote half changed (golden/journal.py before_a_run)."""
+        if self.settings.has_reference and not self.config.option.collectonly:
+            from pytest_slam.files import scratch_folder
+            from pytest_slam.golden.journal import before_a_run
+
+            root = Path(self.config.rootpath) / self.settings.golden_dir
+            recording = self.settings.record != "none"
+            line = before_a_run(root, scratch_folder(root) / "locks", recording)
+            if line:
+                self.summary.append(line.removeprefix("slam golden: "))
 
     def session_start(self) -> None:
         """xdist's controller starts the engines before its workers exist, to hand them the URLs.

@@ -10,12 +10,20 @@ engine registry and the scorer lookup both fence what they load with these.
 from __future__ import annotations
 
 import importlib.metadata
+import queue
+import threading
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint
 from pathlib import Path
+from typing import Any
 
 _MESSAGE = 160  # characters of an exception's own message kept in the one line
+# What outside code may raise that is its fault, to report in one line: any exception, and
+# ``SystemExit`` (a library calling ``sys.exit``), which would otherwise end the whole run. Only a
+# user's Ctrl-C (KeyboardInterrupt) passes through the fence.
+FAULTS: tuple[type[BaseException], ...] = (Exception, SystemExit)
 
 
 @dataclass(frozen=True)
@@ -72,6 +80,8 @@ def fault(exc: BaseException) -> str:
     """``RuntimeError: the message (at acme/x.py:12)``: the exception, and the last line of code
     that raised it."""
     message = " ".join(str(exc).split())
+    if isinstance(exc, SystemExit):
+        message = f"sys.exit({exc.code!r}) called"
     if len(message) > _MESSAGE:
         message = message[: _MESSAGE - 3] + "..."
     frames = traceback.extract_tb(exc.__traceback__)
@@ -81,3 +91,29 @@ def fault(exc: BaseException) -> str:
         else ""
     )
     return f"{type(exc).__name__}{': ' + message if message else ''}{at}"
+
+
+class CallThread:
+    """One daemon thread that runs outside code's calls in turn, under a deadline: the same thread
+    every time (a scorer may keep thread-bound state, a connection or a cache), one that lives as
+    long as the process (an engine's process is bound to the thread that started it:
+    PR_SET_PDEATHSIG), and one that never holds up the interpreter's exit when a call hangs (an
+    executor's threads are joined at exit)."""
+
+    def __init__(self, name: str) -> None:
+        self._tasks: queue.SimpleQueue[tuple[Callable[[], Any], list[Any], threading.Event]]
+        self._tasks = queue.SimpleQueue()
+        threading.Thread(target=self._loop, name=name, daemon=True).start()
+
+    def run(self, call: Callable[[], Any], timeout_s: float) -> Any:
+        """What ``call`` returned, or None when it was still running after ``timeout_s``."""
+        box: list[Any] = []
+        done = threading.Event()
+        self._tasks.put((call, box, done))
+        return box[0] if done.wait(timeout_s) else None
+
+    def _loop(self) -> None:
+        while True:
+            call, box, done = self._tasks.get()
+            box.append(call())
+            done.set()

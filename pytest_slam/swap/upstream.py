@@ -177,6 +177,8 @@ def _connection(scheme: str, host: str, port: int, timeout: float) -> http.clien
         cls = HTTPSConnection if scheme == "https" else HTTPConnection  # never vcrpy's stubs
         conn = pool[key] = cls(host, port, timeout=timeout)
     conn.timeout = timeout
+    if conn.sock is not None:  # kept alive: its socket still has the timeout of an earlier call
+        conn.sock.settimeout(timeout)
     return conn
 
 

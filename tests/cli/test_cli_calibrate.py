@@ -237,6 +237,11 @@ BAD = {
     "dotted keys": (lambda p: (p / "pyproject.toml").write_text(
         '[tool.slam]\nequivalence.by = "fuzzy"\n') and ["--labels", "a.jsonl"],
         "could not put the table in place of its equivalence setting"),
+    "pyproject in a folder not there": (lambda p: ["--labels", "a.jsonl", "--pyproject",
+                                                    "new-dir/x.toml"],
+        "--pyproject new-dir/x.toml: its folder new-dir does not exist; nothing was calibrated"),
+    "pyproject a folder": (lambda p: ["--labels", "a.jsonl", "--pyproject", "."],
+                           "--pyproject .: a folder, not a file; nothing was calibrated"),
     "evaluate a judge, none set": (lambda p: (p / "pyproject.toml").write_text(
         '[tool.slam.equivalence]\nby = "judge"\n') and ["--evaluate", "b.jsonl"],
         "by = 'judge' needs the judge to evaluate it: set [tool.slam] judge to a model spec"),

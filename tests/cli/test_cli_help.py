@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
+from slam_helpers import SLAM
 
 from pytest_slam.cli import build_parser
 from pytest_slam.settings import Settings
@@ -72,7 +73,7 @@ def test_top_level_help_names_every_command(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "200")  # one line per command
-    result = pytester.run("slam", "--help")
+    result = pytester.run(*SLAM, "--help")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["usage: slam *", "pytest-slam's command line: golden answers*"])
     result.stdout.fnmatch_lines([
@@ -98,7 +99,7 @@ def test_each_help_documents_everything_in_plain_text(
     parser = parser_at(path)
     missing = [name for name, text in helped(parser) if not text or text == argparse.SUPPRESS]
     assert not missing, f"slam {' '.join(path)}: no help for {missing}"
-    result = pytester.run("slam", *path, "--help")
+    result = pytester.run(*SLAM, *path, "--help")
     assert result.ret == 0, result.stderr.str()
     shown = " ".join(result.stdout.str().split())  # argparse wraps help to the terminal width
     assert shown.startswith("usage: slam")
@@ -109,7 +110,7 @@ def test_each_help_documents_everything_in_plain_text(
 
 
 def test_refresh_has_its_own_help_not_pytests(pytester: pytest.Pytester) -> None:
-    result = pytester.run("slam", "golden", "refresh", "--help")
+    result = pytester.run(*SLAM, "golden", "refresh", "--help")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["usage: slam golden refresh [[]-h] [[]PYTEST ARGS ...]", "",
                                  "Re-record every golden answer (runs pytest; extra*"])  # fmt: skip
@@ -143,7 +144,7 @@ def test_slam_help_of_an_unknown_command_is_one_line_exit_2(
 
 
 def test_refresh_is_described_as_pytest_pass_through(pytester: pytest.Pytester) -> None:
-    result = pytester.run("slam", "golden", "--help")
+    result = pytester.run(*SLAM, "golden", "--help")
     result.stdout.fnmatch_lines(
         ["    refresh * Re-record every golden answer (runs pytest; extra*"]
     )

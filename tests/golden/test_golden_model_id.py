@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from slam_helpers import PRODUCT, REPORTED_TESTS
+from slam_helpers import PRODUCT, REPORTED_TESTS, SLAM
 
 from pytest_slam.golden.reference import model_id
 from pytest_slam.golden.store import GoldenStore
@@ -48,7 +48,7 @@ def test_a_returned_model_file_path_is_its_model_id(returned, kept) -> None:
 def promote_and_read(pytester: pytest.Pytester, candidate: str) -> tuple[str, list[str]]:
     run = pytester.runpytest("-p", "no:cacheprovider", "--slm-record=new", "--slm-report=run.json")
     assert run.ret == 0, run.stdout.str()
-    promoted = pytester.run("slam", "golden", "promote", candidate, "--report", "run.json")
+    promoted = pytester.run(*SLAM, "golden", "promote", candidate, "--report", "run.json")
     assert promoted.ret == 0, promoted.stderr.str()
     store = GoldenStore(pytester.path / "__slam__", "gpt-4")
     text = store.path_for("test_product.py").read_text(encoding="utf-8")

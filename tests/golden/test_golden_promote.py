@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from slam_helpers import MINI_PYPROJECT, PRODUCT, REPORTED_TESTS
+from slam_helpers import MINI_PYPROJECT, PRODUCT, REPORTED_TESTS, SLAM
 
 from pytest_slam.golden.store import GoldenStore
 from pytest_slam.testing import FakeOpenAI
@@ -56,7 +56,7 @@ def test_promote_makes_the_candidate_the_reference_and_undo_restores(project) ->
     before = golden_file(pytester).read_bytes()
     calls_to_gpt4 = len(gpt4.requests)
 
-    promoted = pytester.run("slam", "golden", "promote", "mini", "--report", "run.json")
+    promoted = pytester.run(*SLAM, "golden", "promote", "mini", "--report", "run.json")
     assert promoted.ret == 0, promoted.stderr.str()
     out = promoted.stdout.lines
     assert out[-2] == "2 golden entries of 'gpt-4' now hold mini's answers, 0 already did"
@@ -81,7 +81,9 @@ def test_promote_makes_the_candidate_the_reference_and_undo_restores(project) ->
     assert set(old) == set(entries)
     assert all(rec.answers[0].text.startswith("GPT-4 says: ") for rec in old.values())
 
-    undone = pytester.run(*shlex.split(undo))
+    printed = shlex.split(undo)
+    assert printed[0] == "slam"  # the command as printed, run by this interpreter's slam
+    undone = pytester.run(*SLAM, *printed[1:])
     assert undone.ret == 0, undone.stderr.str()
     assert undone.stdout.lines[-1].startswith("restored 2 golden entries of 'gpt-4' from baseline")
     assert golden_file(pytester).read_bytes() == before
@@ -94,7 +96,7 @@ def test_dry_run_lists_and_changes_nothing(project) -> None:
     pytester, _ = project
     assert run(pytester, "--slm-record=new", "--slm-report=run.json").ret == 0
     before = golden_file(pytester).read_bytes()
-    dry = pytester.run("slam", "golden", "promote", "mini", "--report", "run.json", "--dry-run")
+    dry = pytester.run(*SLAM, "golden", "promote", "mini", "--report", "run.json", "--dry-run")
     assert dry.ret == 0
     assert sum(line.startswith("would promote test_product.py ") for line in dry.stdout.lines) == 2
     assert dry.stdout.lines[-1] == (
@@ -120,7 +122,7 @@ def test_bad_inputs_are_one_line_exit_2_nothing_written(project, args, said) -> 
     pytester, _ = project
     assert run(pytester, "--slm-record=new", "--slm-report=run.json").ret == 0
     before = golden_file(pytester).read_bytes()
-    result = pytester.run("slam", "golden", "promote", *args)
+    result = pytester.run(*SLAM, "golden", "promote", *args)
     assert result.ret == 2
     assert len(result.stderr.lines) == 1 and "Traceback" not in result.stderr.str()
     result.stderr.fnmatch_lines([said])
@@ -130,7 +132,7 @@ def test_bad_inputs_are_one_line_exit_2_nothing_written(project, args, said) -> 
 
 def test_unpromote_of_an_unknown_baseline_is_one_line(project) -> None:
     pytester, _ = project
-    result = pytester.run("slam", "golden", "unpromote", "gpt-4@never")
+    result = pytester.run(*SLAM, "golden", "unpromote", "gpt-4@never")
     assert result.ret == 2 and len(result.stderr.lines) == 1
     result.stderr.fnmatch_lines(["slam golden: *: no baseline named 'gpt-4@never'. Fix: *"])
 
@@ -144,7 +146,7 @@ def test_a_report_of_a_run_that_did_not_finish_is_refused(project) -> None:
     report["gate"].update(status="incomplete", incomplete="the run was interrupted")
     (pytester.path / "run.json").write_text(json.dumps(report))
     before = golden_file(pytester).read_bytes()
-    result = pytester.run("slam", "golden", "promote", "mini", "--report", "run.json")
+    result = pytester.run(*SLAM, "golden", "promote", "mini", "--report", "run.json")
     assert result.ret == 2 and len(result.stderr.lines) == 1
     result.stderr.fnmatch_lines(["slam golden: run.json is from a run that did not finish (the run "
                                  "was interrupted)*Fix: run the suite to its end*"])  # fmt: skip

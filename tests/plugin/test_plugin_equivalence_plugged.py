@@ -194,6 +194,10 @@ class Hang:
 class Nan:
     def score(self, candidate, reference):
         return float("nan")
+
+class Exits:
+    def score(self, candidate, reference):
+        raise SystemExit("acme: no licence")
 """
 
 
@@ -203,7 +207,7 @@ def _faulty(pytester: pytest.Pytester) -> Path:
     return make_dist(
         pytester.path / "site", "acme-faulty", {"acme_faulty/__init__.py": FAULTY},
         {"pytest_slam.scorers": {"boom": "acme_faulty:Boom", "hang": "acme_faulty:Hang",
-                                 "nan": "acme_faulty:Nan"}},
+                                 "nan": "acme_faulty:Nan", "exits": "acme_faulty:Exits"}},
         version="2.1",
     )  # fmt: skip
 
@@ -279,3 +283,50 @@ def test_a_nan_score_is_one_line_naming_the_scorer(
         "return the similarity of the two answers, 1 for equivalent"
     ), result.stdout.str()
     assert "Traceback" not in result.stdout.str()
+
+
+def test_a_scorer_calling_sys_exit_is_one_line_per_test_and_the_run_goes_on(
+    pytester: pytest.Pytester, servers: tuple[FakeOpenAI, FakeOpenAI]
+) -> None:
+    reference, candidate = servers
+    pytester.syspathinsert(_faulty(pytester))
+    _project(pytester, reference, '{ by = "exits" }')
+    result = pytester.runpytest(f"--slm-models={candidate.base_url}#cand", "--slm-record=new")
+    result.assert_outcomes(failed=3)  # every test ran: the exit ended none of them, nor the run
+    out = result.stdout.str()
+    assert "Traceback" not in out and "INTERNALERROR" not in out
+    lines = _failure_lines(result, "sys.exit('acme: no licence') called")
+    assert len(lines) == 3, out
+    assert lines[0].endswith(
+        "call 1: scorer 'exits': raised SystemExit: sys.exit('acme: no licence') called (at "
+        f"acme_faulty/__init__.py:18); it is entry point exits = acme_faulty:Exits {ORIGIN} "
+        "(pip install -U acme-faulty), or choose another scorer ([tool.slam.equivalence] by)"
+    )
+
+
+def test_slam_rescore_with_a_scorer_calling_sys_exit_says_it_in_one_line_and_ends_normally(
+    pytester: pytest.Pytester, servers: tuple[FakeOpenAI, FakeOpenAI]
+) -> None:
+    """``slam rescore`` scores with the configured scorer in its own process: a scorer's
+    ``sys.exit`` there ended the command with a silent exit 3."""
+    reference, candidate = servers
+    pytester.syspathinsert(_faulty(pytester))
+    _project(pytester, reference, '{ by = "fuzzy" }')
+    ran = pytester.runpytest(
+        f"--slm-models={candidate.base_url}#cand", "--slm-record=new", "--slm-report=r.json"
+    )
+    assert (pytester.path / "r.json").exists(), ran.stdout.str()
+    _project(pytester, reference, '{ by = "exits" }')
+    from pytest_slam.cli import main
+
+    status = main(["rescore", "r.json", "-o", "again.json"])
+    assert status in (0, 1)  # the run's statuses, never a crash
+    again = json.loads((pytester.path / "again.json").read_text())
+    messages = [o["message"] for o in again["outcomes"]]
+    assert len(messages) == 3 and all(
+        m == "call 1: scorer 'exits': raised SystemExit: sys.exit('acme: no licence') called (at "
+        f"acme_faulty/__init__.py:18); it is entry point exits = acme_faulty:Exits {ORIGIN} "
+        "(pip install -U acme-faulty), or choose another scorer ([tool.slam.equivalence] by)"
+        for m in messages
+    ), messages
+    assert {o["outcome"] for o in again["outcomes"]} == {"failed"}

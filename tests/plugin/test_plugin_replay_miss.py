@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from slam_helpers import MINI_PYPROJECT
+from slam_helpers import MINI_PYPROJECT, SLAM
 
 from pytest_slam.testing import FakeOpenAI
 
@@ -60,7 +60,7 @@ def test_a_replay_miss_fails_with_the_record_command_and_the_candidate_is_never_
     assert outcome["pairs"][0]["missing"]
     assert "call(s) to mini failed" not in outcome["message"]  # no fault of the candidate's
     # a refused call has no answer: its pair points at no call, and rescore takes the report as is
-    rescored = pytester.run("slam", "rescore", "r.json", "-o", "again.json")
+    rescored = pytester.run(*SLAM, "rescore", "r.json", "-o", "again.json")
     assert rescored.ret == 1, rescored.stderr.str()  # the test still fails there, as in the run
     (again,) = json.loads((pytester.path / "again.json").read_text(encoding="utf-8"))["outcomes"]
     assert again["outcome"] == "failed" and again["pairs"][0]["missing"]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from html_helpers import report_data, sides
-from slam_helpers import MINI_PYPROJECT, PRODUCT, TESTS
+from slam_helpers import MINI_PYPROJECT, PRODUCT, SLAM, TESTS
 
 from pytest_slam.run.options import EXIT_GATE_FAILED
 from pytest_slam.testing import FakeOpenAI
@@ -128,13 +128,13 @@ def test_slam_report_cli_renders_html_and_diffs(project, candidate) -> None:
     record(project, "--slm-report=base.json")
     candidate.answers.good = False
     assert run(project, "--slm-report=new.json").ret == 0
-    diff = project.run("slam", "report", "diff", "base.json", "new.json")
+    diff = project.run(*SLAM, "report", "diff", "base.json", "new.json")
     assert diff.ret == 1
     diff.stdout.fnmatch_lines(["baseline: base.json", "regressions: 4",
                                "  - mini: equivalence_mean 1.00 -> 0.38"])  # fmt: skip
-    same = project.run("slam", "report", "diff", "base.json", "base.json")
+    same = project.run(*SLAM, "report", "diff", "base.json", "base.json")
     assert same.ret == 0 and "regressions: 0" in same.stdout.lines
-    render = project.run("slam", "report", "new.json")
+    render = project.run(*SLAM, "report", "new.json")
     assert render.ret == 0
     assert render.stdout.lines == ["slam report render: wrote new.html"]
     page = (project.path / "new.html").read_text(encoding="utf-8")

@@ -558,3 +558,29 @@ def test_a_pairwise_judge_that_prefers_position_a_is_asked_both_ways_and_called_
         assert scores[kind]["value"] == 0.5  # one win, one loss: a tie, whatever was better
         assert "position bias, a tie" in scores[kind]["explanation"]
     assert scores["same"]["decided_by"] == "exact"
+
+
+def test_the_judge_models_own_timeout_s_bounds_each_of_its_calls(
+    pytester: pytest.Pytester, servers: tuple[FakeOpenAI, FakeOpenAI]
+) -> None:
+    """``timeout_s`` in the judge's model table is honoured (it was always 120 s): a judge that
+    sends nothing for 5 s, with ``timeout_s = 0.5``, fails its call naming that timeout."""
+    reference, candidate = servers
+    with FakeOpenAI("Same facts. Rating: [[8]]", model="gpt-4-judge", ttft_s=5) as judge:
+        _project(pytester, reference, (
+            f"judge = 'grader'\n{CASCADE}\n[tool.slam.models.grader]\n"
+            f"base_url = '{judge.base_url}'\nmodel = 'gpt-4-judge'\ntimeout_s = 0.5\n"
+        ))  # fmt: skip
+        result = _run(pytester, candidate, "--slm-record=new")
+    out = result.stdout.str()
+    assert (
+        "judge 'grader' failed: " in out
+        and "nothing for 0.5 s after 0 chunk(s) (its timeout_s)" in out
+    ), out
+    decided = [
+        score["decided_by"]
+        for outcome in _report(pytester)["outcomes"]
+        for pair in outcome["pairs"]
+        for score in pair["scores"]
+    ]
+    assert "judge" not in decided  # no verdict from a judge past its timeout

@@ -36,6 +36,7 @@ GITHUB, GITLAB = DOCS / "github-actions.yml", DOCS / "gitlab-ci.yml"
 SETUP = "pip install "  # the only lines not executed: installing what this venv already has
 SETUP_STEPS = ("Install",)  # GitHub steps (by name) that hold such a line and nothing else
 SECRET = "sk-ci-template-secret-0123456789"  # what the CI would put in OPENAI_API_KEY
+SHARD_KEY = "ci-template-shard-key-0123456789"  # what the CI would put in SLAM_SHARD_KEY
 CASES = 2  # per module: 3 modules x 2 cases x 2 candidates = 12 tests
 UNRELATED_PLUGINS = (
     "hypothesispytest",
@@ -61,6 +62,7 @@ def environ(**extra: str) -> dict[str, str]:
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     # This venv's other pytest plugins (a user's CI has none of them) only slow each start-up.
     env["PYTEST_ADDOPTS"] = " ".join(f"-p no:{name}" for name in UNRELATED_PLUGINS)
+    env["SLAM_SHARD_KEY"] = SHARD_KEY  # the CI secret the shard and merge jobs are given
     return {**env, "CI": "true", **extra}
 
 
@@ -163,6 +165,8 @@ def test_github_actions_template_shards_upload_always_and_gate_in_a_merge_job() 
         text = yaml.safe_dump(job)
         assert ("OPENAI_API_KEY" in text) == (name == "record"), name
     assert jobs["record"]["env"]["OPENAI_API_KEY"] == "${{ secrets.OPENAI_API_KEY }}"
+    for signs in ("shard", "merge"):  # shards sign their reports, the merge verifies them
+        assert jobs[signs]["env"]["SLAM_SHARD_KEY"] == "${{ secrets.SLAM_SHARD_KEY }}"
     assert "OPENAI_API_KEY" not in yaml.safe_dump(doc["env"])
 
 

@@ -77,7 +77,7 @@ def test_document_layout(written) -> None:
     path, _, _ = written
     data = json.loads(path.read_text())
     assert list(data) == ["schema", "generated_at", "run", "models", "reference", "tests", "gate",
-                          "notes", "visits", "outcomes", "digest"]  # fmt: skip
+                          "notes", "visits", "outcomes", "digest", "signature"]  # fmt: skip
     assert data["digest"] == digest_of(data["visits"], data["outcomes"])  # seal.py
     assert data["reference"]["role"] == "reference"
     assert data["models"][1]["distributions"]["e2e_ms"]["p95"] == pytest.approx(640.0)
@@ -96,7 +96,8 @@ def test_one_line_per_outcome_and_the_same_document(written) -> None:
     rows = lines[start + 1 : start + 1 + len(outcomes)]
     assert [json.loads(row.strip().rstrip(",")) for row in rows] == json.loads(text)["outcomes"]
     digest = json.loads(text)["digest"]
-    assert lines[start + 1 + len(outcomes) :] == ["  ],", f'  "digest": "{digest}"', "}"]
+    tail = ["  ],", f'  "digest": "{digest}",', '  "signature": null', "}"]  # no shard key
+    assert lines[start + 1 + len(outcomes) :] == tail
     expected = {**report_dict(verdict, outcomes), "digest": digest}
     assert {**json.loads(text), "generated_at": None} == {**expected, "generated_at": None}
 

@@ -25,6 +25,12 @@ from pytest_slam.run.options import EXIT_GATE_FAILED
 from pytest_slam.testing import FakeOpenAI
 
 
+@pytest.fixture(autouse=True)
+def shard_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key every shard's run signs its report with and the merge verifies (as CI holds it)."""
+    monkeypatch.setenv("SLAM_SHARD_KEY", "test-report-merge-shard-key")
+
+
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest("-p", "no:cacheprovider", *args)
 
@@ -194,12 +200,16 @@ def test_merge_refuses_overlapping_foreign_and_mismatched_shards_in_one_line(
                  "test": f"test_beta.py::test_made_up[{n}]"} for n in range(100)]  # fmt: skip
     faked = {**shard_b, "outcomes": shard_b["outcomes"] + invented}
     outside = {**shard_b, "visits": {**shard_b["visits"], "selected": ["test_x.py::test_new"]}}
+    flipped = {**shard_b, "outcomes": [{**o, "outcome": "failed"} for o in shard_b["outcomes"]]}
     tampered = {  # what each edit of b.json leaves, its digest as written, recomputed or gone
         "claims.json": claims,  # selected claims every collected test: 4 of 6 never ran
         "invented.json": faked,  # 100 invented outcomes
         "invented-resealed.json": {**faked, "digest": digest_of(faked["visits"], faked["outcomes"])},
         "outside-resealed.json": {**outside, "digest": digest_of(outside["visits"], outside["outcomes"])},
         "unsealed.json": {k: v for k, v in shard_b.items() if k != "digest"},
+        # a forger's edit with its digest recomputed: only the signature (the key) tells
+        "flipped-resealed.json": {**flipped, "digest": digest_of(flipped["visits"], flipped["outcomes"])},
+        "unsigned.json": {**shard_b, "signature": None},  # a run that had no key
     }  # fmt: skip
     for name, doc in tampered.items():
         (pytester.path / name).write_text(json.dumps(doc), encoding="utf-8")
@@ -220,6 +230,10 @@ def test_merge_refuses_overlapping_foreign_and_mismatched_shards_in_one_line(
         "(first: test_x.py::test_new)",
         "unsealed.json": "unsealed.json carries no digest of its outcomes (written by an older "
         "pytest-slam, or edited)",
+        "flipped-resealed.json": "flipped-resealed.json: its signature does not match the shard "
+        "key: it was changed after its run signed it, or signed with another key",
+        "unsigned.json": "unsigned.json carries no signature (its run had no shard key); give "
+        "every shard's job the shard key (SLAM_SHARD_KEY",
     }
     for second, said in cases.items():
         alone = [] if second in tampered else ["a.json"]  # a tampered shard is refused alone too

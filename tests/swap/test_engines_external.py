@@ -228,3 +228,75 @@ def test_an_engine_that_raises_as_it_starts_fails_its_test_in_one_line_and_the_r
         "slamext_broken/__init__.py:21); it is entry point no-gpu = slamext_broken:NoGpu "
         f"{BROKEN_ORIGIN}",
     ])  # fmt: skip
+
+
+RUDE = '''
+"""A third-party engine whose start() hangs, calls sys.exit, or returns no running engine."""
+
+import sys
+import time
+
+from pytest_slam.swap.engines import ManagedProvider
+
+
+class Hangs(ManagedProvider):
+    name = "hangs"
+
+    def start(self, spec, log_dir, timeout_s, slots=1, say=None, beat_s=0.0):
+        time.sleep(600)  # waiting on a GPU queue that never frees
+
+
+class Exits(ManagedProvider):
+    name = "exits"
+
+    def start(self, spec, log_dir, timeout_s, slots=1, say=None, beat_s=0.0):
+        sys.exit(3)
+
+
+class Returns42(ManagedProvider):
+    name = "returns-42"
+
+    def start(self, spec, log_dir, timeout_s, slots=1, say=None, beat_s=0.0):
+        return 42
+'''
+RUDE_ORIGIN = (
+    "(group pytest_slam.engines), of distribution slamext-rude 1.5: fix or upgrade slamext-rude"
+)
+
+
+@pytest.mark.parametrize(
+    ("provider", "said"),
+    [
+        ("hangs", "engine provider 'hangs': start() did not return within 10.5 s ([tool.slam] "
+                  "engine_timeout_s 0.5 s + 10 s); it is entry point hangs = slamext_rude:Hangs "
+                  f"{RUDE_ORIGIN} (pip install -U slamext-rude), or set another provider in "
+                  "[tool.slam.models], or raise engine_timeout_s"),
+        ("exits", "engine provider 'exits' raised in start(): SystemExit: sys.exit(3) called (at "
+                  "slamext_rude/__init__.py:*); it is entry point exits = slamext_rude:Exits "
+                  f"{RUDE_ORIGIN}*"),
+        ("returns-42", "engine provider 'returns-42': start() returned 42, not a running engine "
+                       "(base_url, start_line(), stop(): pytest_slam.swap.engines.protocol."
+                       f"Running); it is entry point returns-42 = slamext_rude:Returns42 {RUDE_ORIGIN}*"),
+    ],
+)  # fmt: skip
+def test_an_engine_whose_start_hangs_exits_or_returns_junk_is_one_line_and_the_run_ends(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, provider: str, said: str
+) -> None:
+    site = make_dist(
+        pytester.path / "site", "slamext-rude", {"slamext_rude/__init__.py": RUDE},
+        {registry.GROUP: {"hangs": "slamext_rude:Hangs", "exits": "slamext_rude:Exits",
+                          "returns-42": "slamext_rude:Returns42"}},
+        version="1.5",
+    )  # fmt: skip
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    project = PROJECT.format(provider=provider, answer=ANSWER)
+    pytester.makefile(
+        ".toml", pyproject=project.replace("[tool.slam]\n", "[tool.slam]\nengine_timeout_s = 0.5\n")
+    )
+    pytester.makepyfile(test_ext=CALLS_IT)
+    # a subprocess: a hung start() is left behind on its thread in it, not in this process
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=300)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in out and "Traceback" not in out, out
+    result.stdout.fnmatch_lines([said])

@@ -9,6 +9,7 @@ reports as that model's engine error instead of an INTERNALERROR.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import importlib
 import importlib.metadata
@@ -24,7 +25,7 @@ from pytest_slam.swap.engines.llamacpp import LlamaCpp
 from pytest_slam.swap.engines.openai_api import OpenAI
 from pytest_slam.swap.engines.protocol import ModelSpecError, Provider, Running, Say
 from pytest_slam.swap.engines.vllm import Vllm
-from pytest_slam.swap.thirdparty import Origin, fault, origin_of
+from pytest_slam.swap.thirdparty import FAULTS, CallThread, Origin, fault, origin_of
 
 GROUP = "pytest_slam.engines"
 BUILTINS: dict[str, Provider] = {
@@ -53,33 +54,94 @@ def _fault(origin: Origin, doing: str, exc: BaseException) -> ProviderFault:
     )
 
 
+START_GRACE_S = 10.0  # beyond engine_timeout_s, for a start() to give up and clean up itself
+
+
 class Fenced:
     """An outside provider, asked through a fence: what it raises is a ``ProviderFault``
-    (pytest-slam's own errors, which it may raise as built-ins do, pass as they are)."""
+    (pytest-slam's own errors, which it may raise as built-ins do, pass as they are), ``SystemExit``
+    included; its ``start()`` runs under a deadline (the ``timeout_s`` it is given, plus
+    ``START_GRACE_S``) and must return a running engine, itself fenced."""
 
     def __init__(self, inner: object, origin: Origin) -> None:
         self._inner, self._origin = inner, origin
+        self._thread: CallThread | None = None  # where its start() runs: one, for the process
 
     def __getattr__(self, attr: str) -> Any:
         try:
             value = getattr(self._inner, attr)
         except AttributeError:
             raise
-        except Exception as exc:
+        except FAULTS as exc:
             raise _fault(self._origin, f"on reading {attr}", exc) from None
         if not callable(value) or isinstance(value, type):
             return value
 
         @functools.wraps(value)
         def fenced(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return value(*args, **kwargs)
-            except SlamError:
-                raise
-            except Exception as exc:
-                raise _fault(self._origin, f"in {attr}()", exc) from None
+            if attr == "start":
+                return self._start(value, args, kwargs)
+            return self._call(attr, value, args, kwargs)
 
         return fenced
+
+    def _call(self, attr: str, value: Any, args: Any, kwargs: Any) -> Any:
+        try:
+            return value(*args, **kwargs)
+        except SlamError:
+            raise
+        except FAULTS as exc:
+            raise _fault(self._origin, f"in {attr}()", exc) from None
+
+    def _start(self, value: Any, args: Any, kwargs: Any) -> Any:
+        """``start()`` on its daemon thread (``CallThread``): a start that never returns is a fault
+        at its deadline (the thread, and whatever it started, is left behind), and what it
+        returns is checked."""
+        timeout_s = float(kwargs.get("timeout_s", args[2] if len(args) > 2 else 0) or 0)
+        deadline_s = timeout_s + START_GRACE_S
+        if self._thread is None:
+            self._thread = CallThread(f"slam-start-{self._origin.name}")
+        run = contextvars.copy_context().run
+
+        def call() -> tuple[bool, Any]:
+            try:
+                return True, run(self._call, "start", value, args, kwargs)
+            except BaseException as exc:  # handed to the caller's thread, raised there
+                return False, exc
+
+        done = self._thread.run(call, deadline_s)
+        if done is None:
+            raise ProviderFault(
+                f"engine provider {self._origin.name!r}: start() did not return within "
+                f"{deadline_s:g} s ([tool.slam] engine_timeout_s {timeout_s:g} s + "
+                f"{START_GRACE_S:g} s); it is {self._origin.describe()}: "
+                f"{self._origin.fix('set another provider in [tool.slam.models], or raise engine_timeout_s')}"
+            )
+        ok, result = done
+        if not ok:
+            raise result
+        return Fenced(self._running(result), self._origin)
+
+    def _running(self, server: Any) -> Any:
+        """``server`` when it is a running engine (``protocol.Running``), else a fault in one line."""
+        try:
+            usable = (
+                isinstance(server.base_url, str)
+                and isinstance(server.start_line(), str)
+                and callable(server.stop)
+            )
+        except FAULTS:
+            usable = False
+        if not usable:
+            shown = repr(server)
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            raise ProviderFault(
+                f"engine provider {self._origin.name!r}: start() returned {shown}, not a running "
+                "engine (base_url, start_line(), stop(): "
+                "pytest_slam.swap.engines.protocol.Running); it is "
+                f"{self._origin.describe()}: {self._origin.fix('set another provider in [tool.slam.models]')}"
+            )
+        return server
 
     def __repr__(self) -> str:
         return f"Fenced({self._inner!r})"
@@ -120,12 +182,12 @@ def find(name: str) -> Provider:
             obj = getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as exc:
         raise UnknownProvider(name, f" (it does not load: {exc})") from None
-    except Exception as exc:  # its module raised on import
+    except FAULTS as exc:  # its module raised on import
         raise _fault(origin, "on import", exc) from None
     try:
         provider = obj() if isinstance(obj, type) else obj
         is_provider = isinstance(provider, Provider)
-    except Exception as exc:
+    except FAULTS as exc:
         raise _fault(origin, "when built", exc) from None
     if not is_provider:
         why = f" ({obj!r} is not an engine provider: pytest_slam.swap.engines.protocol.Provider)"

@@ -1,0 +1,129 @@
+"""``slam report merge``'s inputs: shards signed with the shard key (HMAC of the digest) merge, a
+forged shard whose digest was recomputed is refused, unsigned shards only with ``--unsigned`` (and
+the merged report says so). And a shard holding a number JSON has no form for (``NaN``,
+``Infinity``: Python's json reads them, no writer of a report writes them) in one line, exit 2,
+nothing written, whether its digest was left as written or recomputed over the edit (that
+recomputation itself crashed on the NaN: a traceback)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import report_helpers as synth
+
+from pytest_slam.cli import main
+from pytest_slam.report.aggregate import aggregate
+from pytest_slam.report.jsonreport import write_json
+from pytest_slam.report.seal import digest_of
+from pytest_slam.report.visits import Visits
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf")], ids=["NaN", "Infinity"])
+@pytest.mark.parametrize("resealed", [False, True], ids=["digest-as-written", "digest-recomputed"])
+def test_a_shard_with_a_nan_latency_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], number: float, resealed: bool
+) -> None:
+    outcomes = synth.outcomes()
+    ran = sorted({o["nodeid"] for o in outcomes})
+    shard = tmp_path / "shard.json"
+    write_json(shard, aggregate(outcomes, synth.run_info()), outcomes,
+               Visits(complete=True, collected=ran, selected=ran))  # fmt: skip
+    doc = json.loads(shard.read_text(encoding="utf-8"))
+    next(o for o in doc["outcomes"] if o["calls"])["calls"][0]["e2e_ms"] = number
+    if resealed:  # a forger's digest over the edited values, as Python's json would write them
+        import hashlib
+
+        digest = hashlib.sha256(json.dumps(doc["visits"], sort_keys=True).encode())
+        for outcome in doc["outcomes"]:
+            digest.update(json.dumps(outcome).encode() + b"\n")
+        doc["digest"] = "sha256:" + digest.hexdigest()
+    shard.write_text(json.dumps(doc), encoding="utf-8")
+    out = tmp_path / "merged.json"
+    assert main(["report", "merge", str(shard), "-o", str(out)]) == 2
+    captured = capsys.readouterr()
+    word = "NaN" if number != number else "Infinity"
+    assert captured.err == (
+        f"slam report merge: {shard} is not a pytest-slam JSON report: not valid JSON ({word} "
+        "is not a number JSON allows); pass the file written by --slm-report\n"
+    )
+    assert captured.out == "" and not out.exists()
+
+
+def _shard(tmp_path: Path, name: str = "shard.json") -> Path:
+    """A shard's report as its run writes it (signed when SLAM_SHARD_KEY is set)."""
+    outcomes = synth.outcomes()
+    ran = sorted({o["nodeid"] for o in outcomes})
+    path = tmp_path / name
+    write_json(path, aggregate(outcomes, synth.run_info()), outcomes,
+               Visits(complete=True, collected=ran, selected=ran))  # fmt: skip
+    return path
+
+
+def _forged(path: Path) -> Path:
+    """The shard with every test passed and its digest recomputed: what a less-trusted job can
+    hand in, since the digest is a checksum anyone can recompute."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["outcomes"] = [{**o, "outcome": "passed"} for o in doc["outcomes"]]
+    doc["digest"] = digest_of(doc["visits"], doc["outcomes"])
+    forged = path.with_name("forged.json")
+    forged.write_text(json.dumps(doc), encoding="utf-8")
+    return forged
+
+
+def test_a_signed_shard_merges_and_a_forged_re_digested_one_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLAM_SHARD_KEY", "the-ci-secret")
+    shard = _shard(tmp_path)
+    signed = json.loads(shard.read_text(encoding="utf-8"))["signature"]
+    assert signed.startswith("hmac-sha256:") and "the-ci-secret" not in shard.read_text()
+    assert main(["report", "merge", str(shard), "-o", str(tmp_path / "ok.json")]) in (0, 1)
+    capsys.readouterr()
+    forged = _forged(shard)
+    out = tmp_path / "merged.json"
+    assert main(["report", "merge", str(forged), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"slam report merge: {forged}: its signature does not match the shard ")
+    assert err.count("\n") == 1 and not out.exists()
+    # --unsigned never lets in a shard whose signature is wrong
+    assert main(["report", "merge", str(forged), "--unsigned", "-o", str(out)]) == 2
+    assert not out.exists()
+
+
+def test_a_shard_key_file_verifies_and_another_key_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLAM_SHARD_KEY", "the-ci-secret")
+    shard = _shard(tmp_path)
+    monkeypatch.delenv("SLAM_SHARD_KEY")
+    (tmp_path / "right.key").write_text("the-ci-secret\n", encoding="utf-8")
+    (tmp_path / "wrong.key").write_text("another-secret\n", encoding="utf-8")
+    out = tmp_path / "merged.json"
+    argv = ["report", "merge", str(shard), "-o", str(out), "--key-file"]
+    assert main([*argv, str(tmp_path / "right.key")]) in (0, 1) and out.exists()
+    out.unlink()
+    capsys.readouterr()
+    assert main([*argv, str(tmp_path / "wrong.key")]) == 2
+    assert "its signature does not match the shard key" in capsys.readouterr().err
+    assert main([*argv, str(tmp_path / "no.key")]) == 2
+    assert "no.key: cannot read the shard key" in capsys.readouterr().err and not out.exists()
+
+
+def test_unsigned_shards_merge_only_with_the_flag_and_the_merged_report_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SLAM_SHARD_KEY", raising=False)
+    shard = _shard(tmp_path)
+    assert json.loads(shard.read_text(encoding="utf-8"))["signature"] is None
+    out = tmp_path / "merged.json"
+    assert main(["report", "merge", str(shard), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{shard} carries no signature (its run had no shard key)" in err and "--unsigned" in err
+    assert not out.exists()
+    assert main(["report", "merge", str(shard), "--unsigned", "-o", str(out)]) in (0, 1)
+    said = capsys.readouterr().out
+    note = f"merged with --unsigned: 1 shard(s) not verified by a signature ({shard})"
+    assert note in said
+    assert any(n.startswith(note) for n in json.loads(out.read_text(encoding="utf-8"))["notes"])
