@@ -45,7 +45,7 @@ def render_table(verdict: Verdict, width: int = 100) -> list[str]:
     if not rows:
         return [title, "no model results"]
     columns = shown("terminal", rows)
-    cells = {c.key: [c.text(r) for r in rows] for c in columns}
+    cells = {c.key: [(_view(c).text or c.text)(r) for r in rows] for c in columns}
     layout = _fit(columns, cells, width)
     body = (
         _table(layout, cells, len(rows)) if layout else _vertical(columns, cells, len(rows), width)

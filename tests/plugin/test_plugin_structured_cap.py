@@ -326,3 +326,50 @@ def test_the_schema_floor_counts_fields_refs_and_tools() -> None:
     by_tool = schema_floor({"tools": [tool]})
     assert by_tool is not None and by_tool > floor  # the call's own frame on top
     assert schema_floor({"response_format": {"type": "json_object"}}) is None
+
+
+MIXED_SUITE = (
+    SUITE
+    + """
+def test_text():
+    openai.OpenAI().chat.completions.create(model="gpt-4", temperature=0, messages=[
+        {"role": "user", "content": "Say hello"}])
+"""
+)
+
+
+def test_a_runaway_counts_in_latency_and_cost_and_beside_the_mean_equivalence(
+    pytester: pytest.Pytester,
+) -> None:
+    """A candidate whose JSON call ran away and whose text call answered: the runaway's time is in
+    the latency (2 samples, not 1), its tokens in the cost, and the equivalence column says 1 of
+    its 2 calls ran away instead of showing the one scored answer's mean alone."""
+    pytester.makepyfile(test_json=MIXED_SUITE)
+
+    def candidate(req: dict[str, Any]) -> str:
+        return FILLER if req.get("response_format") else "GPT-4 says hello"
+
+    with FakeOpenAI(REFERENCE_TEXT) as ref, FakeOpenAI(candidate) as mini:
+        pytester.makefile(".toml", pyproject=f"""
+[tool.slam]
+reference = "{ref.base_url}#gpt-4"
+
+[tool.slam.prices]
+mini = {{ input_per_mtok = 1, output_per_mtok = 2 }}
+""")  # fmt: skip
+        result = pytester.runpytest(
+            "-p", "no:cacheprovider", f"--slm-models={mini.base_url}#mini", "--slm-record=new",
+            "--slm-report=r.json",
+        )  # fmt: skip
+    result.assert_outcomes(passed=1, failed=1)
+    data = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
+    row = next(r for r in data["models"] if r["model"] == "mini")
+    ran = next(c for o in data["outcomes"] for c in o["calls"] if c["error_kind"] == "runaway")
+    assert ran["cost_usd"] is not None and ran["cost_usd"] > 0  # its tokens were paid for
+    assert row["calls_runaway"] == 1 and row["calls_errored"] == 1
+    assert row["latency_samples"] == 2 and row["e2e_p95_ms"] is not None
+    costs = [
+        c["cost_usd"] for o in data["outcomes"] for c in o["calls"] if c["role"] == "candidate"
+    ]
+    assert row["cost_per_call_usd"] == pytest.approx(sum(costs) / 2)  # both calls, not one
+    result.stdout.fnmatch_lines(["*mini*(1/2 runaway)*"])
