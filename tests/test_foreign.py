@@ -154,3 +154,15 @@ def test_vcrpy_stubs_name_the_class_they_stand_in_for(tmp_path: Path) -> None:
         stub = http.client.HTTPConnection
         assert stub.__module__.startswith("vcr."), f"{_version('vcrpy')} no longer stubs it"
         assert foreign.vcr_stub_base(stub) is real, _version("vcrpy")
+
+
+def test_pytest_terminal_writer_file_is_the_stream_it_writes_to(
+    pytestconfig: pytest.Config,
+) -> None:
+    import io
+
+    from _pytest._io import TerminalWriter
+
+    stream = io.StringIO()
+    assert foreign.writer_file(TerminalWriter(stream)) is stream, _version("pytest")
+    assert foreign.writer_file(pytestconfig.get_terminal_writer()) is not None, _version("pytest")
