@@ -95,7 +95,9 @@ def table_data(verdict: Verdict, outcomes: list[Outcome]) -> TableData:
             models.append(row.model)
     tests = list(dict.fromkeys(row.test for row in verdict.tests))
     by_row: dict[tuple[str, str], list[tuple[Outcome, Pair]]] = defaultdict(list)
+    nodeids: dict[tuple[str, str], str] = {}  # the id pytest prints, which the search finds
     for outcome in outcomes:
+        nodeids.setdefault((outcome.test, outcome.model), outcome.nodeid)
         for pair in outcome.pairs:
             by_row[(outcome.test, outcome.model)].append((outcome, pair))
     lines: list[str] = []
@@ -129,7 +131,7 @@ def table_data(verdict: Verdict, outcomes: list[Outcome]) -> TableData:
                     anchor(row.test, row.model),
                     line.get((row.test, row.model), -1),
                     len(found),
-                    found[0][0].nodeid if found else None,
+                    nodeids.get((row.test, row.model)),
                     *_figures(row),
                 ],
             )
