@@ -272,6 +272,11 @@ def final_line(verdict: Verdict, width: int = 100) -> str:
     why = [gate.incomplete] if gate.incomplete else gate.gists()
     if not gate.configured and not gate.incomplete:
         why = [f"no [tool.slam.gate] rule; {gate.tests_failed} test(s) failed"]
+    elif gate.passed and gate.tests_failed:  # "PASS" beside failed tests (exit 1) misleads
+        return (
+            f"pytest-slam gate: no breach of its rules (a baseline alone checks only regressions), "
+            f"but {gate.tests_failed} test(s) failed: the run fails"
+        )
     for n in range(len(why), 0, -1):
         more = f"; {len(why) - n} more above" if n < len(why) else ""
         line = f"{head} ({'; '.join(why[:n])}{more})"

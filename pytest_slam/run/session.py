@@ -51,7 +51,6 @@ if TYPE_CHECKING:  # imported when the swap arms: a run that opts nothing in nev
     from pytest_slam.swap.redirect import Redirect
     from pytest_slam.swap.router import SwapRouter
 
-PLACEHOLDER_KEY = "sk-slam-placeholder-not-a-real-key"
 VERDICT = pytest.StashKey[TestVerdict]()
 WARMUP = {"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 4, "temperature": 0}
 
@@ -210,7 +209,7 @@ class SlamSession:
         self.proxy = SwapProxy(router).start()
         self._set_env("OPENAI_BASE_URL", self.proxy.base_url)
         if not os.environ.get("OPENAI_API_KEY"):
-            self._set_env("OPENAI_API_KEY", PLACEHOLDER_KEY)
+            self._set_env("OPENAI_API_KEY", model_specs.PLACEHOLDER_KEY)
         if self.settings.has_reference and self.reference_spec is not None:
             self._start_reference(router, self.reference_spec)
         router.embedder = EmbeddingsService(
