@@ -2,24 +2,26 @@
 
 pytest's dots say nothing while an engine loads or a model call runs for minutes. These lines go
 through pytest's terminal writer (capture suspended around it, as pytest's live logging does),
-prefixed ``pytest-slam:``, never with ``-q``, each cut to the terminal's width with ``...`` (never
-wrapped mid-word). They never split a line of pytest's: a line is written only while pytest writes
+prefixed ``pytest-slam:``, never with ``-q``, each fit to a terminal's width (a test id loses its
+middle first, then the end is cut with ``...``; never wrapped mid-word) and whole when pytest writes
+to no terminal (a CI log). They never split a line of pytest's: a line is written only while pytest writes
 nothing (the reporter's hooks hold the same lock), and an open progress line is first ended the
 way pytest ends it at a new file (its ``[ 40%]``), so the next result opens a whole new line with
 the file's name, as pytest's own lines do.
 
 The heartbeat is a daemon thread that looks at the calls in flight (``chat.IN_FLIGHT``). Once one
 has run longer than the interval (``--slm-heartbeat`` / ini ``slm_heartbeat``, seconds; 0 turns
-it off) it says one line for all of them: how many tests are done of how many (``3 of 7 tests``),
-how many calls are in flight, and each one's model, role, time, tokens so far and test (an
-engine's warm-up call is named as the engine's). A call is named again at twice its age (10 s,
+it off) it says one line for all of them: how many tests are done of how many (``3 of 7 tests``), then
+the test (or engine, for its warm-up call) and its oldest call's time, then each call's model,
+role, tokens so far (and time, after the first). A call is named again at twice its age (10 s,
 20 s, 40 s, ...), so a slow run says a few lines, not one per call every interval.
 
 Under xdist the controller speaks for its workers. A worker's calls run while its test runs, and
 xdist has no live channel from a worker's test to the controller (its events are fixed: reports,
 warnings, scheduling), so the controller listens on a loopback UDP socket whose address and secret
 it hands each worker in ``workerinput``; a worker sends its lines there and never writes to a
-terminal itself. The controller prints them with the worker's id. Any local user can send to that
+terminal itself. The controller prints them with the worker's id, the heartbeats of all workers
+as one line of the run, at most one an interval. Any local user can send to that
 port: each datagram is sealed with the secret and checked before anything in it is read, and what
 is printed has its control characters escaped (``datagram.py``); nothing a datagram holds stops
 the listener.
