@@ -210,3 +210,25 @@ def test_a_latency_percentage_on_the_command_line_has_no_silent_ms_floor(
         both = run(pytester, "--slm-baseline-fail=p95_e2e_ms:1%,p95_e2e_ms:30")
     percent.stdout.fnmatch_lines(["tolerances: *E2E p95 up > 1% and > 0 ms*"])
     both.stdout.fnmatch_lines(["tolerances: *E2E p95 up > 1% and > 30 ms*"])
+
+
+def test_the_html_report_draws_the_saved_runs_as_a_trend(project) -> None:
+    """With --slm-baseline=auto the HTML report charts each model's mean equivalence across the
+    saved runs, this run last: a drop shows as the line's last point."""
+    import re
+
+    pytester, answers = project
+    first = run(pytester, "--slm-record=new", "--slm-html=r.html")
+    assert first.ret == 0, first.stdout.str()
+    assert 'id="trend"' not in (pytester.path / "r.html").read_text(encoding="utf-8")  # no runs
+    assert run(pytester).ret == 0
+    answers.good = False
+    run(pytester, "--slm-html=r.html")
+    page = (pytester.path / "r.html").read_text(encoding="utf-8")
+    chart = re.search(r'<svg id="trend".*?</svg>', page, re.S)
+    assert chart is not None, "no trend chart"
+    series = re.search(r'<g class="series" data-model="mini">(.*?)</g>', chart.group(0), re.S)
+    assert series is not None, chart.group(0)
+    points = re.findall(r'data-run="([^"]+)" data-y="([\d.]+)"', series.group(1))
+    assert [run_ for run_, _ in points] == ["0001", "0002", "now"]
+    assert float(points[0][1]) == float(points[1][1]) == 1.0 > float(points[2][1])
