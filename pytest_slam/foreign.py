@@ -34,6 +34,12 @@ def progress_filler(terminal: object) -> Callable[[], None] | None:
     return fill if shown and callable(fill) else None
 
 
+def writer_file(writer: object) -> object | None:
+    """The stream pytest's ``TerminalWriter`` writes to (its ``_file``); None where this pytest
+    keeps it elsewhere (the caller then treats it as a terminal, as before)."""
+    return getattr(writer, "_file", None)
+
+
 def tmp_path_factory(config: object) -> Any | None:
     """pytest's session ``TempPathFactory`` before any fixture exists (``Config._tmp_path_factory``,
     set by its tmpdir plugin at configure); None with ``-p no:tmpdir``."""

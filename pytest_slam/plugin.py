@@ -176,10 +176,18 @@ def pytest_terminal_summary(
         return
     lines = slam.summary_lines()
     if lines:
+        from pytest_slam.report.terminal import fit_lines, terminal_width
+        from pytest_slam.run.progress import is_terminal
+
         terminalreporter.ensure_newline()
         terminalreporter.section("pytest-slam", sep="=")
+        # at a terminal a long line wraps under its indent, its words (paths, ids) whole; a CI
+        # log keeps each line whole, one fact a line
+        wrap = is_terminal(config.get_terminal_writer())
+        width = terminal_width(config)
         for line in lines:
-            terminalreporter.write_line(line)
+            for part in fit_lines([line], width) if wrap and "\n" not in line else [line]:
+                terminalreporter.write_line(part)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -225,6 +225,12 @@ class Call(Record):
         return data
 
 
+def spent(call: Call) -> bool:
+    """Whether a call generated an answer, so its tokens, cost and time count: it succeeded, or it
+    ran away (``error_kind`` "runaway": generated until the cap stopped it)."""
+    return call.error is None or call.error_kind == "runaway"
+
+
 @dataclass
 class GoldenAnswer(Record):
     """One recorded answer of the reference model, with how it was obtained."""

@@ -180,3 +180,15 @@ def test_xdist_pending_are_the_tests_a_worker_was_handed_and_has_not_run(
     found = json.loads(seen.read_text()) if seen else None
     # the next test at least (xdist hands a worker more as it finishes), never one already run
     assert found and 1 in found and set(found) <= {1, 2}, f"{_version('pytest-xdist')}: {found}"
+
+
+def test_pytest_terminal_writer_file_is_the_stream_it_writes_to(
+    pytestconfig: pytest.Config,
+) -> None:
+    import io
+
+    from _pytest._io import TerminalWriter
+
+    stream = io.StringIO()
+    assert foreign.writer_file(TerminalWriter(stream)) is stream, _version("pytest")
+    assert foreign.writer_file(pytestconfig.get_terminal_writer()) is not None, _version("pytest")

@@ -87,7 +87,7 @@ def golden_parser(sub: Subparsers, settings: Settings) -> None:
         sub,
         "golden",
         "Golden answers of the reference model: refresh, import, "
-        "stats, prune, restore, promote, unpromote, merge",
+        "stats, prune, restore, promote, unpromote, merge, merge-driver",
     )
     gsub = golden.add_subparsers(dest="golden_command", required=True)
     refresh_parser = command(
@@ -117,7 +117,12 @@ def report_parser(sub: Subparsers) -> None:
         cmd_render,
     )
 
-    report = command(sub, "report", "Render a JSON report as HTML, or diff two reports")
+    report = command(
+        sub,
+        "report",
+        "Render a JSON report as HTML, diff two reports, merge shards' reports, print the "
+        "report's schema: render, diff, merge, schema",
+    )
     rsub = report.add_subparsers(dest="report_command", required=True)
     add_render_arguments(
         command(

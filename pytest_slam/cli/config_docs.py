@@ -125,9 +125,12 @@ def readme_block(readme: str) -> str:
 def add_commands(config: argparse.ArgumentParser) -> None:
     """``slam config schema | reference | check``."""
     sub = config.add_subparsers(dest="config_command", required=True)
-    sub.add_parser("schema", help="Print the JSON Schema of [tool.slam] (for editors)")
-    sub.add_parser("reference", help="Print the configuration reference (markdown)")
-    sub.add_parser("check", help="Validate [tool.slam] in ./pyproject.toml")
+    for name, text in (
+        ("schema", "Print the JSON Schema of [tool.slam] (for editors)"),
+        ("reference", "Print the configuration reference (markdown)"),
+        ("check", "Validate [tool.slam] in ./pyproject.toml: every key, type and rule at once"),
+    ):
+        sub.add_parser(name, help=text, description=text)
     for name, func in (("schema", _cmd_schema), ("reference", _cmd_reference)):
         sub.choices[name].set_defaults(func=func)
     sub.choices["check"].set_defaults(func=_cmd_check)

@@ -74,13 +74,22 @@ def accepting_lines(
     module: str,
     tolerance: float,
     ignore: list[str],
+    matched: int | None = None,
 ) -> list[str]:
     """The lines that say how to accept ``found``: a pyproject table for ``module`` and the mark
-    for one test; ``tolerance`` and ``ignore``: what the scorer already had."""
+    for one test; ``tolerance`` and ``ignore``: what the scorer already had; ``matched``: how many
+    compared fields matched (0: nothing is offered, as accepting every field compares nothing)."""
     gaps = [d.gap for d in found if d.gap is not None]
     paths = [d.path for d in found if d.gap is None]
     if not found:
         return []
+    if matched == 0:
+        return [
+            f"no field of the candidate's answer matches the reference's (0 of {len(found)}): "
+            "no tolerance or ignore is offered, as accepting them all would compare nothing; "
+            "if the product reads none of these fields, it needs no golden answer here: "
+            "@pytest.mark.slm(reference=False)"
+        ]
     need = max([tolerance, *(tolerance_for(g) for g in gaps)])
     every = list(dict.fromkeys([*ignore, *paths]))
     table = [f"[tool.slam.equivalence.modules.{json.dumps(module)}]", 'by = "json"']
@@ -94,10 +103,36 @@ def accepting_lines(
         mark.append(f"ignore={json.dumps(every)}")
     return [
         "the product's own assertions passed; if it does not rely on these fields, accept them "
-        'in pyproject.toml (by = "json" scores every call of the module as JSON):',
+        'in pyproject.toml (by = "json" scores every call of the module as JSON, and checks a '
+        "request's own schema):",
         *(f"  {line}" for line in table),
         f"or for this test only: @pytest.mark.slm_equivalence({', '.join(mark)})",
     ]
+
+
+def _compared(scorer: JsonScorer, candidate: str, reference: str) -> int:
+    """How many leaves ``scorer`` compares between two JSON answers (0 when either is not JSON)."""
+    try:
+        cand, _ = parse_answer(candidate, lenient=scorer.lenient)
+        ref, _ = parse_answer(reference, lenient=scorer.lenient)
+    except NotJson:
+        return 0
+    c_leaves, r_leaves = leaves(cand), leaves(ref)
+    return sum(scorer.compared(p) for p in {*c_leaves, *r_leaves})
+
+
+def _valid(schema: dict[str, JSON] | None, candidate: str) -> bool:
+    """Whether ``candidate`` is valid against the request's ``schema`` (True with none, or when
+    the schema cannot be checked here: the scorer said so already)."""
+    if schema is None:
+        return True
+    from pytest_slam.compare.scorer import MissingExtra
+    from pytest_slam.compare.structured import JsonSchemaScorer
+
+    try:
+        return JsonSchemaScorer(schema=schema).score(candidate, "").value == 1.0
+    except (MissingExtra, ValueError):
+        return True
 
 
 def accepting_for(
@@ -106,23 +141,34 @@ def accepting_for(
     tools: ToolCallScorer | None,
     sides: tuple[tuple[str | None, list[JSON] | None], tuple[str | None, list[JSON] | None]],
     module: str,
+    schema: dict[str, JSON] | None = None,
 ) -> list[str]:
     """The lines that accept each differing JSON field of one pair called different by
-    ``scorer_name``: of a JSON answer (the first of ``scorers`` that compares JSON), or of the
-    arguments of tool calls made in the same order with the same names (their paths rooted at
-    each call's arguments, as the tool-call scorer reads ``ignore``); none otherwise."""
+    ``scorer_name`` (one scorer, or parts joined by "+": ``json+json_schema``, what a request
+    with a schema gets, and ``tool_calls+json``): of a JSON answer (the first of ``scorers`` that
+    compares JSON), and of the arguments of tool calls made in the same order with the same names
+    (their paths rooted at each call's arguments, as the tool-call scorer reads ``ignore``); none
+    when the candidate breaks the request's ``schema`` (no field accepts that) or otherwise."""
     (c_text, c_tools), (r_text, r_tools) = sides
+    parts = set(scorer_name.split("+"))
     found: list[Difference] = []
+    compared = 0
     scorer: JsonScorer | None = None
-    if scorer_name == "json":
+    if "json_schema" in parts and not _valid(schema, c_text or ""):
+        return []
+    if "json" in parts:
         scorer = next((s for s in scorers if isinstance(s, JsonScorer)), None)
-        found = differences(scorer, c_text or "", r_text or "") if scorer is not None else []
-    elif scorer_name == "tool_calls" and tools is not None and c_tools and r_tools:
+        if scorer is not None:
+            found = differences(scorer, c_text or "", r_text or "")
+            compared = _compared(scorer, c_text or "", r_text or "")
+    if "tool_calls" in parts and tools is not None and c_tools and r_tools:
         if [name_of(c) for c in c_tools] != [name_of(r) for r in r_tools]:
             return []  # another tool, or another number of calls: no field accepts that
-        scorer = tools.arguments
+        scorer = scorer or tools.arguments
         for cand, ref in zip(c_tools, r_tools, strict=True):
-            found += differences(scorer, arguments_of(cand) or "{}", arguments_of(ref) or "{}")
+            c_args, r_args = arguments_of(cand) or "{}", arguments_of(ref) or "{}"
+            found += differences(tools.arguments, c_args, r_args)
+            compared += _compared(tools.arguments, c_args, r_args)
     if scorer is None or not found:
         return []
-    return accepting_lines(found, module, scorer.tolerance, scorer.ignore)
+    return accepting_lines(found, module, scorer.tolerance, scorer.ignore, compared - len(found))

@@ -192,6 +192,7 @@ class ReferenceService:
     # (module, key) -> why recording it before the candidate's call failed (``reference_first``)
     failed_first: dict[tuple[str, str], Exception] = field(default_factory=dict)
     record_args: str = ""
+    none_recorded: bool | None = None  # no golden file at all (read at the first miss)
 
     def __post_init__(self) -> None:
         self.store.write_through = True  # a paid answer (or judge verdict) is never only in memory
@@ -343,6 +344,13 @@ class ReferenceService:
             f"{self.record_command(selector)}"
         )
         others = self.store.other_references(module)
+        if self.none_recorded is None:
+            self.none_recorded = not others and not self.store.modules()
+        if self.none_recorded:
+            message += (
+                ". No golden answer is recorded in this project yet: record them as above, or "
+                "run without a reference, latency and cost only: --slm-reference=none"
+            )
         if others:
             found = "; ".join(f"{ref!r} in {_shown(where)}" for ref, where in others)
             message += (
@@ -388,6 +396,13 @@ class ReferenceService:
             raise ReferenceFailed(
                 f"the reference {self.spec.name!r} cannot be asked: its answers are written by hand. "
                 "Add the answer to the golden file, or import it with `slam golden import FILE`."
+            )
+        env = self.spec.api_key_env
+        if env and not api_key(self.spec):  # asked anyway, the API would be "unreachable" or 401
+            raise ReferenceFailed(
+                f"recording from reference {self.spec.name!r} needs its key, and ${env} is not "
+                f"set (no key: nothing was asked or written); set {env} in the environment, or "
+                "replay the recorded answers only (--slm-record=none)"
             )
         target = Target(self.spec, self.spec.base_urls[0], api_key(self.spec), role="reference")
         request = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}

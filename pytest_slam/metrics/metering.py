@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from pytest_slam.records import JSON, Call, ModelSpec
+from pytest_slam.records import JSON, Call, ModelSpec, spent
 from pytest_slam.swap.engines.registry import provider_of
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def fill_tokens(spec: ModelSpec, call: Call) -> str | None:
     """Count what the server did not report; the method used, or None when nothing was missing."""
     from pytest_slam.metrics import tokens
 
-    if not call.ok or (call.prompt_tokens is not None and call.completion_tokens is not None):
+    if not spent(call) or (call.prompt_tokens is not None and call.completion_tokens is not None):
         return None
     server, url = _tokenizer(spec, call)
     model_id = spec.model_id or call.response_model or ""
@@ -122,7 +122,7 @@ def price_call(spec: ModelSpec, call: Call, prices: Prices | None) -> None:
     from pytest_slam.metrics.cost import Price, api_call_cost, self_hosted_cost
 
     cost_model = provider_of(spec).cost_model(spec)
-    if call.cost_usd is not None or not call.ok or cost_model == "none":
+    if call.cost_usd is not None or not spent(call) or cost_model == "none":
         return
     if cost_model == "hourly" and spec.hourly_usd is not None and call.e2e_ms is not None:
         call.cost_usd = self_hosted_cost(call.e2e_ms / 1000.0, spec.hourly_usd)

@@ -23,7 +23,7 @@ from pytest_slam.compare.uncertainty import Comparison, Interval
 from pytest_slam.metrics.cost import cost_ratio, per_1000
 from pytest_slam.metrics.latency import LATENCY_METRICS
 from pytest_slam.metrics.stats import Summary, percentile, summarize
-from pytest_slam.records import JSON, Call, ModelSpec, Outcome, Pair, Record, records
+from pytest_slam.records import JSON, Call, ModelSpec, Outcome, Pair, Record, records, spent
 from pytest_slam.report.evidence import (
     EvidenceRow,
     evidence_rows,
@@ -106,6 +106,7 @@ class ModelRow(Record):
     pass_rate: float | None = None
     calls: int = 0
     calls_errored: int = 0
+    calls_runaway: int = 0  # of calls_errored: ran away at the structured cap (counted in latency)
     calls_replayed: int = 0
     latency_samples: int = 0
     pairs: int = 0
@@ -391,12 +392,14 @@ def model_row(model: str, outcomes: list[Outcome], ref_cost: float | None) -> Mo
 
 
 def latency_calls(calls: list[Call]) -> list[Call]:
-    """Calls whose timings measure the model: succeeded, live (not replayed), not cold.
+    """Calls whose timings measure the model: succeeded or ran away, live (not replayed), not cold.
 
     The ``ok`` bucket of metrics.latency: a replayed call's timings are not this run's, a cold
-    start carries load time, an errored call measures how long a failure took.
+    start carries load time, an errored call measures how long a failure took. A runaway
+    (``records.spent``) generated until the cap stopped it: at least the time it ran counts, or a
+    model whose calls all ran away would show no latency at all.
     """
-    return [c for c in calls if not c.replayed and c.error is None and not c.cold_start]
+    return [c for c in calls if not c.replayed and spent(c) and not c.cold_start]
 
 
 def _count_tests(row: ModelRow, outcomes: list[Outcome]) -> None:
@@ -424,6 +427,7 @@ def _count_candidate_failures(row: ModelRow, outcomes: list[Outcome]) -> None:
 def _count_calls(row: ModelRow, calls: list[Call]) -> None:
     row.calls = len(calls)
     row.calls_errored = sum(1 for c in calls if c.error is not None)
+    row.calls_runaway = sum(1 for c in calls if c.error_kind == "runaway")
     row.calls_replayed = sum(1 for c in calls if c.replayed)
 
 

@@ -57,3 +57,27 @@ def claim_next(folder: Path) -> Path:
             number += 1
             continue
         return path
+
+
+HISTORY_RUNS = 30  # the saved runs a report's trend chart reads, the last ones
+
+
+def history(folder: Path, limit: int = HISTORY_RUNS) -> list[tuple[str, dict[str, float]]]:
+    """The saved runs' mean equivalence per candidate, oldest first, each labelled by its number
+    (``0003``): the report's trend chart. A run that cannot be read is left out."""
+    import json
+
+    found = []
+    for number, path in saved_runs(folder)[-limit:]:
+        try:
+            rows = json.loads(path.read_text(encoding="utf-8")).get("models") or []
+        except (OSError, ValueError, AttributeError):
+            continue
+        means = {
+            str(r["model"]): float(r["equivalence_mean"])
+            for r in rows
+            if isinstance(r, dict) and isinstance(r.get("equivalence_mean"), int | float)
+        }
+        if means:
+            found.append((f"{number:04d}", means))
+    return found

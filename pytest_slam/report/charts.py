@@ -221,3 +221,45 @@ def _nice_ticks(top: float) -> list[float]:
     base = 10.0 ** math.floor(math.log10(raw))
     step = next(m * base for m in (1, 2, 5, 10) if m * base >= raw)
     return [step * i for i in range(math.ceil(top / step) + 1 if top > 0 else 2)]
+
+
+History = list[tuple[str, dict[str, float]]]  # each run, oldest first: its label, model -> mean
+SERIES_COLORS = ("#0969da", "#cf222e", "#1a7f37", "#9a6700", "#8250df", "#bf3989", "#57606a")
+
+
+def trend_svg(history: History) -> str:
+    """Mean equivalence per model across the runs ``--slm-baseline=auto`` saved, this run last:
+    one line a model, a point a run (its label and value on hover). Empty under two runs."""
+    if len(history) < 2:
+        return ""
+    models = list(dict.fromkeys(m for _, means in history for m in means))
+    sx = _lin_scale(0, max(len(history) - 1, 1), LEFT + 20, W - RIGHT - 20)
+    lowest = min((v for _, means in history for v in means.values()), default=0.0)
+    floor = min(0.0, lowest) if lowest < 0 else max(0.0, math.floor(lowest * 10) / 10 - 0.1)
+    sy = _lin_scale(floor, 1.0, H - BOTTOM, TOP)
+    ticks = [floor + (1.0 - floor) * i / 4 for i in range(5)]
+    parts = [_open("trend", "mean equivalence per model across saved runs"), *_grid_y(ticks, sy)]
+    for i, (label, _) in enumerate(history):
+        parts.append(
+            f'<text class="tick" x="{sx(i):.1f}" y="{H - BOTTOM + 16}" '
+            f'text-anchor="middle">{escape(label)}</text>'
+        )
+    for n, model in enumerate(models):
+        color = SERIES_COLORS[n % len(SERIES_COLORS)]
+        points = [(i, means[model]) for i, (_, means) in enumerate(history) if model in means]
+        path = " ".join(f"{sx(i):.1f},{sy(v):.1f}" for i, v in points)
+        dots = "".join(
+            f'<circle cx="{sx(i):.1f}" cy="{sy(v):.1f}" r="4" fill="{color}" '
+            f'data-run="{escape(history[i][0])}" data-y="{v:.4f}"><title>'
+            f"{escape(f'{model}, run {history[i][0]}: mean equivalence {v:.3f}')}</title></circle>"
+            for i, v in points
+        )
+        x, y = sx(points[-1][0]), sy(points[-1][1])
+        parts.append(
+            f'<g class="series" data-model="{escape(model)}"><polyline fill="none" '
+            f'stroke="{color}" stroke-width="2" points="{path}"/>{dots}'
+            f'<text x="{x - 8:.1f}" y="{y - 10:.1f}" text-anchor="end" fill="{color}">'
+            f"{escape(model)}</text></g>"
+        )
+    parts.append(_axis_titles("run (--slm-baseline=auto, this run last)", "mean equivalence"))
+    return "".join(parts) + "</svg>"

@@ -39,6 +39,7 @@ class Terminal:
     label: str
     priority: int
     optional: bool = False
+    text: Text | None = None  # the cell, where the terminal's width wants less than the column's
 
 
 @dataclass(frozen=True)
@@ -99,8 +100,30 @@ def _unswapped(row: ModelRow) -> str:
     return fmt.NA if row.is_reference or not row.tests_not_swapped else str(row.tests_not_swapped)
 
 
-def _equiv(row: ModelRow) -> str:
-    return "ref" if row.is_reference else fmt.score(row.equivalence_mean)
+def _unscored(row: ModelRow, failed: bool = True) -> str | None:
+    """The calls the mean leaves out because they failed: runaways, and (``failed``) the other
+    failures, so a model that ran away on most tests does not read as its few scored answers'
+    "1.00"."""
+    if row.is_reference or not row.calls_errored:
+        return None
+    parts = [f"{row.calls_runaway}/{row.calls} runaway"] if row.calls_runaway else []
+    others = row.calls_errored - row.calls_runaway
+    parts += [f"{others}/{row.calls} failed"] if others and failed else []
+    return ", ".join(parts) or None
+
+
+def _equiv(row: ModelRow, failed: bool = True) -> str:
+    if row.is_reference:
+        return "ref"
+    unscored = _unscored(row, failed)
+    mean = fmt.score(row.equivalence_mean)
+    return f"{mean} ({unscored})" if unscored else mean
+
+
+def _terminal_equiv(row: ModelRow) -> str:
+    """The terminal's cell: the runaways beside the mean; other failed calls have their own
+    column there ("calls err"), and a wider cell would turn 60 columns vertical."""
+    return _equiv(row, failed=False)
 
 
 def _equiv_interval(row: ModelRow) -> str:
@@ -216,9 +239,9 @@ MODEL_COLUMNS: tuple[Column, ...] = (
     Column(
         "equivalence_mean",
         _equiv,
-        Terminal("equiv", "mean equivalence", 1),
+        Terminal("equiv", "mean equivalence", 1, text=_terminal_equiv),
         Markdown("mean equiv."),
-        Html("mean equiv.", "95% interval", _equiv_interval, css="equivalence"),
+        Html("mean equiv.", "95% interval", _equiv_interval, _unscored, "unscored", "equivalence"),
     ),
     Column(
         "pairs_equivalent",

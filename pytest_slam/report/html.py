@@ -59,14 +59,20 @@ class HumanReview:
 
 
 def write_html(
-    path: str | os.PathLike[str], verdict: Verdict, outcomes: Iterable[OutcomeLike]
+    path: str | os.PathLike[str],
+    verdict: Verdict,
+    outcomes: Iterable[OutcomeLike],
+    history: charts.History | None = None,
 ) -> Path:
     """Render and write the report atomically; returns the path written."""
-    return atomic_write(path, render_html(verdict, outcomes))
+    return atomic_write(path, render_html(verdict, outcomes, history))
 
 
-def render_html(verdict: Verdict, outcomes: Iterable[OutcomeLike]) -> str:
-    """The page as a string."""
+def render_html(
+    verdict: Verdict, outcomes: Iterable[OutcomeLike], history: charts.History | None = None
+) -> str:
+    """The page as a string; ``history``: the saved runs' means (``autosave.history``), drawn
+    as a trend with this run last."""
     import jinja2  # a core dependency, imported only when a report is rendered
     from markupsafe import Markup
 
@@ -93,6 +99,7 @@ def render_html(verdict: Verdict, outcomes: Iterable[OutcomeLike]) -> str:
         "review": human_review(verdict, ordered),
         "quality_chart": Markup(charts.quality_cost_svg(verdict.rows)),
         "latency_chart": Markup(charts.latency_svg(latency_series(verdict, ordered))),
+        "trend_chart": Markup(charts.trend_svg(_with_this_run(history, verdict))),
         "headline": headline(verdict),
         "packed_rows": rows,
         "packed_pairs": pairs,
@@ -176,3 +183,11 @@ def latency_series(verdict: Verdict, outcomes: list[Outcome]) -> list[tuple[str,
         }
         series.append((f"{verdict.reference.model} (recorded)", ref))
     return series
+
+
+def _with_this_run(history: charts.History | None, verdict: Verdict) -> charts.History:
+    """The saved runs, then this one ("now"); nothing without saved runs."""
+    if not history:
+        return []
+    now = {r.model: r.equivalence_mean for r in verdict.models if r.equivalence_mean is not None}
+    return [*history, ("now", now)] if now else list(history)

@@ -95,7 +95,9 @@ def table_data(verdict: Verdict, outcomes: list[Outcome]) -> TableData:
             models.append(row.model)
     tests = list(dict.fromkeys(row.test for row in verdict.tests))
     by_row: dict[tuple[str, str], list[tuple[Outcome, Pair]]] = defaultdict(list)
+    nodeids: dict[tuple[str, str], str] = {}  # the id pytest prints, which the search finds
     for outcome in outcomes:
+        nodeids.setdefault((outcome.test, outcome.model), outcome.nodeid)
         for pair in outcome.pairs:
             by_row[(outcome.test, outcome.model)].append((outcome, pair))
     lines: list[str] = []
@@ -129,7 +131,7 @@ def table_data(verdict: Verdict, outcomes: list[Outcome]) -> TableData:
                     anchor(row.test, row.model),
                     line.get((row.test, row.model), -1),
                     len(found),
-                    found[0][0].nodeid if found else None,
+                    nodeids.get((row.test, row.model)),
                     *_figures(row),
                 ],
             )
@@ -165,7 +167,7 @@ def _short(value: float | None) -> float | None:
 
 def pair_data(outcome: Outcome, pair: Pair) -> list[JSON]:
     """``[key, reference model, missing, equivalence, scores, error, words in common, diff runs,
-    candidate text]``: the runs (``diffview.diff_runs``) hold both answers, each text
+    candidate text, transcript step]``: the runs (``diffview.diff_runs``) hold both answers, each text
     once; a missing golden answer has no runs and the candidate's text whole instead. Both are
     shown as ``textcodec.visible`` writes them: a bidi override is a marker, never applied."""
     calls = outcome.calls
@@ -194,7 +196,51 @@ def pair_data(outcome: Outcome, pair: Pair) -> list[JSON]:
         similarity,
         runs,
         None if runs is not None else candidate,
+        transcript_step(calls, pair.call_index),
     ]
+
+
+def _content(message: JSON) -> str:
+    """A chat message's text: its string content, or its text parts joined."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, dict)]
+        return "\n".join(str(p) for p in parts if p)
+    return "" if content is None else str(content)
+
+
+def transcript_step(calls: list[Call], index: int) -> list[JSON]:
+    """One call of an agent's conversation as its transcript shows it, ``[[who, text], ...]``:
+    what its request sent that the candidate's call before it had not (the user's turn, each tool
+    result), then its answer (its text, each tool call with its arguments). Read in call order,
+    the steps are the whole conversation: every tool call and its result, in order."""
+    if not 0 <= index < len(calls):
+        return []
+    call = calls[index]
+    earlier = [c for c in calls[:index] if c.role == call.role]
+    messages = call.request.get("messages")
+    messages = messages if isinstance(messages, list) else []
+    before = earlier[-1].request.get("messages") if earlier else None
+    start = len(before) if isinstance(before, list) and len(before) <= len(messages) else 0
+    steps: list[JSON] = []
+    for message in messages[start:]:
+        role = str(message.get("role", "")) if isinstance(message, dict) else ""
+        if role == "assistant" and earlier:  # the previous answer, shown as that call's
+            continue
+        if role == "tool" and isinstance(message, dict):
+            role = f"tool result {message.get('tool_call_id') or ''}".rstrip()
+        steps.append([role or "message", visible(_content(message))])
+    if call.error is not None:
+        steps.append(["error", visible(call.error)])
+    if call.text:
+        steps.append(["assistant", visible(call.text)])
+    for tc in call.tool_calls or ():
+        fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
+        name = fn.get("name") if isinstance(fn, dict) else None
+        args = fn.get("arguments") if isinstance(fn, dict) else None
+        shown = args if isinstance(args, str) else dumps(args)
+        steps.append([f"tool call {tc.get('id') or ''}".rstrip(), visible(f"{name}({shown})")])
+    return steps
 
 
 def _json(data: JSON) -> str:

@@ -46,7 +46,7 @@ def render_table(verdict: Verdict, width: int = 100) -> list[str]:
     if not rows:
         return [title, "no model results"]
     columns = shown("terminal", rows)
-    cells = {c.key: [c.text(r) for r in rows] for c in columns}
+    cells = {c.key: [(_view(c).text or c.text)(r) for r in rows] for c in columns}
     layout = _fit(columns, cells, width)
     body = (
         _table(layout, cells, len(rows)) if layout else _vertical(columns, cells, len(rows), width)
@@ -292,6 +292,11 @@ def final_line(verdict: Verdict, width: int = 100) -> str:
     why = [gate.incomplete] if gate.incomplete else gate.gists()
     if not gate.configured and not gate.incomplete:
         why = [f"no [tool.slam.gate] rule; {gate.tests_failed} test(s) failed"]
+    elif gate.passed and gate.tests_failed:  # "PASS" beside failed tests (exit 1) misleads
+        return (
+            f"pytest-slam gate: no breach of its rules (a baseline alone checks only regressions), "
+            f"but {gate.tests_failed} test(s) failed: the run fails"
+        )
     for n in range(len(why), 0, -1):
         more = f"; {len(why) - n} more above" if n < len(why) else ""
         line = f"{head} ({'; '.join(why[:n])}{more})"

@@ -94,8 +94,9 @@ class Accounting:
             lines.append(
                 f"structured cap: the candidate ran away in {len(ran)} test(s) ({_shown(ran)}): a "
                 f"JSON or tool answer hit the cap derived from the reference's answer (at least "
-                f"{STRUCTURED_FACTOR:g} x its tokens + {STRUCTURED_MARGIN}, room for any formatting "
-                "of the same JSON) and was stopped there, a failed call of the candidate; set "
+                f"{STRUCTURED_FACTOR:g} x its tokens + {STRUCTURED_MARGIN}, and what a whole answer "
+                "of the request's own schema needs) and was stopped there before it was whole "
+                "JSON, a failed call of the candidate; set "
                 "max_tokens in the request, or raise [tool.slam] cap_factor / cap_margin or "
                 f"{CAP_OPTION}"
             )

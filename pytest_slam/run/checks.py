@@ -141,7 +141,8 @@ class Checker:
                 if score.verdict == DIFFERENT:
                     line = _failed(pair, score, sides, index)
                     if not failed:
-                        line = _with_accepting(line, plan, ctx.module, score, sides, index)
+                        schema = request_schema(ctx.calls[pair.call_index].request)
+                        line = _with_accepting(line, plan, ctx.module, score, sides, index, schema)
                     verdict.problems.append(line)
 
     def _score_pair(
@@ -298,8 +299,13 @@ class Checker:
     ) -> Score:
         scorer = plan.scorer
         assert scorer is not None  # _score stops at a plan without scorers
-        if plan.auto and plan.json is not None and wants_json(call.request):
-            return self._score_json(plan.json, call.request, candidate, reference)
+        # no scorer named, or by = "json": a request that carries a schema is also checked
+        # against it (the table that accepts a field keeps that contract, compare/accepting.py)
+        structural = (
+            plan.json if plan.auto else scorer if getattr(scorer, "name", "") == "json" else None
+        )
+        if structural is not None and wants_json(call.request):
+            return self._score_json(structural, call.request, candidate, reference)
         return self._in_context(scorer, ctx, call, rec, candidate, reference)
 
     def _in_context(
@@ -514,16 +520,18 @@ def _with_accepting(
     score: Score,
     sides: tuple[list[Choice], list[Choice]],
     index: int,
+    schema: dict[str, JSON] | None,
 ) -> str:
     """``line``, followed by the configuration that accepts each differing JSON field
-    (compare/accepting.py)."""
+    (compare/accepting.py); ``schema``: the request's own, which no field accepts breaking."""
     from pytest_slam.compare.accepting import accepting_for
 
     cands, refs = sides
     if index >= len(cands) or index >= len(refs):
         return line
     pair = (cands[index], refs[index])
-    extra = accepting_for(score.scorer, (plan.scorer, plan.json), plan.tools, pair, module)
+    scorers = (plan.scorer, plan.json)
+    extra = accepting_for(score.scorer, scorers, plan.tools, pair, module, schema)
     return "\n    ".join([line, *extra]) if extra else line
 
 

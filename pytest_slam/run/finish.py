@@ -520,7 +520,7 @@ def _write(
     json_writer = partial(_write_json, slam, visits=visits, rows=scrubbed)
     writers = (
         (slam.settings.report, "JSON", options.REPORT, json_writer),
-        (slam.settings.html, "HTML", options.HTML, write_html),
+        (slam.settings.html, "HTML", options.HTML, partial(write_html, history=_history(slam))),
     )
     for path, kind, flag, write in writers:
         if not path:
@@ -533,6 +533,13 @@ def _write(
                 f"give {flag} a writable path"
             )
     return clean
+
+
+def _history(slam: RunEnd) -> list[tuple[str, dict[str, float]]] | None:
+    """``--slm-baseline=auto``: the saved runs' means, for the HTML report's trend chart."""
+    from pytest_slam.report.autosave import AUTO, history, runs_dir
+
+    return history(runs_dir(slam.rootpath)) if slam.baseline == AUTO else None
 
 
 def _write_json(

@@ -274,7 +274,8 @@ def add_options(add: Callable[..., object]) -> None:
         type=baseline_fail,
         metavar="METRIC:LIMIT,...",
         help="How far a metric may move from the baseline, over [tool.slam.baseline]: "
-        "equivalence:0.05, p95_e2e_ms:20%% and p95_e2e_ms:50 (ms), cost:10%%",
+        "equivalence:0.05, p95_e2e_ms:20%% and p95_e2e_ms:50 (ms), cost:10%%; a percentage "
+        "alone for p95_e2e_ms has no ms floor",
     )
     add(
         BLOCK_NETWORK,
@@ -345,7 +346,13 @@ def overrides(option: argparse.Namespace, table: Mapping[str, Any] | None = None
     if getattr(option, "slm_baseline_fail", None):
         base = (table or {}).get("baseline")
         if base is None or isinstance(base, Mapping):  # else the table's own error is said
-            out["baseline"] = {**(base or {}), **baseline_tolerances(option.slm_baseline_fail)}
+            given = baseline_tolerances(option.slm_baseline_fail)
+            if "latency_increase_pct" in given and "latency_increase_ms" not in {
+                *given,
+                *(base or {}),
+            }:  # p95_e2e_ms:1% means 1%: no 50 ms default floor the user never set
+                given["latency_increase_ms"] = 0.0
+            out["baseline"] = {**(base or {}), **given}
     for dest, key in (
         ("slm_reference", "reference"),
         ("slm_golden_dir", "golden_dir"),

@@ -329,3 +329,64 @@ def one_line_failure(ctx: TestContext | None, failed: bool) -> str | None:
         if fix:
             return f"pytest-slam: {call.error}. {fix}"
     return None
+
+
+def problems_message(model: str, problems: list[str]) -> str:
+    """The failure of a test whose own assertions passed and whose swap checks did not: the first
+    reason on the first line (pytest's short summary shows only that line), the rest under it."""
+    return f"pytest-slam ({model}): " + "\n  ".join(problems)
+
+
+def verdict_failure(ctx: TestContext | None, verdict: TestVerdict | None) -> str | None:
+    """The report's failure text when the swap's checks failed the test (``problems_message``,
+    without pytest's "Failed:" before it); None when the test's own code failed, or nothing did."""
+    if ctx is None or verdict is None or verdict.own_failure or not verdict.problems:
+        return None
+    return problems_message(ctx.model.name, verdict.problems)
+
+
+ACCOUNT_TEXT = 70  # characters of an answer's text shown in the account of the calls
+
+
+def calls_account(ctx: TestContext | None, verdict: TestVerdict | None) -> str | None:
+    """When the product (or its framework: instructor after three prose answers) raised, what
+    the candidate did, shown after the framework's exception: each call's answer in a line (its
+    tool calls, else the start of its text, its finish reason or error), then the swap's own
+    problems with them (``candidate called no tool``)."""
+    if ctx is None or verdict is None or not verdict.own_failure:
+        return None
+    calls = [c for c in ctx.calls if c.role == "candidate"]
+    if not calls:
+        return None
+    lines = [
+        f"the test raised; the candidate {ctx.model.name} made {len(calls)} call(s) "
+        "(pytest-slam's account):"
+    ]
+    for number, call in enumerate(calls, 1):
+        lines.append(f"  call {number}: {_answered(call)}")
+    lines += [f"  {p}" for p in verdict.problems]
+    return "\n".join(lines)
+
+
+def _answered(call: Call) -> str:
+    """One call in a few words: its error, its tool calls, or the start of its text."""
+    from pytest_slam.textcodec import visible
+
+    if call.error is not None:
+        return f"failed ({call.error_kind or 'error'}): {call.error}"
+    finish = f" (finish_reason {call.finish_reason})" if call.finish_reason else ""
+    if call.tool_calls:
+        names = ", ".join(
+            str(
+                (tc.get("function") or {}).get("name")
+                if isinstance(tc.get("function"), dict)
+                else tc.get("name")
+            )
+            for tc in call.tool_calls
+        )
+        return f"called {names}{finish}"
+    text = " ".join(visible(call.text).split())
+    if not text:
+        return f"answered nothing{finish}"
+    shown = text if len(text) <= ACCOUNT_TEXT else text[: ACCOUNT_TEXT - 3] + "..."
+    return f"answered text, no tool call: {shown!r}{finish}"

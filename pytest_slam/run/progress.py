@@ -2,24 +2,26 @@
 
 pytest's dots say nothing while an engine loads or a model call runs for minutes. These lines go
 through pytest's terminal writer (capture suspended around it, as pytest's live logging does),
-prefixed ``pytest-slam:``, never with ``-q``, each cut to the terminal's width with ``...`` (never
-wrapped mid-word). They never split a line of pytest's: a line is written only while pytest writes
+prefixed ``pytest-slam:``, never with ``-q``, each fit to a terminal's width (a test id loses its
+middle first, then the end is cut with ``...``; never wrapped mid-word) and whole when pytest writes
+to no terminal (a CI log). They never split a line of pytest's: a line is written only while pytest writes
 nothing (the reporter's hooks hold the same lock), and an open progress line is first ended the
 way pytest ends it at a new file (its ``[ 40%]``), so the next result opens a whole new line with
 the file's name, as pytest's own lines do.
 
 The heartbeat is a daemon thread that looks at the calls in flight (``chat.IN_FLIGHT``). Once one
 has run longer than the interval (``--slm-heartbeat`` / ini ``slm_heartbeat``, seconds; 0 turns
-it off) it says one line for all of them: how many tests are done of how many (``3 of 7 tests``),
-how many calls are in flight, and each one's model, role, time, tokens so far and test (an
-engine's warm-up call is named as the engine's). A call is named again at twice its age (10 s,
+it off) it says one line for all of them: how many tests are done of how many (``3 of 7 tests``), then
+the test (or engine, for its warm-up call) and its oldest call's time, then each call's model,
+role, tokens so far (and time, after the first). A call is named again at twice its age (10 s,
 20 s, 40 s, ...), so a slow run says a few lines, not one per call every interval.
 
 Under xdist the controller speaks for its workers. A worker's calls run while its test runs, and
 xdist has no live channel from a worker's test to the controller (its events are fixed: reports,
 warnings, scheduling), so the controller listens on a loopback UDP socket whose address and secret
 it hands each worker in ``workerinput``; a worker sends its lines there and never writes to a
-terminal itself. The controller prints them with the worker's id. Any local user can send to that
+terminal itself. The controller prints them with the worker's id, the heartbeats of all workers
+as one line of the run, at most one an interval. Any local user can send to that
 port: each datagram is sealed with the secret and checked before anything in it is read, and what
 is printed has its control characters escaped (``datagram.py``); nothing a datagram holds stops
 the listener.
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import secrets
 import socket
 import threading
@@ -40,7 +43,7 @@ from typing import Literal, TypedDict
 
 import pytest
 
-from pytest_slam.foreign import location_line, progress_filler
+from pytest_slam.foreign import location_line, progress_filler, writer_file
 from pytest_slam.run import options
 from pytest_slam.run.datagram import MAX_BYTES, Opener, seal
 from pytest_slam.swap.chat import IN_FLIGHT, InFlight
@@ -127,7 +130,7 @@ class Progress:
             writer = self.config.get_terminal_writer()
             if writer.width_of_current_line:
                 self._owed = end_pytest_line(terminal)  # its next result needs its line again
-            writer.line(fit(line, writer.fullwidth))
+            writer.line(fit(line, writer.fullwidth) if is_terminal(writer) else line)
             terminal.flush()  # a pipe (CI) would hold it back until the buffer fills
 
     def _reopen(self, nodeid: str, location: tuple[str, int | None, str] | None = None) -> None:
@@ -172,18 +175,30 @@ class Progress:
 
     def _listen(self) -> None:
         sock, opener = self._socket, Opener(self._secret)
+        beats: dict[str, str] = {}  # each worker's latest heartbeat not yet printed
+        last = 0.0  # when the run's last heartbeat line was printed
         while sock is not None and not self._stop.is_set():
             try:
                 data = sock.recv(MAX_BYTES + 1)  # a longer one is cut to this, and refused
             except TimeoutError:
-                continue
+                data = None
             except OSError:  # closed at the end of the run
                 return
-            line = opener.open(data)  # None: not a fresh line of this run's workers
+            line = opener.open(data) if data is not None else None  # None: not a fresh line
             if line is not None:
                 worker, text, beat = line
-                with contextlib.suppress(Exception):  # a line that cannot be shown is dropped
-                    self._write(f"pytest-slam: [{worker}] {self.head() if beat else ''}{text}")
+                if beat:
+                    beats[worker] = text
+                else:
+                    with contextlib.suppress(Exception):  # a line that cannot be shown: dropped
+                        self._write(f"pytest-slam: [{worker}] {text}")
+            now = time.monotonic()
+            if beats and now - last >= self.interval_s:  # one heartbeat for the run
+                text = "; ".join(f"[{w}] {t}" for w, t in sorted(beats.items()))
+                beats.clear()
+                last = now
+                with contextlib.suppress(Exception):
+                    self._write(f"pytest-slam: {self.head()}{text}")
 
     def connect(self, channel: Channel | None) -> None:
         """A worker: send lines to the controller's ``channel`` (none: say nothing)."""
@@ -237,37 +252,48 @@ class Progress:
         return flight.start + self.interval_s * float(2 ** self._beats[flight])
 
     def line(self, flights: list[InFlight], now: float) -> str:
-        """``2 calls in flight: gpt-4 (reference) 20 s, 14 tok; slow (candidate) 20 s, 3 tok, on
-        test_a.py::test_x[slow]``: the test (or engine) once at the end when they share it."""
+        """``test_a.py::test_x[slow] 20 s: 2 calls in flight: gpt-4 (reference) 14 tok; slow
+        (candidate) 12 s, 3 tok``: the test (or engine) and the longest call's time first, so a
+        line cut to 80 columns (``fit``: the test's middle first) still says what runs and how
+        long; calls of several tests each after their own test."""
         if len(flights) > GROUPED:
             return self._grouped(flights, now)
         names = {self._names.get(f, "") for f in flights}
         shared = names.pop() if len(names) == 1 else None
-        parts = []
-        for flight in flights:
-            spec, role = flight.target.spec, flight.target.role
-            name = self._names.get(flight, "") if shared is None else ""
-            parts.append(
-                f"{spec.name} ({role}) {now - flight.start:.0f} s, {flight.tokens} tok"
-                + (f" on {name}" if name else "")
-            )
-        calls = f"{len(flights)} call{'s' if len(flights) != 1 else ''}"
-        return f"{calls} in flight: " + "; ".join(parts) + (f", on {shared}" if shared else "")
+        calls = f"{len(flights)} calls in flight: " if len(flights) != 1 else ""
+        if shared is not None:
+            oldest = now - flights[0].start
+            parts = [
+                f"{f.target.spec.name} ({f.target.role})"
+                + (f" {now - f.start:.0f} s" if i else "")
+                + f", {f.tokens} tok"
+                for i, f in enumerate(flights)
+            ]
+            head = f"{shared} {oldest:.0f} s: " if shared else f"{oldest:.0f} s: "
+            return head + calls + "; ".join(parts)
+        parts = [
+            f"{self._names.get(f, '') or 'outside a test'} {now - f.start:.0f} s: "
+            f"{f.target.spec.name} ({f.target.role}), {f.tokens} tok"
+            for f in flights
+        ]
+        return calls + "; ".join(parts)
 
     def _grouped(self, flights: list[InFlight], now: float) -> str:
-        """Many calls at once (answers fetched ahead): one part per model, ``mini (candidate)
-        14 in flight, 12 fetched ahead, oldest 20 s``."""
+        """Many calls at once (answers fetched ahead): the test and the oldest call's time first,
+        then one part per model, ``test_x[mini] 20 s: 18 calls in flight: mini (candidate) 16,
+        15 fetched ahead; gpt-4 (reference) 2``."""
         by_model: dict[tuple[str, str], list[InFlight]] = {}
         for flight in flights:
             by_model.setdefault((flight.target.spec.name, flight.target.role), []).append(flight)
         parts = []
         for (name, role), group in by_model.items():
             ahead = sum(1 for f in group if f.label and f.label.startswith("fetched ahead"))
-            fetched = f", {ahead} fetched ahead" if ahead else ""
-            oldest = now - min(f.start for f in group)
-            parts.append(f"{name} ({role}) {len(group)} in flight{fetched}, oldest {oldest:.0f} s")
-        test = f", on {self.test}" if self.test else ""
-        return f"{len(flights)} calls in flight: " + "; ".join(parts) + test
+            parts.append(
+                f"{name} ({role}) {len(group)}" + (f", {ahead} fetched ahead" if ahead else "")
+            )
+        oldest = now - min(f.start for f in flights)
+        head = f"{self.test} {oldest:.0f} s: " if self.test else f"{oldest:.0f} s: "
+        return head + f"{len(flights)} calls in flight: " + "; ".join(parts)
 
     def close(self) -> None:
         self._stop.set()
@@ -324,7 +350,39 @@ def end_pytest_line(terminal: pytest.TerminalReporter) -> Owed:
     return "test" if not dots and isinstance(was, str) else ""
 
 
+def is_terminal(writer: object) -> bool:
+    """Whether pytest writes to a terminal: a CI log (a pipe, a file) gets every line whole."""
+    isatty = getattr(writer_file(writer), "isatty", None)
+    if not callable(isatty):
+        return True
+    try:
+        return bool(isatty())
+    except (OSError, ValueError):  # a closed stream
+        return False
+
+
+NODE_ID = re.compile(r"\S+::\S+")
+MIN_NODE_ID = 16  # a test's name is never clipped shorter than this
+
+
 def fit(line: str, width: int) -> str:
-    """``line`` cut to the terminal's ``width`` with ``...``: never wrapped mid-word."""
+    """``line`` fit to the terminal's ``width``, never wrapped mid-word: a test's node id in it
+    first loses its middle (``test_sl...ask[slow]``: the file and the parameters stay), then the
+    line's end is cut with ``...``; so a heartbeat keeps the test and the time after it."""
     room = max(width - 1, 20)  # pytest leaves the last column free
+    while len(line) > room:
+        ids = [m for m in NODE_ID.finditer(line) if len(m.group()) > MIN_NODE_ID]
+        if not ids:
+            break
+        longest = max(ids, key=lambda m: len(m.group()))
+        keep = max(MIN_NODE_ID, len(longest.group()) - (len(line) - room))
+        line = line[: longest.start()] + clip_middle(longest.group(), keep) + line[longest.end() :]
     return line if len(line) <= room else line[: room - 3].rstrip() + "..."
+
+
+def clip_middle(text: str, width: int) -> str:
+    """``text`` in ``width`` characters, its middle replaced by ``...``: both ends kept."""
+    if len(text) <= width:
+        return text
+    head = (width - 3) // 2
+    return text[:head] + "..." + text[len(text) - (width - 3 - head) :]

@@ -56,7 +56,6 @@ if TYPE_CHECKING:  # imported when the swap arms: a run that opts nothing in nev
     from pytest_slam.swap.redirect import Redirect
     from pytest_slam.swap.router import SwapRouter
 
-PLACEHOLDER_KEY = "sk-slam-placeholder-not-a-real-key"
 MAX_SLOTS = 256  # an engine's parallel slots, however many processes and calls in flight
 VERDICT = pytest.StashKey[TestVerdict]()
 WARMUP = {"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 4, "temperature": 0}
@@ -240,7 +239,7 @@ class SlamSession:
         self.proxy = SwapProxy(self.router).start()
         self._set_env("OPENAI_BASE_URL", self.proxy.base_url)
         if not os.environ.get("OPENAI_API_KEY"):
-            self._set_env("OPENAI_API_KEY", PLACEHOLDER_KEY)
+            self._set_env("OPENAI_API_KEY", model_specs.PLACEHOLDER_KEY)
 
     def limiters(self) -> dict[str, Limiter]:
         """Each candidate's calls in flight under its concurrency (swap/limits.py)."""
@@ -547,10 +546,9 @@ class SlamSession:
             return result
         verdict = item.stash[VERDICT] = self._scored(item, checker.run(item, ctx, failed=False))
         if verdict.problems:
-            pytest.fail(
-                f"pytest-slam ({ctx.model.name}):\n  " + "\n  ".join(verdict.problems),
-                pytrace=False,
-            )
+            from pytest_slam.run.outcomes import problems_message
+
+            pytest.fail(problems_message(ctx.model.name, verdict.problems), pytrace=False)
         return result
 
     def _scored(self, item: pytest.Item, verdict: TestVerdict) -> TestVerdict:
@@ -601,7 +599,13 @@ class SlamSession:
 
     def _annotate(self, item: pytest.Item, report: pytest.TestReport, crash: str | None) -> None:
         from pytest_slam.report.junit_props import attach as attach_junit_properties
-        from pytest_slam.run.outcomes import build_outcome, cut_message, one_line_failure
+        from pytest_slam.run.outcomes import (
+            build_outcome,
+            calls_account,
+            cut_message,
+            one_line_failure,
+            verdict_failure,
+        )
 
         ctx = item.stash.get(CTX, None)
         outcome = build_outcome(item, report, ctx, item.stash.get(VERDICT, None), crash)
@@ -609,8 +613,16 @@ class SlamSession:
         vars(report)["slam"] = outcome
         attach_junit_properties(item, report, outcome)
         line = one_line_failure(ctx, report.failed)
+        verdict = item.stash.get(VERDICT, None)
         if line:
             report.longrepr = line
+        elif report.failed and report.when == "call":
+            line = verdict_failure(ctx, verdict)  # the reason first, no "Failed:" before it
+            if line:
+                report.longrepr = line
+            account = calls_account(ctx, verdict)  # after the framework's own exception
+            if account:
+                report.sections.append(("pytest-slam", account))
         cut = cut_message(ctx)
         if cut:  # named on the test it cut, under its failure or with -rP, not only in the summary
             report.sections.append(("pytest-slam", cut))

@@ -229,33 +229,59 @@ def generation_cap(
     changed. A structured request (``structured``) gets at least ``STRUCTURED_FACTOR`` x it plus
     ``STRUCTURED_MARGIN``: the same JSON written another way (indented, fenced, keys reordered, in
     the candidate's tokenizer) took at most 2.2 x the reference's tokens on real structured answers
-    (bench/README.md), so a whole answer of the reference's shape is never cut, and one that runs
-    past it has run away (``runaway``). No reference answer: the ceiling.
+    (bench/README.md); and never less than ``schema_floor``, what a whole answer of the request's
+    own schema needs, whatever the reference was (a short or non-JSON one). One that runs past it
+    has run away (``runaway``). No reference answer: the ceiling.
     """
     if any(body.get(key) is not None for key in LIMIT_KEYS):
         return None
     if reference_tokens is None:
         return spec.max_tokens_cap
+    derived = int(reference_tokens * factor + margin)
     if structured(body):
         factor, margin = max(factor, STRUCTURED_FACTOR), max(margin, STRUCTURED_MARGIN)
-    return max(1, min(spec.max_tokens_cap, int(reference_tokens * factor + margin)))
+        derived = max(int(reference_tokens * factor + margin), schema_floor(body) or 0)
+    return max(1, min(spec.max_tokens_cap, derived))
+
+
+def schema_floor(body: JSONObject) -> int | None:
+    """The least cap a structured request gets from its own schema (``response_format``
+    json_schema, or its tools' parameters): ``STRUCTURED_FACTOR`` x a whole compact answer's
+    tokens (room for it written another way, in another tokenizer) plus ``STRUCTURED_MARGIN``;
+    None when it carries no schema."""
+    from pytest_slam.swap.schemasize import whole_answer_tokens
+
+    need = whole_answer_tokens(body)
+    return None if need is None else int(need * STRUCTURED_FACTOR + STRUCTURED_MARGIN)
 
 
 def runaway(call: Call, body: JSONObject, spec: ModelSpec, reference_tokens: int | None) -> bool:
     """A structured answer cut by the cap derived from the reference has run away: a JSON object
-    or tool call cut short is no answer (the SDK raises), and a whole one of the reference's shape
-    fits the cap, so the call is a failed call of the candidate (``error_kind`` "runaway"), not a
-    cut answer. A cut at the model's own ceiling (no reference answer, or ``max_tokens_cap``
-    below the derived cap) stays a cut, named as one (run/outcomes.cut_message). True: it ran away.
+    or tool call cut short is no answer (the SDK raises), and the cap had room for a whole one (3 x
+    the reference's tokens, and what the request's own schema needs), so the call is a failed call
+    of the candidate (``error_kind`` "runaway"), not a cut answer. A cut answer that is whole
+    anyway (complete JSON, valid against the request's schema: ``schemasize.complete``) is an
+    answer, and a cut at the model's own ceiling (no reference answer, or ``max_tokens_cap`` below
+    the derived cap) stays a cut, named as one (run/outcomes.cut_message). True: it ran away.
     """
+    from pytest_slam.swap.schemasize import complete
+
     if not call.ok or not call.cut_by_cap or reference_tokens is None or not structured(body):
         return False
     if call.cap is None or call.cap >= spec.max_tokens_cap:
         return False
+    if complete(body, call.text, call.tool_calls):
+        return False
+    floor = schema_floor(body)
+    room = (
+        f"at least {floor} for a whole answer of the request's schema"
+        if floor is not None and floor >= call.cap
+        else f"{STRUCTURED_FACTOR:g} x the reference's tokens + {STRUCTURED_MARGIN}"
+    )
     call.error = (
         f"ran away: hit the structured cap {call.cap} derived from the reference's "
-        f'{reference_tokens} tokens (model {spec.name!r}, finish_reason "length"; the same '
-        f"JSON of the reference's shape fits it)"
+        f'{reference_tokens} tokens (model {spec.name!r}, finish_reason "length"; the cap is '
+        f"{room}, and the answer is still not whole JSON)"
     )
     call.error_kind = "runaway"
     return True

@@ -56,9 +56,16 @@ def builtin_models() -> dict[str, ModelSpec]:
     }
 
 
+# What the run sets as OPENAI_API_KEY when it is unset, so a product's client is built and reaches
+# the swap proxy; never a model's key (``api_key``): a hosted reference asked with it says "no key".
+PLACEHOLDER_KEY = "sk-slam-placeholder-not-a-real-key"
+
+
 def api_key(spec: ModelSpec) -> str | None:
-    """The key for a model, read from the environment variable it names (never stored)."""
-    return os.environ.get(spec.api_key_env) if spec.api_key_env else None
+    """The key for a model, read from the environment variable it names (never stored); None
+    when it is unset or holds the run's own placeholder."""
+    key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
+    return None if key == PLACEHOLDER_KEY else key
 
 
 def parse_models_option(text: str) -> list[str]:

@@ -78,8 +78,9 @@ def test_top_level_help_names_every_command(
     result.stdout.fnmatch_lines(["usage: slam *", "pytest-slam's command line: golden answers*"])
     result.stdout.fnmatch_lines([
         "    golden * Golden answers of the reference model: refresh, import, stats, prune, "
-        "restore, promote, unpromote, merge",
-        "    report * Render a JSON report as HTML, or diff two reports",
+        "restore, promote, unpromote, merge, merge-driver",
+        "    report * Render a JSON report as HTML, diff two reports, merge shards' reports, print "
+        "the report's schema: render, diff, merge, schema",
         "    config * The [[]tool.slam] table: schema, reference, check",
         "    calibrate * Choose certified equivalence bands from labelled pairs, or --evaluate them",
         "    review * Blind human review of candidate against reference",
@@ -156,3 +157,17 @@ def test_the_cli_reference_lists_every_command() -> None:
     for path in ALL[1:]:
         where = f"docs/reference/cli.md does not mention slam {' '.join(path)}"
         assert f"slam {' '.join(path)}" in page, where
+
+
+@pytest.mark.parametrize("path", [p for p in ALL if p], ids=_id)
+def test_each_command_describes_itself_and_names_its_subcommands(path: tuple[str, ...]) -> None:
+    """``slam X --help`` opens with what X does (``slam config check --help`` had none), and a
+    command with subcommands names each one there (``slam report`` named two of its four)."""
+    parser = parser_at(path)
+    assert parser.description, f"slam {' '.join(path)} --help: no description"
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for name in (n for action in subs for n in action.choices):
+        assert re.search(rf"\b{re.escape(name)}\b", parser.description), (
+            f"slam {' '.join(path)} --help does not name its subcommand {name!r}: "
+            f"{parser.description!r}"
+        )

@@ -143,3 +143,92 @@ def test_an_unreadable_last_run_fails_the_gate_in_one_line(project) -> None:
     assert out.splitlines()[-1] == (
         f"pytest-slam gate: FAIL (session: no_regression: baseline .slam/runs/{one} could not be read)"
     )
+
+
+ONE_CALL = """
+import os, openai, pytest
+
+pytestmark = pytest.mark.slm
+
+def test_x():
+    openai.OpenAI().chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": "hi"}])
+    assert not os.path.exists("broken")
+"""
+
+
+def one_candidate(base_url: str) -> str:
+    """A project with one candidate at ``base_url``, no reference, no [tool.slam.baseline]."""
+    return f"""
+[tool.slam]
+reference = "none"
+candidates = ["mini"]
+
+[tool.slam.models.mini]
+base_url = "{base_url}"
+"""
+
+
+def test_a_baseline_run_with_no_gate_does_not_say_pass_beside_failed_tests(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A baseline given, no [tool.slam.gate]: nothing regressed (the test failed in the baseline
+    run too), but it failed, so the last line says so instead of "gate: PASS" over exit 1."""
+    monkeypatch.setenv("COLUMNS", "200")
+    pytester.makepyfile(test_x=ONE_CALL)
+    with FakeOpenAI("hello") as fake:
+        pytester.makefile(
+            ".toml",
+            pyproject=one_candidate(fake.base_url)
+            + "\n[tool.slam.baseline]\nlatency_increase_ms = 60000\n",
+        )
+        (pytester.path / "broken").write_text("")
+        first = run(pytester)
+        first.assert_outcomes(failed=1)
+        second = run(pytester)  # compared with the first: nothing moved
+    second.assert_outcomes(failed=1)
+    assert second.ret == 1
+    last = second.stdout.lines[-1]
+    assert not last.startswith("pytest-slam gate: PASS"), last
+    assert last == (
+        "pytest-slam gate: no breach of its rules (a baseline alone checks only regressions), "
+        "but 1 test(s) failed: the run fails"
+    )
+
+
+def test_a_latency_percentage_on_the_command_line_has_no_silent_ms_floor(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--slm-baseline-fail=p95_e2e_ms:1%`` means 1%: the 50 ms default floor no longer applies
+    unseen (the tolerances line says what was used); given with an ms limit, both apply."""
+    monkeypatch.setenv("COLUMNS", "200")
+    pytester.makepyfile(test_x=ONE_CALL)
+    with FakeOpenAI("hello") as fake:
+        pytester.makefile(".toml", pyproject=one_candidate(fake.base_url))
+        assert run(pytester).ret == 0
+        percent = run(pytester, "--slm-baseline-fail=p95_e2e_ms:1%")
+        both = run(pytester, "--slm-baseline-fail=p95_e2e_ms:1%,p95_e2e_ms:30")
+    percent.stdout.fnmatch_lines(["tolerances: *E2E p95 up > 1% and > 0 ms*"])
+    both.stdout.fnmatch_lines(["tolerances: *E2E p95 up > 1% and > 30 ms*"])
+
+
+def test_the_html_report_draws_the_saved_runs_as_a_trend(project) -> None:
+    """With --slm-baseline=auto the HTML report charts each model's mean equivalence across the
+    saved runs, this run last: a drop shows as the line's last point."""
+    import re
+
+    pytester, answers = project
+    first = run(pytester, "--slm-record=new", "--slm-html=r.html")
+    assert first.ret == 0, first.stdout.str()
+    assert 'id="trend"' not in (pytester.path / "r.html").read_text(encoding="utf-8")  # no runs
+    assert run(pytester).ret == 0
+    answers.good = False
+    run(pytester, "--slm-html=r.html")
+    page = (pytester.path / "r.html").read_text(encoding="utf-8")
+    chart = re.search(r'<svg id="trend".*?</svg>', page, re.S)
+    assert chart is not None, "no trend chart"
+    series = re.search(r'<g class="series" data-model="mini">(.*?)</g>', chart.group(0), re.S)
+    assert series is not None, chart.group(0)
+    points = re.findall(r'data-run="([^"]+)" data-y="([\d.]+)"', series.group(1))
+    assert [run_ for run_, _ in points] == ["0001", "0002", "now"]
+    assert float(points[0][1]) == float(points[1][1]) == 1.0 > float(points[2][1])

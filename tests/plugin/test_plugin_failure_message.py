@@ -53,3 +53,89 @@ def test_the_products_assertion_text_is_in_the_failed_row(
     assert [r[4] for r in rows["rows"] if r[2] == "failed"] == [message]  # the page's row too
     skipped = [t for t in report["tests"] if t["outcome"] == "skipped"]
     assert [t["message"] for t in skipped] == ["Skipped: no refund desk today"]
+
+
+def test_the_short_summary_line_starts_with_the_reason(pytester: pytest.Pytester) -> None:
+    """pytest shows one line per failure (``-r f``): pytest-slam's reason is on it, not on a
+    second line pytest never shows."""
+    pytester.makepyfile(
+        test_answer="""
+import pytest, openai
+
+pytestmark = [pytest.mark.slm, pytest.mark.slm_equivalence(by="exact")]
+
+def test_answer():
+    r = openai.OpenAI().chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": "Which plan?"}])
+    assert r.choices[0].message.content
+"""
+    )
+    with FakeOpenAI("Enterprise") as ref, FakeOpenAI("The Pro plan") as near:
+        pytester.makefile(".toml", pyproject=f'[tool.slam]\nreference = "{ref.base_url}#gpt-4"\n')
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", f"--slm-models={near.base_url}#near", "--slm-record=new",
+            "-rf",
+        )  # fmt: skip
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["FAILED test_answer.py::test_answer[[]near[]] - pytest-slam (near): call 1: equiva*"]
+    )
+
+
+FRAMEWORK = """
+import openai
+
+class RetriesExhausted(Exception):
+    pass
+
+def extract(client, text, attempts=3):
+    '''A framework's structured extraction: ask for a tool call, retry on prose, then give up.'''
+    tools = [{"type": "function", "function": {"name": "ticket", "parameters": {"type": "object"}}}]
+    for _ in range(attempts):
+        r = client.chat.completions.create(
+            model="gpt-4", messages=[{"role": "user", "content": text}], tools=tools)
+        if r.choices[0].message.tool_calls:
+            return r.choices[0].message.tool_calls[0].function.arguments
+    raise RetriesExhausted(f"no tool call after {attempts} attempts")
+"""
+
+
+def test_when_a_framework_raised_its_exception_is_followed_by_the_candidates_calls(
+    pytester: pytest.Pytester,
+) -> None:
+    """The framework's exception is the test's failure, as pytest shows it; after it comes what
+    the candidate did (three prose answers) and pytest-slam's problem with them, not only in the
+    JSON and HTML reports."""
+    pytester.makepyfile(
+        framework=FRAMEWORK,
+        test_extract="""
+import openai, pytest, framework
+
+pytestmark = pytest.mark.slm
+
+def test_extract():
+    assert framework.extract(openai.OpenAI(), "Open a ticket: parcel late")
+""",
+    )
+    reference = {"content": None, "tool_calls": [{"name": "ticket", "arguments": {"a": 1}}]}
+    with FakeOpenAI(lambda _: reference) as ref, FakeOpenAI("I think it is late.") as prose:
+        pytester.makefile(".toml", pyproject=f"""
+[tool.pytest.ini_options]
+pythonpath = ["."]
+
+[tool.slam]
+reference = "{ref.base_url}#gpt-4"
+""")  # fmt: skip
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", f"--slm-models={prose.base_url}#prose", "--slm-record=new"
+        )  # fmt: skip
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "E *RetriesExhausted: no tool call after 3 attempts",
+        "*- pytest-slam -*",
+        "the test raised; the candidate prose made 3 call(s) (pytest-slam's account):",
+        "  call 1: answered text, no tool call: 'I think it is late.' (finish_reason stop)",
+        "  call 2: *",
+        "  call 3: *",
+        "  call 1: *candidate called no tool; reference called ticket*",
+    ])  # fmt: skip

@@ -184,3 +184,36 @@ def test_ctrl_c_while_recording_leaves_every_golden_file_valid(pytester, mini, w
     assert 1 <= len(recorded) < 40
     for rec in recorded.values():
         assert rec.answers[0].text == "GPT-4 says: " + rec.request["messages"][0]["content"]
+
+
+def test_recording_from_a_hosted_reference_with_no_key_says_no_key(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OPENAI_API_KEY unset: the recording is not tried (it would read "unreachable" or 401);
+    the test's failure names the missing key and writes nothing."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    pytester.makepyfile(
+        test_x="""
+import openai, pytest
+
+pytestmark = pytest.mark.slm
+
+def test_x():
+    openai.OpenAI(api_key="product-key").chat.completions.create(
+        model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+"""
+    )
+    with FakeOpenAI("hello") as mini:
+        pytester.makefile(".toml", pyproject="""
+[tool.slam]
+reference = "openai:gpt-4o"
+reference_retries = 0
+""")  # fmt: skip
+        result = pytester.runpytest(
+            "-p", "no:cacheprovider", f"--slm-models={mini.base_url}#mini", "--slm-record=new"
+        )  # fmt: skip
+    result.assert_outcomes(failed=1)
+    out = " ".join(result.stdout.str().split())
+    assert "needs its key, and $OPENAI_API_KEY is not set (no key: nothing was asked" in out, out
+    assert "unreachable" not in out
+    assert not (pytester.path / "__slam__").exists()

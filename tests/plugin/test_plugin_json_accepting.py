@@ -9,11 +9,14 @@ pyproject.toml as they are, make the same pair equivalent; so does the mark it p
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
 
 import pytest
+from html_helpers import chromium
+from slam_helpers import needs_chromium
 
 from pytest_slam.testing import FakeOpenAI
 
@@ -154,3 +157,108 @@ def test_the_tolerance_offered_is_the_shortest_decimal_that_accepts_the_gap(
     from pytest_slam.compare.accepting import tolerance_for
 
     assert tolerance_for(gap) == shown and tolerance_for(gap) >= gap
+
+
+SCHEMA_SUITE = """
+import json, openai, pytest
+
+pytestmark = pytest.mark.slm
+SCHEMA = {"type": "object", "properties": {"sentiment": {"type": "string"},
+          "confidence": {"type": "number"}}, "required": ["sentiment", "confidence"]}
+FORMAT = {"type": "json_schema", "json_schema": {"name": "Rating", "schema": SCHEMA}}
+
+def test_sentiment():
+    r = openai.OpenAI().chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": "Rate 'great support'"}],
+        response_format=FORMAT)  # as with_structured_output, instructor and output_type send it
+    assert r.choices[0].message.content
+"""
+
+
+def test_a_json_schema_near_miss_gets_the_table_and_pasted_back_it_makes_the_pair_equivalent(
+    pytester: pytest.Pytester,
+) -> None:
+    """The json_schema path (fields and the request's schema) names its fields like the json
+    scorer does; the table pasted into pyproject.toml as printed accepts the pair, and the
+    request's schema is still checked."""
+    pytester.makepyfile(test_sentiment=SCHEMA_SUITE)
+    with FakeOpenAI(REFERENCE) as ref, FakeOpenAI(NEAR) as mini:
+        head = f'[tool.slam]\nreference = "{ref.base_url}#gpt-4"\n'
+        pytester.makefile(".toml", pyproject=head)
+        models = f"--slm-models={mini.base_url}#mini"
+        first = pytester.runpytest(
+            "-p", "no:cacheprovider", models, "--slm-record=new", "--slm-report=r.json"
+        )  # fmt: skip
+        first.assert_outcomes(failed=1)
+        said = message(pytester.path / "r.json")
+        table = re.findall(r"^ +(\[tool\.slam\.equivalence\.modules\.\S+\]|\w+ = .*)$", said, re.M)
+        assert table == [
+            '[tool.slam.equivalence.modules."test_sentiment.py"]',
+            'by = "json"',
+            "tolerance = 0.1  # numbers within it match: $.confidence",
+            'ignore = ["$.reason"]  # not compared',
+        ]
+        pytester.makefile(".toml", pyproject=head + "\n".join(table) + "\n")  # pasted as printed
+        pasted = pytester.runpytest("-p", "no:cacheprovider", models, "--slm-report=r.json")
+        pasted.assert_outcomes(passed=1)
+        (outcome,) = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["outcomes"]
+        (score,) = outcome["pairs"][0]["scores"]
+        assert score["verdict"] == "equivalent"
+        assert score["scorer"] == "json+json_schema"  # the request's schema is still the contract
+
+
+def test_a_json_schema_answer_that_breaks_the_schema_gets_no_table(
+    pytester: pytest.Pytester,
+) -> None:
+    """No tolerance or ignore makes an answer valid against the request's schema: none offered."""
+    pytester.makepyfile(test_sentiment=SCHEMA_SUITE)
+    with FakeOpenAI(REFERENCE) as ref, FakeOpenAI('{"sentiment": "positive"}') as mini:
+        pytester.makefile(".toml", pyproject=f'[tool.slam]\nreference = "{ref.base_url}#gpt-4"\n')
+        result = pytester.runpytest(
+            "-p", "no:cacheprovider", f"--slm-models={mini.base_url}#mini", "--slm-record=new",
+            "--slm-report=r.json",
+        )  # fmt: skip
+    result.assert_outcomes(failed=1)
+    said = message(pytester.path / "r.json")
+    assert "schema error" in said and "ignore =" not in said and "tolerance =" not in said
+
+
+def test_when_no_field_matches_no_table_proposes_to_ignore_them_all(
+    pytester: pytest.Pytester,
+) -> None:
+    """0 of N fields right: ignoring them all would switch the comparison off; the message says
+    nothing matched instead of offering that."""
+    pytester.makepyfile(test_sentiment=SCHEMA_SUITE)
+    other = '{"sentiment": "mixed", "confidence": 0.2}'
+    with FakeOpenAI(REFERENCE) as ref, FakeOpenAI(other) as mini:
+        pytester.makefile(".toml", pyproject=f'[tool.slam]\nreference = "{ref.base_url}#gpt-4"\n')
+        result = pytester.runpytest(
+            "-p", "no:cacheprovider", f"--slm-models={mini.base_url}#mini", "--slm-record=new",
+            "--slm-report=r.json",
+        )  # fmt: skip
+    result.assert_outcomes(failed=1)
+    said = message(pytester.path / "r.json")
+    assert "ignore =" not in said and "tolerance =" not in said
+    assert "no field of the candidate's answer matches the reference's (0 of 2)" in said
+
+
+@needs_chromium
+def test_the_html_report_shows_the_table_line_by_line_as_it_pastes(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    """In the report's opened row the message keeps its lines: the table copies as printed."""
+    pytester.makepyfile(test_sentiment=SCHEMA_SUITE)
+    with FakeOpenAI(REFERENCE) as ref, FakeOpenAI(NEAR) as mini:
+        pytester.makefile(".toml", pyproject=f'[tool.slam]\nreference = "{ref.base_url}#gpt-4"\n')
+        result = pytester.runpytest(
+            "-p", "no:cacheprovider", f"--slm-models={mini.base_url}#mini", "--slm-record=new",
+            "--slm-html=r.html",
+        )  # fmt: skip
+    result.assert_outcomes(failed=1)
+    page = pytester.path / "r.html"
+    dom = chromium(f"{page.as_uri()}#open=all", "--dump-dom", tmp_path=tmp_path)
+    found = re.search(r'<pre class="message">(.*?)</pre>', dom, re.S)
+    assert found is not None, "the opened row shows no message"
+    lines = [line.strip() for line in html.unescape(found.group(1)).splitlines()]
+    assert '[tool.slam.equivalence.modules."test_sentiment.py"]' in lines
+    assert "tolerance = 0.1  # numbers within it match: $.confidence" in lines

@@ -78,21 +78,20 @@ def test_engine_lines_and_heartbeats_and_none_with_q(
         result.assert_outcomes(passed=2)
         result.stdout.fnmatch_lines(ENGINE_LINES)
         result.stdout.fnmatch_lines(  # recorded while the first test runs
-            ["pytest-slam: * of 2 tests, * in flight: *gpt-4 (reference) 1 s, * tok*"
-             ", on test_slow.py::test_ask[[]*"]
+            ["pytest-slam: * of 2 tests, test_slow.py::test_ask[[]*] 1 s: *gpt-4 (reference)*"]
         )  # fmt: skip
         result.stdout.fnmatch_lines(  # named again at twice its age
             [
-                "pytest-slam: * of 2 tests, * in flight: *slow (candidate) 1 s, * tok*"
-                ", on test_slow.py::test_ask[[]slow[]]",
-                "pytest-slam: * of 2 tests, * in flight: *slow (candidate) 2 s, * tok*"
-                ", on test_slow.py::test_ask[[]slow[]]",
+                "pytest-slam: * of 2 tests, test_slow.py::test_ask[[]slow[]] 1 s: slow (candidate), "
+                "* tok",
+                "pytest-slam: * of 2 tests, test_slow.py::test_ask[[]slow[]] 2 s: slow (candidate), "
+                "* tok",
             ]
         )
-        beats = [line for line in result.outlines if "slow (candidate) " in line]
-        tokens = [int(re.search(r"slow \(candidate\) \d+ s, (\d+) tok", b)[1]) for b in beats]  # type: ignore[index]
+        beats = [line for line in result.outlines if "slow (candidate), " in line]
+        tokens = [int(re.search(r"slow \(candidate\), (\d+) tok", b)[1]) for b in beats]  # type: ignore[index]
         assert tokens[-1] > tokens[0] > 0, beats  # counted as they stream in
-        assert not any("slow (candidate) 3 s" in b for b in beats), beats  # 1 s, 2 s, then 4 s
+        assert not any(" 3 s: slow (candidate)" in b for b in beats), beats  # 1 s, 2 s, then 4 s
 
         quiet = pytester.runpytest_subprocess("--slm-heartbeat=1", "-q")
         quiet.assert_outcomes(passed=2)
@@ -113,8 +112,8 @@ def test_under_xdist_the_controller_speaks_for_its_workers(
     result.stdout.fnmatch_lines(ENGINE_LINES)  # started by the controller, before its workers
     result.stdout.fnmatch_lines(
         [
-            "pytest-slam: [[]gw?[]] * of 2 tests, 1 call in flight: slow (candidate) 1 s, * tok"
-            ", on test_slow.py::test_ask[[]slow[]]"
+            "pytest-slam: * of 2 tests, [[]gw?[]] test_slow.py::test_ask[[]slow[]] 1 s: "
+            "slow (candidate), * tok"
         ]
     )
 
@@ -136,7 +135,7 @@ base_url = "{slow.base_url}"
     result = pytester.runpytest_subprocess()
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
-        ["pytest-slam: 0 of 1 tests, 1 call in flight: slow (candidate) 1 s*"]
+        ["pytest-slam: 0 of 1 tests, test_slow.py::test_ask[[]slow[]] 1 s: slow (candidate)*"]
     )
 
     off = pytester.runpytest_subprocess("--slm-heartbeat=0")  # the option wins over the ini
@@ -220,6 +219,87 @@ base_url = "{slow.base_url}"
         "pytest-slam: [[]gw0[]] sealed once",
         "pytest-slam: [[]gw0[]] bell⟨U+0007⟩ ⟨U+001B⟩[[]2Jcleared ⟨U+202E⟩evil",
         # sent after every hostile datagram: the listener is still there
-        "pytest-slam: [[]gw0[]] 0 of 1 tests, 1 call in flight: slow (candidate) 1 s, * tok, "
-        "on test_slow.py::test_ask[[]slow[]]",
+        "pytest-slam: 0 of 1 tests, [[]gw0[]] test_slow.py::test_ask[[]slow[]] 1 s: "
+        "slow (candidate), * tok",
     ])  # fmt: skip
+
+
+LONG_SUITE = """
+import pytest
+from openai import OpenAI
+
+pytestmark = pytest.mark.slm
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_a_question_whose_answer_the_model_takes_a_while_to_stream_back(n):
+    r = OpenAI().chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": f"Question {n}?"}], max_tokens=6)
+    assert r.choices[0].message.content
+"""
+
+
+def long_project(pytester: pytest.Pytester, slow: FakeOpenAI) -> None:
+    pytester.makepyfile(test_slow=LONG_SUITE)
+    pytester.makefile(".toml", pyproject=f"""
+[tool.pytest.ini_options]
+pythonpath = ["."]
+
+[tool.slam]
+candidates = ["slow"]
+reference = "none"
+
+[tool.slam.models.slow]
+base_url = "{slow.base_url}"
+""")  # fmt: skip
+
+
+def test_a_ci_log_gets_every_line_whole(
+    pytester: pytest.Pytester, slow: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No terminal (stdout a pipe, as in CI) and 80 columns: a heartbeat longer than that is
+    printed whole, with the test's full name; nothing of ours ends cut with "..."."""
+    monkeypatch.setenv("COLUMNS", "80")
+    long_project(pytester, slow)
+    result = pytester.runpytest_subprocess("--slm-heartbeat=1")
+    result.assert_outcomes(passed=2)
+    name = "test_slow.py::test_a_question_whose_answer_the_model_takes_a_while_to_stream_back"
+    beats = [ln for ln in result.outlines if ln.startswith("pytest-slam: ") and name in ln]
+    assert beats, result.stdout.str()
+    assert all(len(ln) > 80 and re.search(r"\] \d+ s: slow \(candidate\), \d+ tok$", ln)
+               for ln in beats), beats  # fmt: skip
+    assert not [ln for ln in result.outlines if ln.startswith("pytest-slam:") and
+                ln.endswith("...")]  # fmt: skip
+
+
+def test_under_xdist_the_run_has_one_heartbeat_for_all_its_workers(
+    pytester: pytest.Pytester, slow: FakeOpenAI
+) -> None:
+    """Two workers, each waiting on a slow call: their heartbeats are printed as one line of the
+    run (headed once with the tests done), each worker's calls after its id; never one line per
+    worker at each beat."""
+    long_project(pytester, slow)
+    result = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "--slm-heartbeat=1")
+    result.assert_outcomes(passed=2)
+    beats = [ln for ln in result.outlines if ln.startswith("pytest-slam: ") and "(candidate)" in ln]
+    assert beats, result.stdout.str()
+    for line in beats:
+        assert re.match(r"pytest-slam: \d of 2 tests, \[gw\d\] ", line), line
+        assert line.count(" of 2 tests") == 1, line
+    assert any("[gw0]" in ln and "[gw1]" in ln for ln in beats), beats  # both in one line
+
+
+@pytest.mark.engine
+def test_a_ci_log_gets_the_engine_lines_whole(
+    pytester: pytest.Pytester, slow: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 80 columns with no terminal, the engine's lines keep the model file's path and the
+    engine's address to their ends (they were cut at 79 characters)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    project(pytester, slow)
+    result = pytester.runpytest_subprocess("--slm-heartbeat=0")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(ENGINE_LINES)
+    engine = [ln for ln in result.outlines if ln.startswith("pytest-slam: engine ")]
+    assert any(len(ln) > 80 for ln in engine), engine  # longer than the width, and whole
+    model_file = next(ln for ln in engine if "model file" in ln)
+    assert re.search(r"SmolLM2-135M-Instruct\S*\.gguf \(\d+ MB\)$", model_file), model_file

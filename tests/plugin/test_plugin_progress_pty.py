@@ -109,14 +109,18 @@ def test_a_slow_run_at_80_columns_keeps_pytests_lines_whole(pytester: pytest.Pyt
     results = "".join(ln.split()[1] for ln in progress if not ln.split()[1].startswith("["))
     assert results == "..."  # every result once, each on a line with its file
     assert not [ln for ln in lines if re.fullmatch(r"[.FEsx]+( +\[ *\d+%\])?", ln.strip())], text
-    beats = [ln for ln in lines if ln.startswith("pytest-slam: ") and "in flight" in ln]
+    beats = [ln for ln in lines if ln.startswith("pytest-slam: ") and "(candidate)" in ln]
     assert beats, text
-    for line in beats:
-        assert len(line) < COLUMNS, line  # cut to the width, never wrapped
-        assert re.match(r"pytest-slam: [0-3] of 3 tests, 1 call in flight: slow ", line), line
+    for line in beats:  # fit to the width, never wrapped: the test (its middle clipped), the
+        assert len(line) < COLUMNS, line  # call's time, the model and its tokens all kept
+        assert re.fullmatch(
+            r"pytest-slam: [0-3] of 3 tests, test_slow\S*\[slow-\d\] \d+ s: slow \(candidate\), "
+            r"\d+ tok",
+            line,
+        ), line
     assert any(ln.startswith("pytest-slam: 0 of 3 tests,") for ln in beats)
     assert any(ln.startswith("pytest-slam: 2 of 3 tests,") for ln in beats)
-    ages = [int(re.search(r"slow \(candidate\) (\d+) s", ln).group(1)) for ln in beats]  # type: ignore[union-attr]
+    ages = [int(re.search(r" (\d+) s: slow \(candidate\)", ln).group(1)) for ln in beats]  # type: ignore[union-attr]
     calls: list[list[int]] = [[]]
     for age in ages:  # a new call starts younger than the last one named
         if calls[-1] and age <= calls[-1][-1]:
@@ -140,4 +144,43 @@ def test_with_v_each_result_line_is_whole_after_its_heartbeats(pytester: pytest.
     for i, line in enumerate(lines):
         if " PASSED " in line:
             assert lines[i - 1].strip(), text  # no blank line left where a heartbeat ended
-    assert any(ln.startswith("pytest-slam: 1 of 3 tests, 1 call in flight") for ln in lines), text
+    assert any(ln.startswith("pytest-slam: 1 of 3 tests, test_slow") for ln in lines), text
+
+
+RUNAWAY_SUITE = """
+import json, openai, pytest
+
+pytestmark = pytest.mark.slm
+
+def test_classify():
+    r = openai.OpenAI().chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": "Classify as JSON"}],
+        response_format={"type": "json_object"})
+    assert r.choices[0].message.content
+"""
+
+
+def test_the_structured_cap_summary_line_wraps_at_80_columns(pytester: pytest.Pytester) -> None:
+    """A runaway's summary line (hundreds of characters) wraps to the terminal under its indent,
+    every word whole, instead of one line the terminal breaks anywhere."""
+    pytester.makepyfile(test_json=RUNAWAY_SUITE)
+    filler = '{"notes": "' + "and so on " * 5000
+    with FakeOpenAI('{"sentiment": "positive"}') as ref, FakeOpenAI(filler) as runaway:
+        pytester.makefile(".toml", pyproject=f"""
+[tool.slam]
+reference = "{ref.base_url}#gpt-4"
+""")  # fmt: skip
+        lines = run_in_pty(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--slm-record=new",
+             f"--slm-models={runaway.base_url}#runaway"],
+            pytester.path,
+        )  # fmt: skip
+    text = "\n".join(lines)
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("structured cap: "))
+    after = itertools.takewhile(lambda ln: ln.startswith("  "), lines[start + 1 :])
+    block = [lines[start], *after]
+    assert len(block) > 3, text  # wrapped, not one line of hundreds of characters
+    assert all(len(ln) <= COLUMNS for ln in block), block
+    joined = " ".join(" ".join(block).split())
+    assert "(test_json.py::test_classify[runaway])" in joined  # the test id whole
+    assert joined.endswith("[tool.slam] max_tokens_cap = N)"), joined

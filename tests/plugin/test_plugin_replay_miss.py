@@ -140,3 +140,27 @@ def test_a_test_that_xfails_itself_after_a_miss_stays_xfailed(
         )
         result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(xfailed=1)
+
+
+def test_a_run_with_no_goldens_at_all_hints_at_running_without_a_reference(
+    pytester: pytest.Pytester, fake_gpt4: FakeOpenAI
+) -> None:
+    """A project with no golden file yet: besides the record command, the miss names
+    --slm-reference=none, which runs the suite for latency and cost with nothing recorded."""
+    pytester.makepyfile(test_refund=ASKS)
+    with FakeOpenAI("mini's answer") as mini:
+        pytester.makefile(
+            ".toml",
+            pyproject=MINI_PYPROJECT.format(reference=fake_gpt4.base_url, candidate=mini.base_url),
+        )
+        result = pytester.runpytest("-p", "no:cacheprovider")
+        result.assert_outcomes(failed=1)
+        out = " ".join(result.stdout.str().split())
+        assert "No golden answer is recorded in this project yet" in out
+        assert "--slm-reference=none" in out
+        recorded = pytester.runpytest("-p", "no:cacheprovider", "--slm-record=new")
+        recorded.assert_outcomes(passed=1)
+        pytester.makepyfile(test_other=ASKS.replace("How do I get a refund?", "Other?"))
+        again = pytester.runpytest("-p", "no:cacheprovider", "test_other.py")
+    again.assert_outcomes(failed=1)  # a miss in a project that has goldens: no such hint
+    assert "--slm-reference=none" not in again.stdout.str()

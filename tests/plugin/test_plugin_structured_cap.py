@@ -229,3 +229,147 @@ def test_a_tool_call_cut_at_its_derived_cap_ran_away_and_one_at_the_ceiling_was_
     assert not runaway(ceiling, tools, spec, 10) and ceiling.ok  # the ceiling's cut stays a cut
     plain = cut(94)
     assert not runaway(plain, {"messages": []}, spec, 10) and plain.ok  # text: a cut answer
+
+
+TICKET_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "category": {"enum": ["billing", "delivery", "account", "other"]},
+        "priority": {"enum": ["low", "medium", "high"]},
+        "summary": {"type": "string"},
+        "next_steps": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["category", "priority", "summary", "next_steps"],
+}
+SCHEMA_SUITE = f"""
+import json, openai, pytest
+
+pytestmark = [pytest.mark.slm, pytest.mark.slm_equivalence(by="fuzzy", at_least=0.0)]
+FORMAT = {{"type": "json_schema", "json_schema": {{"name": "Ticket", "schema": {TICKET_SCHEMA!r}}}}}
+
+def test_ticket():
+    r = openai.OpenAI().chat.completions.create(
+        model="gpt-4", messages=[{{"role": "user", "content": "Triage: my parcel is late"}}],
+        response_format=FORMAT)
+    assert json.loads(r.choices[0].message.content)["category"] == "delivery"
+"""
+WHOLE_TICKET = json.dumps(
+    {
+        "category": "delivery",
+        "priority": "medium",
+        "summary": "The customer's parcel has not arrived by the promised date and they ask why",
+        "next_steps": [
+            "check the carrier's tracking for the parcel",
+            "tell the customer the new delivery date",
+            "offer a refund of the shipping fee if it is later than three days",
+        ],
+    },
+    indent=2,
+)
+
+
+def test_a_short_non_json_reference_does_not_cap_a_whole_answer_of_the_requests_schema(
+    pytester: pytest.Pytester,
+) -> None:
+    """The reference answered one word (not JSON): 3 x 1 + 64 is less than a whole answer of the
+    request's own schema needs. The cap is at least that, so the candidate's whole ticket comes
+    back whole and the test passes, instead of a "runaway"."""
+    pytester.makepyfile(test_ticket=SCHEMA_SUITE)
+    assert count_tokens(WHOLE_TICKET) > 3 * count_tokens("delivery") + 64  # the old cap cut it
+    with FakeOpenAI("delivery") as ref, FakeOpenAI(WHOLE_TICKET) as mini:
+        pytester.makefile(".toml", pyproject=f'[tool.slam]\nreference = "{ref.base_url}#gpt-4"\n')
+        result = pytester.runpytest(
+            "-p", "no:cacheprovider", f"--slm-models={mini.base_url}#mini", "--slm-record=new",
+            "--slm-report=r.json",
+        )  # fmt: skip
+        sent = mini.requests[0].json
+    result.assert_outcomes(passed=1)
+    assert count_tokens(WHOLE_TICKET) <= sent["max_tokens"] < 1024
+    call = outcomes(pytester.path / "r.json")["mini"]["calls"][0]
+    assert call["finish_reason"] == "stop" and call["error_kind"] is None
+
+
+def test_a_cut_answer_that_is_whole_json_valid_for_the_requests_schema_is_no_runaway() -> None:
+    from pytest_slam.records import Call
+    from pytest_slam.swap.chat import runaway
+    from pytest_slam.swap.models import resolve
+
+    spec = resolve("smollm2-135m")
+    body = {"messages": [], "response_format": {"type": "json_schema",
+            "json_schema": {"name": "Ticket", "schema": TICKET_SCHEMA}}}  # fmt: skip
+
+    def cut(text: str) -> Call:
+        return Call("smol", "candidate", body, text, "length", capped=True, cap=94)
+
+    whole = cut(WHOLE_TICKET)
+    assert not runaway(whole, body, spec, 1) and whole.ok  # whole and valid: an answer
+    invalid = cut(json.dumps({"category": "parcel"}))  # whole JSON, but not the schema's
+    assert runaway(invalid, body, spec, 1)
+    half = cut(WHOLE_TICKET[:60])
+    assert runaway(half, body, spec, 1) and half.error_kind == "runaway"
+    assert "reference's shape" not in str(half.error)  # the reference ("delivery") is no JSON
+    assert "the answer is still not whole JSON" in str(half.error)
+
+
+def test_the_schema_floor_counts_fields_refs_and_tools() -> None:
+    from pytest_slam.swap.chat import schema_floor
+
+    fmt = {"type": "json_schema", "json_schema": {"name": "Ticket", "schema": TICKET_SCHEMA}}
+    floor = schema_floor({"response_format": fmt})
+    assert floor is not None and floor > 3 * count_tokens(WHOLE_TICKET) // 2
+    nested = {"$defs": {"T": TICKET_SCHEMA}, "type": "object",
+              "properties": {"ticket": {"$ref": "#/$defs/T"}}}  # fmt: skip
+    by_ref = schema_floor({"response_format": {"type": "json_schema",
+                                               "json_schema": {"schema": nested}}})  # fmt: skip
+    assert by_ref is not None and by_ref > floor  # pydantic's $defs are followed
+    tool = {"type": "function", "function": {"name": "open_ticket", "parameters": TICKET_SCHEMA}}
+    by_tool = schema_floor({"tools": [tool]})
+    assert by_tool is not None and by_tool > floor  # the call's own frame on top
+    assert schema_floor({"response_format": {"type": "json_object"}}) is None
+
+
+MIXED_SUITE = (
+    SUITE
+    + """
+def test_text():
+    openai.OpenAI().chat.completions.create(model="gpt-4", temperature=0, messages=[
+        {"role": "user", "content": "Say hello"}])
+"""
+)
+
+
+def test_a_runaway_counts_in_latency_and_cost_and_beside_the_mean_equivalence(
+    pytester: pytest.Pytester,
+) -> None:
+    """A candidate whose JSON call ran away and whose text call answered: the runaway's time is in
+    the latency (2 samples, not 1), its tokens in the cost, and the equivalence column says 1 of
+    its 2 calls ran away instead of showing the one scored answer's mean alone."""
+    pytester.makepyfile(test_json=MIXED_SUITE)
+
+    def candidate(req: dict[str, Any]) -> str:
+        return FILLER if req.get("response_format") else "GPT-4 says hello"
+
+    with FakeOpenAI(REFERENCE_TEXT) as ref, FakeOpenAI(candidate) as mini:
+        pytester.makefile(".toml", pyproject=f"""
+[tool.slam]
+reference = "{ref.base_url}#gpt-4"
+
+[tool.slam.prices]
+mini = {{ input_per_mtok = 1, output_per_mtok = 2 }}
+""")  # fmt: skip
+        result = pytester.runpytest(
+            "-p", "no:cacheprovider", f"--slm-models={mini.base_url}#mini", "--slm-record=new",
+            "--slm-report=r.json",
+        )  # fmt: skip
+    result.assert_outcomes(passed=1, failed=1)
+    data = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
+    row = next(r for r in data["models"] if r["model"] == "mini")
+    ran = next(c for o in data["outcomes"] for c in o["calls"] if c["error_kind"] == "runaway")
+    assert ran["cost_usd"] is not None and ran["cost_usd"] > 0  # its tokens were paid for
+    assert row["calls_runaway"] == 1 and row["calls_errored"] == 1
+    assert row["latency_samples"] == 2 and row["e2e_p95_ms"] is not None
+    costs = [
+        c["cost_usd"] for o in data["outcomes"] for c in o["calls"] if c["role"] == "candidate"
+    ]
+    assert row["cost_per_call_usd"] == pytest.approx(sum(costs) / 2)  # both calls, not one
+    result.stdout.fnmatch_lines(["*mini*(1/2 runaway)*"])

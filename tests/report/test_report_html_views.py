@@ -168,7 +168,8 @@ def test_chromium_draws_the_test_by_model_matrix(report, tmp_path) -> None:
     assert "tests" in view.hidden and "matrix" not in view.hidden
     assert len(view.matrix) == len(synth.TESTS)
     first, cells = view.matrix[0]  # failures first: the test where smollm2 errs
-    assert first == "tests/test_support.py::test_extract" and cells[synth.SMOL][0] == "error"
+    assert first == "tests/test_support.py::test_extract"
+    assert cells[synth.SMOL][0].split()[0] == "error"  # then, opened, why
     for test, row in view.matrix:
         assert set(row) == set(synth.MODELS)
         for model, (text, href) in row.items():
@@ -295,3 +296,29 @@ def test_chromium_opening_a_pair_keeps_the_view_and_back_returns_to_it(tmp_path)
         assert header == f"{share} ({passed}/{len(NATURAL_IDS)})"
     finally:
         browser.close()
+
+
+@needs_chromium
+def test_chromium_a_matrix_cell_opens_to_the_whole_answer_and_the_reason(report, tmp_path) -> None:
+    """A grid cell shows the answer's start; opened, every call's whole answer and the row's
+    reason (its failure message) are there, as written, not only on hover or in the table."""
+    import html
+    import re
+
+    dom = chromium(f"{report.as_uri()}#view=matrix", "--dump-dom", tmp_path=tmp_path)
+    cell = re.search(
+        rf'<tr data-test="tests/test_support.py::test_summarize">.*?'
+        rf'<td class="cell failed" data-model="{re.escape(synth.SMOL)}"[^>]*>(.*?)</td>',
+        dom,
+        re.S,
+    )
+    assert cell is not None, "no smollm2 cell for test_summarize"
+    more = re.search(r'<details class="more">(.*?)</details>', cell.group(1), re.S)
+    assert more is not None, cell.group(1)
+    answer = re.search(r'<pre class="answer">(.*?)</pre>', more.group(1), re.S)
+    reason = re.search(r'<pre class="message">(.*?)</pre>', more.group(1), re.S)
+    assert answer is not None and reason is not None, more.group(1)
+    assert html.unescape(answer.group(1)) == (
+        "call 1:\nCustomer charged twice.\n\ncall 2:\nRefund maybe later."
+    )
+    assert html.unescape(reason.group(1)) == "AssertionError: summary misses the refund amount"

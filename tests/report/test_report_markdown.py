@@ -18,7 +18,9 @@ def test_table_rows_and_gate() -> None:
     table = [line for line in lines if line.startswith("|")]
     assert len(table) == 2 + 4  # header, alignment, three models, reference
     assert all(line.count("|") == table[0].count("|") for line in table)
-    assert table[2].startswith("| smollm2-135m | ❌ FAIL | 1/4 | 0.66 | 0.48 | 50 ms |")
+    assert table[2].startswith(
+        "| smollm2-135m | ❌ FAIL | 1/4 | 0.66 (1/5 failed) | 0.48 | 50 ms |"
+    )  # the failed call beside the mean it is not in
     assert table[5].startswith("| *openai:gpt-4 (reference, as recorded)* | - | - | ref |")
     assert "**gate: FAIL**" in lines
     assert "- smollm2-135m: min\\_pass\\_rate: 25.0% is below the minimum 50.0%" in lines
