@@ -106,8 +106,12 @@ def test_round_trip_calibrate_writes_bands_evaluate_reads_them_back(
         "fail_error",
         "evidence",
         "judge_unset",
+        "outside_domain",
+        "verdicts",
     }
-    assert set(result["evidence"]) == {"bands"}  # no [tool.slam] judge: the cascade stops there
+    # no [tool.slam] judge: the cascade stops there; identical answers are exact, as in a run
+    assert set(result["evidence"]) == {"exact", "bands"}
+    assert len(result["verdicts"]) == 600
     assert result["judge_unset"] == result["undecided"]
     assert result["pairs"] == 600
     assert result["equivalent"] + result["different"] + result["undecided"] == 600
@@ -276,5 +280,6 @@ def test_a_fail_band_alone_is_written_without_a_pass_band_and_read_back(
     assert "at_least" not in table and 0 < table["fail_below"] < 1
     assert main(["calibrate", "--evaluate", "a.jsonl", "--format", "json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["equivalent"] == 0 and result["different"] > 300
+    exact = result["evidence"]["exact"]["equivalent"]  # identical answers: certain, as in a run
+    assert result["equivalent"] == exact and result["different"] > 300
     assert result["fail_error"]["value"] <= 0.10

@@ -1,0 +1,107 @@
+"""One verdict policy (issue 42): a run, ``slam rescore`` and ``slam calibrate --evaluate`` decide
+the same pairs the same way, because all three call ``compare/policy.decide_pair``.
+
+The reference and the candidate are FakeOpenAI servers on loopback; the candidate's answer depends
+on the prompt's kind, so each pair's fuzzy score is known: "same" is the reference's answer
+(identical: "exact"), "words" its words in another case (fuzzy 1.0: the bands), "near" 0.72
+(between the bands), "far" 0.05 (below the fail band), "empty" nothing at all (certain).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from review_helpers import slam
+
+from pytest_slam.testing import FakeOpenAI
+
+REFERENCE = "The capital of France is Paris."
+CANDIDATE = {
+    "same": REFERENCE,
+    "words": REFERENCE.lower(),
+    "near": "Paris is the capital city of the French Republic.",
+    "far": "zzzz qqqq",
+    "empty": "  ",
+}
+TESTS = """
+import pytest
+
+@pytest.mark.slm
+@pytest.mark.parametrize("kind", ["same", "words", "near", "far", "empty"])
+def test_capital(slm_model, kind):
+    slm_model.chat(f"Capital of France? ({kind})", max_tokens=20)
+"""
+BANDS = "equivalence = { at_least = 0.9, fail_below = 0.3 }\n"
+
+
+def _kind(text: str) -> str:
+    return text.rsplit("(", 1)[1].rstrip(")")
+
+
+@pytest.fixture
+def servers() -> Iterator[tuple[FakeOpenAI, FakeOpenAI]]:
+    with (
+        FakeOpenAI(REFERENCE, model="gpt-4-0613") as reference,
+        FakeOpenAI(
+            lambda req: CANDIDATE[_kind(req["messages"][-1]["content"])], model="cand"
+        ) as candidate,
+    ):
+        yield reference, candidate
+
+
+def _test_kind(nodeid: str) -> str:
+    return nodeid.rstrip("]").rsplit("-", 1)[1]
+
+
+def _by_kind(report: dict[str, Any]) -> dict[str, tuple[str | None, str | None]]:
+    out = {}
+    for outcome in report["outcomes"]:
+        ((score,),) = [pair["scores"] for pair in outcome["pairs"]]
+        out[_test_kind(outcome["nodeid"])] = (
+            score["verdict"],
+            score["decided_by"],
+        )
+    return out
+
+
+def test_a_run_a_rescore_and_evaluate_decide_the_same_pairs_identically(
+    pytester: pytest.Pytester, servers: tuple[FakeOpenAI, FakeOpenAI]
+) -> None:
+    reference, candidate = servers
+    pytester.makefile(".toml", pyproject=(
+        f"[tool.slam]\nreference = '{reference.base_url}#gpt-4'\n{BANDS}"
+    ))  # fmt: skip
+    pytester.makepyfile(test_capital=TESTS)
+    ran = pytester.runpytest(
+        f"--slm-models={candidate.base_url}#cand", "--slm-report=r.json", "--slm-record=new"
+    )
+    ran.assert_outcomes(passed=3, failed=2)  # near is undecided; far and empty are different
+    report = json.loads((pytester.path / "r.json").read_text())
+    in_run = _by_kind(report)
+    assert in_run == {
+        "same": ("equivalent", "exact"),
+        "words": ("equivalent", "bands"),
+        "near": ("undecided", "bands"),
+        "far": ("different", "bands"),
+        "empty": ("different", "empty"),
+    }
+    done = slam(pytester.path, "rescore", "r.json", "-o", "new.json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert _by_kind(json.loads((pytester.path / "new.json").read_text())) == in_run
+    # the same pairs as labels: each outcome's candidate answer and its golden answer
+    kinds, rows = [], []
+    for outcome in report["outcomes"]:
+        (pair,) = outcome["pairs"]
+        kinds.append(_test_kind(outcome["nodeid"]))
+        rows.append({"candidate": outcome["calls"][pair["call_index"]]["text"],
+                     "reference": pair["reference_text"], "label": True,
+                     "unit": pair["key"], "module": "test_capital.py"})  # fmt: skip
+    (pytester.path / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    evaluated = slam(pytester.path, "calibrate", "--evaluate", "labels.jsonl", "--format", "json")
+    assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
+    verdicts = json.loads(evaluated.stdout)["verdicts"]
+    by_evaluate = {k: (v["verdict"], v["decided_by"]) for k, v in zip(kinds, verdicts, strict=True)}
+    assert by_evaluate == in_run
