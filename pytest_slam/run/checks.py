@@ -117,6 +117,7 @@ class Checker:
             return
         for pair in todo:
             rec = verdict.records.get(pair.call_index)
+            self._flag_empty_golden(ctx, pair)
             try:
                 scores = self._score_pair(plan, ctx, pair, rec)
             except JudgeUnjudged as exc:  # unreadable twice: no verdict, never a 0
@@ -138,6 +139,21 @@ class Checker:
                     if not failed:
                         line = _with_accepting(line, plan, ctx.module, score, sides, index)
                     verdict.problems.append(line)
+
+    def _flag_empty_golden(self, ctx: TestContext, pair: Pair) -> None:
+        """An empty golden answer decides nothing (``policy.EMPTY_REFERENCE``): said in the run's
+        summary, once per answer, as it is recorded or replayed."""
+        if (pair.reference_text or "").strip() or pair.reference_tool_calls:
+            return
+        just = self.reference is not None and (ctx.module, pair.key) in self.reference.rerecorded
+        when = "recorded empty in this run" if just else "empty"
+        line = (
+            f"golden answer {when}: {ctx.nodeid} call {pair.call_index + 1} ({pair.golden_file}, "
+            f"key {pair.key[:12]}): no pair is decided against it; record it again "
+            f"(pytest --slm-record=all {ctx.nodeid}) or delete it"
+        )
+        if line not in self.summary:
+            self.summary.append(line)
 
     def _score_pair(
         self, plan: ScoringPlan, ctx: TestContext, pair: Pair, rec: GoldenRecord | None

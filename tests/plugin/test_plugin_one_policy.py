@@ -105,3 +105,41 @@ def test_a_run_a_rescore_and_evaluate_decide_the_same_pairs_identically(
     verdicts = json.loads(evaluated.stdout)["verdicts"]
     by_evaluate = {k: (v["verdict"], v["decided_by"]) for k, v in zip(kinds, verdicts, strict=True)}
     assert by_evaluate == in_run
+
+
+EMPTY_TESTS = """
+import pytest
+
+@pytest.mark.slm
+@pytest.mark.parametrize("kind", ["silent", "talks"])
+def test_nothing(slm_model, kind):
+    slm_model.chat(f"Say nothing ({kind})", max_tokens=20)
+"""
+
+
+def test_an_empty_golden_answer_is_flagged_and_decides_no_pair(pytester: pytest.Pytester) -> None:
+    """The reference answered nothing: neither an empty candidate nor a talking one is called
+    equivalent (two empty answers used to be "equivalent by bands"); the run's summary names the
+    golden answer and the fix when it is recorded, and again when it is replayed."""
+    with (
+        FakeOpenAI("", model="gpt-4-0613") as reference,
+        FakeOpenAI(lambda req: "" if "silent" in str(req["messages"]) else "Hello there!",
+                   model="cand") as candidate,
+    ):  # fmt: skip
+        pytester.makefile(".toml", pyproject=(
+            f"[tool.slam]\nreference = '{reference.base_url}#gpt-4'\n{BANDS}"
+        ))  # fmt: skip
+        pytester.makepyfile(test_nothing=EMPTY_TESTS)
+        args = (f"--slm-models={candidate.base_url}#cand", "--slm-report=r.json")
+        recorded = pytester.runpytest(*args, "--slm-record=new")
+        replayed = pytester.runpytest(*args)
+    for result, when in ((recorded, "recorded empty in this run"), (replayed, "empty")):
+        text = " ".join(result.stdout.str().split())
+        assert f"golden answer {when}: test_nothing.py::test_nothing[cand-silent] call 1" in text
+        assert "pytest --slm-record=all test_nothing.py::test_nothing[cand-silent]" in text
+    report = json.loads((pytester.path / "r.json").read_text())
+    scores = [s for o in report["outcomes"] for p in o["pairs"] for s in p["scores"]]
+    assert len(scores) == 2
+    for score in scores:
+        assert score["verdict"] == "undecided" and score["decided_by"] is None
+        assert score["why_undecided"].startswith("the golden answer is empty")
