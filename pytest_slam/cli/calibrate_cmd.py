@@ -172,6 +172,15 @@ def labelled(args: argparse.Namespace) -> list[LabelledPair]:
     return pairs_from_goldens(args.root, args.reference)
 
 
+def label_source(args: argparse.Namespace) -> str:
+    """Where the labels came from, as a calibration's domain names it."""
+    if args.labels:
+        return f"labels {Path(args.labels).name}"
+    if args.report:
+        return f"reviews of {Path(args.report).name}"
+    return "cached judge verdicts"
+
+
 def scratch(args: argparse.Namespace) -> Path:
     """pytest-slam's scratch folder beside the golden files (``.slam``, git-ignored)."""
     return scratch_folder(args.root)
@@ -247,7 +256,12 @@ def run_calibrate(args: argparse.Namespace) -> int:
     targets = targets_of(args)
     _, doc = read_pyproject(args.pyproject)  # a broken file is refused before any work
     results = calibrate(
-        labelled(args), targets, args.resamples, scorers_of(args), aids=aids_of(args)
+        labelled(args),
+        targets,
+        args.resamples,
+        scorers_of(args),
+        aids=aids_of(args),
+        source=label_source(args),
     )
     kept = kept_keys(doc)
     text = table_text(results, targets, kept)

@@ -15,6 +15,7 @@ decide every pair as before (the run's summary says so once, with the fix: calib
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -106,11 +107,12 @@ def measure_domain(
 
 
 def _down(x: float) -> float:
-    return float(f"{x - 5e-5:.4f}") if x > 0 else 0.0
+    """Four decimals, never above ``x`` (the range must hold every calibration pair)."""
+    return math.floor(x * 1e4) / 1e4
 
 
 def _up(x: float) -> float:
-    return float(f"{x + 5e-5:.4f}")
+    return math.ceil(x * 1e4) / 1e4
 
 
 def band_domain_note(

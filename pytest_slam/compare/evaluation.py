@@ -36,6 +36,7 @@ from pytest_slam.compare.calibrate import (
     score_column,
 )
 from pytest_slam.compare.decide import Rule
+from pytest_slam.compare.domain import UNKNOWN, domain_unknown
 from pytest_slam.compare.judge import Complete, JudgeCache
 from pytest_slam.compare.named import describe_name
 from pytest_slam.compare.policy import OUTSIDE, Policy, decide_pair
@@ -128,8 +129,10 @@ def evaluate(
     outside = 0  # pairs the bands would decide, outside the domain they were measured on
     verdicts: dict[int, dict[str, Any]] = {}  # each pair's verdict, by its place in ``pairs``
     place = {id(p): i for i, p in enumerate(pairs)}
+    scopes = []
     for module, group in groups.items():
         scope = scope_of(equivalence, module)
+        scopes.append(scope)
         if scope.by_judge and judge is None:
             raise CalibrationRefused(
                 f"[tool.slam.equivalence] by = {scope.by!r} needs the judge to evaluate it: "
@@ -153,6 +156,8 @@ def evaluate(
         "verdicts": [verdicts[i] for i in sorted(verdicts)],
     }
     extra |= {"judge_unset": unasked} if unasked else {}
+    if any(domain_unknown({"band_error": s.band_error or {}}) for s in scopes):
+        extra["domain_unknown"] = True
     measured = errors_by_evidence(rows) | extra
     if judge is None or not judge.seen:
         return measured
@@ -353,6 +358,13 @@ def evaluation_text(result: Mapping[str, Any]) -> str:
         lines.append(f"by {name}: {figures['decided']} decided")
         lines.append("  " + _line("pass error", figures["pass_error"], "equivalent"))
         lines.append("  " + _line("fail error", figures["fail_error"], "different"))
+    if result.get("outside_domain"):
+        lines.append(
+            f"{result['outside_domain']} pair(s) outside what the bands were measured on "
+            "(band_error.domain): not decided by the bands, sent down the cascade"
+        )
+    if result.get("domain_unknown"):
+        lines.append(UNKNOWN)
     if result.get("judge_unset"):
         lines.append(unset_line(result["judge_unset"]))
     judge = result.get("judge")

@@ -100,7 +100,7 @@ def decide_pair(
     score = Score(policy.by, 1.0, IDENTICAL) if same and policy.asks_model else evidence.score()
     policy.rule.apply(score)
     why = _unless_certified(policy, score)
-    if score.decided_by in ("bands", "threshold"):
+    if score.decided_by in ("bands", "threshold") and not same:
         outside = band_domain_note(policy.measured.get("band_error"), candidate, reference, score)
         if outside is not None:
             why = outside
@@ -183,3 +183,41 @@ def _between(score: Score) -> str:
     low = f"{score.fail_below:.2f}" if score.fail_below is not None else "-"
     high = f"{score.threshold:.2f}" if score.threshold is not None else "-"
     return f"{score.scorer} {score.value:.2f} between the bands ({low}, {high})"
+
+
+# Why a pair is undecided, by cause (its ``why_undecided``'s opening), and the one fix for each:
+# the gate's message and the report's counts name them.
+CAUSES: dict[str, tuple[str, str]] = {
+    "no evidence": (
+        "no evidence",
+        "label pairs and `slam calibrate`, send them to the judge ([tool.slam.equivalence] then = "
+        '["judge"]), or review them (`slam review`, then = ["review"])',
+    ),
+    "judge not certified": (
+        "the judge's ",
+        "label more pairs (`slam review`) until `slam calibrate --evaluate` certifies the judge "
+        "(it prints how many it needs), or set [tool.slam] accept_uncertified_judge = true",
+    ),
+    "outside the calibrated domain": (
+        "outside what the bands",
+        "calibrate on labels of these tests' own answers (`slam calibrate`; a module with labels "
+        'enough gets bands of its own), or send them to the judge (then = ["judge"])',
+    ),
+    "no judge verdict": (
+        "the judge ",
+        "cache the judge's verdicts with a run (pytest --slm-record=new)",
+    ),
+    "empty golden answer": ("the golden answer is empty", "record the golden answers again"),
+}
+
+
+def cause_of(why: str | None) -> str:
+    """The cause of an undecided pair, from its ``why_undecided`` (older reports: no evidence)."""
+    for cause, (opening, _) in CAUSES.items():
+        if (
+            why is not None
+            and why.startswith(opening)
+            and (cause != "judge not certified" or "not certified" in why)
+        ):
+            return cause
+    return "no evidence"

@@ -20,7 +20,7 @@ import hashlib
 from collections import defaultdict
 from dataclasses import dataclass
 
-from pytest_slam.records import JSON, Call, Outcome, Pair
+from pytest_slam.records import JSON, Call, Outcome, Pair, Score
 from pytest_slam.report import fmt
 from pytest_slam.report.aggregate import PerTestRow, Verdict
 from pytest_slam.report.columns import TEST_COLUMNS
@@ -175,7 +175,15 @@ def pair_data(outcome: Outcome, pair: Pair) -> list[JSON]:
     if reference is not None:  # a golden answer that only called tools has the text ""
         reference = visible(answer_text(reference, pair.reference_tool_calls))
     scores: list[JSON] = [
-        [s.scorer, f"{s.value:.2f}", s.verdict, s.decided_by] for s in pair.scores
+        [
+            s.scorer,
+            f"{s.value:.2f}",
+            s.verdict,
+            s.decided_by,
+            error_text(s),
+            visible(s.why_undecided) if s.why_undecided else None,
+        ]
+        for s in pair.scores
     ]
     missing = pair.missing or reference is None
     runs: list[JSON] | None = None
@@ -195,6 +203,19 @@ def pair_data(outcome: Outcome, pair: Pair) -> list[JSON]:
         runs,
         None if runs is not None else candidate,
     ]
+
+
+def error_text(score: Score) -> str | None:
+    """A decided verdict's error as the pair view shows it: ``error 0.039 (<= 0.047)``, ``certain
+    (error 0)`` or ``error unmeasured``; None for no decided verdict."""
+    if score.verdict not in ("equivalent", "different"):
+        return None
+    if score.error_upper is None:
+        return "error unmeasured"
+    if score.error_upper == 0:
+        return "certain (error 0)"
+    rate = f"{score.error:.3f} " if score.error is not None else ""
+    return f"error {rate}(<= {score.error_upper:.3f})"
 
 
 def _json(data: JSON) -> str:

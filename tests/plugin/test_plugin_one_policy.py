@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from html_helpers import chromium, report_data
 from review_helpers import slam
+from slam_helpers import CHROMIUM
 
 from pytest_slam.testing import FakeOpenAI
 
@@ -143,3 +146,105 @@ def test_an_empty_golden_answer_is_flagged_and_decides_no_pair(pytester: pytest.
     for score in scores:
         assert score["verdict"] == "undecided" and score["decided_by"] is None
         assert score["why_undecided"].startswith("the golden answer is empty")
+
+
+SHORT = "{ pass = 0.039, pass_upper = 0.047, n = 400, domain = { scope = 'short QA', reference_chars = [8, 20], length_ratio = [0.1, 4.0], values = [0.0, 1.0] } }"  # noqa: E501
+LEGACY = "{ pass = 0.039, pass_upper = 0.047, n = 400 }"
+
+
+def test_a_pair_outside_the_calibrated_domain_goes_to_the_judge_or_stays_undecided(
+    pytester: pytest.Pytester, servers: tuple[FakeOpenAI, FakeOpenAI]
+) -> None:
+    """Bands measured on references of 8-20 characters do not decide a pair whose reference has
+    31: with no judge it stays undecided, with the reason in the report and the gate; with the
+    judge in the cascade the judge decides it. A calibration without a domain (written before
+    domains) still loads: its bands decide, and the summary says the domain is unknown."""
+    reference, candidate = servers
+    pytester.makepyfile(test_capital=TESTS)
+    args = (f"--slm-models={candidate.base_url}#cand", "--slm-report=r.json")
+
+    def run(equivalence: str, extra: str = "") -> tuple[pytest.RunResult, dict[str, Any]]:
+        pytester.makefile(".toml", pyproject=(
+            f"[tool.slam]\nreference = '{reference.base_url}#gpt-4'\n{extra}"
+            f"equivalence = {equivalence}\n"
+        ))  # fmt: skip
+        result = pytester.runpytest(*args, "--slm-record=new")
+        return result, json.loads((pytester.path / "r.json").read_text())
+
+    result, report = run(f"{{ at_least = 0.9, fail_below = 0.3, band_error = {SHORT} }}")
+    verdicts = _by_kind(report)
+    assert verdicts["words"] == verdicts["far"] == ("undecided", None)
+    assert verdicts["same"] == ("equivalent", "exact") and verdicts["empty"][0] == "different"
+    (words,) = [o["pairs"][0]["scores"][0] for o in report["outcomes"] if "words" in o["nodeid"]]
+    assert words["why_undecided"] == (
+        "outside what the bands were measured on (short QA): reference 31 characters; "
+        "calibrated on 8-20"
+    )
+    text = " ".join(result.stdout.str().split())
+    assert "outside the calibrated domain" in text
+    with FakeOpenAI("Rating: [[9]]", model="gpt-4-judge") as judge:
+        _, report = run(
+            f'{{ at_least = 0.9, fail_below = 0.3, then = ["judge"], band_error = {SHORT} }}',
+            f"judge = '{judge.base_url}#gpt-4-judge'\n",
+        )
+    assert _by_kind(report)["words"] == ("equivalent", "judge")
+    result, report = run(f"{{ at_least = 0.9, fail_below = 0.3, band_error = {LEGACY} }}")
+    assert _by_kind(report)["words"] == ("equivalent", "bands")
+    text = " ".join(result.stdout.str().split())
+    assert "band_error has no domain" in text and "run `slam calibrate` again" in text
+
+
+def test_the_html_pair_view_shows_each_verdicts_error_or_unmeasured_and_why_undecided(
+    pytester: pytest.Pytester, servers: tuple[FakeOpenAI, FakeOpenAI], tmp_path: Path
+) -> None:
+    reference, candidate = servers
+    pytester.makepyfile(test_capital=TESTS)
+    pytester.makefile(".toml", pyproject=(
+        f"[tool.slam]\nreference = '{reference.base_url}#gpt-4'\n"
+        "equivalence = { at_least = 0.9, fail_below = 0.3, band_error = "
+        "{ pass = 0.039, pass_upper = 0.047, domain = { reference_chars = [8, 40] } } }\n"
+    ))  # fmt: skip
+    pytester.runpytest(f"--slm-models={candidate.base_url}#cand", "--slm-html=r.html",
+                       "--slm-record=new")  # fmt: skip
+    page = (pytester.path / "r.html").read_text()
+    _, pairs = report_data(page)
+    shown = {(s[2], s[3]): (s[4], s[5]) for pair in pairs for s in pair[4]}
+    assert shown[("equivalent", "exact")] == ("certain (error 0)", None)
+    assert shown[("equivalent", "bands")] == ("error 0.039 (<= 0.047)", None)
+    assert shown[("different", "bands")] == ("error unmeasured", None)  # no fail error measured
+    error, why = shown[("undecided", "bands")]
+    assert error is None and why.startswith("no evidence: fuzzy 0.")
+    if CHROMIUM is None:
+        pytest.skip(
+            "headless Chromium not installed (apt-get install -y chromium): the data is checked"
+        )
+    dom = chromium(f"{(pytester.path / 'r.html').as_uri()}#open=all", "--dump-dom",
+                   tmp_path=tmp_path)  # fmt: skip
+    assert "error 0.039 (&lt;= 0.047)" in dom and "error unmeasured" in dom
+    assert "why undecided: no evidence: fuzzy 0." in dom
+
+
+def test_the_gate_names_an_uncertified_judge_and_the_summary_counts_what_it_did(
+    pytester: pytest.Pytester, servers: tuple[FakeOpenAI, FakeOpenAI]
+) -> None:
+    """The judge answered every pair sent to it, but its "equivalent" is not certified: the gate
+    says so (not "missing evidence: send them to the judge"), and the summary counts the pairs the
+    judge was asked and left undecided."""
+    reference, candidate = servers
+    pytester.makepyfile(test_capital=TESTS)
+    with FakeOpenAI("Rating: [[9]]", model="gpt-4-judge") as judge:
+        pytester.makefile(".toml", pyproject=(
+            f"[tool.slam]\nreference = '{reference.base_url}#gpt-4'\n"
+            f"judge = '{judge.base_url}#gpt-4-judge'\n"
+            'equivalence = { at_least = 0.9, fail_below = 0.3, then = ["judge"], judge_error = '
+            "{ pass = 0.2, pass_upper = 0.3, n = 50, pass_certified = false } }\n"
+        ))  # fmt: skip
+        result = pytester.runpytest(f"--slm-models={candidate.base_url}#cand", "--slm-record=new")
+    text = " ".join(result.stdout.str().split())
+    assert (
+        "undecided: 1 pair(s) of cand are undecided: 1 judge not certified: label more pairs"
+        in text
+    )
+    assert "missing evidence" not in text and "send them to the judge" not in text
+    assert "judge: 1 pair(s) asked" in text
+    assert "0 decided at a measured error, 1 left undecided (not certified)" in text
