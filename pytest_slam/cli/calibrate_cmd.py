@@ -23,6 +23,7 @@ import json
 import sys
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 from pytest_slam.cli import exits
 from pytest_slam.cli.calibrate_labels import (
@@ -55,6 +56,7 @@ from pytest_slam.compare.evaluation import (
     evaluation_text,
     judge_error_table,
 )
+from pytest_slam.compare.needed import needs_lines
 from pytest_slam.files import scratch_folder
 from pytest_slam.settings import Settings
 
@@ -243,6 +245,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if table is not None:
         result["judge_error"] = table
     print(json.dumps(result, indent=2) if args.format == "json" else evaluation_text(result))
+    if args.format != "json":
+        print("\n".join(labels_needed(pairs, targets, args, result.get("evidence", {}))))
     if table is not None and args.format != "json":
         print(
             "what a run needs to state the judge's measured error (and to leave a side that is "
@@ -255,8 +259,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
 def run_calibrate(args: argparse.Namespace) -> int:
     targets = targets_of(args)
     _, doc = read_pyproject(args.pyproject)  # a broken file is refused before any work
+    pairs = labelled(args)
     results = calibrate(
-        labelled(args),
+        pairs,
         targets,
         args.resamples,
         scorers_of(args),
@@ -270,7 +275,22 @@ def run_calibrate(args: argparse.Namespace) -> int:
     print(text, end="")
     if not args.dry_run:
         print(f"written to {args.pyproject}")
+    print("\n".join(labels_needed(pairs, targets, args)))
     return 0
+
+
+def labels_needed(
+    pairs: list[LabelledPair],
+    targets: Targets,
+    args: argparse.Namespace,
+    evidence: dict[str, Any] | None = None,
+) -> list[str]:
+    """How many labelled pairs of each kind the bands and the judge need at these targets, how
+    many there are, how many more to review (``compare.needed``)."""
+    good = sum(p.label for p in pairs)
+    judged = (evidence or {}).get("judge")
+    called = (judged["equivalent"], judged["different"]) if judged else None
+    return needs_lines(targets, len(scorers_of(args)), good, len(pairs) - good, called)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

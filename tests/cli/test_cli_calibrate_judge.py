@@ -98,6 +98,15 @@ def test_the_judge_s_measured_pass_error_holds_its_true_share_and_is_asked_once(
     assert "labels.jsonl, 600 labelled pairs" in table["measured_on"]
     assert evaluated(capsys)["evidence"] == result["evidence"]  # the same figures...
     assert len(judge.requests) == 600  # ...and the judge was asked nothing
+    # the text says how many pairs the judge must have called equivalent: 233 at these targets
+    assert main(["calibrate", "--evaluate", "labels.jsonl"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    eq, diff = by_judge["equivalent"], by_judge["different"]
+    assert (
+        f"the judge's equivalent: needs 233 pairs the judge called equivalent; has {eq}: "
+        f"{f'review {233 - eq} more' if eq < 233 else 'enough'}"
+    ) in said
+    assert f"the judge's different: needs 114 pairs the judge called different; has {diff}" in said
     assert list((tmp_path / ".slam" / "judge").rglob("judge-*.json"))
 
 
