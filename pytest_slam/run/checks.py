@@ -26,7 +26,7 @@ import pytest
 from pytest_slam.compare.bands import DIFFERENT
 from pytest_slam.compare.decide import verdict_error
 from pytest_slam.compare.domain import UNKNOWN, domain_unknown
-from pytest_slam.compare.policy import Policy, decide_pair
+from pytest_slam.compare.policy import EMPTY, Policy, decide_pair
 from pytest_slam.compare.scorer import ScorerError
 from pytest_slam.golden.reference import ReferenceService
 from pytest_slam.metrics.metering import measure
@@ -512,6 +512,8 @@ def diverged_lines(outcomes: list[dict[str, JSON]]) -> list[str]:
 
 def why_different(score: Score) -> str:
     """Why a score is "different", by the evidence that said so."""
+    if score.decided_by == EMPTY:
+        return f"{score.explanation} (certain)"
     if score.decided_by in ("judge", "review") and not _judge_evidence(score.scorer):
         return (
             f"{score.decided_by} says different ({score.scorer} {score.value:.2f} was "
