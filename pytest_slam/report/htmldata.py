@@ -131,6 +131,7 @@ def table_data(verdict: Verdict, outcomes: list[Outcome]) -> TableData:
                     len(found),
                     found[0][0].nodeid if found else None,
                     *_figures(row),
+                    row_note([p for _, p in found], worst),
                 ],
             )
         )
@@ -141,6 +142,25 @@ def table_data(verdict: Verdict, outcomes: list[Outcome]) -> TableData:
         "rows": [r for _, r in rows],
     }
     return TableData(data, lines)
+
+
+def row_note(pairs: list[Pair], worst: str | None) -> str | None:
+    """Beside a row's verdict: the error behind it (its least certain deciding score), or why
+    it is undecided (the cause: ``policy.cause_of``)."""
+    from pytest_slam.compare.policy import cause_of
+    from pytest_slam.report.evidence import deciding_score
+
+    if worst == "undecided":
+        whys = [s.why_undecided for p in pairs for s in p.scores if s.verdict == "undecided"]
+        return cause_of(whys[0]) if whys else None
+    if worst not in ("equivalent", "different"):
+        return None
+    scores = [deciding_score(p) for p in pairs if p.verdict == worst]
+    found = [s for s in scores if s is not None]
+    if not found:
+        return None
+    worst_score = max(found, key=lambda s: 1.0 if s.error_upper is None else s.error_upper)
+    return error_text(worst_score)
 
 
 def _row_verdict(pairs: list[Pair]) -> str | None:

@@ -207,7 +207,11 @@ def test_the_html_pair_view_shows_each_verdicts_error_or_unmeasured_and_why_unde
     pytester.runpytest(f"--slm-models={candidate.base_url}#cand", "--slm-html=r.html",
                        "--slm-record=new")  # fmt: skip
     page = (pytester.path / "r.html").read_text()
-    _, pairs = report_data(page)
+    rows, pairs = report_data(page)
+    beside = {_test_kind(rows["tests"][r[0]].replace("[", "-")): r[-1] for r in rows["rows"]}
+    assert beside == {"same": "certain (error 0)", "words": "error 0.039 (<= 0.047)",
+                      "near": "no evidence", "far": "error unmeasured",
+                      "empty": "certain (error 0)"}  # fmt: skip
     shown = {(s[2], s[3]): (s[4], s[5]) for pair in pairs for s in pair[4]}
     assert shown[("equivalent", "exact")] == ("certain (error 0)", None)
     assert shown[("equivalent", "bands")] == ("error 0.039 (<= 0.047)", None)
@@ -222,6 +226,7 @@ def test_the_html_pair_view_shows_each_verdicts_error_or_unmeasured_and_why_unde
                    tmp_path=tmp_path)  # fmt: skip
     assert "error 0.039 (&lt;= 0.047)" in dom and "error unmeasured" in dom
     assert "why undecided: no evidence: fuzzy 0." in dom
+    assert "equivalent (error 0.039 (&lt;= 0.047))" in dom and "undecided (no evidence)" in dom
 
 
 def test_the_gate_names_an_uncertified_judge_and_the_summary_counts_what_it_did(
