@@ -1,7 +1,8 @@
 """Where a band's error holds (issue 42): bands calibrated on one labelled set, applied with and
 without the domain test (``compare/domain.py``) to the same set's held-out prompts and to other sets.
 
-Reads ../shared/data in place (``validity_data.py``). Per calibration, ``slam calibrate``'s own
+Reads ../shared/data in place (``validity_data.py``; "EVOUNA-NQ gold" is short QA with the
+dataset's gold short answer as the reference, ``evouna_nq_gold``). Per calibration, ``slam calibrate``'s own
 selection (``calibrate.calibrate_columns``: fuzzy x3, length and semantic, Learn then Test,
 Bonferroni over the scorers) chooses the bands, ``domain.measure_domain`` records
 the calibration pairs' ranges, and every applied pair is decided by the one verdict policy
@@ -24,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import footer, header, table
 from validity import split
-from validity_data import DATA, SETS
+from validity_data import DATA, SETS, evouna_nq_gold
 
 from pytest_slam.compare.bands import DIFFERENT, EQUIVALENT
 from pytest_slam.compare.bandselect import Choice, Targets
@@ -50,7 +51,9 @@ TESTS = {  # the domain tests compared: which of the recorded ranges are checked
     "length ratio": ("length_ratio",),
     "reference length + ratio": ("reference_chars", "length_ratio"),
     "length + ratio + values (written)": ("reference_chars", "length_ratio", "values"),
+    "length + ratio, 1%-99% of the pairs": ("reference_chars", "length_ratio", "trim"),
 }
+TRIM = 0.01
 
 
 class _Value:
@@ -75,22 +78,24 @@ def score_all(pairs: list[LabelledPair], aids: Aids) -> Columns:
 
 
 def chosen(cols: Columns, pairs: Sequence[LabelledPair], rows: Sequence[int],
-           targets: Targets) -> tuple[Choice, Domain] | None:  # fmt: skip
-    """The bands ``slam calibrate`` would choose on these rows, and their measured domain."""
+           targets: Targets) -> tuple[Choice, Domain, Domain] | None:  # fmt: skip
+    """The bands ``slam calibrate`` would choose on these rows, their measured domain (full
+    ranges, as written) and the same ranges trimmed to 1%-99% of the pairs."""
     sub = {n: [c[i] for i in rows] for n, c in cols.items()}
     labels = [pairs[i].label for i in rows]
     result = calibrate_columns("", sub, labels, [pairs[i].unit for i in rows], targets)
     pick = result.chosen
     if pick is None:
         return None
-    domain = measure_domain("calibration", [pairs[i].candidate for i in rows],
-                            [pairs[i].reference for i in rows], sub[pick.scorer])  # fmt: skip
-    return pick, domain
+    texts = ([pairs[i].candidate for i in rows], [pairs[i].reference for i in rows])
+    return (pick, measure_domain("calibration", *texts, sub[pick.scorer]),
+            measure_domain("calibration", *texts, sub[pick.scorer], TRIM))  # fmt: skip
 
 
-def applied(choice: Choice, domain: Domain, checks: Sequence[str], cols: Columns,
+def applied(choice: Choice, full: Domain, trimmed: Domain, checks: Sequence[str], cols: Columns,
             pairs: Sequence[LabelledPair], rows: Sequence[int]) -> list[int]:  # fmt: skip
     """[decided, called equivalent, wrongly, called different, wrongly] over ``rows``."""
+    domain = trimmed if "trim" in checks else full
     kept = Domain(domain.scope, *(getattr(domain, n) if n in checks else None
                                   for n in ("reference_chars", "length_ratio", "values")))  # fmt: skip
     measured = {"band_error": {"domain": kept.as_table()}} if checks else {}
@@ -133,7 +138,7 @@ def main() -> None:
     targets = Targets()
     header("Where a band's error holds: the domain test (issue 42)",
            f"python bench/bench_domain.py --splits {args.splits}")  # fmt: skip
-    sets = {name: load() for name, load in SETS.items()}
+    sets = {name: load() for name, load in {**SETS, "EVOUNA-NQ gold": evouna_nq_gold}.items()}
     cached = pickle.loads(args.cache.read_bytes()) if args.cache and args.cache.is_file() else {}
     aids = Aids(DiskCache(args.embeddings), lambda line: print(line, file=sys.stderr))
     cols = {n: cached.get(n) or score_all(p, aids) for n, p in sets.items()}
@@ -145,13 +150,13 @@ def main() -> None:
         if found is None:
             out.append([f"{source} (all) -> others", "no band certified", "", "", "", ""])
             continue
-        choice, domain = found
+        choice, domain, trimmed = found
         print(f"\n{source}: {choice.scorer} {choice.at_least}/{choice.fail_below}, "
-              f"domain {domain.as_table()}")  # fmt: skip
+              f"domain {domain.as_table()}, trimmed {trimmed.as_table()}")  # fmt: skip
         for target, other in sets.items():
             if target == source:
                 continue
-            counts = {t: applied(choice, domain, c, cols[target], other, range(len(other)))
+            counts = {t: applied(choice, domain, trimmed, c, cols[target], other, range(len(other)))
                       for t, c in TESTS.items()}  # fmt: skip
             out += rows_of(f"{source} (all) -> {target}", choice, counts, len(other))
     print("\n#### Calibrated on one set, applied to another\n")

@@ -90,20 +90,34 @@ def _within(value: float, span: tuple[float, float]) -> bool:
 
 
 def measure_domain(
-    scope: str, candidates: Sequence[str], references: Sequence[str], values: Sequence[float]
+    scope: str,
+    candidates: Sequence[str],
+    references: Sequence[str],
+    values: Sequence[float],
+    trim: float = 0.0,
 ) -> Domain:
     """The domain of a calibration's pairs: the full range of each measure over them (a band's
-    error was measured on every one of them, and on nothing beyond)."""
+    error was measured on every one of them, and on nothing beyond). ``trim`` leaves that share
+    out at each end (bench/bench_domain.py measures it; ``slam calibrate`` keeps the full range)."""
     refs = [len(r.strip()) for r in references]
     ratios = [len(c.strip()) / n if n else 0.0 for c, n in zip(candidates, refs, strict=True)]
     if not refs:
         return Domain(scope)
+    low_ref, high_ref = _range(refs, trim)
+    low_ratio, high_ratio = _range(ratios, trim)
+    low_value, high_value = _range(values, trim)
     return Domain(
         scope,
-        (min(refs), max(refs)),
-        (_down(min(ratios)), _up(max(ratios))),
-        (_down(min(values)), _up(max(values))),
+        (int(low_ref), int(high_ref)),
+        (_down(low_ratio), _up(high_ratio)),
+        (_down(low_value), _up(high_value)),
     )
+
+
+def _range(values: Sequence[float], trim: float) -> tuple[float, float]:
+    ordered = sorted(values)
+    cut = int(len(ordered) * trim)
+    return ordered[cut], ordered[len(ordered) - 1 - cut]
 
 
 def _down(x: float) -> float:
