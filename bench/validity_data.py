@@ -70,6 +70,23 @@ def evouna_nq() -> list[LabelledPair]:
     return out
 
 
+def evouna_nq_gold() -> list[LabelledPair]:
+    """EVOUNA-NQ with the dataset's gold short answer as the reference (a short golden answer, as
+    a product's extraction test would keep): the five systems' answers as candidates, labelled by
+    the people's verdict. The short-QA set of bench_domain.py."""
+    out = []
+    for rec in _records("evouna_nq_human_judged"):
+        gold = rec.get("golden_answer")
+        if rec["improper"] or not gold:
+            continue
+        for system in ("fid", "gpt35", "chatgpt", "gpt4", "newbing"):
+            verdict, answer = rec["human_judge"].get(system), rec["answers"].get(system)
+            if isinstance(verdict, bool) and answer:
+                out.append(LabelledPair(f"nq-{rec['idx']}", answer, gold, int(verdict),
+                                        float(verdict)))  # fmt: skip
+    return out
+
+
 SETS: dict[str, Callable[[], list[LabelledPair]]] = {
     "AlpacaEval": alpaca,
     "MT-Bench graded": mt_bench_graded,

@@ -104,6 +104,23 @@ class ModelTable(BaseModel):
     )
 
 
+class MeasuredDomain(BaseModel):
+    """What a calibration was measured on (``slam calibrate`` writes it; ``compare/domain.py``):
+    a pair outside any range is not decided by the bands its error belongs to."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    scope: str | None = Field(None, description="the labels: their test modules, or their file")
+    reference_chars: list[int] | None = Field(
+        None, min_length=2, max_length=2, description="[shortest, longest] reference, characters"
+    )
+    length_ratio: list[float] | None = Field(
+        None, min_length=2, max_length=2, description="[lowest, highest] candidate/reference length"
+    )
+    values: list[float] | None = Field(
+        None, min_length=2, max_length=2, description="[lowest, highest] score of the scorer"
+    )
+
+
 class MeasuredError(BaseModel):
     """What was measured of one evidence on labelled pairs (``slam calibrate``): its pass and
     fail errors with their 95% upper bounds. The run puts them on each verdict that evidence
@@ -129,6 +146,11 @@ class MeasuredError(BaseModel):
         None,
         description="slam calibrate --evaluate certified its different at the targets (false: "
         "a run leaves them undecided unless accept_uncertified_judge)",
+    )
+    domain: MeasuredDomain | None = Field(
+        None,
+        description="what the error was measured on: a pair outside it is not decided by this "
+        "evidence (none: domain unknown, an older calibration; its error is assumed everywhere)",
     )
 
 

@@ -294,6 +294,9 @@ class Score(Record):
     # None where nobody measured it (compare/decide.verdict_error).
     error: float | None = None
     error_upper: float | None = None
+    # Why an undecided pair is undecided, with its fix (compare/policy.py): no evidence, the
+    # judge not certified, outside the domain the bands were measured on, an empty golden answer.
+    why_undecided: str | None = None
 
     @property
     def passed(self) -> bool | None:

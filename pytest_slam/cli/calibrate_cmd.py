@@ -23,6 +23,7 @@ import json
 import sys
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 from pytest_slam.cli import exits
 from pytest_slam.cli.calibrate_labels import (
@@ -56,6 +57,7 @@ from pytest_slam.compare.evaluation import (
     evaluation_text,
     judge_error_table,
 )
+from pytest_slam.compare.needed import needs_lines
 from pytest_slam.files import scratch_folder
 from pytest_slam.settings import Settings
 
@@ -173,6 +175,15 @@ def labelled(args: argparse.Namespace) -> list[LabelledPair]:
     return pairs_from_goldens(args.root, args.reference)
 
 
+def label_source(args: argparse.Namespace) -> str:
+    """Where the labels came from, as a calibration's domain names it."""
+    if args.labels:
+        return f"labels {Path(args.labels).name}"
+    if args.report:
+        return f"reviews of {Path(args.report).name}"
+    return "cached judge verdicts"
+
+
 def scratch(args: argparse.Namespace) -> Path:
     """pytest-slam's scratch folder beside the golden files (``.slam``, git-ignored)."""
     return scratch_folder(args.root)
@@ -235,6 +246,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if table is not None:
         result["judge_error"] = table
     print(json.dumps(result, indent=2) if args.format == "json" else evaluation_text(result))
+    if args.format != "json":
+        print("\n".join(labels_needed(pairs, targets, args, result.get("evidence", {}))))
     if table is not None and args.format != "json":
         print(
             "what a run needs to state the judge's measured error (and to leave a side that is "
@@ -249,8 +262,14 @@ def run_calibrate(args: argparse.Namespace) -> int:
     if not args.dry_run:
         check_target(args.pyproject)  # a path the table cannot go to: said before any work
     _, doc = read_pyproject(args.pyproject)  # a broken file is refused before any work
+    pairs = labelled(args)
     results = calibrate(
-        labelled(args), targets, args.resamples, scorers_of(args), aids=aids_of(args)
+        pairs,
+        targets,
+        args.resamples,
+        scorers_of(args),
+        aids=aids_of(args),
+        source=label_source(args),
     )
     kept = kept_keys(doc)
     text = table_text(results, targets, kept)
@@ -259,7 +278,22 @@ def run_calibrate(args: argparse.Namespace) -> int:
     print(text, end="")
     if not args.dry_run:
         print(f"written to {args.pyproject}")
+    print("\n".join(labels_needed(pairs, targets, args)))
     return 0
+
+
+def labels_needed(
+    pairs: list[LabelledPair],
+    targets: Targets,
+    args: argparse.Namespace,
+    evidence: dict[str, Any] | None = None,
+) -> list[str]:
+    """How many labelled pairs of each kind the bands and the judge need at these targets, how
+    many there are, how many more to review (``compare.needed``)."""
+    good = sum(p.label for p in pairs)
+    judged = (evidence or {}).get("judge")
+    called = (judged["equivalent"], judged["different"]) if judged else None
+    return needs_lines(targets, len(scorers_of(args)), good, len(pairs) - good, called)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

@@ -64,6 +64,8 @@ def band_error(result: ScopeResult) -> dict[str, Any]:
             out[f"{side}_upper"] = round(interval(counts.wrong, counts.called)[1], 4)
     out["n"] = result.pairs
     out["measured_on"] = f"slam calibrate, {result.pairs} labelled pairs ({result.prompts} prompts)"
+    if result.domain is not None:  # a pair outside it is not decided by these bands
+        out["domain"] = result.domain.as_table()
     return out
 
 

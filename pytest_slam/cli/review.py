@@ -124,8 +124,24 @@ def _stats(store: GoldenStore, pairs: list[ReviewPair], export: str | None) -> i
             f"use them with `slam calibrate --labels {export}`"
         )
         return 0
-    print("\n".join(stats_lines(pairs, verdicts)))
+    print("\n".join([*stats_lines(pairs, verdicts), *review_needs(store)]))
     return 0
+
+
+def review_needs(store: GoldenStore) -> list[str]:
+    """How many reviewed pairs of each kind a band or the judge needs to be certified at the
+    default targets (``compare.needed``; ``slam calibrate`` states them at its own), against the
+    verdicts stored so far: a "not worse" verdict is an acceptable label, "worse" is not."""
+    from pytest_slam.compare.bandselect import Targets
+    from pytest_slam.compare.calibrate import available_scorers
+    from pytest_slam.compare.needed import needs_lines
+    from pytest_slam.review.agreement import passed_by_human
+    from pytest_slam.review.verdicts import all_verdicts
+
+    verdicts = [v for vs in all_verdicts(store).values() for v in vs]
+    good = sum(passed_by_human(v.verdict) for v in verdicts)
+    lines = needs_lines(Targets(), len(available_scorers()), good, len(verdicts) - good)
+    return [f"slam review: {lines[0]}", *lines[1:]]
 
 
 def _serve(
@@ -148,6 +164,7 @@ def _serve(
         f"{url(server)}  (Ctrl-C to stop)",
         flush=True,
     )
+    print("\n".join(review_needs(store)), flush=True)
     if not args.no_browser:  # a one-time launch URL: the token is in no process's argv
         _open_browser(launch_url(server))
     try:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from pytest_slam.compare.bandselect import Choice, Counts, Targets, band_counts, choose_bands
 from pytest_slam.compare.diskcache import DiskCache
+from pytest_slam.compare.domain import Domain, measure_domain
 from pytest_slam.compare.judge import GOOD_GRADE, JudgeVerdict
 from pytest_slam.compare.validity import Estimate, grouped_bootstrap
 from pytest_slam.errors import SlamError
@@ -71,6 +72,7 @@ class ScopeResult:
     tried: list[Choice]
     baseline: tuple[Counts, Counts]
     by_prompt: dict[str, Estimate] = field(default_factory=dict)  # chosen bands' errors
+    domain: Domain | None = None  # what the chosen bands were measured on (``domain.py``)
     scorers_tried: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -214,10 +216,31 @@ def calibrate_scope(
     scorers: Scorers,
     resamples: int,
     aids: Aids = NO_AIDS,
+    source: str = "",
 ) -> ScopeResult:
     columns = {name: score_column(by, opts, pairs, aids) for name, (by, opts) in scorers.items()}
     labels, units = [p.label for p in pairs], [p.unit for p in pairs]
-    return calibrate_columns(scope, columns, labels, units, targets, resamples)
+    result = calibrate_columns(scope, columns, labels, units, targets, resamples)
+    chosen = result.chosen
+    if chosen is not None:
+        result.domain = measure_domain(
+            scope_text(scope, pairs, source),
+            [p.candidate for p in pairs],
+            [p.reference for p in pairs],
+            columns[chosen.scorer],
+        )
+    return result
+
+
+def scope_text(scope: str, pairs: Sequence[LabelledPair], source: str) -> str:
+    """What the labels of a scope were: its module, the modules they came from, or their file."""
+    if scope:
+        return scope
+    modules = sorted({p.module for p in pairs if p.module})
+    if not modules:
+        return source
+    more = f" and {len(modules) - 3} more" if len(modules) > 3 else ""
+    return f"{source + ': ' if source else ''}{', '.join(modules[:3])}{more}"
 
 
 def calibrate(
@@ -227,6 +250,7 @@ def calibrate(
     scorers: Scorers | None = None,
     module_min: int = MODULE_MIN_PAIRS,
     aids: Aids = NO_AIDS,
+    source: str = "",
 ) -> list[ScopeResult]:
     """The top-level result first, then each module that certified bands on its own labels.
 
@@ -243,7 +267,7 @@ def calibrate(
     own = []
     for module, group in sorted(by_module.items()):
         if module and len(group) >= module_min:
-            result = calibrate_scope(module, group, targets, scorers, resamples, aids)
+            result = calibrate_scope(module, group, targets, scorers, resamples, aids, source)
             if result.chosen is not None and result.chosen.at_least is not None:
                 own.append(result)  # a fail band alone could not unset the top level's pass band
     done = {r.scope for r in own}
@@ -251,5 +275,5 @@ def calibrate(
     if len(own) == 1 and not rest:
         own, rest = [], list(pairs)  # one module holds every label: the top-level table is its
     rest = rest if len(rest) >= MIN_PAIRS else list(pairs)
-    top = calibrate_scope(TOP, rest, targets, scorers, resamples, aids)
+    top = calibrate_scope(TOP, rest, targets, scorers, resamples, aids, source)
     return [top, *own]

@@ -36,9 +36,13 @@ from pytest_slam.compare.calibrate import (
     score_column,
 )
 from pytest_slam.compare.decide import Rule
+from pytest_slam.compare.domain import UNKNOWN, domain_unknown
 from pytest_slam.compare.judge import Complete, JudgeCache
 from pytest_slam.compare.named import describe_name
+from pytest_slam.compare.policy import OUTSIDE, Policy, decide_pair
 from pytest_slam.compare.verdict_error import Judged, errors_by_evidence
+from pytest_slam.errors import SlamError
+from pytest_slam.records import Score
 
 NOT_OPTIONS = ("by", "at_least", "fail_below", "then", "band_error", "judge_error", "modules")
 SET_JUDGE = (
@@ -55,6 +59,8 @@ class Scope:
     options: dict[str, Any]
     bands: Bands
     then: tuple[str, ...] = ()
+    # band_error as configured: its domain decides which pairs the bands may decide
+    band_error: Mapping[str, Any] | None = None
 
     @property
     def by_judge(self) -> bool:
@@ -99,8 +105,10 @@ def scope_of(equivalence: Mapping[str, Any], module: str) -> Scope:
         where = f"modules.{module!r}" if module in (modules or {}) else "the top-level table"
         raise CalibrationRefused(f"[tool.slam.equivalence] {where}: {exc}") from None
     options = {k: v for k, v in table.items() if k not in NOT_OPTIONS}
-    then = table.get("then") or []
-    return Scope(str(table.get("by", "fuzzy")), options, bands, tuple(str(s) for s in then))
+    then = tuple(str(s) for s in table.get("then") or [])
+    band_error = table.get("band_error")
+    band_error = band_error if isinstance(band_error, Mapping) else None
+    return Scope(str(table.get("by", "fuzzy")), options, bands, then, band_error)
 
 
 def evaluate(
@@ -118,19 +126,39 @@ def evaluate(
     rows: list[Judged] = []
     judged: list[tuple[float, Judged]] = []  # the judge's value of each pair it decided
     unasked = 0  # pairs the cascade would give the judge, where no judge is set
+    outside = 0  # pairs the bands would decide, outside the domain they were measured on
+    verdicts: dict[int, dict[str, Any]] = {}  # each pair's verdict, by its place in ``pairs``
+    place = {id(p): i for i, p in enumerate(pairs)}
+    scopes = []
     for module, group in groups.items():
         scope = scope_of(equivalence, module)
+        scopes.append(scope)
         if scope.by_judge and judge is None:
             raise CalibrationRefused(
                 f"[tool.slam.equivalence] by = {scope.by!r} needs the judge to evaluate it: "
                 f"{SET_JUDGE}"
             )
-        for row, value in _decide_scope(scope, group, judge, aids):
+        for p, (row, value, score) in zip(
+            group, _decide_scope(scope, group, judge, aids), strict=True
+        ):
             rows.append(row)
             if value is not None:
                 judged.append((value, row))
             unasked += row.evidence is None and "judge" in scope.then and judge is None
-    measured = errors_by_evidence(rows) | ({"judge_unset": unasked} if unasked else {})
+            outside += OUTSIDE in score.explanation
+            verdicts[place[id(p)]] = {
+                "verdict": score.verdict,
+                "decided_by": score.decided_by,
+                "why_undecided": score.why_undecided,
+            }
+    extra: dict[str, Any] = {
+        "outside_domain": outside,
+        "verdicts": [verdicts[i] for i in sorted(verdicts)],
+    }
+    extra |= {"judge_unset": unasked} if unasked else {}
+    if any(domain_unknown({"band_error": s.band_error or {}}) for s in scopes):
+        extra["domain_unknown"] = True
+    measured = errors_by_evidence(rows) | extra
     if judge is None or not judge.seen:
         return measured
     certified = certify_judge(judged, targets or Targets())
@@ -150,7 +178,9 @@ def evaluate(
         certified["left_undecided"] = sum(a is not b for a, b in zip(rows, counted, strict=True))
     certified |= {"accepted": judge.accept_uncertified, "model": judge.model}
     certified |= {"asked": judge.asked, "replayed": judge.replayed, "unjudged": judge.unjudged}
-    return errors_by_evidence(counted) | {"evidence": measured["evidence"], "judge": certified}
+    return (
+        errors_by_evidence(counted) | extra | {"evidence": measured["evidence"], "judge": certified}
+    )
 
 
 def judge_error_table(result: Mapping[str, Any], measured_on: str) -> dict[str, Any] | None:
@@ -180,34 +210,76 @@ def unset_line(unasked: int) -> str:
 
 def _decide_scope(
     scope: Scope, group: Sequence[LabelledPair], judge: JudgeSetup | None, aids: Aids
-) -> list[tuple[Judged, float | None]]:
-    """Each pair's verdict and evidence under its scope, and the judge's value where it decided."""
+) -> list[tuple[Judged, float | None, Score]]:
+    """Each pair decided by the one policy (``policy.decide_pair``) under its scope, the judge's
+    value where it decided, and the pair's Score. The judge's sides are certified afterwards, on
+    these very pairs (``certify_judge``), so here its verdicts count as given."""
     rule = Rule(
         scope.bands.at_least, scope.bands.fail_below, str(scope.options.get("mode", "grade"))
     )
-    bands, evidence = rule.bands_for(scope.by)
+    measured = {"band_error": scope.band_error} if scope.band_error else {}
+    policy = Policy(scope.by, rule, scope.then, measured, True, scope.by_judge)
     values: Sequence[float | None]
     if scope.by_judge:
-        assert judge is not None  # evaluate refused without one
-        values = [_judge_value(judge, scope.options, p) for p in group]
+        values = [None] * len(group)  # asked per pair, only where the policy needs it
     else:
         try:
             values = score_column(scope.by, scope.options, group, aids)
         except (ValueError, ImportError) as exc:
             raise CalibrationRefused(f"[tool.slam.equivalence]: {exc}") from None
-    out: list[tuple[Judged, float | None]] = []
-    cascade_bands, _ = Rule(judge_mode="grade").bands_for("judge")
+    out: list[tuple[Judged, float | None, Score]] = []
     for p, value in zip(group, values, strict=True):
-        verdict = bands.decide(value) if value is not None else None
-        row = Judged(p.label, verdict, evidence if verdict not in (None, UNDECIDED) else None)
-        judge_value = value if scope.by_judge and row.evidence else None
-        if row.evidence is None and "judge" in scope.then and judge is not None:
-            graded = _judge_value(judge, {}, p)
-            if graded is not None:
-                row = Judged(p.label, cascade_bands.decide(graded), "judge")
-                judge_value = graded
-        out.append((row, judge_value))
+        evidence = _Evidence(scope, p, value, judge)
+        try:
+            score = decide_pair(policy, p.candidate, p.reference, evidence)
+        except _Unjudged:
+            score = Score(scope.by, 0.0, "the judge gave no readable verdict", verdict=UNDECIDED)
+            score.why_undecided = score.explanation
+        decided = score.verdict in (EQUIVALENT, DIFFERENT)
+        row = Judged(p.label, score.verdict, score.decided_by if decided else None)
+        judge_value = evidence.judged if score.decided_by == "judge" else None
+        out.append((row, judge_value, score))
     return out
+
+
+class _Unjudged(SlamError, kind="calibrate"):
+    """The judge, as the pair's own scorer, gave no readable verdict."""
+
+
+@dataclass
+class _Evidence:
+    """One labelled pair's evidence (``policy.Evidence``): the scope's scorer value (scored in a
+    batch beforehand, or the judge's, asked now), the cascade's judge, and no review (the labels
+    are what a review would say)."""
+
+    scope: Scope
+    pair: LabelledPair
+    value: float | None
+    setup: JudgeSetup | None
+    judged: float | None = None  # the judge's last value
+
+    def score(self) -> Score:
+        if not self.scope.by_judge:
+            assert self.value is not None
+            return Score(self.scope.by, self.value)
+        assert self.setup is not None  # evaluate refused without one
+        value = _judge_value(self.setup, self.scope.options, self.pair)
+        if value is None:
+            raise _Unjudged
+        self.judged = value
+        return Score(self.scope.by, value)
+
+    def judge(self) -> Score | None:
+        if self.setup is None:
+            return None
+        value = _judge_value(self.setup, {}, self.pair)
+        if value is None:
+            return None
+        self.judged = value
+        return Score("judge", value)
+
+    def review(self) -> tuple[str, str] | None:
+        return None
 
 
 def _judge_value(judge: JudgeSetup, options: Mapping[str, Any], p: LabelledPair) -> float | None:
@@ -286,6 +358,13 @@ def evaluation_text(result: Mapping[str, Any]) -> str:
         lines.append(f"by {name}: {figures['decided']} decided")
         lines.append("  " + _line("pass error", figures["pass_error"], "equivalent"))
         lines.append("  " + _line("fail error", figures["fail_error"], "different"))
+    if result.get("outside_domain"):
+        lines.append(
+            f"{result['outside_domain']} pair(s) outside what the bands were measured on "
+            "(band_error.domain): not decided by the bands, sent down the cascade"
+        )
+    if result.get("domain_unknown"):
+        lines.append(UNKNOWN)
     if result.get("judge_unset"):
         lines.append(unset_line(result["judge_unset"]))
     judge = result.get("judge")

@@ -19,7 +19,7 @@ from typing import Any
 from pytest_slam.compare.bands import DIFFERENT, EQUIVALENT
 from pytest_slam.compare.binomial import interval
 
-EVIDENCE_ORDER = ("structure", "threshold", "bands", "judge", "review")
+EVIDENCE_ORDER = ("exact", "empty", "structure", "threshold", "bands", "judge", "review")
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from pytest_slam.compare.uncertainty import Comparison, Interval
 from pytest_slam.metrics.cost import cost_ratio, per_1000
 from pytest_slam.metrics.latency import LATENCY_METRICS
 from pytest_slam.metrics.stats import Summary, percentile, summarize
-from pytest_slam.records import JSON, Call, ModelSpec, Outcome, Pair, Record, records, spent
+from pytest_slam.records import JSON, Call, ModelSpec, Outcome, Pair, Record, Score, records, spent
 from pytest_slam.report.evidence import (
     EvidenceRow,
     evidence_rows,
@@ -137,6 +137,13 @@ class ModelRow(Record):
     judge_asked: int = 0
     judge_replayed: int = 0
     judge_saved: int = 0
+    # of the pairs the judge answered: decided with a measured (certified) error, and left
+    # undecided because its verdict on that side is not certified (compare/policy.py)
+    judge_certified: int = 0
+    judge_left_undecided: int = 0
+    # undecided pairs by cause (compare/policy.CAUSES: no evidence, judge not certified, outside
+    # the calibrated domain, no judge verdict, empty golden answer)
+    undecided_causes: dict[str, int] = field(default_factory=dict)
     # how the decided pairs were decided, by evidence, each with its measured error (or
     # "unmeasured"); decided pairs resting on unmeasured evidence; the pass rate's interval widened
     # by the verdict errors of the pairs that decided its tests (report/evidence.py)
@@ -456,7 +463,17 @@ def _fill_verdicts(row: ModelRow, pairs: list[Pair]) -> None:
     row.pairs_different = verdicts.count("different")
     row.pairs_undecided = verdicts.count("undecided")
     row.pairs_no_verdict = verdicts.count(None)
+    from pytest_slam.compare.policy import cause_of
+
+    causes = [
+        cause_of(s.why_undecided) for p in scored for s in p.scores if s.verdict == "undecided"
+    ]
+    row.undecided_causes = {c: causes.count(c) for c in dict.fromkeys(causes)}
+    left = [p for p in scored if any(_uncertified(s) for s in p.scores)]
     judged = [p for p in scored if any(s.decided_by == "judge" for s in p.scores)]
+    row.judge_certified = sum(1 for p in judged if all(s.error_upper is not None for s in p.scores))
+    row.judge_left_undecided = len(left)
+    judged += left
     row.judge_replayed = sum(1 for p in judged if all(s.replayed for s in p.scores))
     row.judge_asked = len(judged) - row.judge_replayed
     row.judge_saved = sum(
@@ -464,6 +481,13 @@ def _fill_verdicts(row: ModelRow, pairs: list[Pair]) -> None:
     )
     row.verdict_evidence = evidence_rows(scored)
     row.pairs_unmeasured = unmeasured_pairs(row.verdict_evidence)
+
+
+def _uncertified(score: Score) -> bool:
+    """The judge answered, and its verdict on that side is not certified: left undecided."""
+    from pytest_slam.compare.policy import cause_of
+
+    return score.verdict == "undecided" and cause_of(score.why_undecided) == "judge not certified"
 
 
 def request_equivalence(outcomes: list[Outcome]) -> dict[str, float]:

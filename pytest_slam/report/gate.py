@@ -218,13 +218,16 @@ ON_BY_DEFAULT = (
 
 
 def _undecided(row: ModelRow) -> Breach:
-    """Pairs the project asked a verdict for and got none: missing evidence, so no pass."""
+    """Pairs the project asked a verdict for and got none, by cause, each with its one fix
+    (compare/policy.CAUSES): no evidence, the judge not certified, outside the calibrated
+    domain, no judge verdict, an empty golden answer."""
+    from pytest_slam.compare.policy import CAUSES
+
+    causes = row.undecided_causes or {"no evidence": row.pairs_undecided}
+    said = "; ".join(f"{n} {cause}: {CAUSES[cause][1]}" for cause, n in causes.items())
     message = (
-        f"{UNDECIDED_RULE}: {row.pairs_undecided} pair(s) of {row.model} are undecided (between "
-        "the bands, no judge or reviewer verdict): missing evidence. Decide them: label pairs and "
-        '`slam calibrate`, send them to the judge ([tool.slam.equivalence] then = ["judge"]), or '
-        f'review them (`slam review`, then = ["review"]); or accept them with [{SECTION}] '
-        "allow_undecided = true"
+        f"{UNDECIDED_RULE}: {row.pairs_undecided} pair(s) of {row.model} are undecided: {said}; "
+        f"or accept them with [{SECTION}] allow_undecided = true"
     )
     return Breach(row.model, UNDECIDED_RULE, row.pairs_undecided, 0, message)
 

@@ -20,7 +20,7 @@ import hashlib
 from collections import defaultdict
 from dataclasses import dataclass
 
-from pytest_slam.records import JSON, Call, Outcome, Pair
+from pytest_slam.records import JSON, Call, Outcome, Pair, Score
 from pytest_slam.report import fmt
 from pytest_slam.report.aggregate import PerTestRow, Verdict
 from pytest_slam.report.columns import TEST_COLUMNS
@@ -133,6 +133,7 @@ def table_data(verdict: Verdict, outcomes: list[Outcome]) -> TableData:
                     len(found),
                     nodeids.get((row.test, row.model)),
                     *_figures(row),
+                    row_note([p for _, p in found], worst),
                 ],
             )
         )
@@ -143,6 +144,25 @@ def table_data(verdict: Verdict, outcomes: list[Outcome]) -> TableData:
         "rows": [r for _, r in rows],
     }
     return TableData(data, lines)
+
+
+def row_note(pairs: list[Pair], worst: str | None) -> str | None:
+    """Beside a row's verdict: the error behind it (its least certain deciding score), or why
+    it is undecided (the cause: ``policy.cause_of``)."""
+    from pytest_slam.compare.policy import cause_of
+    from pytest_slam.report.evidence import deciding_score
+
+    if worst == "undecided":
+        whys = [s.why_undecided for p in pairs for s in p.scores if s.verdict == "undecided"]
+        return cause_of(whys[0]) if whys else None
+    if worst not in ("equivalent", "different"):
+        return None
+    scores = [deciding_score(p) for p in pairs if p.verdict == worst]
+    found = [s for s in scores if s is not None]
+    if not found:
+        return None
+    worst_score = max(found, key=lambda s: 1.0 if s.error_upper is None else s.error_upper)
+    return error_text(worst_score)
 
 
 def _row_verdict(pairs: list[Pair]) -> str | None:
@@ -177,7 +197,15 @@ def pair_data(outcome: Outcome, pair: Pair) -> list[JSON]:
     if reference is not None:  # a golden answer that only called tools has the text ""
         reference = visible(answer_text(reference, pair.reference_tool_calls))
     scores: list[JSON] = [
-        [s.scorer, f"{s.value:.2f}", s.verdict, s.decided_by] for s in pair.scores
+        [
+            s.scorer,
+            f"{s.value:.2f}",
+            s.verdict,
+            s.decided_by,
+            error_text(s),
+            visible(s.why_undecided) if s.why_undecided else None,
+        ]
+        for s in pair.scores
     ]
     missing = pair.missing or reference is None
     runs: list[JSON] | None = None
@@ -198,6 +226,19 @@ def pair_data(outcome: Outcome, pair: Pair) -> list[JSON]:
         None if runs is not None else candidate,
         transcript_step(calls, pair.call_index),
     ]
+
+
+def error_text(score: Score) -> str | None:
+    """A decided verdict's error as the pair view shows it: ``error 0.039 (<= 0.047)``, ``certain
+    (error 0)`` or ``error unmeasured``; None for no decided verdict."""
+    if score.verdict not in ("equivalent", "different"):
+        return None
+    if score.error_upper is None:
+        return "error unmeasured"
+    if score.error_upper == 0:
+        return "certain (error 0)"
+    rate = f"{score.error:.3f} " if score.error is not None else ""
+    return f"error {rate}(<= {score.error_upper:.3f})"
 
 
 def _content(message: JSON) -> str:

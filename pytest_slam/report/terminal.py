@@ -213,7 +213,7 @@ def verdict_notes(verdict: Verdict) -> list[str]:
         counts = [
             (row.pairs_equivalent, "equivalent"),
             (row.pairs_different, "different"),
-            (row.pairs_undecided, "undecided (missing evidence)"),
+            (row.pairs_undecided, f"undecided ({_causes(row)})"),
         ]  # no verdict (similarity only): the run's note says it once, with how to get one
         if not any(n for n, _ in counts):
             continue
@@ -227,8 +227,19 @@ def verdict_notes(verdict: Verdict) -> list[str]:
                 f"{cost}), {row.judge_replayed} replayed from the golden files, "
                 f"{row.judge_saved} saved (decided before the judge)"
             )
+            if row.judge_asked or row.judge_replayed:
+                text += (
+                    f", {row.judge_certified} decided at a measured error, "
+                    f"{row.judge_left_undecided} left undecided (not certified)"
+                )
         out.append(text)
     return out
+
+
+def _causes(row: ModelRow) -> str:
+    """``2 outside the calibrated domain, 1 no evidence``: why the undecided pairs are."""
+    causes = row.undecided_causes or {"no evidence": row.pairs_undecided}
+    return ", ".join(f"{n} {cause}" for cause, n in causes.items())
 
 
 def verdict_interval(row: ModelRow) -> str:

@@ -23,15 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_slam.compare.bands import DIFFERENT, EQUIVALENT, UNDECIDED
-from pytest_slam.compare.decide import (
-    EXACT,
-    IDENTICAL,
-    Rule,
-    identical,
-    uncertified,
-    verdict_error,
-)
+from pytest_slam.compare.bands import DIFFERENT
+from pytest_slam.compare.decide import verdict_error
+from pytest_slam.compare.domain import UNKNOWN, domain_unknown
+from pytest_slam.compare.policy import EMPTY, Policy, decide_pair
 from pytest_slam.compare.scorer import ScorerError
 from pytest_slam.golden.reference import ReferenceService
 from pytest_slam.metrics.metering import measure
@@ -122,6 +117,7 @@ class Checker:
             return
         for pair in todo:
             rec = verdict.records.get(pair.call_index)
+            self._flag_empty_golden(ctx, pair)
             try:
                 scores = self._score_pair(plan, ctx, pair, rec)
             except JudgeUnjudged as exc:  # unreadable twice: no verdict, never a 0
@@ -145,6 +141,21 @@ class Checker:
                         line = _with_accepting(line, plan, ctx.module, score, sides, index, schema)
                     verdict.problems.append(line)
 
+    def _flag_empty_golden(self, ctx: TestContext, pair: Pair) -> None:
+        """An empty golden answer decides nothing (``policy.EMPTY_REFERENCE``): said in the run's
+        summary, once per answer, as it is recorded or replayed."""
+        if (pair.reference_text or "").strip() or pair.reference_tool_calls:
+            return
+        just = self.reference is not None and (ctx.module, pair.key) in self.reference.rerecorded
+        when = "recorded empty in this run" if just else "empty"
+        line = (
+            f"golden answer {when}: {ctx.nodeid} call {pair.call_index + 1} ({pair.golden_file}, "
+            f"key {pair.key[:12]}): no pair is decided against it; record it again "
+            f"(pytest --slm-record=all {ctx.nodeid}) or delete it"
+        )
+        if line not in self.summary:
+            self.summary.append(line)
+
     def _score_pair(
         self, plan: ScoringPlan, ctx: TestContext, pair: Pair, rec: GoldenRecord | None
     ) -> list[Score]:
@@ -152,84 +163,43 @@ class Checker:
 
         A request with ``n`` > 1 gets ``n`` scores on its pair (the pair's equivalence is their
         mean, and each one called different fails the test); otherwise one score. Each score is
-        decided, and an undecided one goes down the cascade.
+        decided by the one verdict policy (``compare/policy.decide_pair``).
         """
+        from pytest_slam.review.pairs import answer_text
+
         call = ctx.calls[pair.call_index]
         cands, refs = _choices(call, pair, rec)
+        policy = Policy(
+            plan.by,
+            plan.rule,
+            tuple(plan.then),
+            plan.measured,
+            self.accept_uncertified_judge,
+            _asks_a_model(plan),
+        )
+        if domain_unknown(plan.measured) and UNKNOWN not in self.summary:
+            self.summary.append(UNKNOWN)
         scores = []
         for index, (cand, ref) in enumerate(itertools.zip_longest(cands, refs)):
-            same = _same_answer(cand, ref)
             if cand is None or ref is None:
                 only = "reference" if cand is None else "candidate"
                 score = Score(plan.by, 0.0, f"only the {only} has this choice")
-            elif same and _asks_a_model(plan):  # certain: no judge is asked about it
-                score = Score(plan.by, 1.0, IDENTICAL)
+                plan.rule.apply(score)
+                score.error, score.error_upper = verdict_error(score, plan.measured)
             else:
-                score = self._score_choice(plan, ctx, call, rec, cand, ref)
+                evidence = _RunEvidence(self, plan, ctx, call, pair, rec, (cand, ref, index))
+                texts_only = not (cand[1] or ref[1])
+                score = decide_pair(
+                    policy,
+                    answer_text(*cand),
+                    answer_text(*ref),
+                    evidence,
+                    texts_only,
+                )
             if max(len(cands), len(refs)) > 1:
                 score.explanation = f"choice {index}: {score.explanation}"
-            plan.rule.apply(score)
-            self._unless_certified(plan, score)
-            if same and score.verdict != DIFFERENT and score.decided_by != "structure":
-                score.verdict, score.decided_by = EQUIVALENT, EXACT
-                if IDENTICAL not in score.explanation:
-                    score.explanation = f"{IDENTICAL}; {score.explanation}"
-            score.then = list(plan.then)
-            if score.verdict is None and plan.then:  # no bands: similarity decided nothing
-                score.verdict = UNDECIDED
-            if score.verdict == UNDECIDED and cand is not None and ref is not None:
-                self._cascade(plan, ctx, call, pair, rec, score, (cand, ref, index))
-            score.error, score.error_upper = verdict_error(score, plan.measured)
             scores.append(score)
         return scores
-
-    def _cascade(
-        self,
-        plan: ScoringPlan,
-        ctx: TestContext,
-        call: Call,
-        pair: Pair,
-        rec: GoldenRecord | None,
-        score: Score,
-        sides: tuple[Choice, Choice, int],
-    ) -> None:
-        """The next evidence for an undecided score, cheapest first, until one decides it."""
-        from pytest_slam.compare.judge import JudgeUnjudged
-        from pytest_slam.review.pairs import answer_text
-
-        (c_text, c_tools), (r_text, r_tools), index = sides
-        candidate, reference = answer_text(c_text, c_tools), answer_text(r_text, r_tools)
-        for step in plan.then:
-            if step == "judge" and plan.judge is not None:
-                try:
-                    judged = self._in_context(plan.judge, ctx, call, rec, candidate, reference)
-                except JudgeUnjudged as exc:  # unreadable twice: still undecided, never a 0
-                    self._note_unjudged(ctx, pair, exc)
-                    continue
-                except JudgeNotCached:  # slam rescore: the judge never saw this pair
-                    self.not_cached += 1
-                    continue
-                Rule(judge_mode="grade").apply(judged)
-                score.replayed = judged.replayed
-                _decide(score, judged.verdict, "judge", judged.explanation)
-                self._unless_certified(plan, score)
-            elif step == "review" and index == 0:
-                human = self._human_verdict(ctx, pair.key, text_hash_of(candidate))
-                if human is not None:
-                    _decide(score, human[0], "review", human[1])
-            if score.verdict != UNDECIDED:
-                return
-
-    def _unless_certified(self, plan: ScoringPlan, score: Score) -> None:
-        """A judge's verdict on a side its evaluation could not certify is no verdict: the pair
-        stays undecided (and goes on down the cascade) unless the project accepts it."""
-        if self.accept_uncertified_judge or not uncertified(score, plan.measured):
-            return
-        score.explanation = (
-            f"{score.explanation}; the judge's {score.verdict} is not certified (judge_error: "
-            "slam calibrate --evaluate), so undecided; accept_uncertified_judge = true counts it"
-        )
-        score.verdict, score.decided_by = UNDECIDED, None
 
     def _human_verdict(self, ctx: TestContext, key: str, answer: str) -> tuple[str, str] | None:
         """The stored ``slam review`` verdict on this answer: (verdict, why), or None.
@@ -453,21 +423,6 @@ def _asks_a_model(plan: ScoringPlan) -> bool:
     return plan.scorer is not None and "model" in describe(plan.scorer).needs
 
 
-def _same_answer(cand: Choice | None, ref: Choice | None) -> bool:
-    """Both sides wrote the same text and neither called a tool (``decide.identical``)."""
-    if cand is None or ref is None or cand[1] or ref[1]:
-        return False
-    return identical(cand[0], ref[0])
-
-
-def _decide(score: Score, verdict: str | None, evidence: str, why: str) -> None:
-    """A later step of the cascade decided an undecided score (or left it undecided)."""
-    if verdict is None or verdict == UNDECIDED:
-        return
-    score.verdict, score.decided_by = verdict, evidence
-    score.explanation = f"{score.explanation}; {why}"
-
-
 def _lower(first: Score, second: Score) -> Score:
     """Two scores of one answer as one: the lower value (an answer is as good as its worse part),
     both explanations."""
@@ -565,6 +520,8 @@ def diverged_lines(outcomes: list[dict[str, JSON]]) -> list[str]:
 
 def why_different(score: Score) -> str:
     """Why a score is "different", by the evidence that said so."""
+    if score.decided_by == EMPTY:
+        return f"{score.explanation} (certain)"
     if score.decided_by in ("judge", "review") and not _judge_evidence(score.scorer):
         return (
             f"{score.decided_by} says different ({score.scorer} {score.value:.2f} was "
@@ -577,3 +534,60 @@ def why_different(score: Score) -> str:
         )
     limit = score.threshold if score.threshold is not None else 0.0
     return f"equivalence {score.value:.2f} < {limit:.2f} ({score.scorer}): {score.explanation}"
+
+
+@dataclass
+class _RunEvidence:
+    """One choice's evidence in a run (``policy.Evidence``): the test's scorer, the cascade's
+    judge through the golden file's verdict cache, the stored review; each asked only when the
+    policy needs it."""
+
+    checker: Checker
+    plan: ScoringPlan
+    ctx: TestContext
+    call: Call
+    pair: Pair
+    rec: GoldenRecord | None
+    sides: tuple[Choice, Choice, int]
+    judge_missing: str | None = None
+
+    def score(self) -> Score:
+        cand, ref, _ = self.sides
+        return self.checker._score_choice(self.plan, self.ctx, self.call, self.rec, cand, ref)
+
+    def judge(self) -> Score | None:
+        from pytest_slam.compare.judge import JudgeUnjudged
+        from pytest_slam.review.pairs import answer_text
+
+        if self.plan.judge is None:
+            return None
+        cand, ref, _ = self.sides
+        candidate, reference = answer_text(*cand), answer_text(*ref)
+        checker = self.checker
+        try:
+            return checker._in_context(
+                self.plan.judge, self.ctx, self.call, self.rec, candidate, reference
+            )
+        except JudgeUnjudged as exc:  # unreadable twice: still undecided, never a 0
+            checker._note_unjudged(self.ctx, self.pair, exc)
+            self.judge_missing = (
+                f"the judge gave no readable verdict ({exc}); ask it again (pytest "
+                '--slm-record=new) or review the pair (then = [..., "review"])'
+            )
+        except JudgeNotCached:  # slam rescore: the judge never saw this pair
+            checker.not_cached += 1
+            self.judge_missing = (
+                "the judge never saw this pair (rescore calls no model); cache its verdict "
+                "with a run: pytest --slm-record=new"
+            )
+        return None
+
+    def review(self) -> tuple[str, str] | None:
+        from pytest_slam.review.pairs import answer_text
+
+        cand, _, index = self.sides
+        if index != 0:
+            return None
+        return self.checker._human_verdict(
+            self.ctx, self.pair.key, text_hash_of(answer_text(*cand))
+        )

@@ -106,8 +106,12 @@ def test_round_trip_calibrate_writes_bands_evaluate_reads_them_back(
         "fail_error",
         "evidence",
         "judge_unset",
+        "outside_domain",
+        "verdicts",
     }
-    assert set(result["evidence"]) == {"bands"}  # no [tool.slam] judge: the cascade stops there
+    # no [tool.slam] judge: the cascade stops there; identical answers are exact, as in a run
+    assert set(result["evidence"]) == {"exact", "bands"}
+    assert len(result["verdicts"]) == 600
     assert result["judge_unset"] == result["undecided"]
     assert result["pairs"] == 600
     assert result["equivalent"] + result["different"] + result["undecided"] == 600
@@ -281,5 +285,36 @@ def test_a_fail_band_alone_is_written_without_a_pass_band_and_read_back(
     assert "at_least" not in table and 0 < table["fail_below"] < 1
     assert main(["calibrate", "--evaluate", "a.jsonl", "--format", "json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["equivalent"] == 0 and result["different"] > 300
+    exact = result["evidence"]["exact"]["equivalent"]  # identical answers: certain, as in a run
+    assert result["equivalent"] == exact and result["different"] > 300
     assert result["fail_error"]["value"] <= 0.10
+
+
+def test_calibrate_records_its_domain_and_evaluate_counts_the_pairs_outside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bands calibrated on 10-word answers record the lengths they saw; on answers five times as
+    long they decide nothing by the bands, and --evaluate says how many pairs fell outside."""
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "a.jsonl", labelled_rows(900, 1))
+    (tmp_path / "pyproject.toml").write_text('[tool.slam]\nreference = "openai:gpt-4"\n')
+    assert main(["calibrate", "--labels", "a.jsonl", *FUZZY]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    good = sum(bool(r["label"]) for r in labelled_rows(900, 1))
+    assert f"you have 900 labelled pair(s): {good} acceptable, {900 - good} not" in said
+    assert "a pass band (3 scorers): needs " in said and "the judge's equivalent: needs 233" in said
+    domain = equivalence(tmp_path / "pyproject.toml")["band_error"]["domain"]  # type: ignore[index]
+    assert domain["scope"] == "labels a.jsonl"
+    low, high = domain["reference_chars"]
+    assert 30 <= low <= high <= 120 and len(domain["length_ratio"]) == len(domain["values"]) == 2
+    long_rows = [{**r, "candidate": " ".join([str(r["candidate"])] * 5),
+                  "reference": " ".join([str(r["reference"])] * 5)}
+                 for r in labelled_rows(300, 2)]  # fmt: skip
+    write_jsonl(tmp_path / "long.jsonl", long_rows)
+    assert main(["calibrate", "--evaluate", "long.jsonl", "--format", "json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    exact = result["evidence"].get("exact", {}).get("decided", 0)
+    assert result["outside_domain"] == 300 - exact and "bands" not in result["evidence"]
+    assert main(["calibrate", "--evaluate", "long.jsonl"]) == 0
+    said = capsys.readouterr().out
+    assert f"{300 - exact} pair(s) outside what the bands were measured on" in said

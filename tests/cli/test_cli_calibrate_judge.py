@@ -98,6 +98,15 @@ def test_the_judge_s_measured_pass_error_holds_its_true_share_and_is_asked_once(
     assert "labels.jsonl, 600 labelled pairs" in table["measured_on"]
     assert evaluated(capsys)["evidence"] == result["evidence"]  # the same figures...
     assert len(judge.requests) == 600  # ...and the judge was asked nothing
+    # the text says how many pairs the judge must have called equivalent: 233 at these targets
+    assert main(["calibrate", "--evaluate", "labels.jsonl"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    eq, diff = by_judge["equivalent"], by_judge["different"]
+    assert (
+        f"the judge's equivalent: needs 233 pairs the judge called equivalent; has {eq}: "
+        f"{f'review {233 - eq} more' if eq < 233 else 'enough'}"
+    ) in said
+    assert f"the judge's different: needs 114 pairs the judge called different; has {diff}" in said
     assert list((tmp_path / ".slam" / "judge").rglob("judge-*.json"))
 
 
@@ -128,14 +137,15 @@ def test_a_judge_certified_at_looser_targets_counts_and_the_text_says_so(
 def test_the_cascade_splits_the_error_by_evidence_and_the_totals_add_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, judge: FakeOpenAI, capsys: Any
 ) -> None:
-    """Bands decide the pairs whose candidate equals the reference (fuzzy 1.0) and those with
+    """Bands decide the pairs whose candidate has the reference's words (fuzzy 1.0) and those with
     nothing in common (below the fail band); the judge grades the rest."""
     monkeypatch.chdir(tmp_path)
     project(tmp_path, judge, '{ by = "fuzzy", at_least = 0.95, fail_below = 0.2, then = ["judge"] }',
             "accept_uncertified_judge = true\n")  # fmt: skip
     labelled = rows(300)
-    for i, r in enumerate(labelled[:100]):  # identical: equivalent by the bands, 1 in 10 not good
-        r["candidate"] = r["reference"] = f"same text {i}"
+    for i, r in enumerate(labelled[:100]):  # the same words (not identical: an identical answer
+        # is exact): equivalent by the bands, 1 in 10 not good
+        r["candidate"], r["reference"] = f"same text {i}.", f"same text {i}"
         r["label"] = i % 10 != 0
     for r in labelled[100:160]:  # nothing in common: different by the bands, all truly bad
         r["candidate"], r["reference"], r["label"] = "zzzz", "qqqq qqqq", False

@@ -127,7 +127,7 @@ def test_bands_decide_three_ways_and_the_gate_fails_on_undecided_naming_the_fixe
     row = _row(report)
     assert (row["pairs_equivalent"], row["pairs_different"], row["pairs_undecided"]) == (1, 1, 1)
     text = said(result)
-    assert "verdicts for cand: 1 equivalent, 1 different, 1 undecided (missing evidence)" in text
+    assert "verdicts for cand: 1 equivalent, 1 different, 1 undecided (1 no evidence)" in text
     (breach,) = report["gate"]["models"][0]["breaches"]
     assert breach["rule"] == "undecided" and breach["measured"] == 1
     for fix in ("`slam calibrate`", 'then = ["judge"]', "`slam review`", "allow_undecided = true"):

@@ -153,3 +153,30 @@ def test_the_argv_scan_sees_other_processes(tmp_path) -> None:
     finally:
         sleeper.kill()
         sleeper.wait(timeout=30)
+
+
+def test_stats_say_how_many_more_reviews_a_band_or_the_judge_needs(pytester) -> None:
+    """3 "tie" (acceptable) and 3 "loss" verdicts: far from the 233 pairs the judge must have
+    called equivalent, or the pairs a band needs among 5 scorers at the default targets."""
+    project = make_project(pytester)
+    store = GoldenStore(project / "__slam__", "gpt-4")
+    pairs, _ = collect(load_report(project / "slam-report.json").outcomes, store)
+    verdict = {"qwen-small": "tie", "llama-tiny": "loss"}
+    for p in pairs:
+        v = make_verdict(key=p.key, model=p.model, answer_hash=p.answer_hash,
+                         reference_hash=p.reference_hash, verdict=verdict[p.model],
+                         reviewer="ana")  # fmt: skip
+        save_verdicts(store, p.module, [v])
+    said = " ".join(slam(project, "review", "--stats").stdout.split())
+    assert (
+        "slam review: labels needed to certify (pass error <= 0.05, fail error <= 0.1 at "
+        "95%); you have 6 labelled pair(s): 3 acceptable, 3 not" in said
+    )
+    assert (
+        "the judge's equivalent: needs 233 pairs the judge called equivalent; has at most 3: "
+        "review 230 more" in said
+    )
+    assert "the judge's different: needs 114 pairs the judge called different" in said
+    assert re.search(
+        r"a pass band \(\d scorers\): needs \d+ pairs labelled acceptable; has 3", said
+    )

@@ -1,0 +1,147 @@
+"""What a calibration was measured on, and whether a pair lies inside it (issue 42).
+
+A band's measured error holds on pairs like those it was measured on: bands calibrated on short QA
+answers called a 40-character prefix of a 2,000-character reference equivalent "at 0.039", where
+on long answers they were wrong on half their passes (bench/README.md, "Where an error holds"). So
+``slam calibrate`` records the domain beside the error (``band_error.domain``): the scope (a label
+set's name, or the test modules the labels came from) and the ranges of what the bands' evidence
+depends on, over the calibration pairs: the reference answer's length in characters, the
+candidate/reference length ratio, and the scorer's values. A pair outside any range is not decided
+by the bands (``policy.decide_pair``): it goes on down the cascade or stays undecided, saying why.
+
+A calibration written before domains were recorded has none: its domain is unknown, and its bands
+decide every pair as before (the run's summary says so once, with the fix: calibrate again).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from pytest_slam.records import JSON, Score
+
+UNKNOWN = (
+    "bands calibrated before calibrations recorded their domain (band_error has no domain): "
+    "their error is assumed to hold on every pair; run `slam calibrate` again to record it"
+)
+
+
+@dataclass(frozen=True)
+class Domain:
+    """The ranges a calibration's pairs spanned (each None: not recorded, not checked)."""
+
+    scope: str = ""
+    reference_chars: tuple[int, int] | None = None
+    length_ratio: tuple[float, float] | None = None
+    values: tuple[float, float] | None = None
+
+    def as_table(self) -> dict[str, JSON]:
+        """As ``band_error.domain`` in pyproject.toml (config.Domain)."""
+        table: dict[str, JSON] = {"scope": self.scope} if self.scope else {}
+        for name in ("reference_chars", "length_ratio", "values"):
+            span = getattr(self, name)
+            if span is not None:
+                table[name] = [span[0], span[1]]
+        return table
+
+    @classmethod
+    def from_table(cls, table: Mapping[str, object]) -> Domain:
+        chars = _span(table.get("reference_chars"), int)
+        return cls(
+            str(table.get("scope") or ""),
+            (int(chars[0]), int(chars[1])) if chars is not None else None,
+            _span(table.get("length_ratio"), float),
+            _span(table.get("values"), float),
+        )
+
+    def outside(self, candidate: str, reference: str, value: float) -> str | None:
+        """Why the pair lies outside the domain (None: inside)."""
+        ref, cand = len(reference.strip()), len(candidate.strip())
+        said = []
+        if self.reference_chars is not None and not _within(ref, self.reference_chars):
+            low, high = self.reference_chars
+            said.append(f"reference {ref:,} characters; calibrated on {low:,}-{high:,}")
+        ratio = cand / ref if ref else 0.0
+        if self.length_ratio is not None and not _within(ratio, self.length_ratio):
+            low_r, high_r = self.length_ratio
+            said.append(
+                f"candidate/reference length {ratio:.2f}; calibrated on {low_r:g}-{high_r:g}"
+            )
+        if self.values is not None and not _within(value, self.values):
+            low_v, high_v = self.values
+            said.append(f"score {value:.2f}; calibrated on {low_v:g}-{high_v:g}")
+        if not said:
+            return None
+        scope = f" ({self.scope})" if self.scope else ""
+        return f"outside what the bands were measured on{scope}: {'; '.join(said)}"
+
+
+def _span(value: object, kind: type[int] | type[float]) -> tuple[float, float] | None:
+    if isinstance(value, Sequence) and len(value) == 2:
+        low, high = value
+        if isinstance(low, int | float) and isinstance(high, int | float):
+            return kind(low), kind(high)
+    return None
+
+
+def _within(value: float, span: tuple[float, float]) -> bool:
+    return span[0] <= value <= span[1]
+
+
+def measure_domain(
+    scope: str,
+    candidates: Sequence[str],
+    references: Sequence[str],
+    values: Sequence[float],
+    trim: float = 0.0,
+) -> Domain:
+    """The domain of a calibration's pairs: the full range of each measure over them (a band's
+    error was measured on every one of them, and on nothing beyond). ``trim`` leaves that share
+    out at each end (bench/bench_domain.py measures it; ``slam calibrate`` keeps the full range)."""
+    refs = [len(r.strip()) for r in references]
+    ratios = [len(c.strip()) / n if n else 0.0 for c, n in zip(candidates, refs, strict=True)]
+    if not refs:
+        return Domain(scope)
+    low_ref, high_ref = _range(refs, trim)
+    low_ratio, high_ratio = _range(ratios, trim)
+    low_value, high_value = _range(values, trim)
+    return Domain(
+        scope,
+        (int(low_ref), int(high_ref)),
+        (_down(low_ratio), _up(high_ratio)),
+        (_down(low_value), _up(high_value)),
+    )
+
+
+def _range(values: Sequence[float], trim: float) -> tuple[float, float]:
+    ordered = sorted(values)
+    cut = int(len(ordered) * trim)
+    return ordered[cut], ordered[len(ordered) - 1 - cut]
+
+
+def _down(x: float) -> float:
+    """Four decimals, never above ``x`` (the range must hold every calibration pair)."""
+    return math.floor(x * 1e4) / 1e4
+
+
+def _up(x: float) -> float:
+    return math.ceil(x * 1e4) / 1e4
+
+
+def band_domain_note(
+    band_error: Mapping[str, object] | None, candidate: str, reference: str, score: Score
+) -> str | None:
+    """Why bands with this measured error may not decide the pair (None: they may)."""
+    if not band_error:
+        return None
+    table = band_error.get("domain")
+    if not isinstance(table, Mapping):
+        return None  # domain unknown: decided as before (UNKNOWN, said once in the summary)
+    return Domain.from_table(table).outside(candidate, reference, score.value)
+
+
+def domain_unknown(measured: Mapping[str, Mapping[str, object]]) -> bool:
+    """Bands with a measured error and no recorded domain."""
+    band = measured.get("band_error")
+    return bool(band) and band is not None and not isinstance(band.get("domain"), Mapping)

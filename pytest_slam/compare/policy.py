@@ -1,0 +1,223 @@
+"""The one verdict policy: how one pair is decided from its plan, its answers and its evidence.
+
+A run (``run/checks.py``), ``slam rescore`` (the run's checks again) and ``slam calibrate
+--evaluate`` (``evaluation.py``) all call :func:`decide_pair`, so the error calibration measures
+is the error of the verdicts a run gives, by construction. The rungs, cheapest and most certain
+first:
+
+1. **certain cases**: an empty golden answer decides nothing (flagged; re-record it); an empty or
+   whitespace-only candidate against a non-empty reference is different ("empty", certain); an
+   answer identical to the reference (``decide.identical``) is equivalent ("exact", certain; a
+   scorer that asks a model is not asked).
+2. **the configured scorer** and its rule (``decide.Rule``: structure, a threshold, bands). Bands
+   decide only on their measured domain (``domain.py``): a pair outside it goes on down.
+3. **the cascade** (``then``): the judge, whose side that ``--evaluate`` could not certify decides
+   nothing unless accepted, then a person's stored review.
+
+An undecided pair carries ``why_undecided``: the cause (no evidence, the judge not certified, the
+judge unread or not cached, outside the calibrated domain) and its fix. The evidence is asked for
+lazily (:class:`Evidence`): a judge is asked only about a pair the cheaper rungs left undecided.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from pytest_slam.compare.bands import DIFFERENT, EQUIVALENT, UNDECIDED
+from pytest_slam.compare.decide import EXACT, IDENTICAL, Rule, identical, verdict_error
+from pytest_slam.compare.domain import band_domain_note
+from pytest_slam.records import Score
+
+OUTSIDE = "not decided by the bands"  # in the explanation of a pair outside their domain
+EMPTY = "empty"  # the ``decided_by`` of an empty candidate against a non-empty reference
+EMPTY_CANDIDATE = "the candidate answered nothing (empty or whitespace only); the reference did"
+EMPTY_REFERENCE = (
+    "the golden answer is empty: nothing to compare with, so no verdict; record it again "
+    "(pytest --slm-record=all on this test) or delete it"
+)
+NO_EVIDENCE = (
+    "no evidence: {what}, and no later evidence decided it; label pairs and `slam calibrate`, "
+    'or send such pairs to the judge (then = ["judge"]) or to review (then = ["review"])'
+)
+NOT_CERTIFIED = (
+    "the judge's {verdict} is not certified (judge_error: slam calibrate --evaluate); label more "
+    "pairs and evaluate again, or accept_uncertified_judge = true counts it"
+)
+
+
+class Evidence(Protocol):
+    """What is known of one pair beyond its texts, asked for only when a rung needs it."""
+
+    def score(self) -> Score:
+        """The configured scorer's score (it may raise: the caller's scorer errors)."""
+        ...
+
+    def judge(self) -> Score | None:
+        """The judge's score of the pair; None when no judge verdict can be had."""
+        ...
+
+    def review(self) -> tuple[str, str] | None:
+        """A person's stored verdict and why; None when none is stored."""
+        ...
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A scope's decision rule: the scorer's bands, the cascade, what was measured, and whether
+    an uncertified judge counts."""
+
+    by: str  # the scorer's name, on the Score of a pair decided before scoring
+    rule: Rule = field(default_factory=Rule)
+    then: tuple[str, ...] = ()
+    measured: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+    accept_uncertified_judge: bool = False
+    asks_model: bool = False  # the scorer calls a model: never asked about an identical answer
+
+
+def is_blank(text: str) -> bool:
+    return not text.strip()
+
+
+def decide_pair(
+    policy: Policy, candidate: str, reference: str, evidence: Evidence, texts_only: bool = True
+) -> Score:
+    """The pair's Score with its verdict, the evidence that decided it, its error, and why it
+    is undecided when it is. ``candidate`` and ``reference`` are the whole answers as text (tool
+    calls included), as a person would compare them; ``texts_only`` false (a side called a tool,
+    whose call ids differ run to run) leaves identity to the scorers."""
+    if is_blank(reference):
+        score = Score(policy.by, 0.0, EMPTY_REFERENCE, verdict=UNDECIDED)
+        score.why_undecided = EMPTY_REFERENCE
+        return score
+    if is_blank(candidate):
+        score = Score(policy.by, 0.0, EMPTY_CANDIDATE, verdict=DIFFERENT, decided_by=EMPTY)
+        score.error, score.error_upper = 0.0, 0.0
+        return score
+    same = texts_only and identical(candidate, reference)
+    # an identical answer is certain: no model is asked about it
+    score = Score(policy.by, 1.0, IDENTICAL) if same and policy.asks_model else evidence.score()
+    policy.rule.apply(score)
+    why = _unless_certified(policy, score)
+    if score.decided_by in ("bands", "threshold") and not same:
+        outside = band_domain_note(policy.measured.get("band_error"), candidate, reference, score)
+        if outside is not None:
+            why = outside
+            score.explanation = f"{score.explanation}; {outside}: {OUTSIDE}"
+            score.verdict, score.decided_by = UNDECIDED, None
+    if same and score.verdict != DIFFERENT and score.decided_by != "structure":
+        score.verdict, score.decided_by, why = EQUIVALENT, EXACT, None
+        if IDENTICAL not in score.explanation:
+            score.explanation = f"{IDENTICAL}; {score.explanation}"
+    score.then = list(policy.then)
+    if score.verdict is None and policy.then:  # no bands: similarity decided nothing
+        score.verdict = UNDECIDED
+    if score.verdict == UNDECIDED:
+        why = _cascade(policy, score, evidence) or why
+        if score.verdict == UNDECIDED:
+            score.why_undecided = why or NO_EVIDENCE.format(what=_between(score))
+    score.error, score.error_upper = verdict_error(score, policy.measured)
+    return score
+
+
+def _cascade(policy: Policy, score: Score, evidence: Evidence) -> str | None:
+    """The next evidence for an undecided score, cheapest first, until one decides it; the
+    reason it is still undecided (None: nothing was said)."""
+    why: str | None = None
+    for step in policy.then:
+        if step == "judge":
+            judged = evidence.judge()
+            if judged is None:
+                why = why or _judge_missing(evidence)
+                continue
+            Rule(judge_mode="grade").apply(judged)
+            score.replayed = judged.replayed
+            _decided(score, judged.verdict, "judge", judged.explanation)
+            why = _unless_certified(policy, score) or why
+        elif step == "review":
+            human = evidence.review()
+            if human is not None:
+                _decided(score, human[0], "review", human[1])
+        if score.verdict != UNDECIDED:
+            return None
+    return why
+
+
+def _judge_missing(evidence: Evidence) -> str | None:
+    said = getattr(evidence, "judge_missing", None)
+    return said if isinstance(said, str) else None
+
+
+def _unless_certified(policy: Policy, score: Score) -> str | None:
+    """A judge's verdict on a side its evaluation could not certify is no verdict: the pair stays
+    undecided (and goes on down the cascade) unless the project accepts it. Returns the reason."""
+    if policy.accept_uncertified_judge or not uncertified(score, policy.measured):
+        return None
+    why = NOT_CERTIFIED.format(verdict=score.verdict)
+    score.explanation = f"{score.explanation}; {why}, so undecided"
+    score.verdict, score.decided_by = UNDECIDED, None
+    return why
+
+
+def uncertified(score: Score, measured: Mapping[str, Mapping[str, object]]) -> bool:
+    """A judge's verdict on a side that ``slam calibrate --evaluate`` measured and could not
+    certify (``judge_error``'s ``pass_certified`` / ``fail_certified`` false)."""
+    if score.decided_by != "judge" or score.verdict not in (EQUIVALENT, DIFFERENT):
+        return False
+    side = "pass" if score.verdict == EQUIVALENT else "fail"
+    return (measured.get("judge_error") or {}).get(f"{side}_certified") is False
+
+
+def _decided(score: Score, verdict: str | None, evidence: str, why: str) -> None:
+    """A later step of the cascade decided an undecided score (or left it undecided)."""
+    if verdict is None or verdict == UNDECIDED:
+        return
+    score.verdict, score.decided_by = verdict, evidence
+    score.explanation = f"{score.explanation}; {why}"
+
+
+def _between(score: Score) -> str:
+    if score.threshold is None and score.fail_below is None:
+        return f"{score.scorer} {score.value:.2f} with no bands set"
+    low = f"{score.fail_below:.2f}" if score.fail_below is not None else "-"
+    high = f"{score.threshold:.2f}" if score.threshold is not None else "-"
+    return f"{score.scorer} {score.value:.2f} between the bands ({low}, {high})"
+
+
+# Why a pair is undecided, by cause (its ``why_undecided``'s opening), and the one fix for each:
+# the gate's message and the report's counts name them.
+CAUSES: dict[str, tuple[str, str]] = {
+    "no evidence": (
+        "no evidence",
+        "label pairs and `slam calibrate`, send them to the judge ([tool.slam.equivalence] then = "
+        '["judge"]), or review them (`slam review`, then = ["review"])',
+    ),
+    "judge not certified": (
+        "the judge's ",
+        "label more pairs (`slam review`) until `slam calibrate --evaluate` certifies the judge "
+        "(it prints how many it needs), or set [tool.slam] accept_uncertified_judge = true",
+    ),
+    "outside the calibrated domain": (
+        "outside what the bands",
+        "calibrate on labels of these tests' own answers (`slam calibrate`; a module with labels "
+        'enough gets bands of its own), or send them to the judge (then = ["judge"])',
+    ),
+    "no judge verdict": (
+        "the judge ",
+        "cache the judge's verdicts with a run (pytest --slm-record=new)",
+    ),
+    "empty golden answer": ("the golden answer is empty", "record the golden answers again"),
+}
+
+
+def cause_of(why: str | None) -> str:
+    """The cause of an undecided pair, from its ``why_undecided`` (older reports: no evidence)."""
+    for cause, (opening, _) in CAUSES.items():
+        if (
+            why is not None
+            and why.startswith(opening)
+            and (cause != "judge not certified" or "not certified" in why)
+        ):
+            return cause
+    return "no evidence"
