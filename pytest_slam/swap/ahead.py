@@ -179,6 +179,8 @@ class CandidateQueue:
                 self.fetched += 1
                 if planned.state == "dropped":  # its test had passed meanwhile
                     self.unused += 1
+                elif planned.state == "claimed":  # its test was waiting for it
+                    self.used += 1
             if planned.state in ("dropped", "claimed") and planned in self.outstanding:
                 self.outstanding.remove(planned)
             if error is not None:
@@ -232,12 +234,6 @@ class CandidateQueue:
         planned.state = "dropped"
         self.outstanding.remove(planned)
         planned.result, planned.payloads = None, []
-
-    def used_by(self, planned: Planned) -> None:
-        """A claimed call that was still in flight has now been used."""
-        with self._cond:
-            if planned.result is not None:
-                self.used += 1
 
     def close(self) -> None:
         """The end of the run (or an interrupt): no more sends; unclaimed answers are unused."""

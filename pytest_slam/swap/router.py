@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from pytest_slam.records import Call, ModelSpec
-from pytest_slam.swap.ahead import Ahead, relayed, replayed, waited
+from pytest_slam.swap.ahead import Ahead, Planned, relayed, replayed, waited
 from pytest_slam.swap.cache import AnswerCache
 from pytest_slam.swap.chat import (
     CALLER_DEADLINE,
@@ -375,25 +375,27 @@ class SwapRouter:
         return result
 
     def _fetched(self, call: Prepared, sent: JSONObject, relay: Relay | None) -> ChatResult | None:
-        """This call answered from the call sent ahead for it, or None (ask it live)."""
-        if self.ahead is None or not call.own or call.ctx is None or call.key is None:
-            return None
-        spec = call.target.spec
-        planned = self.ahead.claim(spec.name, call.ctx.nodeid, call.key, sent)
+        """This call answered from the call sent ahead for it, or None (ask it live); a caller
+        whose own timeout ends first (waiting, or before the fetched answer had ended) left."""
+        planned = self._claimed(call, sent)
         if planned is None:
             return None
         limit = CALLER_DEADLINE.get()
-        if not planned.done.is_set():
-            if not waited(planned, None if limit is None else limit.at):
-                return self._too_late(call, limit)
-            self.ahead.queues[spec.name].used_by(planned)
+        if not planned.done.is_set() and not waited(planned, limit.at if limit else None):
+            return self._too_late(call, limit)
         if planned.result is None:  # the fetch broke off in the swap itself: asked live
             return None
         result = self._as_asked(call, replayed(planned), planned.payloads, relay)
         e2e = result.call.e2e_ms
         if limit is not None and e2e is not None and e2e > limit.timeout_s * 1000.0:
-            return self._too_late(call, limit)  # the caller would have given up before it ended
+            return self._too_late(call, limit)
         return result
+
+    def _claimed(self, call: Prepared, sent: JSONObject) -> Planned | None:
+        """The fetched call for this test's own request, when it is the very one sent."""
+        if self.ahead is None or not call.own or call.ctx is None or call.key is None:
+            return None
+        return self.ahead.claim(call.target.spec.name, call.ctx.nodeid, call.key, sent)
 
     def _as_asked(
         self,

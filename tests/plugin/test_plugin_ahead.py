@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import collections
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +18,7 @@ from typing import Any
 
 import pytest
 from plugin_golden_helpers import run, write_project
-from slam_helpers import PRODUCT, said
+from slam_helpers import PRODUCT, said, wait_for
 
 from pytest_slam.testing import FakeOpenAI
 
@@ -222,3 +224,32 @@ def test_the_cache_reuses_an_answer_only_for_the_same_model_and_body(
     assert cleared.returncode == 0 and "kept answer(s) removed" in cleared.stdout
     run(pytester, "--slm-cache").assert_outcomes(passed=len(QUESTIONS))
     assert _asked(mini) == collections.Counter(QUESTIONS)  # cleared: asked again
+
+
+def test_ctrl_c_with_fetches_in_flight_ends_them_and_keeps_every_golden(
+    pytester: pytest.Pytester, gpt4: FakeOpenAI, mini: FakeOpenAI
+) -> None:
+    """SIGINT to the run's process group (a terminal's Ctrl-C) while answers are being fetched
+    ahead (each answer 30 s away): the run ends at once as interrupted, with no traceback, and the
+    golden files are byte for byte what they were."""
+    _recorded(pytester, gpt4, mini)
+    golden = {p: p.read_bytes() for p in (pytester.path / "__slam__").rglob("*") if p.is_file()}
+    answer = lambda req: "slow says: " + req["messages"][-1]["content"]  # noqa: E731
+    with FakeOpenAI(answer, latency_s=30.0) as slow:
+        write_project(pytester, gpt4, slow)
+        argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"]
+        proc = subprocess.Popen(
+            argv, cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, start_new_session=True,
+        )  # fmt: skip
+        try:
+            wait_for(lambda: len(slow.requests) >= 8, 60, "answers fetched ahead, in flight")
+            os.killpg(proc.pid, signal.SIGINT)
+            out, _ = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        assert proc.returncode == 2, out  # pytest's "interrupted"
+        assert "KeyboardInterrupt" in out and "Traceback" not in out, out
+    after = {p: p.read_bytes() for p in (pytester.path / "__slam__").rglob("*") if p.is_file()}
+    assert after == golden
