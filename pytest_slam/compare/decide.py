@@ -15,8 +15,8 @@ the name the Score carries, never from the scorer's class:
 - An answer identical to the reference (``identical``) is equivalent whatever the scorer or the
   configuration ("exact": certain, no error), and no model is asked about it.
 
-The run (``run/checks.py``) and ``slam rescore`` both apply it, so a rescored report and a run
-with the same configuration give the same verdicts.
+The one verdict policy (``policy.decide_pair``) applies it for the run, ``slam rescore`` and
+``slam calibrate --evaluate``, so all three give the same verdicts with the same configuration.
 """
 
 from __future__ import annotations

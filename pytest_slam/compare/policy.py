@@ -26,7 +26,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from pytest_slam.compare.bands import DIFFERENT, EQUIVALENT, UNDECIDED
-from pytest_slam.compare.decide import EXACT, IDENTICAL, Rule, identical, verdict_error
+from pytest_slam.compare.decide import (
+    EXACT,
+    IDENTICAL,
+    Rule,
+    identical,
+    uncertified,
+    verdict_error,
+)
 from pytest_slam.compare.domain import band_domain_note
 from pytest_slam.records import Score
 
@@ -158,15 +165,6 @@ def _unless_certified(policy: Policy, score: Score) -> str | None:
     score.explanation = f"{score.explanation}; {why}, so undecided"
     score.verdict, score.decided_by = UNDECIDED, None
     return why
-
-
-def uncertified(score: Score, measured: Mapping[str, Mapping[str, object]]) -> bool:
-    """A judge's verdict on a side that ``slam calibrate --evaluate`` measured and could not
-    certify (``judge_error``'s ``pass_certified`` / ``fail_certified`` false)."""
-    if score.decided_by != "judge" or score.verdict not in (EQUIVALENT, DIFFERENT):
-        return False
-    side = "pass" if score.verdict == EQUIVALENT else "fail"
-    return (measured.get("judge_error") or {}).get(f"{side}_certified") is False
 
 
 def _decided(score: Score, verdict: str | None, evidence: str, why: str) -> None:
