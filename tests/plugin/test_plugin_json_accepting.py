@@ -45,22 +45,45 @@ def pair_verdict(report: Path) -> str:
     return str(outcome["pairs"][0]["scores"][0]["verdict"])
 
 
+def _offered(
+    pytester: pytest.Pytester, ref: FakeOpenAI, mini: FakeOpenAI
+) -> tuple[str, str, pytest.RunResult]:
+    """A first run that records the reference and fails the near miss: (pyproject head, models
+    option, the run)."""
+    head = f'[tool.slam]\nreference = "{ref.base_url}#gpt-4"\n'
+    pytester.makefile(".toml", pyproject=head)
+    models = f"--slm-models={mini.base_url}#mini"
+    first = pytester.runpytest(
+        "-p", "no:cacheprovider", models, "--slm-record=new", "--slm-report=r.json"
+    )  # fmt: skip
+    first.assert_outcomes(failed=1)
+    return head, models, first
+
+
+def _table(said: str) -> list[str]:
+    """The paste-able table's lines, as printed."""
+    return re.findall(r"^ +(\[tool\.slam\.equivalence\.modules\.\S+\]|\w+ = .*)$", said, re.M)
+
+
+def _pasted(
+    pytester: pytest.Pytester, head: str, table: list[str], models: str
+) -> pytest.RunResult:
+    """The run again with the table pasted into pyproject.toml as printed."""
+    pytester.makefile(".toml", pyproject=head + "\n".join(table) + "\n")
+    return pytester.runpytest("-p", "no:cacheprovider", models, "--slm-report=r.json")
+
+
 def test_a_near_miss_names_each_field_and_the_pasted_configuration_accepts_it(
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makepyfile(test_sentiment=SUITE)
     with FakeOpenAI(REFERENCE) as ref, FakeOpenAI(NEAR) as mini:
-        head = f'[tool.slam]\nreference = "{ref.base_url}#gpt-4"\n'
-        pytester.makefile(".toml", pyproject=head)
-        models = f"--slm-models={mini.base_url}#mini"
-        first = pytester.runpytest(
-            "-p", "no:cacheprovider", models, "--slm-record=new", "--slm-report=r.json"
-        )  # fmt: skip
-        first.assert_outcomes(failed=1)  # the product's assertion passed; the fields did not
+        # the product's assertion passed; the fields did not
+        head, models, first = _offered(pytester, ref, mini)
         said = message(pytester.path / "r.json")
         assert "$.confidence expected 0.9, got 1" in said
         assert "the product's own assertions passed" in said
-        table = re.findall(r"^ +(\[tool\.slam\.equivalence\.modules\.\S+\]|\w+ = .*)$", said, re.M)
+        table = _table(said)
         assert table == [
             '[tool.slam.equivalence.modules."test_sentiment.py"]',
             'by = "json"',
@@ -71,8 +94,7 @@ def test_a_near_miss_names_each_field_and_the_pasted_configuration_accepts_it(
         assert f"or for this test only: @pytest.mark.{mark}" in said
         first.stdout.fnmatch_lines(["*tolerance = 0.1  # numbers within it match: $.confidence"])
 
-        pytester.makefile(".toml", pyproject=head + "\n".join(table) + "\n")  # pasted as printed
-        pasted = pytester.runpytest("-p", "no:cacheprovider", models, "--slm-report=r.json")
+        pasted = _pasted(pytester, head, table, models)  # pasted as printed
         pasted.assert_outcomes(passed=1)
         assert pair_verdict(pytester.path / "r.json") == "equivalent"
 
@@ -109,22 +131,15 @@ def test_a_tool_call_near_miss_names_its_arguments_and_the_pasted_table_accepts_
     reference = tool_call({"sentiment": "positive", "confidence": 0.9})
     near = tool_call({"sentiment": "positive", "confidence": 1})
     with FakeOpenAI(lambda _: reference) as ref, FakeOpenAI(lambda _: near) as mini:
-        head = f'[tool.slam]\nreference = "{ref.base_url}#gpt-4"\n'
-        pytester.makefile(".toml", pyproject=head)
-        models = f"--slm-models={mini.base_url}#mini"
-        first = pytester.runpytest(
-            "-p", "no:cacheprovider", models, "--slm-record=new", "--slm-report=r.json"
-        )  # fmt: skip
-        first.assert_outcomes(failed=1)
+        head, models, _ = _offered(pytester, ref, mini)
         said = message(pytester.path / "r.json")
-        table = re.findall(r"^ +(\[tool\.slam\.equivalence\.modules\.\S+\]|\w+ = .*)$", said, re.M)
+        table = _table(said)
         assert table == [
             '[tool.slam.equivalence.modules."test_rate.py"]',
             'by = "json"',
             "tolerance = 0.1  # numbers within it match: $.confidence",
         ]
-        pytester.makefile(".toml", pyproject=head + "\n".join(table) + "\n")
-        pasted = pytester.runpytest("-p", "no:cacheprovider", models, "--slm-report=r.json")
+        pasted = _pasted(pytester, head, table, models)
     pasted.assert_outcomes(passed=1)
     assert pair_verdict(pytester.path / "r.json") == "equivalent"
 
@@ -183,23 +198,16 @@ def test_a_json_schema_near_miss_gets_the_table_and_pasted_back_it_makes_the_pai
     request's schema is still checked."""
     pytester.makepyfile(test_sentiment=SCHEMA_SUITE)
     with FakeOpenAI(REFERENCE) as ref, FakeOpenAI(NEAR) as mini:
-        head = f'[tool.slam]\nreference = "{ref.base_url}#gpt-4"\n'
-        pytester.makefile(".toml", pyproject=head)
-        models = f"--slm-models={mini.base_url}#mini"
-        first = pytester.runpytest(
-            "-p", "no:cacheprovider", models, "--slm-record=new", "--slm-report=r.json"
-        )  # fmt: skip
-        first.assert_outcomes(failed=1)
+        head, models, _ = _offered(pytester, ref, mini)
         said = message(pytester.path / "r.json")
-        table = re.findall(r"^ +(\[tool\.slam\.equivalence\.modules\.\S+\]|\w+ = .*)$", said, re.M)
+        table = _table(said)
         assert table == [
             '[tool.slam.equivalence.modules."test_sentiment.py"]',
             'by = "json"',
             "tolerance = 0.1  # numbers within it match: $.confidence",
             'ignore = ["$.reason"]  # not compared',
         ]
-        pytester.makefile(".toml", pyproject=head + "\n".join(table) + "\n")  # pasted as printed
-        pasted = pytester.runpytest("-p", "no:cacheprovider", models, "--slm-report=r.json")
+        pasted = _pasted(pytester, head, table, models)  # pasted as printed
         pasted.assert_outcomes(passed=1)
         (outcome,) = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["outcomes"]
         (score,) = outcome["pairs"][0]["scores"]
