@@ -34,9 +34,9 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from pytest_slam.config_keys import did_you_mean
 from pytest_slam.settings import RECORD_MODES, Settings, SettingsError
 from pytest_slam.swap.models import check_table
+from pytest_slam.util.config_keys import did_you_mean
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
 JsonDict = dict[str, JsonValue]  # a JSON Schema fragment, as pydantic's json_schema_extra takes
@@ -601,7 +601,7 @@ def _type_line(loc: Loc, error: ErrorDetails) -> str:
 
 
 def _unknown_line(where: Loc, keys: list[str]) -> str:
-    from pytest_slam.config_keys import unknown_keys_line
+    from pytest_slam.util.config_keys import unknown_keys_line
 
     section = ".".join(["tool.slam", *map(str, where)])
     return unknown_keys_line(section, keys, _known_keys(where))

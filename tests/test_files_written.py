@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slam.files import atomic_write, current_umask
 from pytest_slam.report import jsonreport
+from pytest_slam.util.files import atomic_write, current_umask
 
 
 @pytest.fixture

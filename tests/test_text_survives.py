@@ -23,7 +23,6 @@ from html_helpers import report_data, sides
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_slam import textcodec
 from pytest_slam.cli import main
 from pytest_slam.golden.keys import request_key
 from pytest_slam.golden.store import GoldenStore
@@ -34,6 +33,7 @@ from pytest_slam.report.jsonreport import load_report, write_json
 from pytest_slam.report.junit_xml import junit_xml
 from pytest_slam.report.merge import merge
 from pytest_slam.report.visits import Visits
+from pytest_slam.util import textcodec
 
 HOSTILE = (
     '\ufffe\ud800\udbff\udc00\udfff\ud83d\ude00\x00\x1b\u202e\u202c\u2066\u200f\u2028\ufeff\x85\\"'

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from pytest_slam.cli import exits
-from pytest_slam.files import scratch_folder
 from pytest_slam.swap.cache import FOLDER, clear
+from pytest_slam.util.files import scratch_folder
 
 
 def cmd_clear(args: argparse.Namespace) -> int:

@@ -58,8 +58,8 @@ from pytest_slam.compare.evaluation import (
     judge_error_table,
 )
 from pytest_slam.compare.needed import needs_lines
-from pytest_slam.files import scratch_folder
 from pytest_slam.settings import Settings
+from pytest_slam.util.files import scratch_folder
 
 MIN_RESAMPLES = 100
 

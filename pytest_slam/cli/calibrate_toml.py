@@ -19,7 +19,7 @@ from typing import Any
 from pytest_slam.compare.bandselect import Counts, Targets, sequence_start
 from pytest_slam.compare.binomial import interval
 from pytest_slam.compare.calibrate import BASELINE, SCORERS, TOP, CalibrationRefused, ScopeResult
-from pytest_slam.files import atomic_write
+from pytest_slam.util.files import atomic_write
 
 KEEP = ("then", "judge_error")  # the keys band calibration does not choose
 MARK = "# chosen by `slam calibrate`"

@@ -167,8 +167,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def _recover(root: Path) -> None:
     """Recover a killed store-wide change under the store lock, saying what it did (stderr)."""
-    from pytest_slam.files import scratch_folder
     from pytest_slam.golden.journal import store_locked
+    from pytest_slam.util.files import scratch_folder
 
     with store_locked(root, scratch_folder(root) / "locks") as recovered:
         print(recovered or f"slam golden: {root}: no unfinished change to recover", file=sys.stderr)

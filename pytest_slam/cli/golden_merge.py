@@ -155,7 +155,7 @@ def _check_writable(out: Path) -> None:
 
 def _store_of(path: Path, args: argparse.Namespace) -> tuple[Path, Path] | None:
     """The project's golden store (its root and lock folder) when ``path`` is in it."""
-    from pytest_slam.files import scratch_folder
+    from pytest_slam.util.files import scratch_folder
 
     root = Path(getattr(args, "project_root", None) or DEFAULT_ROOT).absolute()
     try:
@@ -195,8 +195,8 @@ def cmd_merge_driver(args: argparse.Namespace) -> int:
         return _install(args) if not args.files else _usage("--install takes no files")
     if len(args.files) not in (3, 4):
         return _usage("needs BASE OURS THEIRS [PATH] (git's %O %A %B %P), or --install")
-    from pytest_slam.files import atomic_write
     from pytest_slam.golden.threeway import merge_files, merged_text
+    from pytest_slam.util.files import atomic_write
 
     base, ours, theirs, *shown = args.files
     name = str(shown[0]) if shown else str(ours)

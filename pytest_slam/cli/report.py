@@ -185,11 +185,11 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def _write_merged(args: argparse.Namespace, merged: Merged) -> list[Path]:
     """Each file written atomically: a reader never sees half of one."""
-    from pytest_slam.files import atomic_write
     from pytest_slam.report.html import write_html
     from pytest_slam.report.jsonreport import write_json
     from pytest_slam.report.junit_xml import write_junit
     from pytest_slam.report.markdown import render_markdown
+    from pytest_slam.util.files import atomic_write
 
     verdict, outcomes = merged.verdict, merged.outcomes
     written = [write_json(args.output, verdict, outcomes, merged.visits)]

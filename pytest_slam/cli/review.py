@@ -115,7 +115,7 @@ def _stats(store: GoldenStore, pairs: list[ReviewPair], export: str | None) -> i
     if not verdicts:
         raise ReviewError(f"no verdicts under {store.dir} yet; review with `slam review`")
     if export:
-        from pytest_slam.files import atomic_write
+        from pytest_slam.util.files import atomic_write
 
         rows = labels(pairs, verdicts)
         atomic_write(export, dump_lines(rows))

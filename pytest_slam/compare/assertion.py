@@ -16,7 +16,7 @@ from pytest_slam.compare.named import get_scorer
 from pytest_slam.compare.scorer import Scorer
 from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON, Call, GoldenAnswer, GoldenRecord, Score
-from pytest_slam.textcodec import visible
+from pytest_slam.util.textcodec import visible
 
 Answer = str | Call | GoldenAnswer | GoldenRecord | dict[str, JSON] | list[JSON]
 ObtainedWriter = Callable[[str, str], "str | None"]

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pytest_slam.files import atomic_write, ignore_scratch_folder
+from pytest_slam.util.files import atomic_write, ignore_scratch_folder
 
 
 def text_key(*parts: str) -> str:

@@ -22,7 +22,7 @@ from pytest_slam.compare.scorer import (
     preview,
 )
 from pytest_slam.records import JSON, Score
-from pytest_slam.textcodec import dumps
+from pytest_slam.util.textcodec import dumps
 
 # Bump when a prompt below changes: cached verdicts from older prompts then no longer replay.
 TEMPLATE_VERSION = "slam-judge-1"

@@ -31,7 +31,7 @@ from pytest_slam.compare.about import About
 from pytest_slam.compare.diskcache import DiskCache, text_key
 from pytest_slam.compare.scorer import MissingExtra, Scorer, ScorerUnavailable, empty_verdict
 from pytest_slam.records import Score
-from pytest_slam.textcodec import valid
+from pytest_slam.util.textcodec import valid
 
 BACKENDS = ("local", "endpoint")
 LOCAL_MODEL = "all-MiniLM-L6-v2"

@@ -20,11 +20,11 @@ import json
 import os
 from pathlib import Path
 
-from pytest_slam import textcodec
-from pytest_slam.files import append_line
 from pytest_slam.golden.fileformat import GoldenFileError, entry_as_dict, entry_from_dict
 from pytest_slam.golden.redact import scrub
 from pytest_slam.records import GoldenRecord
+from pytest_slam.util import textcodec
+from pytest_slam.util.files import append_line
 
 COMPACT_EVERY = 8  # the golden file is rewritten once the log holds 1/8 of its bytes
 

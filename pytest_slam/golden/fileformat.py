@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_slam import textcodec
 from pytest_slam.errors import SlamError
-from pytest_slam.gcpause import gc_paused
 from pytest_slam.golden.redact import scrub
 from pytest_slam.records import JSON, GoldenRecord
+from pytest_slam.util import textcodec
+from pytest_slam.util.gcpause import gc_paused
 
 SCHEMA = "pytest-slam/golden/1"
 CONFLICT_MARKERS = ("<<<<<<<", "|||||||", "=======", ">>>>>>>")

@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_slam.files import atomic_write, ignore_scratch_folder
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.records import utc_moment
+from pytest_slam.util.files import atomic_write, ignore_scratch_folder
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock

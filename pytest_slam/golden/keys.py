@@ -31,8 +31,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 
-from pytest_slam import textcodec
 from pytest_slam.records import JSON
+from pytest_slam.util import textcodec
 
 TRANSPORT_FIELDS = frozenset(
     {

@@ -30,7 +30,6 @@ import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from pytest_slam.gcpause import gc_paused
 from pytest_slam.golden.fileformat import (
     REFRESH_HINT,
     SCHEMA,
@@ -41,6 +40,7 @@ from pytest_slam.golden.fileformat import (
     parse_golden,
 )
 from pytest_slam.records import GoldenRecord
+from pytest_slam.util.gcpause import gc_paused
 
 _STRING = rb'"(?:[^"\\\n]|\\.)*"'
 _HEADER = re.compile(

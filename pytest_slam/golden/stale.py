@@ -16,10 +16,10 @@ import json
 import reprlib
 from pathlib import Path
 
-from pytest_slam import textcodec
-from pytest_slam.files import atomic_write, ignore_scratch_folder, scratch_folder
 from pytest_slam.golden.fileformat import GoldenError, read_scratch_text
 from pytest_slam.golden.store import is_test_module, normalize_module
+from pytest_slam.util import textcodec
+from pytest_slam.util.files import atomic_write, ignore_scratch_folder, scratch_folder
 
 STALE_SCHEMA = "pytest-slam/golden-stale/1"
 UNDER_WAY = "a run started at {started} and has not finished (killed, or still running)"

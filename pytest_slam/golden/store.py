@@ -36,7 +36,6 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from pytest_slam.files import atomic_write, ignore_scratch_folder, scratch_folder
 from pytest_slam.golden import appendlog
 from pytest_slam.golden.fileformat import (
     REFRESH_HINT,
@@ -52,6 +51,7 @@ from pytest_slam.golden.keys import canonical_request, request_key
 from pytest_slam.golden.lazy import index_golden
 from pytest_slam.golden.turns import at_place, merged_turns, with_turn
 from pytest_slam.records import GoldenRecord
+from pytest_slam.util.files import atomic_write, ignore_scratch_folder, scratch_folder
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock

@@ -28,8 +28,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_slam import textcodec
-from pytest_slam.files import atomic_write
 from pytest_slam.golden.fileformat import (
     GoldenError,
     GoldenFile,
@@ -42,6 +40,8 @@ from pytest_slam.golden.journal import Transaction
 from pytest_slam.golden.reference import same_answer
 from pytest_slam.golden.turns import merged_turns
 from pytest_slam.records import GoldenAnswer, GoldenRecord
+from pytest_slam.util import textcodec
+from pytest_slam.util.files import atomic_write
 
 
 @dataclass

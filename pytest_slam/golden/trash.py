@@ -18,8 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_slam import textcodec
-from pytest_slam.files import ignore_scratch_folder, scratch_folder
 from pytest_slam.golden.fileformat import (
     GoldenError,
     entry_as_dict,
@@ -29,6 +27,8 @@ from pytest_slam.golden.fileformat import (
 from pytest_slam.golden.redact import scrub
 from pytest_slam.golden.store import GoldenStore, is_test_module, normalize_module
 from pytest_slam.records import GoldenRecord, utc_moment
+from pytest_slam.util import textcodec
+from pytest_slam.util.files import ignore_scratch_folder, scratch_folder
 
 TRASH_SCHEMA = "pytest-slam/golden-trash/1"
 

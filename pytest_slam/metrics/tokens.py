@@ -33,7 +33,7 @@ from collections.abc import Callable, Collection
 from typing import Protocol
 
 from pytest_slam.records import JSON
-from pytest_slam.textcodec import valid
+from pytest_slam.util.textcodec import valid
 
 HEURISTIC = "heuristic"
 SERVERS = ("llamacpp", "vllm")

@@ -13,8 +13,8 @@ import os
 import re
 from pathlib import Path
 
-from pytest_slam.files import ignore_scratch_folder
 from pytest_slam.records import utc_moment
+from pytest_slam.util.files import ignore_scratch_folder
 
 AUTO = "auto"  # the --slm-baseline value
 RUNS = Path(".slam") / "runs"

@@ -17,7 +17,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_slam.files import atomic_write
 from pytest_slam.records import Outcome
 from pytest_slam.report import charts, fmt
 from pytest_slam.report.aggregate import (
@@ -34,6 +33,7 @@ from pytest_slam.report.columns import Html as HtmlView
 from pytest_slam.report.htmldata import headline, pack_table, table_data
 from pytest_slam.report.jsonreport import SCHEMA_ID
 from pytest_slam.report.terminal import comparisons, notes
+from pytest_slam.util.files import atomic_write
 
 TEMPLATE = "report.html.j2"
 PAGE_ROWS = 100  # rows (or matrix tests) the script draws at a time

@@ -25,7 +25,7 @@ from pytest_slam.report import fmt
 from pytest_slam.report.aggregate import PerTestRow, Verdict
 from pytest_slam.report.columns import TEST_COLUMNS
 from pytest_slam.report.diffview import answer_text, diff_runs
-from pytest_slam.textcodec import dumps, visible
+from pytest_slam.util.textcodec import dumps, visible
 
 # outcome -> rank in the failures-first order (unknown outcomes after the failures)
 RANK = {"error": 0, "failed": 1, "candidate_failed": 2, "not_swapped": 3}

@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_slam.errors import SlamError
-from pytest_slam.files import atomic_write
-from pytest_slam.gcpause import gc_paused
 from pytest_slam.records import JSON, Outcome, records, utc_now
 from pytest_slam.report.aggregate import OutcomeLike, Verdict, outcome_order, sort_outcomes
 from pytest_slam.report.schema import ReportDocument
 from pytest_slam.report.seal import Seal, digest_of, shard_key, sign
 from pytest_slam.report.visits import Visits
-from pytest_slam.textcodec import for_strict_reader
+from pytest_slam.util.files import atomic_write
+from pytest_slam.util.gcpause import gc_paused
+from pytest_slam.util.textcodec import for_strict_reader
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter

@@ -12,11 +12,11 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from pathlib import Path
 
-from pytest_slam.files import atomic_write
 from pytest_slam.records import Outcome
 from pytest_slam.report.aggregate import CANDIDATE_FAILED, ENGINE, final_outcomes, sort_outcomes
 from pytest_slam.report.junit import junit_properties
-from pytest_slam.textcodec import visible
+from pytest_slam.util.files import atomic_write
+from pytest_slam.util.textcodec import visible
 
 FAILED = ("failed", CANDIDATE_FAILED)
 

@@ -20,7 +20,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from pytest_slam.errors import SlamError
-from pytest_slam.gcpause import gc_paused
 from pytest_slam.metrics.budget import SessionBudget
 from pytest_slam.records import JSON, Outcome
 from pytest_slam.report.aggregate import ENGINE, RunInfo, Verdict, aggregate
@@ -30,6 +29,7 @@ from pytest_slam.report.gate_result import GateResult
 from pytest_slam.report.jsonreport import Report, ReportError, load_report
 from pytest_slam.report.seal import KEY_ENV, KEY_FILE_ENV, verified
 from pytest_slam.report.visits import Visits, merge_visits
+from pytest_slam.util.gcpause import gc_paused
 
 # Settings a shard may set for itself: the candidates it ran and where it wrote its reports.
 PER_SHARD = ("models", "report", "html")

@@ -14,7 +14,7 @@ from markupsafe import Markup
 
 from pytest_slam.review.pairs import ReviewPair
 from pytest_slam.review.safe_markdown import render
-from pytest_slam.textcodec import visible
+from pytest_slam.util.textcodec import visible
 
 
 @dataclass

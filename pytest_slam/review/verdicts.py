@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_slam.errors import SlamError
-from pytest_slam.files import atomic_write, ignore_scratch_folder
 from pytest_slam.golden.fileformat import CONFLICT_MARKERS
 from pytest_slam.golden.redact import scrub_text
 from pytest_slam.golden.store import GoldenStore, module_relpath
 from pytest_slam.records import JSON, utc_now
-from pytest_slam.textcodec import dumps
+from pytest_slam.util.files import atomic_write, ignore_scratch_folder
+from pytest_slam.util.textcodec import dumps
 
 SUFFIX = ".review.jsonl"
 VERDICTS = ("win", "tie", "loss", "both_bad")  # from the candidate's point of view

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_slam import textcodec
+from pytest_slam.util import textcodec
 
 # Set beside what a worker sends when ``textcodec.carried`` rewrote a string of it.
 CARRIED = "slam_text_carried"

@@ -17,7 +17,7 @@ import json
 import secrets
 from collections import deque
 
-from pytest_slam.textcodec import visible
+from pytest_slam.util.textcodec import visible
 
 MAX_BYTES = 8192  # a progress line is short: anything longer is not one of ours
 # characters of a line a worker sends, cut with "...": 12 bytes at most each as JSON escapes

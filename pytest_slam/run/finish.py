@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_slam import __version__
-from pytest_slam.gcpause import gc_paused
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.records import JSON, ModelSpec, Outcome, records, utc_now
 from pytest_slam.run import options
@@ -29,6 +28,7 @@ from pytest_slam.run.exitstatus import gate_failed_line, gated_exitstatus
 from pytest_slam.run.selection import Selection
 from pytest_slam.run.summary import Summary
 from pytest_slam.settings import Settings
+from pytest_slam.util.gcpause import gc_paused
 
 if TYPE_CHECKING:
     from pytest_slam.golden.store import GoldenStore
@@ -552,8 +552,8 @@ def _write_json(
 ) -> Path:
     """The JSON report, after ``pytest_slam_report`` (hookspecs.py) had its say on the document.
     ``rows``: the outcomes as plain data already, in their order (``report_dict``)."""
-    from pytest_slam.files import atomic_write
     from pytest_slam.report.jsonreport import report_dict, report_text
+    from pytest_slam.util.files import atomic_write
 
     document = report_dict(verdict, outcomes, visits, rows)
     slam.hook.pytest_slam_report(document=document)

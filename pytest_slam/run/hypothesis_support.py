@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from pytest_slam.foreign import hypothesis_settings, set_hypothesis_settings
+from pytest_slam.util.foreign import hypothesis_settings, set_hypothesis_settings
 
 SLOW_EXAMPLES = 10
 

@@ -11,7 +11,7 @@ swapped" and says which attribute; ``@pytest.mark.slm(calls=0)`` then says it ma
 A ``with mock.patch(...)`` block or a ``@mock.patch`` decorator has ended by then, and an object
 replaced by hand (``client.chat = Fake()``) is not seen: such a test reads as ``no_calls``. What
 patches Mock itself (pytest-mock's wrappers of its ``assert_*``) is no test's mock.
-The private state read here is in ``pytest_slam/foreign.py``, each with its version test.
+The private state read here is in ``pytest_slam/util/foreign.py``, each with its version test.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from pytest_slam.foreign import monkeypatched, started_mock_patchers
+from pytest_slam.util.foreign import monkeypatched, started_mock_patchers
 
 # The mocking library's own modules: a patch of Mock itself is never a test's mock of the product
 # (pytest-mock wraps Mock's ``assert_*`` methods for the whole run, with started patchers).

@@ -370,7 +370,7 @@ def calls_account(ctx: TestContext | None, verdict: TestVerdict | None) -> str |
 
 def _answered(call: Call) -> str:
     """One call in a few words: its error, its tool calls, or the start of its text."""
-    from pytest_slam.textcodec import visible
+    from pytest_slam.util.textcodec import visible
 
     if call.error is not None:
         return f"failed ({call.error_kind or 'error'}): {call.error}"

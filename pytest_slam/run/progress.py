@@ -43,10 +43,10 @@ from typing import Literal, TypedDict
 
 import pytest
 
-from pytest_slam.foreign import location_line, progress_filler, writer_file
 from pytest_slam.run import options
 from pytest_slam.run.datagram import MAX_BYTES, Opener, seal
 from pytest_slam.swap.chat import IN_FLIGHT, InFlight
+from pytest_slam.util.foreign import location_line, progress_filler, writer_file
 
 HEARTBEAT_S = 10.0
 INI = "slm_heartbeat"

@@ -32,7 +32,7 @@ import pytest
 from pytest_slam.records import Call
 from pytest_slam.run.verdict import CTX, RESULT, RepeatResult
 from pytest_slam.swap.router import TestContext
-from pytest_slam.textcodec import valid
+from pytest_slam.util.textcodec import valid
 
 if TYPE_CHECKING:  # session imports this module lazily, from a hook
     from pytest_slam.run.session import SlamSession
@@ -192,7 +192,7 @@ def obtained_dir(slam: SlamSession, module: str) -> Path:
 
 def write_obtained(folder: Path, name: str, text: str) -> Path:
     """Write one obtained answer atomically, with a ``.gitignore`` that keeps the folder out of git."""
-    from pytest_slam.files import atomic_write
+    from pytest_slam.util.files import atomic_write
 
     ignore = folder / ".gitignore"
     if not ignore.exists():

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
 
-from pytest_slam.foreign import tmp_path_factory, xdist_pending
 from pytest_slam.records import Call, ModelSpec, utc_now
 from pytest_slam.run.accounting import Accounting
 from pytest_slam.run.finish import RunEnd, SessionFacts, drop_older_reports, finish
@@ -39,6 +38,7 @@ from pytest_slam.swap import models as model_specs
 from pytest_slam.swap.chat import Target, forward_chat
 from pytest_slam.swap.engines import EngineError, Running, needs_engine, start_engine
 from pytest_slam.swap.limits import concurrency_of
+from pytest_slam.util.foreign import tmp_path_factory, xdist_pending
 
 if TYPE_CHECKING:  # imported when the swap arms: a run that opts nothing in never loads them
     from pytest_slam.golden.reference import ReferenceService
@@ -254,8 +254,8 @@ class SlamSession:
         """The candidates' kept answers, when the project opted in (swap/cache.py)."""
         if not self.settings.cache:
             return None
-        from pytest_slam.files import scratch_folder
         from pytest_slam.swap.cache import FOLDER, AnswerCache
+        from pytest_slam.util.files import scratch_folder
 
         golden_root = Path(self.config.rootpath) / self.settings.golden_dir
         self.cache = AnswerCache(scratch_folder(golden_root) / FOLDER, self.settings.cache_ttl_s)
@@ -342,8 +342,8 @@ class SlamSession:
     @functools.cached_property
     def tables(self) -> Tables:
         """``[tool.slam]``'s tables, parsed once for the checks and the end of the run."""
-        from pytest_slam.files import scratch_folder
         from pytest_slam.run.tables import Tables
+        from pytest_slam.util.files import scratch_folder
 
         golden_root = Path(self.config.rootpath) / self.settings.golden_dir
         return Tables.of(self.settings, scratch=scratch_folder(golden_root))
@@ -379,8 +379,8 @@ class SlamSession:
     def check_golden_store(self) -> None:
         """No run reads a store a killed promote half changed (golden/journal.py before_a_run)."""
         if self.settings.has_reference and not self.config.option.collectonly:
-            from pytest_slam.files import scratch_folder
             from pytest_slam.golden.journal import before_a_run
+            from pytest_slam.util.files import scratch_folder
 
             root = Path(self.config.rootpath) / self.settings.golden_dir
             recording = self.settings.record != "none"

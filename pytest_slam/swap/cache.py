@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_slam.files import atomic_write
 from pytest_slam.records import Call, ModelSpec
 from pytest_slam.swap.chat import ChatResult
 from pytest_slam.swap.upstream import JSONObject
-from pytest_slam.textcodec import dumps
+from pytest_slam.util.files import atomic_write
+from pytest_slam.util.textcodec import dumps
 
 DEFAULT_TTL_S = 7 * 24 * 3600.0
 FOLDER = "cache"  # under the scratch folder

@@ -22,7 +22,7 @@ from pytest_slam.swap import upstream
 from pytest_slam.swap.engines.registry import provider_of
 from pytest_slam.swap.fleet import Replicas, send
 from pytest_slam.swap.upstream import JSONObject
-from pytest_slam.textcodec import joined
+from pytest_slam.util.textcodec import joined
 
 Relay = Callable[[bytes], None]
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from pytest_slam.config_keys import unknown_keys_line
 from pytest_slam.records import JSON, ModelSpec
 from pytest_slam.swap.engines import registry
 
@@ -18,6 +17,7 @@ from pytest_slam.swap.engines.llamacpp import resolve_model_path as resolve_mode
 from pytest_slam.swap.engines.llamacpp import smollm2_path as smollm2_path
 from pytest_slam.swap.engines.openai_api import OPENAI_URL as OPENAI_URL
 from pytest_slam.swap.engines.protocol import ModelSpecError as ModelSpecError
+from pytest_slam.util.config_keys import unknown_keys_line
 
 PROVIDERS = tuple(registry.BUILTINS)  # the built-in providers; others are found by registry.find
 CURATED = "curated"

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from pytest_slam.errors import SlamError
-from pytest_slam.foreign import vcr_stub_base
 from pytest_slam.records import JSON, ModelSpec
+from pytest_slam.util.foreign import vcr_stub_base
 
 # A request body, completion or stream chunk: arbitrary JSON from the product or a server, read by
 # key where the swap needs a field and passed along as it is otherwise.

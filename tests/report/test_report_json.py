@@ -10,7 +10,6 @@ import pytest
 import report_helpers as synth
 
 from pytest_slam.compare.uncertainty import Comparison
-from pytest_slam.files import atomic_write
 from pytest_slam.metrics.stats import Summary
 from pytest_slam.records import ModelSpec, Outcome, records
 from pytest_slam.report.aggregate import Verdict, aggregate
@@ -25,6 +24,7 @@ from pytest_slam.report.jsonreport import (
     write_json,
 )
 from pytest_slam.report.seal import digest_of
+from pytest_slam.util.files import atomic_write
 
 SCHEMA_MD = os.path.join(
     os.path.dirname(__file__), "..", "..", "pytest_slam", "report", "SCHEMA.md"

@@ -14,8 +14,8 @@ import report_helpers as synth
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_slam import textcodec
 from pytest_slam.run.crossing import CARRIED, carried, received, sent
+from pytest_slam.util import textcodec
 
 HOSTILE = "\ud800\udbff\udc00\udfff\ud83d\ude00\x00\x1b\u202e\\" + "\x00slam-text:"
 TEXTS = st.text(

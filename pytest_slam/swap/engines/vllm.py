@@ -11,11 +11,11 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from pytest_slam.config_keys import unknown_keys_line
 from pytest_slam.records import JSON, ModelSpec
 from pytest_slam.swap.engines.managed import Engine
 from pytest_slam.swap.engines.protocol import EngineError, ModelSpecError
 from pytest_slam.swap.engines.providers import ManagedProvider
+from pytest_slam.util.config_keys import unknown_keys_line
 
 
 class VllmEngine(Engine):

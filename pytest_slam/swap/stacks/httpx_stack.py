@@ -17,9 +17,9 @@ from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
 from typing import Any
 
-from pytest_slam.foreign import httpx_pool
 from pytest_slam.swap.local import LocalAnswer
 from pytest_slam.swap.stacks.common import HEADER, Patch, Redirect, rule_for
+from pytest_slam.util.foreign import httpx_pool
 
 LIBRARIES = ("httpx2", "httpx")
 # Requests, responses and transports here are httpx or httpx2 objects, whichever is installed

@@ -1,4 +1,4 @@
-"""Each private read of another library (pytest_slam/foreign.py), against its installed version.
+"""Each private read of another library (pytest_slam/util/foreign.py), against its installed version.
 
 These are the version tests: a release that renames one of these attributes turns the feature
 that reads it quietly off (the helpers fall back), so each test here asserts what the attribute
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slam import foreign
+from pytest_slam.util import foreign
 
 
 def _version(dist: str) -> str:
@@ -41,7 +41,7 @@ def test_pytest_progress_filler_is_there_when_the_progress_is_shown(
 ) -> None:
     pytester.makeconftest(
         """
-        from pytest_slam import foreign
+        from pytest_slam.util import foreign
 
         def pytest_terminal_summary(terminalreporter):
             fill = foreign.progress_filler(terminalreporter)
@@ -89,7 +89,7 @@ def test_pytest_mock_patchers_are_started_mock_patchers(pytester: pytest.Pyteste
     """Why the mocker needs no read of its own: its patchers are ``unittest.mock``'s, started."""
     pytester.makepyfile(
         """
-        from pytest_slam import foreign
+        from pytest_slam.util import foreign
 
         class Target:
             value = 1
@@ -163,7 +163,7 @@ def test_xdist_pending_are_the_tests_a_worker_was_handed_and_has_not_run(
     pytester.makepyfile(
         test_three="""
         import json, pytest
-        from pytest_slam import foreign
+        from pytest_slam.util import foreign
 
         def test_a(pytestconfig, tmp_path_factory):
             seen = foreign.xdist_pending(pytestconfig)

@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from pytest_slam.gcpause import gc_paused
+from pytest_slam.util.gcpause import gc_paused
 
 
 def test_the_collector_is_off_inside_and_on_again_after() -> None:
