@@ -113,7 +113,8 @@ def test_under_xdist_the_controller_speaks_for_its_workers(
     # one line for the run, each worker's call after its own test (the two may share the line)
     result.stdout.fnmatch_lines(
         [
-            "pytest-slam: * of 2 tests, *[[]gw?[]] test_slow.py::test_ask[[]slow[]] * s: slow (candidate), * tok*"
+            "pytest-slam: * of 2 tests, *[[]gw?[]] test_slow.py::test_ask[[]slow[]] * s: "
+            "slow (candidate), * tok*"
         ]
     )
 
