@@ -48,7 +48,12 @@ def places(store: GoldenStore, module: str) -> Places:
     for rec in records:
         if not rec.answers:
             continue
-        for test, turns in rec.turns.items():
+        # an entry written before turns were kept names only its tests: a request that holds no
+        # earlier answer is taken as a first call (a wrong guess is only a fetch left unused)
+        unplaced = (
+            [t for t in rec.tests if t not in rec.turns] if independent(rec.request, []) else []
+        )
+        for test, turns in [*rec.turns.items(), *((t, [1]) for t in unplaced)]:
             slots = out.setdefault(test, {})
             for turn in turns:
                 held = slots.get(turn)
