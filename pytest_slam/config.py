@@ -412,7 +412,7 @@ _RULES: dict[str, dict[str, Any]] = {  # each key's description, and its bounds 
     "cache_ttl_s": _rule("seconds a kept candidate answer is reused", gt=0),
     "concurrency": _rule(
         "calls in flight at once on each candidate, answers fetched ahead included (1: one at a "
-        "time; default 16 for an endpoint, 2 for the embedded engine)",
+        "time; default 16 for an endpoint, 8 for the embedded engine)",
         ge=1,
     ),
     "embeddings": _rule("model spec that answers embeddings (default: the original endpoint)"),

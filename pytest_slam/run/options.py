@@ -319,7 +319,7 @@ def add_options(add: Callable[..., object]) -> None:
         metavar="N",
         help="Calls in flight at once on each candidate, answers fetched ahead of the tests "
         "included; 1: one call at a time, nothing fetched ahead (default: [tool.slam] "
-        "concurrency, a model's own, else 16 for an endpoint, 2 for the embedded engine)",
+        "concurrency, a model's own, else 16 for an endpoint, 8 for the embedded engine)",
     )
     add(
         CACHE,

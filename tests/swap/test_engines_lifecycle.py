@@ -64,7 +64,7 @@ def test_with_two_workers_the_engine_serves_two_requests_at_once(
     )
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
-        ["*engine smollm2-135m: llama.cpp, 4 slots of 4096 tokens, on http://127.0.0.1:*/v1*"]
+        ["*engine smollm2-135m: llama.cpp, 16 slots of 4096 tokens, on http://127.0.0.1:*/v1*"]
     )
     report = json.loads((pytester.path / "run.json").read_text())
     calls = [c for o in report["outcomes"] if o["outcome"] == "passed" for c in o["calls"]]
@@ -74,7 +74,7 @@ def test_with_two_workers_the_engine_serves_two_requests_at_once(
 
 
 def test_serial_run_starts_a_slot_per_call_in_flight(pytester: pytest.Pytester) -> None:
-    """The embedded engine's concurrency is 2 (swap/limits.py): a slot for each call in flight;
+    """The embedded engine's concurrency is 8 (swap/limits.py): a slot for each call in flight;
     ``--slm-concurrency 1`` is one slot, one call at a time."""
     pytester.makefile(".toml", pyproject=NO_REFERENCE)
     pytester.makepyfile(
@@ -83,7 +83,7 @@ def test_serial_run_starts_a_slot_per_call_in_flight(pytester: pytest.Pytester) 
     )
     result = pytester.runpytest_subprocess("--slm-models=smollm2-135m")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*engine smollm2-135m: llama.cpp, 2 slots of 4096 tokens, on *"])
+    result.stdout.fnmatch_lines(["*engine smollm2-135m: llama.cpp, 8 slots of 4096 tokens, on *"])
     result = pytester.runpytest_subprocess("--slm-models=smollm2-135m", "--slm-concurrency=1")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*engine smollm2-135m: llama.cpp, 1 slot of 4096 tokens, on *"])

@@ -64,7 +64,8 @@ def slots_that_fit(wanted: int, ctx: int, model_bytes: int, available: int | Non
 
 
 class LlamaCppEngine(Engine):
-    """llama.cpp (xllamacpp) in a process of its own, with one slot per xdist worker by default."""
+    """llama.cpp (xllamacpp) in a process of its own, a slot for each call in flight of every test
+    process (swap/limits.py: its concurrency)."""
 
     kind = "llama.cpp"
 
