@@ -21,6 +21,16 @@ def test_breach_reads_like_a_sentence() -> None:
     assert check_calls(budget, calls) == ["e2e_ms 812.4 > budget 500 (call 2, model smollm2-135m)"]
 
 
+def test_a_breach_says_how_many_calls_were_in_flight_when_it_was_measured() -> None:
+    """Latency at 8 in flight is not latency alone: the line says which (answers fetched ahead)."""
+    budget = Budget.from_kwargs(e2e_ms=500)
+    calls = [call(1240.0, in_flight=8), call(900.0, in_flight=1)]
+    assert check_calls(budget, calls) == [
+        "e2e_ms 1240 > budget 500 (call 1, model smollm2-135m, at 8 in flight)",
+        "e2e_ms 900 > budget 500 (call 2, model smollm2-135m)",
+    ]
+
+
 def test_every_limit_applies_per_call() -> None:
     budget = Budget.from_kwargs(ttft_ms=15, cost_usd=0.001, completion_tokens=4, tpot_ms=100)
     breaches = check_calls(budget, [call(300.0, cost_usd=0.0012345)])

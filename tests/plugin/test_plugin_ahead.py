@@ -94,6 +94,7 @@ def test_a_replay_fetches_ahead_and_asks_each_request_once(
     assert all(isinstance(c["in_flight"], int) and c["in_flight"] >= 1 for c in calls)
     line = f"mini: {len(QUESTIONS) - 1} call(s) fetched ahead, {len(QUESTIONS) - 1} used"
     assert line in said(result)
+    assert "latency measured with calls in flight at once (mini up to" in said(result)
 
 
 def test_concurrency_one_asks_one_at_a_time_with_the_same_outcomes_and_answers(
@@ -104,6 +105,7 @@ def test_concurrency_one_asks_one_at_a_time_with_the_same_outcomes_and_answers(
     serial = run(pytester, "--slm-concurrency", "1", "--slm-report=serial.json")
     serial.assert_outcomes(passed=len(QUESTIONS))
     assert "fetched ahead" not in said(serial)
+    assert "latency measured with calls in flight" not in said(serial)  # one at a time
     every = _calls(pytester.path / "serial.json")
     assert [c["in_flight"] for c in every] == [1] * len(QUESTIONS)
     assert not any(c["fetched_ahead"] for c in every)
@@ -113,6 +115,11 @@ def test_concurrency_one_asks_one_at_a_time_with_the_same_outcomes_and_answers(
         return [(o["nodeid"], o["outcome"], o["calls"][0]["text"]) for o in outcomes]
 
     assert kept("ahead.json") == kept("serial.json")
+    # a baseline made one call at a time does not judge latency measured 16 at a time
+    again = run(pytester, "--slm-baseline=serial.json")
+    assert "mini: E2E p95 not compared, its calls were sent 16 at a time and 1 at a time" in said(
+        again
+    )
 
 
 def test_a_request_that_differs_from_its_golden_is_asked_live_and_the_fetched_one_unused(
