@@ -260,3 +260,50 @@ def test_ctrl_c_with_fetches_in_flight_ends_them_and_keeps_every_golden(
         assert "KeyboardInterrupt" in out and "Traceback" not in out, out
     after = {p: p.read_bytes() for p in (pytester.path / "__slam__").rglob("*") if p.is_file()}
     assert after == golden
+
+
+STREAMING_PRODUCT = """
+from openai import OpenAI
+
+client = OpenAI()
+
+def ask(question):
+    stream = client.chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": question}], temperature=0,
+        stream=True, stream_options={"include_usage": True})
+    text, usage = "", None
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            text += chunk.choices[0].delta.content
+        if chunk.usage is not None:
+            usage = chunk.usage.completion_tokens
+    assert usage, "no usage chunk"
+    return text
+"""
+
+
+def test_a_streaming_product_gets_the_fetched_stream_whole_with_its_usage(
+    pytester: pytest.Pytester, gpt4: FakeOpenAI, mini: FakeOpenAI
+) -> None:
+    """The fetched call's stream is relayed to a streaming caller as the candidate sent it (its
+    pieces and the usage chunk it asked for): the same text as a live stream."""
+    suite = f"""
+import pytest, product
+
+pytestmark = pytest.mark.slm
+
+@pytest.mark.parametrize("question", {QUESTIONS!r})
+def test_answer(question):
+    assert product.ask(question)
+"""
+    pytester.makepyfile(product=STREAMING_PRODUCT, test_product=suite)
+    write_project(pytester, gpt4, mini)
+    run(pytester, "--slm-record=new").assert_outcomes(passed=len(QUESTIONS))
+    mini.requests.clear()
+    result = run(pytester, "--slm-report=r.json")
+    result.assert_outcomes(passed=len(QUESTIONS))
+    calls = _calls(pytester.path / "r.json")
+    assert sum(c["fetched_ahead"] for c in calls) == len(QUESTIONS) - 1
+    assert all(c["streamed"] for c in calls)
+    assert sorted(c["text"] for c in calls) == sorted(f"mini says: {q}" for q in QUESTIONS)
+    assert _asked(mini) == collections.Counter(QUESTIONS)
