@@ -206,6 +206,7 @@ def judge_of(args: argparse.Namespace) -> JudgeSetup | None:
     if settings is None or not settings.judge:
         return None
     from pytest_slam.run.judging import JudgeModel
+    from pytest_slam.swap.limits import concurrency_of
     from pytest_slam.swap.models import resolve
 
     try:
@@ -220,7 +221,10 @@ def judge_of(args: argparse.Namespace) -> JudgeSetup | None:
     model = JudgeModel(spec)
     cache = DiskCache(scratch(args) / "judge")
     accept = bool(getattr(settings, "accept_uncertified_judge", False))
-    return JudgeSetup(model.complete, spec.name, cache, accept)
+    setup = JudgeSetup(model.complete, spec.name, cache, accept)
+    # the judge's pairs asked so many at a time: [tool.slam.models.X] or [tool.slam] concurrency
+    setup.concurrency = concurrency_of(spec, None, settings.concurrency)
+    return setup
 
 
 def run_evaluate(args: argparse.Namespace) -> int:

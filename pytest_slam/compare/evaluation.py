@@ -81,6 +81,10 @@ class JudgeSetup:
     unjudged: int = field(default=0, init=False)  # pairs with no readable verdict
     seen: int = field(default=0, init=False)  # pairs given to the judge
     progress: Callable[[str], None] | None = None
+    # calls in flight at once: the pairs the policy sends to the judge are asked together first
+    # (their verdicts cached), then decided in order from the cache (issue 41)
+    concurrency: int = 1
+    warmed: int = field(default=0, init=False)  # pairs asked ahead: not replays of earlier runs
 
     def counted(self, messages: list[dict[str, str]]) -> str:
         self.asked += 1
@@ -161,6 +165,8 @@ def evaluate(
     measured = errors_by_evidence(rows) | extra
     if judge is None or not judge.seen:
         return measured
+    # the pairs asked ahead were read back from the cache, but asked in this evaluation
+    judge.replayed, judge.warmed = judge.replayed - judge.warmed, 0
     certified = certify_judge(judged, targets or Targets())
     counted = rows
     if not judge.accept_uncertified:
@@ -227,6 +233,8 @@ def _decide_scope(
             values = score_column(scope.by, scope.options, group, aids)
         except (ValueError, ImportError) as exc:
             raise CalibrationRefused(f"[tool.slam.equivalence]: {exc}") from None
+    if judge is not None and judge.concurrency > 1 and judge.cache is not None:
+        _ask_ahead(judge, policy, scope, group, values)
     out: list[tuple[Judged, float | None, Score]] = []
     for p, value in zip(group, values, strict=True):
         evidence = _Evidence(scope, p, value, judge)
@@ -240,6 +248,65 @@ def _decide_scope(
         judge_value = evidence.judged if score.decided_by == "judge" else None
         out.append((row, judge_value, score))
     return out
+
+
+class _Wanted(Exception):
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.options = options
+
+
+@dataclass
+class _Probe:
+    """A pair's evidence that stops where the policy would ask the judge (``_Wanted``)."""
+
+    scope: Scope
+    value: float | None
+
+    def score(self) -> Score:
+        if self.scope.by_judge:
+            raise _Wanted(self.scope.options)
+        assert self.value is not None
+        return Score(self.scope.by, self.value)
+
+    def judge(self) -> Score | None:
+        raise _Wanted({})
+
+    def review(self) -> tuple[str, str] | None:
+        return None
+
+
+def _ask_ahead(
+    judge: JudgeSetup,
+    policy: Policy,
+    scope: Scope,
+    group: Sequence[LabelledPair],
+    values: Sequence[float | None],
+) -> None:
+    """The pairs the policy will send to the judge, asked ``judge.concurrency`` at a time before
+    the pairs are decided in order: each verdict lands in the judge's cache, where the decision
+    reads it (a pair already cached is not asked again)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pytest_slam.compare.judge import judge_key
+
+    wanted: list[tuple[Mapping[str, Any], LabelledPair]] = []
+    for p, value in zip(group, values, strict=True):
+        try:
+            decide_pair(policy, p.candidate, p.reference, _Probe(scope, value))
+        except _Wanted as want:
+            mode = str(want.options.get("mode", "grade"))
+            key = judge_key(judge.model, mode, p.candidate, p.reference, p.question)
+            cache = judge.cache
+            if cache is None or (cache.get(key) is None and cache.get("unjudged-" + key) is None):
+                wanted.append((want.options, p))
+    if not wanted:
+        return
+    counts = (judge.seen, judge.replayed, judge.unjudged)
+    with ThreadPoolExecutor(max_workers=judge.concurrency, thread_name_prefix="slam-judge") as pool:
+        list(pool.map(lambda job: _judge_value(judge, job[0], job[1]), wanted))
+    # the decision below reads each of these from the cache: count them there, once, as asked
+    judge.seen, judge.replayed, judge.unjudged = counts
+    judge.warmed += len(wanted)
 
 
 class _Unjudged(SlamError, kind="calibrate"):

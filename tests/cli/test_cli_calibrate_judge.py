@@ -194,3 +194,24 @@ def test_a_pair_the_judge_cannot_grade_is_asked_once_too(
         assert "evidence" in first and not first["evidence"]
         second = evaluated(capsys)
         assert len(mute.requests) == 6 and second["judge"]["replayed"] == 3
+
+
+def test_the_judge_s_pairs_are_asked_at_once_with_the_same_figures_as_one_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """Issue 41: the pairs the policy sends to the judge are known, so they are asked together
+    (the judge's concurrency) and decided in order from the cache: the same verdicts, counts and
+    errors as one at a time, and none counted as replayed from an earlier evaluation."""
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "labels.jsonl", rows(40))
+    with FakeOpenAI(grade, model="gpt-4-judge", latency_s=0.05) as slow:
+        project(tmp_path, slow, '{ by = "judge" }', extra="concurrency = 1\n")
+        alone = evaluated(capsys)
+        assert slow.peak_in_flight == 1 and len(slow.requests) == 40
+    with FakeOpenAI(grade, model="gpt-4-judge", latency_s=0.05) as slow:
+        project(tmp_path, slow, '{ by = "judge" }')
+        (tmp_path / ".slam" / "judge").rename(tmp_path / "judge-one-at-a-time")
+        together = evaluated(capsys)
+        assert slow.peak_in_flight > 1 and len(slow.requests) == 40  # each pair once
+    assert together["judge"]["asked"] == 40 and together["judge"]["replayed"] == 0
+    assert together == alone
