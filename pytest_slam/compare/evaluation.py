@@ -250,8 +250,11 @@ def _decide_scope(
     return out
 
 
-class _Wanted(Exception):
+class _Wanted(SlamError, kind="calibrate"):
+    """The probe's signal that the policy reached the judge (never shown to a user)."""
+
     def __init__(self, options: Mapping[str, Any]) -> None:
+        super().__init__("the policy asks the judge about this pair")
         self.options = options
 
 
