@@ -231,7 +231,12 @@ class SlamSession:
             golden=self.reference,
             meter=self.energy,
             embedder=EmbeddingsService(original.base_url, self.embeddings_spec, self.reference),
-            ahead=self.ahead if self.reference is not None else None,
+            # a refresh (--slm-record=all) re-records each reference answer before the candidate
+            # is asked, so the cap a fetched request carried may no longer be the call's: the
+            # candidate would be asked twice; it is asked live instead
+            ahead=self.ahead
+            if self.reference is not None and self.settings.record != "all"
+            else None,
             limiters=limiters,
             cache=cache,
             cap=(self.settings.cap_factor, self.settings.cap_margin),

@@ -361,6 +361,8 @@ class SwapRouter:
         is asked live."""
         if not call.candidate:
             return forward_chat(call.target, call.body, relay)
+        if self.ahead is None and self.cache is None:
+            return self._live(call, relay)  # nothing fetched or kept: no upstream body to match
         spec = call.target.spec
         sent = pin_seed(upstream_body(call.body, spec, call.cap), call.target)
         result = self._fetched(call, sent, relay)

@@ -307,3 +307,15 @@ def test_answer(question):
     assert all(c["streamed"] for c in calls)
     assert sorted(c["text"] for c in calls) == sorted(f"mini says: {q}" for q in QUESTIONS)
     assert _asked(mini) == collections.Counter(QUESTIONS)
+
+
+def test_a_refresh_fetches_nothing_ahead_and_asks_each_request_once(
+    pytester: pytest.Pytester, gpt4: FakeOpenAI, mini: FakeOpenAI
+) -> None:
+    """``--slm-record=all`` records each reference answer again before its candidate call, so the
+    cap a fetched request carried may not be the call's: nothing is fetched, each asked live."""
+    _recorded(pytester, gpt4, mini)
+    result = run(pytester, "--slm-record=all")
+    result.assert_outcomes(passed=len(QUESTIONS))
+    assert "fetched ahead" not in said(result)
+    assert _asked(mini) == collections.Counter(QUESTIONS)
