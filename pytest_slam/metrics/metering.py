@@ -163,7 +163,8 @@ class Overlap:
     were in flight, each gets 1/n of it. ``leave`` gives the call's share of its own span (1.0
     alone), by which its span's energy is divided among the calls that spent it."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self._clock = clock
         self._lock = threading.Lock()
         self._active: dict[int, list[float]] = {}  # call -> [start, time owned]
         self._last = 0.0
@@ -178,7 +179,7 @@ class Overlap:
 
     def enter(self) -> int:
         with self._lock:
-            now = time.perf_counter()
+            now = self._clock()
             self._advance(now)
             self._next += 1
             self._active[self._next] = [now, 0.0]
@@ -186,7 +187,7 @@ class Overlap:
 
     def leave(self, token: int) -> float:
         with self._lock:
-            now = time.perf_counter()
+            now = self._clock()
             self._advance(now)
             start, owned = self._active.pop(token)
         return owned / (now - start) if now > start else 1.0

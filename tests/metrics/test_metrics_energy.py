@@ -109,25 +109,21 @@ def test_with_gpu_overlapping_spans_measure_apart(meter: GpuMeter) -> None:
 def test_overlapping_calls_share_the_gpu_time_they_spent_together() -> None:
     """With calls in flight at once (answers fetched ahead), each call's span energy is divided
     among them: shares x spans add up to the busy time, never to n times it."""
-    import time
-
     from pytest_slam.metrics.metering import Overlap
 
-    overlap = Overlap()
+    now = [0.0]
+    overlap = Overlap(clock=lambda: now[0])
     alone = overlap.enter()
+    now[0] = 5.0
     assert overlap.leave(alone) == 1.0
 
-    t0 = time.perf_counter()
-    a = overlap.enter()
-    time.sleep(0.01)
+    now[0] = 10.0
+    a = overlap.enter()  # a alone for 10 s, with b for 10 s, alone again for 10 s
+    now[0] = 20.0
     b = overlap.enter()
-    tb = time.perf_counter()
-    time.sleep(0.01)
+    now[0] = 30.0
     share_b = overlap.leave(b)
-    tb_end = time.perf_counter()
-    time.sleep(0.01)
+    now[0] = 40.0
     share_a = overlap.leave(a)
-    t1 = time.perf_counter()
-    assert 0 < share_b < 1 and 0 < share_a < 1
-    owned = share_a * (t1 - t0) + share_b * (tb_end - tb)
-    assert abs(owned - (t1 - t0)) < 0.25 * (t1 - t0)  # the busy time once, not twice
+    assert share_b == 0.5 and share_a == 25.0 / 30.0
+    assert share_a * 30.0 + share_b * 10.0 == 30.0  # the busy time once, not twice
