@@ -25,7 +25,7 @@ from typing import Any
 from pytest_slam.records import Call, ModelSpec
 from pytest_slam.swap.chat import ChatResult
 from pytest_slam.swap.upstream import JSONObject
-from pytest_slam.util.files import atomic_write
+from pytest_slam.util.files import atomic_write, ignore_scratch_folder
 from pytest_slam.util.textcodec import dumps
 
 DEFAULT_TTL_S = 7 * 24 * 3600.0
@@ -129,6 +129,7 @@ class AnswerCache:
         path = self._path(spec, sent)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            ignore_scratch_folder(self.folder.parent)  # .slam: never in the user's git status
             atomic_write(path, dumps(data), durable=False)
         except OSError:
             return  # a cache that cannot be written is no cache, never a failed run

@@ -211,6 +211,7 @@ def test_the_cache_reuses_an_answer_only_for_the_same_model_and_body(
     calls = _calls(pytester.path / "again.json")
     assert all(c["cached"] for c in calls)
     assert f"answer cache: {len(QUESTIONS)} call(s) answered from it" in said(again)
+    assert (pytester.path / ".slam" / ".gitignore").read_text().endswith("*\n")  # never committed
 
     run(pytester, "--slm-report=off.json").assert_outcomes(passed=len(QUESTIONS))
     assert _asked(mini) == collections.Counter(QUESTIONS)  # not opted in: asked anew
