@@ -101,6 +101,18 @@ def test_the_readme_is_short_and_its_links_resolve() -> None:
     assert links and [link for link in links if not (ROOT / link).exists()] == []
 
 
+def test_the_bench_readme_keeps_the_current_figures_and_links_every_history_file() -> None:
+    """bench/README.md holds each bench's latest table and command; the dated runs live in
+    bench/history/, each file reachable from the README (issue 45: at most 400 lines)."""
+    bench = ROOT / "bench"
+    text = (bench / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 400, "move the dated runs into bench/history/"
+    links = set(re.findall(r"\]\((history/[^)#]+)\)", text))
+    assert [link for link in sorted(links) if not (bench / link).is_file()] == []
+    history = {f"history/{path.name}" for path in (bench / "history").glob("*.md")}
+    assert sorted(history - links) == []
+
+
 def test_the_readme_and_contributing_give_the_same_two_set_up_commands() -> None:
     readme = README.read_text(encoding="utf-8")
     contributing = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
