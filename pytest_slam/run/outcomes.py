@@ -81,34 +81,67 @@ def build_outcome(
         outcome.calls = list(ctx.calls)
         outcome.energy_j = outcome_energy(ctx.calls)
     if verdict is not None:
-        outcome.pairs = list(verdict.pairs)
-        outcome.budget_breaches = list(verdict.breaches)
-        outcome.repeat = dict(verdict.repeat) if verdict.repeat is not None else None
-        if verdict.problems:
-            outcome.message = "\n".join(verdict.problems)
-            alone = not verdict.own_failure and verdict.repeat is None  # a repeat's runs vary
-            outcome.checks_failed = outcome.outcome == "failed" and alone
-    candidate = [c for c in ctx.calls if c.role == "candidate"] if ctx is not None else []
-    failed = [c for c in candidate if not c.ok]
-    if failed and (verdict is None or verdict.repeat is None):
-        if outcome.outcome == "passed" or outcome.message is None:
-            outcome.message = failed_calls_message(item.nodeid, model, candidate, failed)
-        if outcome.outcome == "passed":
-            outcome.outcome = CANDIDATE_FAILED
-    elif outcome.outcome == "passed" and not candidate:
-        elsewhere = went_elsewhere(item, ctx, outcome.egress)
-        if elsewhere is None or declares_no_calls(item):
-            outcome.outcome, outcome.message = NO_CALLS, no_calls_message(item.nodeid, model)
-        else:
-            outcome.outcome = NOT_SWAPPED
-            outcome.message = not_swapped_message(item.nodeid, model, outcome.egress, elsewhere)
+        _take_verdict(outcome, verdict)
+    _judge_candidate_calls(outcome, item, ctx, verdict)
     crash = failure_line(report) if crash is None else _first_line(crash)
     if crash and crash not in (outcome.message or ""):
-        outcome.message = f"{outcome.message}\n{crash}" if outcome.message else crash
+        _add_line(outcome, crash)
     cut = cut_message(ctx)
     if cut:
-        outcome.message = f"{outcome.message}\n{cut}" if outcome.message else cut
+        _add_line(outcome, cut)
     return outcome.as_dict()
+
+
+def _take_verdict(outcome: Outcome, verdict: TestVerdict) -> None:
+    """The swap's checks on the test: its pairs, budget breaches, repeat summary and problems."""
+    outcome.pairs = list(verdict.pairs)
+    outcome.budget_breaches = list(verdict.breaches)
+    outcome.repeat = dict(verdict.repeat) if verdict.repeat is not None else None
+    if verdict.problems:
+        outcome.message = "\n".join(verdict.problems)
+        alone = not verdict.own_failure and verdict.repeat is None  # a repeat's runs vary
+        outcome.checks_failed = outcome.outcome == "failed" and alone
+
+
+def _judge_candidate_calls(
+    outcome: Outcome, item: pytest.Item, ctx: TestContext | None, verdict: TestVerdict | None
+) -> None:
+    """A candidate never passes on calls it did not answer, nor on calls it never got: the slam
+    outcome becomes ``candidate_failed``, ``no_calls`` or ``not_swapped`` (the module's docstring)."""
+    candidate = _candidate_calls(ctx)
+    failed = [c for c in candidate if not c.ok]
+    repeated = verdict is not None and verdict.repeat is not None  # the pass fraction decides
+    if failed and not repeated:
+        _fail_on_calls(outcome, candidate, failed)
+    elif outcome.outcome == "passed" and not candidate:
+        _not_answered(outcome, item, ctx)
+
+
+def _candidate_calls(ctx: TestContext | None) -> list[Call]:
+    return [c for c in ctx.calls if c.role == "candidate"] if ctx is not None else []
+
+
+def _fail_on_calls(outcome: Outcome, candidate: list[Call], failed: list[Call]) -> None:
+    if outcome.outcome == "passed" or outcome.message is None:
+        outcome.message = failed_calls_message(outcome.nodeid, outcome.model, candidate, failed)
+    if outcome.outcome == "passed":
+        outcome.outcome = CANDIDATE_FAILED
+
+
+def _not_answered(outcome: Outcome, item: pytest.Item, ctx: TestContext | None) -> None:
+    """A passed test that sent its candidate no call: no evidence either way."""
+    elsewhere = went_elsewhere(item, ctx, outcome.egress)
+    if elsewhere is None or declares_no_calls(item):
+        outcome.outcome, outcome.message = NO_CALLS, no_calls_message(outcome.nodeid, outcome.model)
+    else:
+        outcome.outcome = NOT_SWAPPED
+        outcome.message = not_swapped_message(
+            outcome.nodeid, outcome.model, outcome.egress, elsewhere
+        )
+
+
+def _add_line(outcome: Outcome, line: str) -> None:
+    outcome.message = f"{outcome.message}\n{line}" if outcome.message else line
 
 
 def failure_line(report: pytest.TestReport) -> str | None:
