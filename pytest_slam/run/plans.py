@@ -83,14 +83,9 @@ class Plans:
 
     def _build(self, config: dict[str, object]) -> ScoringPlan:
         from pytest_slam.compare.bands import Bands
-        from pytest_slam.compare.named import get_scorer
-        from pytest_slam.compare.plugged import Plugged
-        from pytest_slam.compare.toolcalls import ToolCallScorer
 
         options = dict(config)
-        by = options.pop("by", None)
-        auto = by is None
-        by = DEFAULT_BY if by is None else _by_name(by) if isinstance(by, str) else by
+        by, auto = _named(options.pop("by", None))
         at_least, fail_below = options.pop("at_least", None), options.pop("fail_below", None)
         then = options.pop("then", None) or []
         measured = {k: options.pop(k) for k in set(MEASURED_KEYS.values()) if k in options}
@@ -107,30 +102,51 @@ class Plans:
             plan.error = str(exc)
             return plan
         plan.rule = Rule(bands.at_least, bands.fail_below, str(options.get("mode", "grade")))
-        if not (isinstance(then, list) and set(then) <= set(CASCADE)):
-            plan.error = f'then = {then!r} must list "judge" and/or "review", cheapest first'
-        elif "judge" in then and self.judge is None:
-            plan.error = NO_CASCADE_JUDGE
-        elif "model" in needs and "complete" not in options:
-            plan.error = NO_JUDGE.format(by=by)
-        elif unknown is not None:
-            plan.error = unknown
-        else:
-            plan.then = [str(step) for step in then]
-            try:
-                plan.scorer = get_scorer(by, **options)
-                if isinstance(plan.scorer, Plugged):  # someone else's code: under a deadline
-                    plan.scorer.deadline_s = self.scorer_timeout_s
-                if "judge" in plan.then and self.judge is not None:
-                    plan.judge = get_scorer(
-                        "judge", complete=self.judge.complete, model=self.judge.spec.name
-                    )
-                plan.json = get_scorer("json") if auto else None
-            except (ScorerError, ValueError, TypeError) as exc:
-                plan.error = str(exc)
-            else:  # answers with tool calls: a json scorer lends its options (ignore, tolerance)
-                plan.tools = ToolCallScorer.like(plan.scorer)
+        plan.error = self._unusable(by, then, needs, options) or unknown
+        if plan.error is None:
+            plan.then = [str(step) for step in cast("list[object]", then)]
+            self._equip(plan, by, options)
         return plan
+
+    def _unusable(
+        self, by: object, then: object, needs: frozenset[str], options: dict[str, object]
+    ) -> str | None:
+        """Why the cascade or the scorer's needs cannot be met in this run, first reason only."""
+        if not (isinstance(then, list) and set(then) <= set(CASCADE)):
+            return f'then = {then!r} must list "judge" and/or "review", cheapest first'
+        if "judge" in then and self.judge is None:
+            return NO_CASCADE_JUDGE
+        if "model" in needs and "complete" not in options:
+            return NO_JUDGE.format(by=by)
+        return None
+
+    def _equip(self, plan: ScoringPlan, by: object, options: dict[str, object]) -> None:
+        """The plan's scorers: its own (an outside one under the deadline), the cascade's judge,
+        the structural one of JSON answers when no scorer was named, the one of tool calls."""
+        from pytest_slam.compare.named import get_scorer
+        from pytest_slam.compare.plugged import Plugged
+        from pytest_slam.compare.toolcalls import ToolCallScorer
+
+        try:
+            plan.scorer = get_scorer(by, **options)
+            if isinstance(plan.scorer, Plugged):  # someone else's code: under a deadline
+                plan.scorer.deadline_s = self.scorer_timeout_s
+            if "judge" in plan.then and self.judge is not None:
+                plan.judge = get_scorer(
+                    "judge", complete=self.judge.complete, model=self.judge.spec.name
+                )
+            plan.json = get_scorer("json") if plan.auto else None
+        except (ScorerError, ValueError, TypeError) as exc:
+            plan.error = str(exc)
+        else:  # answers with tool calls: a json scorer lends its options (ignore, tolerance)
+            plan.tools = ToolCallScorer.like(plan.scorer)
+
+
+def _named(by: object) -> tuple[object, bool]:
+    """The scorer the configuration names, and whether none was (the default, ``auto``)."""
+    if by is None:
+        return DEFAULT_BY, True
+    return (_by_name(by) if isinstance(by, str) else by), False
 
 
 def _by_name(by: str) -> str:
