@@ -151,24 +151,48 @@ def accepting_for(
     when the candidate breaks the request's ``schema`` (no field accepts that) or otherwise."""
     (c_text, c_tools), (r_text, r_tools) = sides
     parts = set(scorer_name.split("+"))
-    found: list[Difference] = []
-    compared = 0
-    scorer: JsonScorer | None = None
     if "json_schema" in parts and not _valid(schema, c_text or ""):
         return []
-    if "json" in parts:
-        scorer = next((s for s in scorers if isinstance(s, JsonScorer)), None)
-        if scorer is not None:
-            found = differences(scorer, c_text or "", r_text or "")
-            compared = _compared(scorer, c_text or "", r_text or "")
+    scorer, found, compared = _in_answer(parts, scorers, c_text or "", r_text or "")
     if "tool_calls" in parts and tools is not None and c_tools and r_tools:
-        if [name_of(c) for c in c_tools] != [name_of(r) for r in r_tools]:
+        in_arguments = _in_arguments(tools.arguments, c_tools, r_tools)
+        if in_arguments is None:
             return []  # another tool, or another number of calls: no field accepts that
+        found, compared = found + in_arguments[0], compared + in_arguments[1]
         scorer = scorer or tools.arguments
-        for cand, ref in zip(c_tools, r_tools, strict=True):
-            c_args, r_args = arguments_of(cand) or "{}", arguments_of(ref) or "{}"
-            found += differences(tools.arguments, c_args, r_args)
-            compared += _compared(tools.arguments, c_args, r_args)
     if scorer is None or not found:
         return []
     return accepting_lines(found, module, scorer.tolerance, scorer.ignore, compared - len(found))
+
+
+def _in_answer(
+    parts: set[str], scorers: Sequence[object], candidate: str, reference: str
+) -> tuple[JsonScorer | None, list[Difference], int]:
+    """The JSON answer's scorer (the first of ``scorers`` that compares JSON, when ``json`` is one
+    of the parts), the fields it finds differing, and how many it compares."""
+    if "json" not in parts:
+        return None, [], 0
+    scorer = next((s for s in scorers if isinstance(s, JsonScorer)), None)
+    if scorer is None:
+        return None, [], 0
+    return (
+        scorer,
+        differences(scorer, candidate, reference),
+        _compared(scorer, candidate, reference),
+    )
+
+
+def _in_arguments(
+    arguments: JsonScorer, c_tools: list[JSON], r_tools: list[JSON]
+) -> tuple[list[Difference], int] | None:
+    """The differing fields of tool calls' arguments, call by call, and how many are compared;
+    None when the calls name other tools or are another number of calls."""
+    if [name_of(c) for c in c_tools] != [name_of(r) for r in r_tools]:
+        return None
+    found: list[Difference] = []
+    compared = 0
+    for cand, ref in zip(c_tools, r_tools, strict=True):
+        c_args, r_args = arguments_of(cand) or "{}", arguments_of(ref) or "{}"
+        found += differences(arguments, c_args, r_args)
+        compared += _compared(arguments, c_args, r_args)
+    return found, compared

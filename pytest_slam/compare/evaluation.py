@@ -127,66 +127,112 @@ def evaluate(
     groups: dict[str, list[LabelledPair]] = {}
     for p in pairs:
         groups.setdefault(p.module, []).append(p)
-    rows: list[Judged] = []
-    judged: list[tuple[float, Judged]] = []  # the judge's value of each pair it decided
-    unasked = 0  # pairs the cascade would give the judge, where no judge is set
-    outside = 0  # pairs the bands would decide, outside the domain they were measured on
-    verdicts: dict[int, dict[str, Any]] = {}  # each pair's verdict, by its place in ``pairs``
     place = {id(p): i for i, p in enumerate(pairs)}
-    scopes = []
+    tally = _Tally()
     for module, group in groups.items():
-        scope = scope_of(equivalence, module)
-        scopes.append(scope)
-        if scope.by_judge and judge is None:
-            raise CalibrationRefused(
-                f"[tool.slam.equivalence] by = {scope.by!r} needs the judge to evaluate it: "
-                f"{SET_JUDGE}"
-            )
-        for p, (row, value, score) in zip(
-            group, _decide_scope(scope, group, judge, aids), strict=True
-        ):
-            rows.append(row)
-            if value is not None:
-                judged.append((value, row))
-            unasked += row.evidence is None and "judge" in scope.then and judge is None
-            outside += OUTSIDE in score.explanation
-            verdicts[place[id(p)]] = {
-                "verdict": score.verdict,
-                "decided_by": score.decided_by,
-                "why_undecided": score.why_undecided,
-            }
-    extra: dict[str, Any] = {
-        "outside_domain": outside,
-        "verdicts": [verdicts[i] for i in sorted(verdicts)],
-    }
-    extra |= {"judge_unset": unasked} if unasked else {}
-    if any(domain_unknown({"band_error": s.band_error or {}}) for s in scopes):
-        extra["domain_unknown"] = True
-    measured = errors_by_evidence(rows) | extra
+        scope = _evaluable_scope(equivalence, module, judge)
+        tally.scopes.append(scope)
+        decided = _decide_scope(scope, group, judge, aids)
+        for p, (row, value, score) in zip(group, decided, strict=True):
+            tally.add(scope, place[id(p)], row, value, score, judge_unset=judge is None)
+    extra = tally.extra()
+    measured = errors_by_evidence(tally.rows) | extra
     if judge is None or not judge.seen:
         return measured
+    return _with_judge(tally, measured, extra, judge, targets or Targets())
+
+
+def _evaluable_scope(
+    equivalence: Mapping[str, Any], module: str, judge: JudgeSetup | None
+) -> Scope:
+    """The module's scope, refused when its scorer is the judge and no judge is set."""
+    scope = scope_of(equivalence, module)
+    if scope.by_judge and judge is None:
+        raise CalibrationRefused(
+            f"[tool.slam.equivalence] by = {scope.by!r} needs the judge to evaluate it: {SET_JUDGE}"
+        )
+    return scope
+
+
+@dataclass
+class _Tally:
+    """What the pairs' verdicts add up to, scope after scope."""
+
+    rows: list[Judged] = field(default_factory=list)
+    judged: list[tuple[float, Judged]] = field(default_factory=list)  # the judge's value of each
+    unasked: int = 0  # pairs the cascade would give the judge, where no judge is set
+    outside: int = 0  # pairs the bands would decide, outside the domain they were measured on
+    verdicts: dict[int, dict[str, Any]] = field(default_factory=dict)  # by place in ``pairs``
+    scopes: list[Scope] = field(default_factory=list)
+
+    def add(
+        self,
+        scope: Scope,
+        at: int,
+        row: Judged,
+        value: float | None,
+        score: Score,
+        judge_unset: bool,
+    ) -> None:
+        self.rows.append(row)
+        if value is not None:
+            self.judged.append((value, row))
+        self.unasked += row.evidence is None and "judge" in scope.then and judge_unset
+        self.outside += OUTSIDE in score.explanation
+        self.verdicts[at] = {
+            "verdict": score.verdict,
+            "decided_by": score.decided_by,
+            "why_undecided": score.why_undecided,
+        }
+
+    def extra(self) -> dict[str, Any]:
+        """The figures beside the errors: pairs outside the domain, each pair's verdict, pairs
+        the unset judge would have had, and whether a scope's domain is unknown."""
+        extra: dict[str, Any] = {
+            "outside_domain": self.outside,
+            "verdicts": [self.verdicts[i] for i in sorted(self.verdicts)],
+        }
+        extra |= {"judge_unset": self.unasked} if self.unasked else {}
+        if any(domain_unknown({"band_error": s.band_error or {}}) for s in self.scopes):
+            extra["domain_unknown"] = True
+        return extra
+
+
+def _with_judge(
+    tally: _Tally,
+    measured: dict[str, Any],
+    extra: dict[str, Any],
+    judge: JudgeSetup,
+    targets: Targets,
+) -> dict[str, Any]:
+    """The figures once the judge's sides are certified on the pairs it decided: an uncertified
+    side's verdicts left undecided (unless accepted), the judge's own row as measured."""
     # the pairs asked ahead were read back from the cache, but asked in this evaluation
     judge.replayed, judge.warmed = judge.replayed - judge.warmed, 0
-    certified = certify_judge(judged, targets or Targets())
-    counted = rows
+    certified = certify_judge(tally.judged, targets)
+    counted = tally.rows
     if not judge.accept_uncertified:
-        drop = {
-            v
-            for v, ok in ((EQUIVALENT, certified["pass"]), (DIFFERENT, certified["fail"]))
-            if not ok
-        }
-        counted = [
-            replace(r, verdict=UNDECIDED, evidence=None)
-            if r.evidence == "judge" and r.verdict in drop
-            else r
-            for r in rows
-        ]
-        certified["left_undecided"] = sum(a is not b for a, b in zip(rows, counted, strict=True))
+        counted = _uncertified_undecided(tally.rows, certified)
+        pairs = zip(tally.rows, counted, strict=True)
+        certified["left_undecided"] = sum(a is not b for a, b in pairs)
     certified |= {"accepted": judge.accept_uncertified, "model": judge.model}
     certified |= {"asked": judge.asked, "replayed": judge.replayed, "unjudged": judge.unjudged}
     return (
         errors_by_evidence(counted) | extra | {"evidence": measured["evidence"], "judge": certified}
     )
+
+
+def _uncertified_undecided(rows: list[Judged], certified: Mapping[str, Any]) -> list[Judged]:
+    """The rows with the judge's verdicts on an uncertified side made undecided."""
+    drop = {
+        v for v, ok in ((EQUIVALENT, certified["pass"]), (DIFFERENT, certified["fail"])) if not ok
+    }
+    return [
+        replace(r, verdict=UNDECIDED, evidence=None)
+        if r.evidence == "judge" and r.verdict in drop
+        else r
+        for r in rows
+    ]
 
 
 def judge_error_table(result: Mapping[str, Any], measured_on: str) -> dict[str, Any] | None:
