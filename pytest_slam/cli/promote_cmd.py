@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import shlex
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_slam.cli.golden import (
     _fail,
@@ -24,6 +25,13 @@ from pytest_slam.cli.golden import (
 )
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.golden.store import golden_reference, reference_slug
+
+if TYPE_CHECKING:
+    from pytest_slam.golden.journal import Transaction
+    from pytest_slam.golden.promote import Promotion
+    from pytest_slam.golden.store import GoldenStore
+    from pytest_slam.records import Outcome
+    from pytest_slam.report.jsonreport import Report
 
 HELP = {
     "promote": "Make a candidate's answers in a run's JSON report the reference's golden answers, "
@@ -69,47 +77,81 @@ def cmd_promote(args: argparse.Namespace) -> int:
     One store-wide transaction (``golden.journal``): the store lock is held from the first read to
     the last write, and a kill at any moment leaves the old store or the new one.
     """
-    from pytest_slam.golden.baselines import BaselineMark, baselines_of, free_name, mark_path
-    from pytest_slam.golden.promote import baseline_name, promote
     from pytest_slam.golden.store import GoldenStore
     from pytest_slam.report.jsonreport import ReportError, load_report
 
     try:
         report = load_report(args.report)
-        gate = report.verdict.gate
-        if gate is not None and gate.incomplete:
-            raise GoldenError(
-                f"{args.report} is from a run that did not finish ({gate.incomplete}): "
-                "its answers are not a whole reference. Fix: run the suite to its "
-                "end, then promote that run's report"
-            )
-        models = sorted({o.model for o in report.outcomes})
-        if args.model not in models:
-            raise GoldenError(
-                f"{args.report} has no answers of {args.model!r}. Fix: name one of "
-                f"its candidates: {', '.join(models) or 'none'}"
-            )
+        _check_promotable(args, report)
         store = GoldenStore(store_root(args), run_reference(args, report.verdict.run.settings))
         with store.transaction("promote") as txn:
             say_recovered(store)
-            name = args.baseline or free_name(store, baseline_name(store.reference))
-            baseline = GoldenStore(store.root, name)
-            if baseline.dir == store.dir or baseline.dir.exists():
-                raise GoldenError(f"{baseline.dir} exists already. Fix: pass --baseline a new name")
-            earlier = [n for n, _ in baselines_of(store)]
-            done = promote(store, baseline, report.outcomes, args.model, dry_run=args.dry_run)
-            if done.promoted and not args.dry_run:
-                mark = BaselineMark(name, store.reference, args.model, on_top_of=earlier)
-                mark.promoted = done.written
-                txn.stage(mark_path(baseline), mark.text())
+            done = _promote_in(txn, store, args, report.outcomes)
     except (GoldenError, ReportError, OSError, ValueError) as exc:
         return _fail(exc)
+    _say_promoted(args, store, done)
+    return 0
+
+
+@dataclass
+class _Promoted:
+    """What one promote did, and the baselines it stacks on."""
+
+    name: str  # the baseline the replaced answers are kept as
+    baseline: GoldenStore
+    earlier: list[str]  # the store's baselines before it, the oldest first
+    promotion: Promotion
+
+
+def _check_promotable(args: argparse.Namespace, report: Report) -> None:
+    """Refuse a report of a run that did not finish, or with no answers of the named model."""
+    gate = report.verdict.gate
+    if gate is not None and gate.incomplete:
+        raise GoldenError(
+            f"{args.report} is from a run that did not finish ({gate.incomplete}): "
+            "its answers are not a whole reference. Fix: run the suite to its "
+            "end, then promote that run's report"
+        )
+    models = sorted({o.model for o in report.outcomes})
+    if args.model not in models:
+        raise GoldenError(
+            f"{args.report} has no answers of {args.model!r}. Fix: name one of "
+            f"its candidates: {', '.join(models) or 'none'}"
+        )
+
+
+def _promote_in(
+    txn: Transaction, store: GoldenStore, args: argparse.Namespace, outcomes: list[Outcome]
+) -> _Promoted:
+    """Inside the store's transaction: the candidate's answers written over the reference's, the
+    replaced ones kept as a new baseline marked with what it holds and what it stacks on."""
+    from pytest_slam.golden.baselines import BaselineMark, baselines_of, free_name, mark_path
+    from pytest_slam.golden.promote import baseline_name, promote
+    from pytest_slam.golden.store import GoldenStore
+
+    name = args.baseline or free_name(store, baseline_name(store.reference))
+    baseline = GoldenStore(store.root, name)
+    if baseline.dir == store.dir or baseline.dir.exists():
+        raise GoldenError(f"{baseline.dir} exists already. Fix: pass --baseline a new name")
+    earlier = [n for n, _ in baselines_of(store)]
+    done = promote(store, baseline, outcomes, args.model, dry_run=args.dry_run)
+    if done.promoted and not args.dry_run:
+        mark = BaselineMark(name, store.reference, args.model, on_top_of=earlier)
+        mark.promoted = done.written
+        txn.stage(mark_path(baseline), mark.text())
+    return _Promoted(name, baseline, earlier, done)
+
+
+def _say_promoted(args: argparse.Namespace, store: GoldenStore, promoted: _Promoted) -> None:
+    """Each entry promoted, the count, and the one command that undoes it (or the latest)."""
+    done, earlier, name = promoted.promotion, promoted.earlier, promoted.name
+    written = bool(done.promoted) and not args.dry_run
     verb = "would promote" if args.dry_run else "promote"
     for module, key in done.promoted:
         print(f"{verb} {module} {key}")
     skipped = "".join(f"; skipped {n}: {why}" for why, n in sorted(done.skipped.items()))
     kept = ", ".join(repr(n) for n in reversed(earlier))
-    if earlier and done.promoted and not args.dry_run:
+    if earlier and written:
         print(
             f"earlier baselines of {store.reference!r} are kept too, the latest first: {kept} "
             "(undo this promote first, then them in that order)"
@@ -119,9 +161,9 @@ def cmd_promote(args: argparse.Namespace) -> int:
         f"{'would take' if args.dry_run else 'now hold'} {args.model}'s answers, "
         f"{len(done.unchanged)} already did{skipped}"
     )
-    if done.promoted and not args.dry_run:
+    if written:
         print(
-            f"the replaced answers are kept as baseline {name!r} in {baseline.dir}; "
+            f"the replaced answers are kept as baseline {name!r} in {promoted.baseline.dir}; "
             f"undo with: {undo_command(name, store.root, store.reference)}"
         )
     elif earlier:
@@ -129,7 +171,6 @@ def cmd_promote(args: argparse.Namespace) -> int:
             f"earlier baselines of {store.reference!r} are kept, the latest first: {kept}; "
             f"undo the latest with: {undo_command(earlier[-1], store.root, store.reference)}"
         )
-    return 0
 
 
 def run_reference(args: argparse.Namespace, settings: dict[str, Any]) -> str:
