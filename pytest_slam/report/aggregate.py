@@ -458,17 +458,30 @@ def _fill_verdicts(row: ModelRow, pairs: list[Pair]) -> None:
     """How many pairs are equivalent, different, undecided or have no verdict; what the judge
     decided (asked now or replayed) and what was decided before it."""
     scored = [p for p in pairs if not p.missing and p.scores]
+    _count_verdicts(row, scored)
+    _count_judged(row, scored)
+    row.verdict_evidence = evidence_rows(scored)
+    row.pairs_unmeasured = unmeasured_pairs(row.verdict_evidence)
+
+
+def _count_verdicts(row: ModelRow, scored: list[Pair]) -> None:
+    """The scored pairs by verdict, and the undecided ones by cause (compare/policy.CAUSES)."""
+    from pytest_slam.compare.policy import cause_of
+
     verdicts = [p.verdict for p in scored]
     row.pairs_equivalent = verdicts.count("equivalent")
     row.pairs_different = verdicts.count("different")
     row.pairs_undecided = verdicts.count("undecided")
     row.pairs_no_verdict = verdicts.count(None)
-    from pytest_slam.compare.policy import cause_of
-
     causes = [
         cause_of(s.why_undecided) for p in scored for s in p.scores if s.verdict == "undecided"
     ]
     row.undecided_causes = {c: causes.count(c) for c in dict.fromkeys(causes)}
+
+
+def _count_judged(row: ModelRow, scored: list[Pair]) -> None:
+    """The pairs the judge decided (certified or not, asked now or replayed) and the pairs the
+    cheap evidence decided before a cascade's judge was needed."""
     left = [p for p in scored if any(_uncertified(s) for s in p.scores)]
     judged = [p for p in scored if any(s.decided_by == "judge" for s in p.scores)]
     row.judge_certified = sum(1 for p in judged if all(s.error_upper is not None for s in p.scores))
@@ -479,8 +492,6 @@ def _fill_verdicts(row: ModelRow, pairs: list[Pair]) -> None:
     row.judge_saved = sum(
         1 for p in scored if all(s.decided_by in CHEAP and "judge" in s.then for s in p.scores)
     )
-    row.verdict_evidence = evidence_rows(scored)
-    row.pairs_unmeasured = unmeasured_pairs(row.verdict_evidence)
 
 
 def _uncertified(score: Score) -> bool:

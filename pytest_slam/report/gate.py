@@ -128,29 +128,47 @@ def evaluate(
     ``incomplete`` (from ``incomplete_reason``): the run cannot be judged, so it does not pass.
     """
     entries = [_check_model(gate, row, diff) for row in verdict.models]
-    session = list(session_budget_breaches or [])
-    notes = []
-    if gate.no_regression and diff is None:
-        notes.append("no_regression is on but no baseline was given (--slm-baseline): not checked")
-    if diff is not None:
-        notes.extend(diff.notes)
+    session = _session_breaches(gate, diff, session_budget_breaches)
+    notes = _notes(gate, diff)
+    passed = all(e.passed for e in entries) and not session
+    configured = gate.configured or gate.enforces(diff) or bool(session) or _on_by_default(entries)
+    failed = sum(row.tests_failed + row.tests_errored for row in verdict.models)
+    if not configured:  # no rule judged: neither passed nor failed
+        entries = [ModelGate(e.model, None) for e in entries]
+        if not incomplete:
+            return GateResult(None, False, entries, [], notes, NOT_CONFIGURED, tests_failed=failed)
+    status = "incomplete" if incomplete else "passed" if passed else "failed"
+    passed = passed and not incomplete
+    return GateResult(passed, configured, entries, session, notes, status, incomplete, failed)
+
+
+def _notes(gate: Gate, diff: BaselineDiff | None) -> list[str]:
+    """What the result says beside the rules: a regression check asked for with no baseline to
+    check against, and the baseline comparison's own notes."""
+    if diff is None:
+        if gate.no_regression:
+            return ["no_regression is on but no baseline was given (--slm-baseline): not checked"]
+        return []
+    return list(diff.notes)
+
+
+def _session_breaches(
+    gate: Gate, diff: BaselineDiff | None, budget_breaches: list[str] | None
+) -> list[str]:
+    """The run's own breaches: its budgets, and an enforced baseline that could not be read."""
+    session = list(budget_breaches or [])
     if diff is not None and diff.unreadable and gate.enforces(diff):
         session.append(
             f"no_regression: baseline {diff.baseline} could not be read, so nothing was "
             "compared; replace or delete it (--slm-baseline=auto then compares with the run "
             "before), or set [tool.slam.gate] no_regression = false to only report"
         )
-    passed = all(e.passed for e in entries) and not session
-    unswapped = any(b.rule in ON_BY_DEFAULT for e in entries for b in e.breaches)
-    configured = gate.configured or gate.enforces(diff) or bool(session) or unswapped
-    failed = sum(row.tests_failed + row.tests_errored for row in verdict.models)
-    if not configured:  # no rule judged: neither passed nor failed
-        entries = [ModelGate(e.model, None) for e in entries]
-    if not configured and not incomplete:
-        return GateResult(None, False, entries, [], notes, NOT_CONFIGURED, tests_failed=failed)
-    status = "incomplete" if incomplete else "passed" if passed else "failed"
-    passed = passed and not incomplete
-    return GateResult(passed, configured, entries, session, notes, status, incomplete, failed)
+    return session
+
+
+def _on_by_default(entries: list[ModelGate]) -> bool:
+    """Whether a rule that needs no ``[tool.slam.gate]`` (``ON_BY_DEFAULT``) broke."""
+    return any(b.rule in ON_BY_DEFAULT for e in entries for b in e.breaches)
 
 
 def incomplete_reason(
