@@ -89,39 +89,19 @@ def table_data(verdict: Verdict, outcomes: list[Outcome]) -> TableData:
     many, nodeid, *figures]``: the figures (``columns.TEST_COLUMNS``, each ``[text, value]`` or a
     count) come last, so a new one moves none of the fields before them.
     """
-    models = [r.model for r in verdict.models]
-    for row in verdict.tests:  # a model with rows but no model row (an older report) still shows
-        if row.model not in models:
-            models.append(row.model)
+    models = _models(verdict)
     tests = list(dict.fromkeys(row.test for row in verdict.tests))
-    by_row: dict[tuple[str, str], list[tuple[Outcome, Pair]]] = defaultdict(list)
-    nodeids: dict[tuple[str, str], str] = {}  # the id pytest prints, which the search finds
-    for outcome in outcomes:
-        nodeids.setdefault((outcome.test, outcome.model), outcome.nodeid)
-        for pair in outcome.pairs:
-            by_row[(outcome.test, outcome.model)].append((outcome, pair))
-    lines: list[str] = []
-    line: dict[tuple[str, str], int] = {}
-    for test in tests:  # test by test: one reference answer's diffs side by side for gzip
-        for model in models:
-            found = by_row.get((test, model))
-            if found:
-                line[(test, model)] = len(lines)
-                lines.append(_json([pair_data(o, p) for o, p in found]))
+    by_row, nodeids = _pairs_by_row(outcomes)
+    lines, line = _pair_lines(tests, models, by_row)
     test_index = {t: i for i, t in enumerate(tests)}
     model_index = {m: i for i, m in enumerate(models)}
     rows = []
     for position, row in enumerate(verdict.tests):
         found = by_row.get((row.test, row.model), [])
         worst = _row_verdict([p for _, p in found])
-        rank = RANK.get(row.outcome, PASSED)
-        if row.outcome == "passed":
-            rank = VERDICT_RANK.get(worst or "", PASSED)
-        elif row.outcome == "skipped":
-            rank = SKIPPED
         rows.append(
             (
-                (rank, position),
+                (_rank(row.outcome, worst), position),
                 [
                     test_index[row.test],
                     model_index[row.model],
@@ -144,6 +124,59 @@ def table_data(verdict: Verdict, outcomes: list[Outcome]) -> TableData:
         "rows": [r for _, r in rows],
     }
     return TableData(data, lines)
+
+
+_Row = tuple[str, str]  # (test, model)
+
+
+def _models(verdict: Verdict) -> list[str]:
+    """The models of the model rows, then any with test rows but no model row (an older report
+    still shows them)."""
+    models = [r.model for r in verdict.models]
+    for row in verdict.tests:
+        if row.model not in models:
+            models.append(row.model)
+    return models
+
+
+def _pairs_by_row(
+    outcomes: list[Outcome],
+) -> tuple[dict[_Row, list[tuple[Outcome, Pair]]], dict[_Row, str]]:
+    """Each (test, model)'s pairs with their outcome, and the nodeid pytest prints for it (which
+    the page's search finds)."""
+    by_row: dict[_Row, list[tuple[Outcome, Pair]]] = defaultdict(list)
+    nodeids: dict[_Row, str] = {}
+    for outcome in outcomes:
+        nodeids.setdefault((outcome.test, outcome.model), outcome.nodeid)
+        for pair in outcome.pairs:
+            by_row[(outcome.test, outcome.model)].append((outcome, pair))
+    return by_row, nodeids
+
+
+def _pair_lines(
+    tests: list[str], models: list[str], by_row: dict[_Row, list[tuple[Outcome, Pair]]]
+) -> tuple[list[str], dict[_Row, int]]:
+    """One JSON line of pairs per (test, model) that has any, and each one's line number; test by
+    test, so one reference answer's diffs sit side by side for gzip."""
+    lines: list[str] = []
+    line: dict[_Row, int] = {}
+    for test in tests:
+        for model in models:
+            found = by_row.get((test, model))
+            if found:
+                line[(test, model)] = len(lines)
+                lines.append(_json([pair_data(o, p) for o, p in found]))
+    return lines, line
+
+
+def _rank(outcome: str, worst: str | None) -> int:
+    """A row's place in the failures-first order: its outcome's rank; a passed test by its worst
+    pair's verdict; a skipped test last."""
+    if outcome == "passed":
+        return VERDICT_RANK.get(worst or "", PASSED)
+    if outcome == "skipped":
+        return SKIPPED
+    return RANK.get(outcome, PASSED)
 
 
 def row_note(pairs: list[Pair], worst: str | None) -> str | None:
@@ -257,6 +290,12 @@ def transcript_step(calls: list[Call], index: int) -> list[JSON]:
     the steps are the whole conversation: every tool call and its result, in order."""
     if not 0 <= index < len(calls):
         return []
+    return _sent(calls, index) + _answered(calls[index])
+
+
+def _sent(calls: list[Call], index: int) -> list[JSON]:
+    """What the call's request sent that the same role's call before it had not: the user's turn,
+    each tool result (the previous answer is shown as that call's own)."""
     call = calls[index]
     earlier = [c for c in calls[:index] if c.role == call.role]
     messages = call.request.get("messages")
@@ -271,17 +310,26 @@ def transcript_step(calls: list[Call], index: int) -> list[JSON]:
         if role == "tool" and isinstance(message, dict):
             role = f"tool result {message.get('tool_call_id') or ''}".rstrip()
         steps.append([role or "message", visible(_content(message))])
+    return steps
+
+
+def _answered(call: Call) -> list[JSON]:
+    """The call's answer: its error, its text, each tool call with its arguments."""
+    steps: list[JSON] = []
     if call.error is not None:
         steps.append(["error", visible(call.error)])
     if call.text:
         steps.append(["assistant", visible(call.text)])
-    for tc in call.tool_calls or ():
-        fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
-        name = fn.get("name") if isinstance(fn, dict) else None
-        args = fn.get("arguments") if isinstance(fn, dict) else None
-        shown = args if isinstance(args, str) else dumps(args)
-        steps.append([f"tool call {tc.get('id') or ''}".rstrip(), visible(f"{name}({shown})")])
+    steps += [_tool_call(tc) for tc in call.tool_calls or ()]
     return steps
+
+
+def _tool_call(tc: dict[str, JSON]) -> list[JSON]:
+    fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
+    name = fn.get("name") if isinstance(fn, dict) else None
+    args = fn.get("arguments") if isinstance(fn, dict) else None
+    shown = args if isinstance(args, str) else dumps(args)
+    return [f"tool call {tc.get('id') or ''}".rstrip(), visible(f"{name}({shown})")]
 
 
 def _json(data: JSON) -> str:
