@@ -144,7 +144,7 @@ def _promote_in(
 
 def _say_promoted(args: argparse.Namespace, store: GoldenStore, promoted: _Promoted) -> None:
     """Each entry promoted, the count, and the one command that undoes it (or the latest)."""
-    done, earlier, name = promoted.promotion, promoted.earlier, promoted.name
+    done, earlier = promoted.promotion, promoted.earlier
     written = bool(done.promoted) and not args.dry_run
     verb = "would promote" if args.dry_run else "promote"
     for module, key in done.promoted:
@@ -161,16 +161,26 @@ def _say_promoted(args: argparse.Namespace, store: GoldenStore, promoted: _Promo
         f"{'would take' if args.dry_run else 'now hold'} {args.model}'s answers, "
         f"{len(done.unchanged)} already did{skipped}"
     )
+    undo = _undo_line(store, promoted, written, kept)
+    if undo is not None:
+        print(undo)
+
+
+def _undo_line(store: GoldenStore, promoted: _Promoted, written: bool, kept: str) -> str | None:
+    """The command that undoes this promote, or, when it wrote nothing, the latest earlier one."""
     if written:
-        print(
-            f"the replaced answers are kept as baseline {name!r} in {promoted.baseline.dir}; "
-            f"undo with: {undo_command(name, store.root, store.reference)}"
+        return (
+            f"the replaced answers are kept as baseline {promoted.name!r} in "
+            f"{promoted.baseline.dir}; undo with: "
+            f"{undo_command(promoted.name, store.root, store.reference)}"
         )
-    elif earlier:
-        print(
+    if promoted.earlier:
+        latest = promoted.earlier[-1]
+        return (
             f"earlier baselines of {store.reference!r} are kept, the latest first: {kept}; "
-            f"undo the latest with: {undo_command(earlier[-1], store.root, store.reference)}"
+            f"undo the latest with: {undo_command(latest, store.root, store.reference)}"
         )
+    return None
 
 
 def run_reference(args: argparse.Namespace, settings: dict[str, Any]) -> str:

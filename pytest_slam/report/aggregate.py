@@ -481,7 +481,7 @@ def _count_verdicts(row: ModelRow, scored: list[Pair]) -> None:
 
 def _count_judged(row: ModelRow, scored: list[Pair]) -> None:
     """The pairs the judge decided (certified or not, asked now or replayed) and the pairs the
-    cheap evidence decided before a cascade's judge was needed."""
+    cheap evidence decided before a cascade's judge was needed (``_judge_saved``)."""
     left = [p for p in scored if any(_uncertified(s) for s in p.scores)]
     judged = [p for p in scored if any(s.decided_by == "judge" for s in p.scores)]
     row.judge_certified = sum(1 for p in judged if all(s.error_upper is not None for s in p.scores))
@@ -489,7 +489,12 @@ def _count_judged(row: ModelRow, scored: list[Pair]) -> None:
     judged += left
     row.judge_replayed = sum(1 for p in judged if all(s.replayed for s in p.scores))
     row.judge_asked = len(judged) - row.judge_replayed
-    row.judge_saved = sum(
+    row.judge_saved = _judge_saved(scored)
+
+
+def _judge_saved(scored: list[Pair]) -> int:
+    """Pairs whose cascade names the judge but that cheap evidence decided first."""
+    return sum(
         1 for p in scored if all(s.decided_by in CHEAP and "judge" in s.then for s in p.scores)
     )
 

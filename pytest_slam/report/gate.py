@@ -131,15 +131,22 @@ def evaluate(
     session = _session_breaches(gate, diff, session_budget_breaches)
     notes = _notes(gate, diff)
     passed = all(e.passed for e in entries) and not session
-    configured = gate.configured or gate.enforces(diff) or bool(session) or _on_by_default(entries)
+    configured = _judged(gate, diff, session, entries)
     failed = sum(row.tests_failed + row.tests_errored for row in verdict.models)
     if not configured:  # no rule judged: neither passed nor failed
         entries = [ModelGate(e.model, None) for e in entries]
         if not incomplete:
             return GateResult(None, False, entries, [], notes, NOT_CONFIGURED, tests_failed=failed)
-    status = "incomplete" if incomplete else "passed" if passed else "failed"
+    status = _status(passed, incomplete)
     passed = passed and not incomplete
     return GateResult(passed, configured, entries, session, notes, status, incomplete, failed)
+
+
+def _status(passed: bool, incomplete: str | None) -> str:
+    """A judged run's word: an incomplete run is never passed, whatever its rules say."""
+    if incomplete:
+        return "incomplete"
+    return "passed" if passed else "failed"
 
 
 def _notes(gate: Gate, diff: BaselineDiff | None) -> list[str]:
@@ -166,8 +173,13 @@ def _session_breaches(
     return session
 
 
-def _on_by_default(entries: list[ModelGate]) -> bool:
-    """Whether a rule that needs no ``[tool.slam.gate]`` (``ON_BY_DEFAULT``) broke."""
+def _judged(
+    gate: Gate, diff: BaselineDiff | None, session: list[str], entries: list[ModelGate]
+) -> bool:
+    """Whether any rule judged the run: one configured, an enforced baseline, a session breach,
+    or a rule that needs no ``[tool.slam.gate]`` (``ON_BY_DEFAULT``) that broke."""
+    if gate.configured or gate.enforces(diff) or session:
+        return True
     return any(b.rule in ON_BY_DEFAULT for e in entries for b in e.breaches)
 
 

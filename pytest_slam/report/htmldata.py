@@ -307,10 +307,15 @@ def _sent(calls: list[Call], index: int) -> list[JSON]:
         role = str(message.get("role", "")) if isinstance(message, dict) else ""
         if role == "assistant" and earlier:  # the previous answer, shown as that call's
             continue
-        if role == "tool" and isinstance(message, dict):
-            role = f"tool result {message.get('tool_call_id') or ''}".rstrip()
-        steps.append([role or "message", visible(_content(message))])
+        steps.append([_who(role, message), visible(_content(message))])
     return steps
+
+
+def _who(role: str, message: JSON) -> str:
+    """Who a sent message is from, as the transcript names it (a tool result with its call's id)."""
+    if role == "tool" and isinstance(message, dict):
+        return f"tool result {message.get('tool_call_id') or ''}".rstrip()
+    return role or "message"
 
 
 def _answered(call: Call) -> list[JSON]:
