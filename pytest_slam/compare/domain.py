@@ -2,7 +2,7 @@
 
 A band's measured error holds on pairs like those it was measured on: bands calibrated on short QA
 answers called a 40-character prefix of a 2,000-character reference equivalent "at 0.039", where
-on long answers they were wrong on half their passes (bench/README.md, "Where an error holds"). So
+on long answers they were wrong on half their passes (bench/README.md section 24). So
 ``slam calibrate`` records the domain beside the error (``band_error.domain``): the scope (a label
 set's name, or the test modules the labels came from) and the ranges of what the bands' evidence
 depends on, over the calibration pairs: the reference answer's length in characters, the
