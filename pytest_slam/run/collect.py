@@ -28,27 +28,34 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class Gathered:
+    """What collect gathered for publish alone; the judge hands it on as it is."""
+
+    summary: Summary  # where publish says it all
+    lines: list[str] = field(default_factory=list)  # the swap's, the goldens', the workers'
+    stale: Stale | None = None
+    hint: str | None = None  # nothing was opted in
+    payload: dict[str, JSON] | None = None  # a worker's, for the controller
+    workeroutput: dict[str, object] | None = None  # xdist's, on a worker
+    visits: Visits | None = None  # the JSON report's, when one is written
+
+
+@dataclass(frozen=True)
 class Collected:
-    """Collect's one output. The judge reads ``reached`` to ``workers_lost``; publish reads
-    ``choices`` and what follows ``workers_lost``, which the judge hands on as it is."""
+    """Collect's one output: what the judge reads, and ``gathered`` for publish. ``setup``,
+    ``choices`` and ``rootpath`` serve both."""
 
     reached: Reached
     status: int  # pytest's
     setup: Setup
     choices: Choices
-    summary: Summary  # where publish says it all
     rootpath: Path  # pytest's rootdir: the goldens' and the saved runs' folders are under it
+    gathered: Gathered
     outcomes: list[Outcome] = field(default_factory=list)  # the tests' and the engines' starts
     info: RunInfo | None = None
     test_outcomes: list[dict[str, Any]] = field(default_factory=list)  # the tests' (budgets)
     stopped: str | bool = False  # pytest's word, when its session is known
     workers_lost: int = 0
-    lines: list[str] = field(default_factory=list)  # the swap's, the goldens', the workers'
-    stale: Stale | None = None
-    hint: str | None = None  # nothing was opted in
-    payload: dict[str, JSON] | None = None  # a worker's, for the controller
-    workeroutput: dict[str, object] | None = None
-    visits: Visits | None = None
 
 
 def collect(ended: Ended) -> Collected:
@@ -59,25 +66,18 @@ def collect(ended: Ended) -> Collected:
         lines.extend(flush(roles.store, roles.summary))
     own = payload(ended, [*roles.summary.lines, *lines])
     if roles.role == "worker":
-        return _collected(ended, "worker", payload=own, workeroutput=ended.workeroutput)
+        gathered = Gathered(roles.summary, lines, payload=own, workeroutput=ended.workeroutput)
+        return _collected(ended, "worker", gathered)
     payloads = [own, *roles.accounting.worker_payloads]
     lines.extend(merged_lines([*roles.summary.lines, *lines], payloads[1:]))
     if ended.choices.collectonly:
-        return _collected(ended, "collect-only", lines=lines)
+        return _collected(ended, "collect-only", Gathered(roles.summary, lines))
     return _merged_run(ended, lines, payloads)
 
 
-def _collected(ended: Ended, reached: Reached, **more: Any) -> Collected:
-    roles = ended.roles
-    return Collected(
-        reached,
-        ended.facts.status,
-        ended.setup,
-        ended.choices,
-        roles.summary,
-        roles.selection.rootpath,
-        **more,
-    )
+def _collected(ended: Ended, reached: Reached, gathered: Gathered, **more: Any) -> Collected:
+    status, rootpath = ended.facts.status, ended.roles.selection.rootpath
+    return Collected(reached, status, ended.setup, ended.choices, rootpath, gathered, **more)
 
 
 def _merged_run(ended: Ended, lines: list[str], payloads: list[dict[str, Any]]) -> Collected:
@@ -86,18 +86,22 @@ def _merged_run(ended: Ended, lines: list[str], payloads: list[dict[str, Any]]) 
     merged = Merged.of(roles.role, payloads)
     stale = find_stale(ended, merged) if settings.has_reference else None
     outcomes = records(Outcome, [*roles.accounting.outcomes, *ended.swap.engine_outcomes])
+    gathered = Gathered(
+        roles.summary,
+        lines,
+        stale=stale,
+        hint=nothing_opted_in(ended, payloads),
+        visits=visits(ended, merged, payloads) if outcomes and settings.report else None,
+    )
     return _collected(
         ended,
         "reported" if outcomes else "nothing reported",
+        gathered,
         outcomes=outcomes,
         info=run_info(ended.setup) if outcomes else None,
         test_outcomes=roles.accounting.outcomes,
         stopped=facts.stopped if facts.known else False,
         workers_lost=roles.accounting.workers_lost,
-        lines=lines,
-        stale=stale,
-        hint=nothing_opted_in(ended, payloads),
-        visits=visits(ended, merged, payloads) if outcomes and settings.report else None,
     )
 
 

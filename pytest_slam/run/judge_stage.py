@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from pytest_slam.records import JSON, Outcome, records
 from pytest_slam.run.collect import Collected
 from pytest_slam.run.exitstatus import Exit, run_exit
+from pytest_slam.run.summary import shown
 
 if TYPE_CHECKING:
     from pytest_slam.report.aggregate import Verdict
@@ -23,7 +24,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Judged:
-    """The judge's one output; ``collected`` is handed on to publish as it came."""
+    """The judge's one output; ``collected`` is handed on to publish as it came (its
+    ``gathered`` the judge never reads)."""
 
     collected: Collected
     exit: Exit
@@ -63,7 +65,7 @@ def baseline(collected: Collected, verdict: Verdict) -> BaselineDiff | None:
     if last is None:
         return None  # the first run: publish's autosave says so
     diff = diff_baseline(verdict, last, tol)
-    diff.baseline = collected.summary.shown(last)
+    diff.baseline = shown(last, collected.rootpath)
     return diff
 
 

@@ -49,8 +49,8 @@ def publish(judged: Judged) -> Exit:
     for writer in WRITERS:
         if writer.wanted(judged):
             (tail if writer.tail else body).extend(writer.write(judged))
-    summary = judged.collected.summary
-    summary.extend(judged.collected.lines)
+    summary = judged.collected.gathered.summary
+    summary.extend(judged.collected.gathered.lines)
     summary.extend(body)
     if judged.verdict is not None:
         _verdict_lines(judged, judged.verdict, tail)
@@ -62,7 +62,7 @@ def _verdict_lines(judged: Judged, verdict: Verdict, tail: list[str]) -> None:
     from pytest_slam.report.baseline import format_diff
     from pytest_slam.report.terminal import final_line, fit_lines, gate_lines, render_table
 
-    summary, width = judged.collected.summary, judged.collected.choices.width
+    summary, width = judged.collected.gathered.summary, judged.collected.choices.width
     closing = [
         *(format_diff(judged.diff) if judged.diff is not None else []),
         *tail,
@@ -82,21 +82,22 @@ def _hand_payload(judged: Judged) -> list[str]:
     """A worker hands what it saw to its controller, through xdist's ``workeroutput``."""
     from pytest_slam.run.crossing import CARRIED, carried
 
-    collected = judged.collected
-    assert collected.workeroutput is not None and collected.payload is not None  # wanted
-    collected.workeroutput["slam"], collected.workeroutput[CARRIED] = carried(collected.payload)
+    gathered = judged.collected.gathered
+    assert gathered.workeroutput is not None and gathered.payload is not None  # wanted
+    gathered.workeroutput["slam"], gathered.workeroutput[CARRIED] = carried(gathered.payload)
     return []
 
 
 def _stale_report(judged: Judged) -> list[str]:
     """The stale report `slam golden prune` reads (run/unvisited.py), and its lines."""
-    assert judged.collected.stale is not None  # wanted
-    return write_report(judged.collected.stale)
+    assert judged.collected.gathered.stale is not None  # wanted
+    return write_report(judged.collected.gathered.stale)
 
 
 def _hint(judged: Judged) -> list[str]:
     """Nothing was opted in: what went where, and how to opt in (collect.nothing_opted_in)."""
-    return [judged.collected.hint] if judged.collected.hint else []
+    hint = judged.collected.gathered.hint
+    return [hint] if hint else []
 
 
 def _interrupted_unreported(judged: Judged) -> bool:
@@ -147,7 +148,7 @@ def _json(judged: Judged) -> list[str]:
     """The JSON report, with the run's visits (what a shard merge needs)."""
     path, collected = judged.collected.setup.settings.report or "", judged.collected
     assert judged.verdict is not None  # wanted
-    verdict, visits, rows = judged.verdict, collected.visits, judged.rows
+    verdict, visits, rows = judged.verdict, collected.gathered.visits, judged.rows
     hook = collected.setup.hook
     write = partial(write_json, hook, path, verdict, judged.outcomes, visits, rows)
     return _report_file("JSON", path, options.REPORT, write)
@@ -189,7 +190,7 @@ def _autosave(judged: Judged) -> list[str]:
     assert judged.verdict is not None  # wanted
     folder = runs_dir(collected.rootpath)
     first = "no earlier run to compare with; " if judged.diff is None else ""
-    shown = collected.summary.shown
+    shown = collected.gathered.summary.shown
     try:
         path = claim_next(folder)
         try:
@@ -235,9 +236,9 @@ def _auto(judged: Judged) -> bool:
 
 # What the end publishes, in order; a writer's lines go to the summary in the same order.
 WRITERS: tuple[Writer, ...] = (
-    Writer("xdist payload", lambda j: j.collected.workeroutput is not None, _hand_payload),
-    Writer("stale report", lambda j: j.collected.stale is not None, _stale_report),
-    Writer("nothing opted in", lambda j: j.collected.hint is not None, _hint),
+    Writer("xdist payload", lambda j: j.collected.gathered.workeroutput is not None, _hand_payload),
+    Writer("stale report", lambda j: j.collected.gathered.stale is not None, _stale_report),
+    Writer("nothing opted in", lambda j: j.collected.gathered.hint is not None, _hint),
     Writer("older reports removed", _interrupted_unreported, _older_reports),
     Writer(
         "JSON report", lambda j: _reported(j) and bool(j.collected.setup.settings.report), _json
