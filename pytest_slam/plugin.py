@@ -174,7 +174,7 @@ def pytest_terminal_summary(
     slam = config.stash.get(STASH, None)
     if slam is None or slam.role == "worker":
         return
-    lines = slam.summary_lines()
+    lines = list(slam.summary.lines)
     if lines:
         from pytest_slam.report.terminal import fit_lines, terminal_width
         from pytest_slam.run.progress import is_terminal

@@ -8,8 +8,8 @@ The session owns the engines, the swap (router, proxy, reference, checker) and o
 and exit. What each part of the run keeps is an object of its own, unit-tested without pytest runs:
 ``Selection`` (run/selection.py: what was collected and selected), ``Accounting``
 (run/accounting.py: each test's outcome, which finished, what workers sent), ``Summary``
-(run/summary.py: the section's lines), and at the end ``RunEnd`` (run/finish.py: stale entries,
-report, baseline, gate), which the session builds and hands to ``finish``.
+(run/summary.py: the section's lines); at the end run/handover.py hands what the session kept to
+``finish`` (run/finish.py: collect -> judge -> publish).
 """
 
 from __future__ import annotations
@@ -22,15 +22,14 @@ import threading
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import pytest
 
 from pytest_slam.records import Call, ModelSpec, utc_now
 from pytest_slam.run.accounting import Accounting
-from pytest_slam.run.finish import RunEnd, SessionFacts, drop_older_reports, finish
+from pytest_slam.run.finish import drop_older_reports, finish
 from pytest_slam.run.selection import Selection, not_enabled_line
-from pytest_slam.run.shardvisits import shard_ids
 from pytest_slam.run.summary import Summary
 from pytest_slam.run.verdict import CTX, TestVerdict
 from pytest_slam.settings import Settings
@@ -638,110 +637,10 @@ class SlamSession:
     # -- the end ---------------------------------------------------------------------------------------
 
     def session_finish(self, session: pytest.Session, exitstatus: int) -> int:
-        for host in sorted(self.redirected):  # one line per host: xdist's workers agree on it
-            self.summary.append(
-                f"calls to {host} were swapped too (redirected at the HTTP transport; "
-                "[tool.slam] redirect_hosts lists more hosts)"
-            )
-        if self.router is not None:  # replicas that refused connections (swap/fleet.py)
-            self.summary.extend(self.router.replica_lines())
-            self.summary.extend(self._concurrency_lines())
-        if self.role != "worker":
-            self.summary.extend(self.accounting.cap_lines())
-            from pytest_slam.run.checks import diverged_lines
+        """The end (run/finish.py: collect -> judge -> publish), handed what this session kept."""
+        from pytest_slam.run.handover import handed
 
-            self.summary.extend(diverged_lines(self.accounting.outcomes))
-            if self.settings.golden_dir_legacy:
-                from pytest_slam.settings import MOVE_GOLDENS
-
-                self.summary.append(MOVE_GOLDENS)
-        return finish(self.run_end(session), exitstatus)
-
-    def _concurrency_lines(self) -> list[str]:
-        """Answers fetched ahead (used, unused) and limits a server's refusals lowered; the
-        fetches still queued or in flight end here."""
-        lines: list[str] = []
-        if self.ahead is not None:
-            self.ahead.close()
-            lines.extend(self.ahead.lines())
-        if self.router is not None:
-            lines.extend(line for lim in self.router.limiters.values() if (line := lim.line()))
-        if self.cache is not None and (line := self.cache.line()):
-            lines.append(line)
-        from pytest_slam.report.terminal import fit_lines, terminal_width
-
-        return fit_lines(lines, terminal_width(self.config))
-
-    def run_end(self, session: pytest.Session) -> RunEnd:
-        """What the end of the run reads (run/finish.py), from this session and pytest's."""
-        from pytest_slam.report.terminal import terminal_width
-
-        option = self.config.option
-        known = self.config.pluginmanager.get_plugin("session") is not None
-        dsession = self.config.pluginmanager.get_plugin("dsession")
-        facts = SessionFacts(
-            status=session.exitstatus,
-            collected=session.testscollected,
-            stopped=session.shouldfail or session.shouldstop,
-            dist_stopped=bool(getattr(dsession, "shouldstop", False)),
-            known=known,
-        )
-        return RunEnd(
-            settings=self.settings,
-            tables=self.tables,
-            role=self.role,
-            selection=self.selection,
-            accounting=self.accounting,
-            summary=self.summary,
-            hook=self.config.hook,
-            specs=self.specs,
-            reference_spec=self.reference_spec,
-            store=self.store,
-            engine_errors=self.engine_errors,
-            engine_outcomes=self.engine_outcomes(),
-            unswapped=self.router.unswapped if self.router is not None else 0,
-            original_url=self._original_url(),
-            started=self.started,
-            gpu_line=self.gpu_line,
-            session=facts,
-            collectonly=bool(option.collectonly),
-            prune=bool(getattr(option, "slm_prune", False)),
-            baseline=getattr(option, "slm_baseline", None),
-            width=terminal_width(self.config),
-            workeroutput=vars(self.config).get("workeroutput"),
-            shard_ids=shard_ids(self.config),
-        )
-
-    def _original_url(self) -> str:
-        """The endpoint unswapped calls went to (the router's, or what the environment names)."""
-        from pytest_slam.swap.router import Upstream
-
-        if self.router is not None:
-            return self.router.original.base_url
-        return Upstream.from_env(dict(os.environ)).base_url
-
-    def summary_lines(self) -> list[str]:
-        return list(self.summary.lines)
-
-    def engine_outcomes(self) -> list[dict[str, Any]]:
-        """Each candidate engine's cold first call, as an outcome of its own that the percentiles
-        leave out (a judge's or a reference's engine is no model row of the verdict)."""
-        from pytest_slam.records import Outcome
-
-        out = []
-        for start in self.engine_starts:
-            if start.cold_call is not None and start.model in self.specs:
-                out.append(
-                    Outcome(
-                        nodeid=f"(engine start: {start.model})",
-                        test="(engine start)",
-                        model=start.model,
-                        outcome="engine",
-                        duration_s=start.start_s or 0.0,
-                        calls=[start.cold_call],
-                    ).as_dict()
-                )
-        return out
+        return finish(handed(self, session, exitstatus)).status
 
 
 def build(config: pytest.Config, settings: Settings, armed: bool) -> SlamSession:

@@ -33,7 +33,12 @@ class Summary:
 
     def shown(self, path: Path | str) -> str:
         """A path as the user reads it: relative to the rootdir when it is inside it."""
-        try:
-            return str(Path(path).relative_to(self.rootpath))
-        except ValueError:
-            return str(path)
+        return shown(path, self.rootpath)
+
+
+def shown(path: Path | str, rootpath: Path) -> str:
+    """``path`` relative to ``rootpath`` when it is inside it, else as it is."""
+    try:
+        return str(Path(path).relative_to(rootpath))
+    except ValueError:
+        return str(path)

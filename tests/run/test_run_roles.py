@@ -1,4 +1,5 @@
-"""The session's role objects, without a pytest run: Selection, Accounting, Summary and RunEnd.
+"""The session's role objects, without a pytest run: Selection, Accounting, Summary, and the end of
+the run (run/finish.py: collect -> judge -> publish) from what the session hands it (``Ended``).
 
 Real records, real pytest reports, a real golden store in a tmp folder and pytest-slam's real
 hookspecs on a pluggy plugin manager; only the pytest session around them is absent.
@@ -20,17 +21,13 @@ from pytest_slam.golden.store import GoldenStore
 from pytest_slam.records import ModelSpec
 from pytest_slam.run import hookspecs
 from pytest_slam.run.accounting import Accounting
-from pytest_slam.run.finish import (
-    STALE_SHOWN,
-    RunEnd,
-    SessionFacts,
-    drop_older_reports,
-    finish,
-)
+from pytest_slam.run.ended import Choices, Ended, Roles, SessionFacts, Setup, SwapTally
+from pytest_slam.run.finish import drop_older_reports, finish
 from pytest_slam.run.options import EXIT_GATE_FAILED
 from pytest_slam.run.selection import Selection, not_enabled_line
 from pytest_slam.run.summary import Summary
 from pytest_slam.run.tables import Tables
+from pytest_slam.run.unvisited import STALE_SHOWN
 from pytest_slam.settings import Settings
 
 MODULE = "tests/test_support.py"
@@ -148,7 +145,7 @@ def test_summary_merges_worker_lines_once_and_shows_paths_from_the_root(tmp_path
     assert summary.shown("/elsewhere/y.json") == "/elsewhere/y.json"
 
 
-# -- RunEnd: stale entries, the worker's payload, the report and the gate ------------------------
+# -- the end: stale entries, the worker's payload, the report and the gate ------------------------
 
 
 class Hooks:
@@ -174,20 +171,32 @@ def hooks(plugin: object | None = None) -> Any:
     return manager.hook
 
 
-def run_end(tmp_path: Path, settings: Settings, **fields: Any) -> RunEnd:
-    sel = fields.pop("selection", selection(tmp_path))
+def run_end(
+    tmp_path: Path,
+    settings: Settings,
+    *,
+    role: str = "serial",
+    selection: Selection | None = None,
+    accounting: Accounting | None = None,
+    store: GoldenStore | None = None,
+    hook: Any = None,
+    session: SessionFacts | None = None,
+    choices: Choices | None = None,
+    swap: SwapTally | None = None,
+    workeroutput: dict[str, object] | None = None,
+) -> Ended:
+    """What the session hands the end: the role objects, the setup (tables parsed as the session
+    parses them), pytest's session facts, the command line's choices and the swap's tally."""
     specs = {"mini": ModelSpec("mini", "openai", "gpt-4o-mini")}
-    acc = fields.pop("accounting", Accounting("serial"))
-    fields.setdefault("tables", Tables.of(settings))  # as the session parses them
-    return RunEnd(
-        settings,
-        fields.pop("role", "serial"),
-        sel,
-        acc,
-        Summary(tmp_path),
-        fields.pop("hook", hooks()),
-        specs,
-        **fields,
+    sel = selection if selection is not None else Selection(True, "serial", ["mini"], tmp_path)
+    acc = accounting if accounting is not None else Accounting("serial")
+    return Ended(
+        Roles(role, sel, acc, Summary(tmp_path), store),
+        Setup(settings, specs, Tables.of(settings), hook if hook is not None else hooks()),
+        session or SessionFacts(),
+        choices or Choices(),
+        swap or SwapTally(),
+        workeroutput=workeroutput,
     )
 
 
@@ -200,7 +209,7 @@ def goldens(tmp_path: Path) -> GoldenStore:
     return GoldenStore(tmp_path / "__slam__", "openai:gpt-4")
 
 
-def complete_run(tmp_path: Path, store: GoldenStore, prune: bool = False) -> RunEnd:
+def complete_run(tmp_path: Path, store: GoldenStore, prune: bool = False) -> Ended:
     """The end of a run that collected and finished one test of MODULE, ``test_a[mini]``."""
     sel = selection(tmp_path)
     sel.cover([f"{MODULE}::test_a[mini]"])
@@ -212,7 +221,7 @@ def complete_run(tmp_path: Path, store: GoldenStore, prune: bool = False) -> Run
         accounting=acc,
         store=store,
         session=SessionFacts(collected=1),
-        prune=prune,
+        choices=Choices(prune=prune),
     )
 
 
@@ -220,10 +229,10 @@ def test_a_complete_run_names_the_entry_no_test_asked_for(tmp_path: Path) -> Non
     store = goldens(tmp_path)
     store.mark_used(MODULE, rec("asked").key, f"{MODULE}::test_a[mini]")
     end = complete_run(tmp_path, store)
-    assert finish(end, 0) == 0
-    assert end.summary.lines[0].startswith("1 stale golden entry (no test asked for it)")
+    assert finish(end).status == 0
+    assert end.roles.summary.lines[0].startswith("1 stale golden entry (no test asked for it)")
     gone = rec("no longer asked").key
-    assert end.summary.lines[1] == (
+    assert end.roles.summary.lines[1] == (
         f"  __slam__/openai-gpt-4/{MODULE.removesuffix('.py')}.json {gone} "
         f"(recorded for {MODULE}::test_gone)"
     )
@@ -242,8 +251,8 @@ def test_many_stale_entries_are_counted_past_the_first_twenty_and_all_are_kept(
     store.flush()
     store = GoldenStore(tmp_path / "__slam__", "openai:gpt-4")
     end = complete_run(tmp_path, store)
-    assert finish(end, 0) == 0
-    lines = end.summary.lines
+    assert finish(end).status == 0
+    lines = end.roles.summary.lines
     assert lines[0].startswith("25 stale golden entries (no test asked for them)")
     named = lines[1 : 1 + STALE_SHOWN]
     assert all(f"(recorded for {MODULE}::test_gone_" in line for line in named)
@@ -258,8 +267,8 @@ def test_prune_removes_the_stale_entry_and_says_how_to_undo(tmp_path: Path) -> N
     store = goldens(tmp_path)
     store.mark_used(MODULE, rec("asked").key, f"{MODULE}::test_a[mini]")
     end = complete_run(tmp_path, store, prune=True)
-    finish(end, 0)
-    assert end.summary.lines[0].startswith(
+    finish(end)
+    assert end.roles.summary.lines[0].startswith(
         "pruned 1 stale golden entry; undo with `slam golden restore"
     )
     again = GoldenStore(tmp_path / "__slam__", "openai:gpt-4")
@@ -280,10 +289,10 @@ def test_a_partial_run_judges_nothing_stale(tmp_path: Path) -> None:
         accounting=acc,
         store=store,
         session=SessionFacts(collected=1),
-        prune=True,
+        choices=Choices(prune=True),
     )
-    finish(end, 0)
-    assert end.summary.lines[:1] == [
+    finish(end)
+    assert end.roles.summary.lines[:1] == [
         "--slm-prune removed nothing: this run was partial (1 test(s) deselected (-k, -m, "
         "--deselect, --lf))"
     ]
@@ -306,9 +315,10 @@ def test_a_worker_publishes_its_visits_coverage_and_lines(tmp_path: Path) -> Non
         accounting=acc,
         store=store,
         workeroutput=output,
-        unswapped=3,
+        swap=SwapTally(unswapped=3),
+        session=SessionFacts(status=1),
     )
-    assert finish(end, 1) == 1
+    assert finish(end).status == 1
     assert output["slam"] == {
         "visited": {MODULE: ["k1"]},
         "failed_tests": ["t::b"],
@@ -327,18 +337,18 @@ def test_the_report_hook_adds_to_the_json_and_the_gate_hook_fails_the_gate(tmp_p
     end = run_end(
         tmp_path, settings, accounting=acc, hook=hooks(plugin), session=SessionFacts(collected=4)
     )
-    assert finish(end, 0) == EXIT_GATE_FAILED
+    assert finish(end).status == EXIT_GATE_FAILED
     document = json.loads((tmp_path / "slam.json").read_text())
     assert document["build"] == "ci-1182"
     assert document["gate"]["session_breaches"] == ["mini: answers in the wrong language"]
-    assert end.summary.last_line.startswith("pytest-slam gate: FAIL")
-    assert "exit status 6: the tests passed, the gate did not pass" in end.summary.lines
+    assert end.roles.summary.last_line.startswith("pytest-slam gate: FAIL")
+    assert "exit status 6: the tests passed, the gate did not pass" in end.roles.summary.lines
     plugin.gates.clear()
     again = run_end(
         tmp_path, settings, accounting=acc, hook=hooks(plugin), session=SessionFacts(collected=4)
     )
-    assert finish(again, 0) == 0
-    assert "JSON report: " + str(tmp_path / "slam.json") in again.summary.lines
+    assert finish(again).status == 0
+    assert "JSON report: " + str(tmp_path / "slam.json") in again.roles.summary.lines
 
 
 def test_an_interrupted_run_with_no_outcome_removes_an_older_report(tmp_path: Path) -> None:
@@ -350,16 +360,17 @@ def test_an_interrupted_run_with_no_outcome_removes_an_older_report(tmp_path: Pa
         "was removed"
     ]
     assert not older.exists() and drop_older_reports(settings) == []
-    end = run_end(tmp_path, Settings(reference="none"), session=SessionFacts(collected=2))
-    assert finish(end, 2) == 2 and end.summary.lines == []
+    end = run_end(tmp_path, Settings(reference="none"), session=SessionFacts(2, collected=2))
+    assert finish(end).status == 2 and end.roles.summary.lines == []
 
 
 def test_a_run_stopped_early_gets_an_incomplete_gate_naming_why(tmp_path: Path) -> None:
     settings = Settings(reference="none", gate={"min_pass_rate": 0.5})
     acc = Accounting("serial", outcomes=synth.mini_outcomes())
-    facts = SessionFacts(collected=4, stopped="stopping after 1 failures")
+    facts = SessionFacts(1, collected=4, stopped="stopping after 1 failures")
     end = run_end(tmp_path, settings, accounting=acc, session=facts)
-    finish(end, 1)
+    finish(end)
     assert (
-        "gate: INCOMPLETE (the run stopped early: stopping after 1 failures)" in end.summary.lines
+        "gate: INCOMPLETE (the run stopped early: stopping after 1 failures)"
+        in end.roles.summary.lines
     )
