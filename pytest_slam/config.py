@@ -555,12 +555,13 @@ _EXPECTED = {
 }
 
 
-def error_lines(exc: ValidationError) -> list[str]:
-    """Each error as one line naming the key, the value and what it must be."""
+def error_lines(exc: ValidationError, where: Loc = ()) -> list[str]:
+    """Each error as one line naming the key, the value and what it must be (``where``: the
+    section a sub-model was validated for, as ``('models', 'qwen')``)."""
     unknown: dict[Loc, list[str]] = {}
     lines = []
     for error in exc.errors():
-        loc = tuple(error["loc"])
+        loc = (*where, *error["loc"])
         if error["type"] == "extra_forbidden":
             unknown.setdefault(loc[:-1], []).append(str(loc[-1]))
         elif error["type"] == "value_error":

@@ -140,4 +140,6 @@ def test_slam_config_commands(pytester: pytest.Pytester) -> None:
     pytester.makefile(".toml", pyproject="[tool.slam]\nsamples = 'three'\n")
     result = pytester.run(*slam, "check")
     assert result.ret == 2
-    assert result.stderr.lines == ["slam: [tool.slam] samples = 'three' must be a whole number."]
+    assert result.stderr.lines == [
+        "slam config check: [tool.slam] samples = 'three' must be a whole number."
+    ]

@@ -6,8 +6,14 @@ every key of every section of the model, so a key added later without a case fai
 
 from __future__ import annotations
 
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from pytest_slam.cli import main
 from pytest_slam.config import (
     BaselineTable,
     EquivalenceTable,
@@ -348,3 +354,66 @@ def test_command_line_values_are_checked_with_the_table(pytester: pytest.Pyteste
         "-p", "no:cacheprovider", "--slm-samples=2", "--slm-models=http://127.0.0.1:9/v1#ghost"
     )
     result.assert_outcomes(passed=1)  # the run started with samples = 2
+
+
+def _toml(value: object) -> str:
+    """A TOML value (the cases' values: strings, numbers, booleans, lists, tables)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+def _clash(before: object, value: object) -> bool:
+    if before is None:
+        return False
+    if isinstance(before, dict) and isinstance(value, dict):
+        return bool(set(before) & set(value))
+    return True
+
+
+def _all_at_once() -> tuple[str, list[str]]:
+    """One table holding every case that can share it (each model case its own table, each
+    price case its own model), and the fragment each case's line must contain."""
+    table: dict[str, Any] = {}
+    fragments = []
+    cases = {**WRONG_TYPES, **WRONG_VALUES, **UNKNOWN_KEYS}
+    for i, (name, (toml, fragment)) in enumerate(cases.items()):
+        if name in ("models", "tool.slam not a table", "top level", "two typos"):
+            continue  # `models = 5` leaves no room for tables; top-level typos share one line
+        toml = toml.replace("models.m]", f"models.m{i}]").replace("gpt-4", f"gpt-4-{i}")
+        case = tomllib.loads("[tool.slam]\n" + toml)["tool"]["slam"]
+        if any(_clash(table.get(key), value) for key, value in case.items()):
+            continue  # the same key as an earlier case
+        for key, value in case.items():
+            table[key] = {**table.get(key, {}), **value} if isinstance(value, dict) else value
+        fragments.append(
+            fragment.replace("models.m]", f"models.m{i}]").replace("gpt-4", f"gpt-4-{i}")
+        )
+    models = table.pop("models", {})
+    text = "[tool.slam]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in table.items())
+    for name, model in models.items():
+        text += f"[tool.slam.models.{name}]\n" + "".join(
+            f"{k} = {_toml(v)}\n" for k, v in model.items()
+        )
+    return text, fragments
+
+
+def test_slam_config_check_names_every_case_in_one_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The cases above together in one table: ``slam config check`` names each, one line each,
+    in one run (a run of pytest stops on the first; a user fixing them would rerun for each)."""
+    text, fragments = _all_at_once()
+    (tmp_path / "pyproject.toml").write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    status = main(["config", "check"])
+    out, err = capsys.readouterr()
+    assert (status, out) == (2, "") and "Traceback" not in err, err
+    missing = [fragment for fragment in fragments if fragment not in err]
+    assert not missing, err
+    assert len(fragments) > 60
+    assert err.splitlines()[-1].endswith("problems; fix them all, then check again")

@@ -268,7 +268,9 @@ def main(argv: list[str] | None = None) -> int:
         argv.insert(
             1, "render"
         )  # `slam report RUN.json` is short for `slam report render RUN.json`
-    args = build_parser(project_settings(Path.cwd())).parse_args(argv)
+    # `slam config ...` reads the table itself (check lists every problem), or not at all
+    settings = Settings() if argv[:1] == ["config"] else project_settings(Path.cwd())
+    args = build_parser(settings).parse_args(argv)
     try:
         return int(args.func(args))
     except SlamError as exc:  # one a command left uncaught, of any kind: one line, its status

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -147,21 +148,36 @@ def _cmd_reference(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    """A badly typed table already stopped the command at its start (cli.project_settings); then
-    what a run would need (config_check.py): each problem one line on stderr, exit 2."""
-    from pytest_slam.cli import exits, project_settings
-    from pytest_slam.cli.config_check import models_of, problems
+    """Every problem in one run, each one line on stderr, exit 2: the table's own (each key,
+    section key and model table apart), then what a run of the rest would need (config_check.py)."""
+    from pytest_slam.cli import exits
+    from pytest_slam.cli.config_check import models_of, not_checked, problems, table_problems
     from pytest_slam.project import read_table
+    from pytest_slam.settings import SettingsError
 
-    if read_table(Path.cwd() / "pyproject.toml") is None:
+    try:
+        table: object = read_table(Path.cwd() / "pyproject.toml")
+    except SettingsError as exc:  # pytest could not read the file either: that one line
+        return exits.refuse("config check", exc)
+    if table is None:
         print("slam: ./pyproject.toml has no [tool.slam] table; pytest-slam runs on --slm-models.")
         return exits.OK
-    settings = project_settings(Path.cwd())
-    found = problems(settings)
-    for problem in found:
-        exits.refuse("config check", problem)
+    if not isinstance(table, Mapping):
+        return exits.refuse("config check", f"[tool.slam] = {table!r} must be a table of settings.")
+    checked = table_problems(table)
+    found = [*checked.lines]
+    skipped = "no model resolved until the lines above are fixed"
+    if checked.settings is not None:
+        found += problems(checked.settings, checked)
+        skipped = not_checked(checked) or ""
+    found = list(dict.fromkeys(found))
+    for line in [*found, *([skipped] if found and skipped else [])]:
+        exits.refuse("config check", line)
+    if len(found) > 1:
+        exits.refuse("config check", f"{len(found)} problems; fix them all, then check again")
     if found:
         return exits.BAD_INPUT
-    names = ", ".join(models_of(settings))
+    assert checked.settings is not None
+    names = ", ".join(models_of(checked.settings))
     print(f"slam: [tool.slam] in ./pyproject.toml is valid, and a run has what it needs ({names}).")
     return exits.OK

@@ -39,7 +39,8 @@ class Terminal:
     label: str
     priority: int
     optional: bool = False
-    text: Text | None = None  # the cell, where the terminal's width wants less than the column's
+    text: Text | None = None  # the table's cell, where its width wants less than the column's
+    legend: str = ""  # the line under the table saying what ``text`` abbreviates, when it does
 
 
 @dataclass(frozen=True)
@@ -100,30 +101,41 @@ def _unswapped(row: ModelRow) -> str:
     return fmt.NA if row.is_reference or not row.tests_not_swapped else str(row.tests_not_swapped)
 
 
-def _unscored(row: ModelRow, failed: bool = True) -> str | None:
-    """The calls the mean leaves out because they failed: runaways, and (``failed``) the other
-    failures, so a model that ran away on most tests does not read as its few scored answers'
-    "1.00"."""
+def _unscored(row: ModelRow) -> str | None:
+    """The calls the mean leaves out because they failed: runaways, and the other failures, so a
+    model that ran away on most tests does not read as its few scored answers' "1.00"."""
     if row.is_reference or not row.calls_errored:
         return None
     parts = [f"{row.calls_runaway}/{row.calls} runaway"] if row.calls_runaway else []
     others = row.calls_errored - row.calls_runaway
-    parts += [f"{others}/{row.calls} failed"] if others and failed else []
+    parts += [f"{others}/{row.calls} failed"] if others else []
     return ", ".join(parts) or None
 
 
-def _equiv(row: ModelRow, failed: bool = True) -> str:
+def _equiv(row: ModelRow) -> str:
     if row.is_reference:
         return "ref"
-    unscored = _unscored(row, failed)
+    unscored = _unscored(row)
     mean = fmt.score(row.equivalence_mean)
     return f"{mean} ({unscored})" if unscored else mean
 
 
 def _terminal_equiv(row: ModelRow) -> str:
-    """The terminal's cell: the runaways beside the mean; other failed calls have their own
-    column there ("calls err"), and a wider cell would turn 60 columns vertical."""
-    return _equiv(row, failed=False)
+    """The terminal table's cell: ``1.00 (10r 1f/12)``, explained by ``EQUIV_LEGEND`` under the
+    table; the words (``10/12 runaway, 1/12 failed``) would push other columns out of 80, and
+    the mean must not read alone for a model whose calls failed."""
+    if row.is_reference or not row.calls_errored:
+        return _equiv(row)
+    others = row.calls_errored - row.calls_runaway
+    parts = [f"{row.calls_runaway}r"] if row.calls_runaway else []
+    parts += [f"{others}f"] if others else []
+    return f"{fmt.score(row.equivalence_mean)} ({' '.join(parts)}/{row.calls})"
+
+
+EQUIV_LEGEND = (
+    "equiv (Nr Nf/calls): of the model's calls, N ran away (r) and N failed otherwise (f); "
+    "the mean is of the answers scored"
+)
 
 
 def _equiv_interval(row: ModelRow) -> str:
@@ -239,7 +251,7 @@ MODEL_COLUMNS: tuple[Column, ...] = (
     Column(
         "equivalence_mean",
         _equiv,
-        Terminal("equiv", "mean equivalence", 1, text=_terminal_equiv),
+        Terminal("equiv", "mean equivalence", 1, text=_terminal_equiv, legend=EQUIV_LEGEND),
         Markdown("mean equiv."),
         Html("mean equiv.", "95% interval", _equiv_interval, _unscored, "unscored", "equivalence"),
     ),

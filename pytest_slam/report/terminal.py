@@ -48,10 +48,19 @@ def render_table(verdict: Verdict, width: int = 100) -> list[str]:
     columns = shown("terminal", rows)
     cells = {c.key: [(_view(c).text or c.text)(r) for r in rows] for c in columns}
     layout = _fit(columns, cells, width)
-    body = (
-        _table(layout, cells, len(rows)) if layout else _vertical(columns, cells, len(rows), width)
-    )
-    return [title, *body, *(line for n in notes(verdict) for line in _wrap(n, width))]
+    if layout is None:  # one block per model, each value in the column's own words, wrapped
+        words = {c.key: [c.text(r) for r in rows] for c in columns}
+        body, legends = _vertical(columns, words, len(rows), width), []
+    else:
+        body = _table(layout, cells, len(rows))
+        legends = [_view(c).legend for c, _ in layout if _abbreviated(c, rows, cells[c.key])]
+    lines = [*legends, *notes(verdict)]
+    return [title, *body, *(line for n in lines for line in _wrap(n, width))]
+
+
+def _abbreviated(column: Column, rows: list[ModelRow], cells: list[str]) -> bool:
+    """Whether the table's cells of ``column`` abbreviate its words: its legend is printed."""
+    return bool(_view(column).legend) and cells != [column.text(r) for r in rows]
 
 
 def _view(column: Column) -> Terminal:
@@ -107,10 +116,10 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
-def _wrap(text: str, width: int) -> list[str]:
+def _wrap(text: str, width: int, indent: str = "  ") -> list[str]:
     """A footnote over several lines rather than cut: it says what the numbers mean."""
     lines = textwrap.wrap(
-        text, width=max(width, 20), subsequent_indent="  ", break_on_hyphens=False
+        text, width=max(width, 20), subsequent_indent=indent, break_on_hyphens=False
     )
     return [_clip(line, width) for line in lines] or [""]
 
@@ -124,12 +133,14 @@ def _clip_middle(text: str, width: int) -> str:
 
 
 def _vertical(columns: list[Column], cells: dict[str, list[str]], n: int, width: int) -> list[str]:
-    """One block per model: its name and gate, then ``label: value`` lines."""
+    """One block per model: its name and gate, then ``label: value`` lines, a long one wrapped
+    (``mean equivalence: 0.66 (1/5 failed)`` keeps its failed calls at 36 columns)."""
     lines: list[str] = []
     for i in range(n):
         lines.append(_clip(f"{cells['model'][i]}  [{cells['gate'][i]}]", width))
         for column in (c for c in columns if c.key not in ("model", "gate")):
-            lines.append(_clip(f"  {_view(column).label}: {cells[column.key][i]}", width))
+            line = f"  {_view(column).label}: {cells[column.key][i]}"
+            lines += [line] if len(line) <= width else _wrap(line, width, "    ")
     return lines
 
 

@@ -69,6 +69,9 @@ class ChatResult:
     error_body: bytes | None = None
     retry_after: str | None = None
     hold_s: float | None = None  # how long the server asked to wait (hold_seconds)
+    # No connection to the model ("refused": refused, no such host; "timeout": none in time): the
+    # product's client is shown the connection error it would get from the endpoint itself.
+    unconnected: str | None = None
 
 
 @dataclass
@@ -418,11 +421,15 @@ def forward_chat(
 
     try:
         resp = send(target.replicas, target.base_url, post)[1]
-    except upstream.UpstreamTimeout:
+    except upstream.UpstreamTimeout as exc:
         if deadline is not None and time.perf_counter() >= deadline:
             return _gave_up(call, start, limit)
+        if isinstance(exc, upstream.UpstreamConnectTimeout):
+            return _unconnected(call, start, "timeout", f"{where()} is unreachable ({exc})")
         said = f"sent no answer within {timeout:g} s (its timeout_s)"
         return _failed(call, start, 504, "timeout", f"{where()} {said}")
+    except upstream.UpstreamNotSent as exc:
+        return _unconnected(call, start, "refused", f"{where()} is unreachable ({exc})")
     except upstream.UpstreamUnreachable as exc:
         return _failed(call, start, 502, "unreachable", f"{where()} is unreachable ({exc})")
     if resp.status != 200:
@@ -499,6 +506,14 @@ def _failed(
         call.error, call.error_kind = error, kind
     call.e2e_ms = (time.perf_counter() - start) * 1000.0
     return ChatResult(call, status=status, error_body=error_body, retry_after=retry_after)
+
+
+def _unconnected(call: Call, start: float, how: str, error: str) -> ChatResult:
+    """No connection was made (``how``: refused or timeout): a failed call of kind unreachable,
+    answered as the connection error the endpoint itself would give (``proxy.Exchange.chat``)."""
+    result = _failed(call, start, 502, "unreachable", error)
+    result.unconnected = how
+    return result
 
 
 def _gave_up(call: Call, start: float, limit: Deadline | None) -> ChatResult:

@@ -49,6 +49,7 @@ class LocalAnswer:
         self.headers: list[tuple[str, str]] = []
         self.payload: bytes | None = None  # a whole answer's body
         self.failure: str | None = None  # why the server side broke off
+        self.unconnected: str | None = None  # no connection upstream: "refused" or "timeout"
         self.closed = False  # the caller is gone: writing more is a broken pipe
         self.ended = False
         self.timed_out = False  # served in place, the caller's own timeout ended it (proxy.py)
@@ -111,6 +112,12 @@ class LocalAnswer:
         wake = self._wake
         if wake is not None:
             wake()
+
+    def unreachable(self, why: str, timed_out: bool) -> None:
+        """The model could not be connected to: the caller raises its client's connection error
+        (``ConnectError``, or ``ConnectTimeout`` when ``timed_out``), as for the endpoint itself."""
+        self.unconnected = "timeout" if timed_out else "refused"
+        self.drop(why)
 
     def drop(self, why: str) -> None:
         """The server side failed before or during the answer: the caller sees a broken connection."""

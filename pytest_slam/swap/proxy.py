@@ -168,6 +168,11 @@ class Responder(Protocol):
         """Whether the caller is known to have left before its answer (its own timeout)."""
         ...
 
+    def unreachable(self, why: str, timed_out: bool) -> None:
+        """No answer at all: the model could not be connected to (``timed_out``: not in time), so
+        the caller sees the connection error its client raises for such an endpoint."""
+        ...
+
 
 def unserved(method: str) -> str | None:
     """Why a method is refused, or None."""
@@ -209,7 +214,11 @@ class Exchange:
     def chat(self, route: str, body: JSONObject) -> None:
         stream = _Stream(self.out) if body.get("stream") else None
         result = self.router.chat(route, body, stream.send if stream else None, self.out.gone)
-        if stream is not None and stream.started:
+        if result.unconnected is not None and not (stream is not None and stream.started):
+            self.out.unreachable(
+                f"pytest-slam: {result.call.error}", result.unconnected == "timeout"
+            )
+        elif stream is not None and stream.started:
             if result.call.error is not None:  # broke off mid-stream: say why in the stream
                 stream.fail(f"pytest-slam: {result.call.error}")
             stream.finish()
@@ -230,14 +239,19 @@ class Exchange:
 
         stream = _Stream(self.out) if body.get("stream") else None
         router = self.router
+        results: list[ChatResult] = []
 
         def chat(chat_body: JSONObject, relay: Relay | None) -> responses.ChatOutcome:
             # A ChatResult is a ChatOutcome; the Protocol's members are settable, which makes mypy
             # compare ``call`` invariantly (read-only members in responses.py would make this a no-op).
-            return router.chat(route, chat_body, relay, self.out.gone)
+            results.append(router.chat(route, chat_body, relay, self.out.gone))
+            return results[-1]
 
         reply = responses.serve(body, chat, stream.send if stream else None)
-        if reply is not None:  # these errors are final (a retry asks the same): say so
+        unconnected = results[-1].unconnected if results else None
+        if reply is not None and unconnected is not None:  # as for a chat call: no answer at all
+            self.out.unreachable(f"pytest-slam: {results[-1].call.error}", unconnected == "timeout")
+        elif reply is not None:  # these errors are final (a retry asks the same): say so
             extra = [("x-should-retry", "false")] if reply.status >= 400 else []
             self.send(reply.status, reply.payload, extra)
         elif stream is not None:
@@ -360,6 +374,11 @@ class _Wire:
         if self.chunked:
             return b"%x\r\n%b\r\n" % (len(data), data)
         return self.conn.send(h11.Data(data=data))
+
+    def unreachable(self, why: str, timed_out: bool) -> None:
+        """No response on a socket: the connection closes unanswered (``_Connection._one`` keeps
+        no connection whose answer is not done), which an HTTP client raises as a broken
+        connection (the openai SDK: ``APIConnectionError``, retried as it retries a refusal)."""
 
     def gone(self) -> bool:
         """The client closed its side (an HTTP client does on a read timeout): a zero-wait look,

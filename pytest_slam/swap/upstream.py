@@ -85,6 +85,10 @@ class UpstreamTimeout(UpstreamUnreachable):
     """The server took the request but sent no answer within the timeout."""
 
 
+class UpstreamConnectTimeout(UpstreamTimeout):
+    """No connection within the timeout (a host that drops the SYN): nothing went out."""
+
+
 @dataclass
 class Response:
     status: int
@@ -260,7 +264,7 @@ def _connect(conn: http.client.HTTPConnection, key: tuple[str, str, int]) -> Non
         conn.connect()
     except TimeoutError as exc:
         _drop(*key)
-        raise UpstreamTimeout(f"no answer within {conn.timeout:g} s") from exc
+        raise UpstreamConnectTimeout(f"no connection within {conn.timeout:g} s") from exc
     except OSError as exc:  # refused, no such host, unreachable, a TLS handshake that failed
         _drop(*key)
         raise UpstreamNotSent(f"{type(exc).__name__}: {exc}") from exc

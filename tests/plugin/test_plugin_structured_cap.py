@@ -12,6 +12,7 @@ the real engine.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -372,4 +373,48 @@ mini = {{ input_per_mtok = 1, output_per_mtok = 2 }}
         c["cost_usd"] for o in data["outcomes"] for c in o["calls"] if c["role"] == "candidate"
     ]
     assert row["cost_per_call_usd"] == pytest.approx(sum(costs) / 2)  # both calls, not one
-    result.stdout.fnmatch_lines(["*mini*(1/2 runaway)*"])
+    result.stdout.fnmatch_lines(["*mini*(1r/2)*", "equiv (Nr Nf/calls): *"])
+
+
+FLAKY_FIRST = """
+import openai, pytest
+
+pytestmark = pytest.mark.slm
+
+def test_flaky():  # its first call fails (HTTP 500); the SDK's retry is answered
+    openai.OpenAI().chat.completions.create(model="gpt-4", temperature=0, messages=[
+        {"role": "user", "content": "Say hi"}])
+""" + MIXED_SUITE.split("pytestmark = pytest.mark.slm", 1)[1]
+
+
+def test_the_terminal_equivalence_column_names_failed_calls_beside_runaways_at_80_columns(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A candidate with a runaway and a failed call: at 80 columns the terminal's mean carries
+    both, as the Markdown and HTML tables do in words (the old cell named the runaways alone, and
+    the "calls err" column is the first dropped on a narrow terminal), with its legend."""
+    columns = 80
+    monkeypatch.setenv("COLUMNS", str(columns))
+    pytester.makepyfile(test_json="import json\n" + FLAKY_FIRST)
+
+    def candidate(req: dict[str, Any]) -> str:
+        return FILLER if req.get("response_format") else "GPT-4 says hello"
+
+    with FakeOpenAI(REFERENCE_TEXT) as ref, FakeOpenAI(candidate, fail=[500]) as mini:
+        pytester.makefile(".toml", pyproject=f"""
+[tool.slam]
+reference = "{ref.base_url}#gpt-4"
+""")  # fmt: skip
+        result = pytester.runpytest(
+            "-p", "no:cacheprovider", f"--slm-models={mini.base_url}#mini", "--slm-record=new",
+            "--slm-report=r.json",
+        )  # fmt: skip
+    data = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
+    row = next(r for r in data["models"] if r["model"] == "mini")
+    assert (row["calls"], row["calls_runaway"], row["calls_errored"]) == (4, 1, 2)
+    lines = result.stdout.lines
+    table = lines[lines.index("pytest-slam swap verdict: 1 model(s) vs gpt-4") :][:6]
+    assert table[1].split()[:4] == ["model", "gate", "tests", "equiv"], table
+    assert re.match(r"mini .* \d\.\d\d \(1r 1f/4\)  ", table[3]), table
+    assert max(map(len, table)) <= columns
+    assert table[5].startswith("equiv (Nr Nf/calls): of the model's calls, N ran away (r) and N")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import report_helpers as synth
 
@@ -27,7 +29,8 @@ def test_default_width_fits_100_columns_with_units(verdict) -> None:
         assert column in header
     qwen = _row(lines, synth.QWEN)
     assert "4/4" in qwen and "0.87" in qwen and "640 ms" in qwen and "0.0031x" in qwen
-    assert "$0.040" in qwen and "0.75 J" in qwen
+    assert "$0.040" in qwen and "0.66 (1f/5)" in _row(lines, synth.SMOL)
+    assert "0.75 J" in _row(render_table(verdict, width=140), synth.QWEN)
     ref = _row(lines, synth.REFERENCE)
     assert "(ref)" in ref and "2960 ms" in ref and "$12.96" in ref and "1.00x" in ref
     assert "reference latency and cost: as recorded with the golden answers" in lines
@@ -42,11 +45,45 @@ def test_narrow_60_drops_low_priority_columns_first(verdict) -> None:
     assert "0.66" in _row(lines, synth.SMOL) and "874 ms" in _row(lines, synth.SMOL)
 
 
+def _ran_away(verdict):
+    """smollm2 with 10 of its 12 calls run away and one more failed (the issue's model)."""
+    smol = verdict.row(synth.SMOL)
+    ran = dataclasses.replace(smol, calls=12, calls_errored=11, calls_runaway=10)
+    return dataclasses.replace(verdict, models=[ran, *verdict.models[1:]])
+
+
+@pytest.mark.parametrize("width", [140, 100, 80, 64])
+def test_the_equivalence_cell_names_runaways_and_failed_calls(verdict, width: int) -> None:
+    """The mean never reads alone for a model whose calls failed: the runaways and the other
+    failed calls beside it (the old cell named the runaways alone, ``0.66 (10/12 runaway)``, 4
+    characters wider), abbreviated with a legend under the table; at any width."""
+    lines = render_table(_ran_away(verdict), width=width)
+    assert max(map(len, lines)) <= width
+    assert lines[1].split()[:4] == ["model", "gate", "tests", "equiv"] or "pass" in lines[1]
+    assert "  0.66 (10r 1f/12)  " in _row(lines, synth.SMOL)
+    assert "  0.87  " in _row(lines, synth.QWEN)  # a model with no failed call: its mean alone
+    said = " ".join(" ".join(lines).split())
+    legend = "equiv (Nr Nf/calls): of the model's calls, N ran away (r) and N failed otherwise (f)"
+    assert said.count(legend) == 1
+
+
+def test_the_vertical_layout_says_failed_calls_in_words(verdict) -> None:
+    lines = render_table(_ran_away(verdict), width=40)
+    at = lines.index("  mean equivalence: 0.66 (10/12 runaway,")
+    assert lines[at + 1] == "    1/12 failed)" and "Nr Nf" not in " ".join(lines)
+
+
+def test_no_legend_where_no_call_failed() -> None:
+    verdict = aggregate(synth.qwen_outcomes(), synth.run_info((synth.QWEN,)))
+    assert "Nr Nf" not in " ".join(render_table(verdict, width=80))
+
+
 def test_very_narrow_turns_vertical_per_model(verdict) -> None:
     lines = render_table(verdict, width=36)
     assert max(map(len, lines)) <= 36
     assert "smollm2-135m  [-]" in lines
-    assert "  mean equivalence: 0.66" in lines
+    at = lines.index("  mean equivalence: 0.66 (1/5")  # wrapped, never cut: its failed call
+    assert lines[at + 1] == "    failed)"
     assert "  cost ratio to reference: 0.0021x" in lines
 
 

@@ -168,6 +168,9 @@ def _response(
     if not came or answer.timed_out:
         answer.close()
         raise stack.ReadTimeout(f"pytest-slam: no answer within {timeout:g} s", request=request)
+    if answer.unconnected is not None:  # as the transport raises it for the endpoint itself
+        error = stack.ConnectTimeout if answer.unconnected == "timeout" else stack.ConnectError
+        raise error(answer.failure, request=request)
     if answer.failure is not None and not answer.status:
         raise stack.RemoteProtocolError(answer.failure, request=request)
     extensions = {"http_version": b"HTTP/1.1"}
