@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 import itertools
 import json
 import queue
@@ -44,6 +45,7 @@ from pytest_slam.run.optin import base_test_id, module_of
 from pytest_slam.run.scoring import ScoringPlan
 from pytest_slam.settings import Settings
 from pytest_slam.swap import upstream
+from pytest_slam.swap.chat import forward_chat
 from pytest_slam.swap.limits import Limiter, concurrency_of
 from pytest_slam.swap.router import TestContext
 
@@ -142,7 +144,6 @@ class _Asked:
     order: int  # its test's place in the run
     call: Call | None = None
     in_flight: int = 0
-    taken: bool = False
     let_go: bool = False  # its test passed before taking it: unused
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -163,8 +164,9 @@ class _ReadOnly:
 
 
 def request_key(body: dict[str, JSON]) -> str:
-    """The exact judge request, as one text."""
-    return json.dumps(body, sort_keys=True, ensure_ascii=False)
+    """The exact judge request, as the digest of its one canonical text."""
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class JudgeAhead:
@@ -254,8 +256,6 @@ class JudgeAhead:
         result = None
         try:
             target = judge_target(self.judge.spec)
-            from pytest_slam.swap.chat import forward_chat
-
             timeout = self.judge.timeout()
             result, asked.in_flight = self.limiter.send(
                 lambda: forward_chat(target, body, timeout=timeout), self._stop
@@ -283,8 +283,8 @@ class JudgeAhead:
             if asked is None:
                 self._live.add(key)
                 return None
-            asked.taken = True
-        asked.done.wait()
+        while not asked.done.wait(timeout=0.5):  # in short waits: a Ctrl-C is heard at once
+            pass
         with self._lock:
             if asked.call is None:  # stopped before it was sent
                 self._live.add(key)
@@ -338,6 +338,8 @@ def follow(
     judge = checker.judge if checker is not None else None
     if checker is None or judge is None or judge.offline:
         return None
+    if all(limiter.ceiling <= 1 for limiter in ahead.limiters.values()):
+        return None  # no candidate answer is fetched ahead: nothing to judge ahead of its test
     override = getattr(config.option, "slm_concurrency", None)
     ceiling = concurrency_of(judge.spec, override, settings.concurrency)
     if ceiling <= 1:  # one judge call at a time: asked by each test, as before
