@@ -33,16 +33,16 @@ def judge_asked():
 
 @pytest.mark.parametrize("question", {questions!r})
 def test_answer(question):
-    extra = {{}}
-    if question == "question 5" and os.environ.get("USER_FIELD"):
-        extra = {{"user": os.environ["USER_FIELD"]}}
-        until = time.monotonic() + 30  # every other pair's judge call, asked ahead, has come
-        while judge_asked() < len(QUESTIONS) and time.monotonic() < until:
+    if question == "question 0" and os.environ.get("JUDGE_AHEAD"):
+        # the first test waits until every later pair's judge request, asked ahead, has come:
+        # what is asked live after that is what could not be asked ahead, never a late one
+        until = time.monotonic() + 30
+        while judge_asked() < int(os.environ["JUDGE_AHEAD"]) and time.monotonic() < until:
             time.sleep(0.05)
+    user = os.environ.get("USER_FIELD") if question == "question 5" else None
+    extra = {{"user": user}} if user else {{}}
     assert product.client.chat.completions.create(
         model="gpt-4", messages=[{{"role": "user", "content": question}}], temperature=0, **extra)
-
-QUESTIONS = {questions!r}
 """
 CASCADE = 'equivalence = { at_least = 0.99, fail_below = 0.01, then = ["judge"] }\n'
 PAIRWISE = 'equivalence = { by = "judge", mode = "pairwise" }\n'
@@ -130,6 +130,7 @@ def test_judge_pairs_are_asked_ahead_each_once_with_the_verdicts_of_one_at_a_tim
 ) -> None:
     judge = _recorded(pytester, servers, monkeypatch, equivalence)
     per_pair = 2 if "pairwise" in equivalence else 1
+    monkeypatch.setenv("JUDGE_AHEAD", str(per_pair * (len(QUESTIONS) - 1)))
     ahead = run(pytester, "--slm-report=ahead.json")
     ahead.assert_outcomes(passed=len(QUESTIONS))
     asked = _judge_asked(judge)
@@ -145,6 +146,7 @@ def test_judge_pairs_are_asked_ahead_each_once_with_the_verdicts_of_one_at_a_tim
     assert "unused" not in said(ahead)
 
     judge.requests.clear()
+    monkeypatch.delenv("JUDGE_AHEAD")
     serial = run(pytester, "--slm-concurrency", "1", "--slm-report=serial.json")
     serial.assert_outcomes(passed=len(QUESTIONS))
     assert _judge_asked(judge) == asked  # the same requests, asked by each test after it ran
@@ -165,6 +167,7 @@ def test_an_answer_asked_live_gets_a_live_judge_call_and_the_one_asked_ahead_is_
     judge verdict asked ahead on the fetched answer is no test's."""
     judge = _recorded(pytester, servers, monkeypatch, CASCADE)
     monkeypatch.setenv("USER_FIELD", "end-user-7")
+    monkeypatch.setenv("JUDGE_AHEAD", str(len(QUESTIONS) - 1))
     result = run(pytester, "--slm-report=r.json")
     result.assert_outcomes(passed=len(QUESTIONS))
     asked = _judge_asked(judge)
@@ -191,11 +194,14 @@ def test_cached_verdicts_are_never_asked_ahead(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     judge = _recorded(pytester, servers, monkeypatch, CASCADE)
+    monkeypatch.setenv("JUDGE_AHEAD", str(len(QUESTIONS) - 1))
     first = run(pytester, "--slm-record=new")  # the verdicts cached in the golden files
     first.assert_outcomes(passed=len(QUESTIONS))
-    assert "call(s) asked ahead" in said(first)
+    n = len(QUESTIONS) - 1
+    assert f"judge gpt-4-judge: {n} call(s) asked ahead, {n} used" in said(first)
     assert set(_judge_asked(judge).values()) == {1}
     judge.requests.clear()
+    monkeypatch.delenv("JUDGE_AHEAD")
     replay = run(pytester, "--slm-report=r.json")
     replay.assert_outcomes(passed=len(QUESTIONS))
     assert not _judge_asked(judge)  # every verdict replayed: the judge asked nothing
