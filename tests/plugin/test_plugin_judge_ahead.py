@@ -226,3 +226,31 @@ def test_a_judge_at_concurrency_one_is_asked_by_each_test(
     result.assert_outcomes(passed=len(QUESTIONS))
     assert "call(s) fetched ahead" in said(result) and "asked ahead" not in said(result)
     assert judge.peak_in_flight == 1 and set(_judge_asked(judge).values()) == {1}
+
+
+def test_under_xdist_each_worker_asks_its_own_pairs_ahead_each_judge_request_once(
+    pytester: pytest.Pytester,
+    servers: tuple[FakeOpenAI, FakeOpenAI, FakeOpenAI],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    judge = _recorded(pytester, servers, monkeypatch, CASCADE)
+    result = run(pytester, "-n", "2", "--slm-report=r.json")
+    result.assert_outcomes(passed=len(QUESTIONS))
+    asked = _judge_asked(judge)
+    assert len(asked) == len(QUESTIONS) and set(asked.values()) == {1}
+    assert any(c["fetched_ahead"] for c in _judge_calls(pytester.path / "r.json"))
+
+
+def test_repeats_of_one_answer_ask_the_judge_once(
+    pytester: pytest.Pytester,
+    servers: tuple[FakeOpenAI, FakeOpenAI, FakeOpenAI],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--slm-repeat 2``: each test's two answers are the same, so are their judge requests;
+    the second is the first's (asked ahead once) or its cached verdict, never asked again."""
+    judge = _recorded(pytester, servers, monkeypatch, CASCADE)
+    result = run(pytester, "--slm-repeat", "2", "--slm-report=r.json")
+    result.assert_outcomes(passed=len(QUESTIONS))
+    asked = _judge_asked(judge)
+    assert len(asked) == len(QUESTIONS) and set(asked.values()) == {1}
+    assert "asked ahead" in said(result)
