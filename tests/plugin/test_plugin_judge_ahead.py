@@ -117,6 +117,17 @@ def _decided(report: Path) -> list[tuple[str, str, list[tuple[Any, ...]]]]:
     ]
 
 
+def _counts(report: Path) -> dict[str, Any]:
+    """The candidate's row of the report: its verdict and judge figures, timing left out."""
+    (row,) = [
+        r for r in json.loads(report.read_text(encoding="utf-8"))["models"] if r["model"] == "mini"
+    ]
+    keys = [k for k in row if k.startswith(("pairs_", "judge_", "equivalence_", "tests_"))]
+    counts = {k: row[k] for k in keys if "ms" not in k}
+    assert counts["judge_asked"] and counts["pairs_equivalent"]  # the figures compared
+    return counts
+
+
 def _judge_calls(report: Path) -> list[dict[str, Any]]:
     return [c for o in _outcomes(report) for c in o["calls"] if c["role"] == "judge"]
 
@@ -154,6 +165,7 @@ def test_judge_pairs_are_asked_ahead_each_once_with_the_verdicts_of_one_at_a_tim
     assert not any(c["fetched_ahead"] for c in _judge_calls(pytester.path / "serial.json"))
     decided = _decided(pytester.path / "ahead.json")
     assert decided == _decided(pytester.path / "serial.json")
+    assert _counts(pytester.path / "ahead.json") == _counts(pytester.path / "serial.json")
     assert {v[:2] for _, _, scores in decided for v in scores} == {("equivalent", "judge")}
 
 
