@@ -129,7 +129,7 @@ class Checker:
             except ScorerError as exc:  # the scorer's backend is down: the same for every pair
                 verdict.problems.append(f"call {pair.call_index + 1}: scorer {plan.by!r}: {exc}")
                 return
-            sides = _choices(ctx.calls[pair.call_index], pair, rec)
+            sides = choices_of(ctx.calls[pair.call_index], pair, rec)
             for index, score in enumerate(scores):
                 if pair.diverged_at is not None:
                     score.explanation = f"{diverged(pair)}; {score.explanation}"
@@ -168,15 +168,8 @@ class Checker:
         from pytest_slam.review.pairs import answer_text
 
         call = ctx.calls[pair.call_index]
-        cands, refs = _choices(call, pair, rec)
-        policy = Policy(
-            plan.by,
-            plan.rule,
-            tuple(plan.then),
-            plan.measured,
-            self.accept_uncertified_judge,
-            _asks_a_model(plan),
-        )
+        cands, refs = choices_of(call, pair, rec)
+        policy = self.policy_of(plan)
         if domain_unknown(plan.measured) and UNKNOWN not in self.summary:
             self.summary.append(UNKNOWN)
         scores = []
@@ -200,6 +193,17 @@ class Checker:
                 score.explanation = f"choice {index}: {score.explanation}"
             scores.append(score)
         return scores
+
+    def policy_of(self, plan: ScoringPlan) -> Policy:
+        """The verdict policy of a test's plan (``compare/policy.py``)."""
+        return Policy(
+            plan.by,
+            plan.rule,
+            tuple(plan.then),
+            plan.measured,
+            self.accept_uncertified_judge,
+            asks_a_model(plan),
+        )
 
     def _human_verdict(self, ctx: TestContext, key: str, answer: str) -> tuple[str, str] | None:
         """The stored ``slam review`` verdict on this answer: (verdict, why), or None.
@@ -235,7 +239,7 @@ class Checker:
             self.reviews[module] = found
         return self.reviews[module]
 
-    def _score_choice(
+    def score_choice(
         self,
         plan: ScoringPlan,
         ctx: TestContext,
@@ -406,7 +410,9 @@ def question_of(request: dict[str, JSON]) -> str | None:
 Choice = tuple[str, "list[dict[str, JSON]] | None"]  # (text, tool calls) of one choice
 
 
-def _choices(call: Call, pair: Pair, rec: GoldenRecord | None) -> tuple[list[Choice], list[Choice]]:
+def choices_of(
+    call: Call, pair: Pair, rec: GoldenRecord | None
+) -> tuple[list[Choice], list[Choice]]:
     """Both sides' choices in index order: the candidate's, and the reference's golden answer's."""
     ans = rec.answers[0] if rec is not None and rec.answers else None
     cands = [(call.text, call.tool_calls)]
@@ -416,7 +422,7 @@ def _choices(call: Call, pair: Pair, rec: GoldenRecord | None) -> tuple[list[Cho
     return cands, refs
 
 
-def _asks_a_model(plan: ScoringPlan) -> bool:
+def asks_a_model(plan: ScoringPlan) -> bool:
     """The test's scorer calls a model (the judge): not worth a call on an identical answer."""
     from pytest_slam.compare.about import describe
 
@@ -553,7 +559,7 @@ class _RunEvidence:
 
     def score(self) -> Score:
         cand, ref, _ = self.sides
-        return self.checker._score_choice(self.plan, self.ctx, self.call, self.rec, cand, ref)
+        return self.checker.score_choice(self.plan, self.ctx, self.call, self.rec, cand, ref)
 
     def judge(self) -> Score | None:
         from pytest_slam.compare.judge import JudgeUnjudged

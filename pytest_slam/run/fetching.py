@@ -12,7 +12,7 @@ only the tests it has been handed (``foreign.xdist_pending``), as it is handed t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -86,6 +86,9 @@ class Planner:
     specs: dict[str, ModelSpec]
     repeat: int = 1
     cap: tuple[float, int] = (2.0, 64)
+    # the test's judge pair of a planned request (judge_ahead.py), worked out in this thread:
+    # what a fetched answer's follower needs to ask the judge ahead
+    judging: Callable[[pytest.Item, GoldenRecord, ModelSpec], object | None] | None = None
     _modules: dict[str, Places] = field(default_factory=dict)
     _planned: set[int] = field(default_factory=set)
 
@@ -114,8 +117,11 @@ class Planner:
             rec = slots[turn]
             if turn == 1 or independent(rec.request, earlier):
                 cap = generation_cap(rec.request, spec, _tokens(rec), *self.cap)
+                context = self.judging(item, rec, spec) if self.judging is not None else None
                 for _ in range(self.repeat):
-                    yield Planned(item.nodeid, spec.name, rec.key, rec.request, cap, order)
+                    yield Planned(
+                        item.nodeid, spec.name, rec.key, rec.request, cap, order, context=context
+                    )
             earlier.extend(answer.text for answer in rec.answers if answer.text)
 
 

@@ -494,6 +494,11 @@ class SlamSession:
             self.order = {id(it): i for i, it in enumerate(items)}
             cap = (self.settings.cap_factor, self.settings.cap_margin)
             self.planner = Planner(self.store, self.specs, self.settings.repeat, cap)
+            from pytest_slam.run import judge_ahead  # the run's judge pairs asked ahead too
+
+            self.planner.judging = judge_ahead.follow(
+                ahead, self.checker, self.settings, self.config
+            )
         order = self.order.get(id(item), -1)
         ahead.passed(order)
         if self.role == "worker":  # handed a few tests at a time: what came since, each test

@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from pytest_slam.records import ModelSpec
 from pytest_slam.swap import upstream
@@ -59,6 +60,22 @@ class Planned:
     payloads: list[tuple[bytes, bool]] = field(default_factory=list)  # (SSE data, has choices)
     in_flight: int = 0
     done: threading.Event = field(default_factory=threading.Event)
+    # what a follower needs of the test to act on the answer (the run's judge pair, its plan)
+    context: object | None = None
+
+
+class Follower(Protocol):
+    """What acts on a fetched answer before its test runs (the run's judge, judge_ahead.py)."""
+
+    def fetched(self, planned: Planned) -> None:
+        """An answer came (called from a fetching thread: must not block)."""
+        ...
+
+    def passed(self, order: int) -> None: ...
+
+    def close(self) -> None: ...
+
+    def lines(self) -> list[str]: ...
 
 
 Forward = Callable[[Target, JSONObject, Callable[[bytes], None], int | None], ChatResult]
@@ -87,6 +104,7 @@ class CandidateQueue:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._pools: list[upstream.Pool] = []
+        self.follower: Follower | None = None  # told of each answer fetched for a waiting test
 
     def add(self, planned: Planned) -> None:
         target = self._target(self.spec)
@@ -187,6 +205,9 @@ class CandidateQueue:
                 planned.payloads = []
             planned.done.set()
             self._cond.notify_all()
+            follow = result is not None and error is None and planned.state in ("done", "claimed")
+        if follow and self.follower is not None:
+            self.follower.fetched(planned)
 
     def claim(self, nodeid: str, key: str, sent: JSONObject) -> Planned | None:
         """The fetched call for this test's request, when it is the one sent; a queued one is
@@ -272,6 +293,13 @@ class Ahead:
         self.cache = cache
         self.queues: dict[str, CandidateQueue] = {}
         self.closed = False
+        self.follower: Follower | None = None
+
+    def follow(self, follower: Follower) -> None:
+        """``follower`` is told of every answer fetched from now on, and of the run's moves."""
+        self.follower = follower
+        for queue in self.queues.values():
+            queue.follower = follower
 
     def plan(self, spec: ModelSpec, planned: Iterable[Planned]) -> None:
         """Queue these requests of ``spec`` (in test order) to be fetched ahead."""
@@ -283,6 +311,7 @@ class Ahead:
             queue = self.queues[spec.name] = CandidateQueue(
                 spec, limiter, self._target, self._forward, self.cache
             )
+            queue.follower = self.follower
         try:
             for one in planned:
                 queue.add(one)
@@ -298,11 +327,15 @@ class Ahead:
     def passed(self, order: int) -> None:
         for queue in self.queues.values():
             queue.passed(order)
+        if self.follower is not None:
+            self.follower.passed(order)
 
     def close(self) -> None:
         self.closed = True
         for queue in self.queues.values():
             queue.close()
+        if self.follower is not None:
+            self.follower.close()
 
     def lines(self) -> list[str]:
         """The summary's line per candidate that had answers fetched ahead."""
@@ -315,7 +348,7 @@ class Ahead:
                 f"{name}: {queue.fetched} call(s) fetched ahead, {queue.used} used{unused} "
                 f"(up to {queue.limiter.peak} at once, concurrency {queue.limiter.ceiling})"
             )
-        return out
+        return out + (self.follower.lines() if self.follower is not None else [])
 
     def counts(self) -> dict[str, dict[str, int]]:
         return {

@@ -1,0 +1,350 @@
+"""A run's judge pairs asked ahead of their tests, so a judge with latency is not asked one pair at
+a time after each test (issue 41).
+
+When a candidate's answer has been fetched ahead (swap/ahead.py), the test's pair is known: its
+scoring plan (run/plans.py, resolved in the planning thread), the golden record's answer and the
+request's question. The check's own verdict policy (``policy.decide_pair``) is run on it with a
+probe for evidence (``_Probe``) that stops where the policy would ask the judge, as
+``slam calibrate --evaluate`` probes its pairs; the judge scorer of the plan then runs on a copy
+whose ``complete`` asks the judge here, so the judge's messages are built by the very code the
+test's check runs (``JudgeScorer._judge``: grade or both pairwise orders, the reminder after an
+unreadable answer). Each answer is kept under its exact request body; when the check asks
+``JudgeModel.complete`` with that body, it takes the call (marked ``fetched_ahead``) and decides
+and caches the verdict itself, as today. Anything else is asked live, and a request asked live is
+never asked ahead after it: each judge request is asked at most once. A cached verdict (the golden
+record's ``judge`` dict, the run's memory) is read first and never asked again. What no test takes
+is counted unused and never reaches a golden file: the background only asks, it writes nothing.
+
+Where the judge request cannot be known ahead with certainty, its test asks live: a scorer that is
+not plain Python with no state (``semantic`` holds a model, a plugged scorer is someone else's
+code), a judge scorer as ``by`` on an answer with tool calls, a stored review before the judge in
+the cascade (read in the test's thread), a judge scorer that is not ``JudgeScorer``.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+import itertools
+import json
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_slam.compare.policy import decide_pair
+from pytest_slam.errors import SlamError
+from pytest_slam.records import JSON, Call, GoldenRecord, ModelSpec, Pair, Score
+from pytest_slam.run.checks import Checker, Choice, asks_a_model, choices_of, question_of
+from pytest_slam.run.judging import JudgeModel, judge_body, judge_target
+from pytest_slam.run.optin import base_test_id, module_of
+from pytest_slam.run.scoring import ScoringPlan
+from pytest_slam.settings import Settings
+from pytest_slam.swap import upstream
+from pytest_slam.swap.chat import forward_chat
+from pytest_slam.swap.limits import Limiter, concurrency_of
+from pytest_slam.swap.router import TestContext
+
+if TYPE_CHECKING:
+    from pytest_slam.compare.judge import JudgeScorer
+    from pytest_slam.swap.ahead import Ahead, Planned
+
+# Scorers that are plain Python keeping only their options: safe to score in a judge thread.
+PURE_MODULES = frozenset(
+    {"pytest_slam.compare.text", "pytest_slam.compare.structured", "pytest_slam.compare.toolcalls"}
+)
+
+
+class _Wanted(SlamError, kind="judge"):
+    """The probe's signal: the policy asks this judge scorer about these texts."""
+
+    def __init__(self, scorer: object, candidate: str, reference: str) -> None:
+        super().__init__("the policy asks the judge about this pair")
+        self.scorer, self.candidate, self.reference = scorer, candidate, reference
+
+
+class _Live(SlamError, kind="judge"):
+    """This pair's judge request cannot be known for certain ahead: its test asks it live."""
+
+
+@dataclass(frozen=True)
+class PairPlan:
+    """A test's pair as its check will see it: the plan, its context and the golden record."""
+
+    plan: ScoringPlan
+    ctx: TestContext
+    rec: GoldenRecord
+
+
+@dataclass
+class _Probe:
+    """A pair's evidence (``policy.Evidence``) as the run's (``checks._RunEvidence``), stopping
+    where it would ask the judge (``_Wanted``) or where it cannot say (``_Live``)."""
+
+    checker: Checker
+    pair: PairPlan
+    call: Call
+    sides: tuple[Choice, Choice]
+
+    def score(self) -> Score:
+        plan, (cand, ref) = self.pair.plan, self.sides
+        if asks_a_model(plan):  # by = judge: scored from checks._score_text by _in_context
+            if cand[1] or ref[1] or getattr(plan.scorer, "name", None) != "judge":
+                raise _Live  # with tool calls the check lowers it with the tool-call score
+            raise _Wanted(plan.scorer, cand[0], ref[0])
+        if type(plan.scorer).__module__ not in PURE_MODULES:
+            raise _Live  # a scorer that may keep state or a model: scored only by its test
+        return self.checker.score_choice(plan, self.pair.ctx, self.call, self.pair.rec, cand, ref)
+
+    def judge(self) -> Score | None:
+        from pytest_slam.review.pairs import answer_text
+
+        if self.pair.plan.judge is None:
+            return None
+        cand, ref = self.sides
+        raise _Wanted(self.pair.plan.judge, answer_text(*cand), answer_text(*ref))
+
+    def review(self) -> tuple[str, str] | None:
+        raise _Live  # a stored review before the judge: read in the test's thread
+
+
+def wanted(checker: Checker, pair: PairPlan, call: Call) -> Iterator[_Wanted]:
+    """What the judge will be asked about this answer: each choice decided as the check decides it
+    (``Checker._score_pair``), up to where the policy asks the judge."""
+    from pytest_slam.review.pairs import answer_text
+
+    rec, plan = pair.rec, pair.plan
+    if plan.error is not None or plan.scorer is None or plan.tools is None or not rec.answers:
+        return
+    ans = rec.answers[0]
+    side = Pair(0, rec.key, "", ans.text, reference_tool_calls=ans.tool_calls)
+    cands, refs = choices_of(call, side, rec)
+    policy = checker.policy_of(plan)
+    for cand, ref in itertools.zip_longest(cands, refs):
+        if cand is None or ref is None:
+            continue
+        texts_only = not (cand[1] or ref[1])
+        probe = _Probe(checker, pair, call, (cand, ref))
+        try:
+            decide_pair(policy, answer_text(*cand), answer_text(*ref), probe, texts_only)
+        except _Wanted as want:
+            yield want
+        except Exception:  # _Live, or a scorer's fault: its test meets it itself
+            continue
+
+
+@dataclass(eq=False)
+class _Asked:
+    """One judge request asked ahead, under its exact body."""
+
+    order: int  # its test's place in the run
+    call: Call | None = None
+    in_flight: int = 0
+    let_go: bool = False  # its test passed before taking it: unused
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class _ReadOnly:
+    """The pair's verdict cache as the check reads it (``GoldenJudgeCache.get``); a verdict is
+    written only by the test's own check."""
+
+    def __init__(self, rec: GoldenRecord, checker: Checker) -> None:
+        self.rec, self.checker = rec, checker
+
+    def get(self, key: str) -> dict[str, JSON] | None:
+        memory = self.checker.judge_memory
+        return self.rec.judge.get(key) or (memory.get(key) if memory is not None else None)
+
+    def put(self, key: str, verdict: dict[str, JSON]) -> None:
+        return None
+
+
+def request_key(body: dict[str, JSON]) -> str:
+    """The exact judge request, as the digest of its one canonical text."""
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class JudgeAhead:
+    """The judge's requests asked ahead, ``limiter.ceiling`` at a time, kept by exact body until
+    their test's check takes them (``JudgeModel.ahead``)."""
+
+    def __init__(self, checker: Checker, judge: JudgeModel, limiter: Limiter) -> None:
+        self.checker, self.judge, self.limiter = checker, judge, limiter
+        self.asked = self.used = self.unused = 0
+        self._index: dict[str, _Asked] = {}  # asked ahead, not yet taken or let go
+        self._live: set[str] = set()  # asked live: never asked ahead after
+        self._order = -1  # the test running now
+        self._jobs: queue.Queue[Planned | None] = queue.Queue()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._pools: list[upstream.Pool] = []
+
+    # -- the planning thread ---------------------------------------------------------------------
+
+    def context(self, item: pytest.Item, rec: GoldenRecord, spec: ModelSpec) -> PairPlan | None:
+        """The test's pair for a judge thread (its plan resolved here, never there); None when
+        its plan never asks the judge."""
+        plan = self.checker.plans.for_item(item)
+        if plan.error is not None or "judge" not in (*plan.then, plan.by):
+            return None
+        test = base_test_id(item.nodeid, spec.name)
+        return PairPlan(plan, TestContext(item.nodeid, test, module_of(item.nodeid), spec), rec)
+
+    # -- the fetching threads --------------------------------------------------------------------
+
+    def fetched(self, planned: Planned) -> None:
+        if not isinstance(planned.context, PairPlan) or self._stop.is_set():
+            return
+        self._jobs.put(planned)
+        with self._lock:
+            if self._threads:
+                return
+            for i in range(self.limiter.ceiling):
+                thread = threading.Thread(target=self._work, name=f"slam-judge-{i}", daemon=True)
+                self._threads.append(thread)
+                thread.start()
+
+    # -- the judge threads -----------------------------------------------------------------------
+
+    def _work(self) -> None:
+        with self._lock:
+            self._pools.append(upstream.thread_pool())  # what close() ends mid-answer
+        while True:
+            planned = self._jobs.get()
+            if planned is None or self._stop.is_set():
+                return
+            if planned.order < self._order or planned.result is None:
+                continue  # its test has run
+            try:
+                self._judge_pair(planned, planned.result.call)
+            except Exception:  # a fault here is no verdict: its test asks live
+                continue
+
+    def _judge_pair(self, planned: Planned, call: Call) -> None:
+        from pytest_slam.compare.judge import JudgeScorer
+
+        pair = planned.context
+        assert isinstance(pair, PairPlan)
+        question = question_of(call.request)
+        cache = _ReadOnly(pair.rec, self.checker)
+        for want in wanted(self.checker, pair, call):
+            if not isinstance(want.scorer, JudgeScorer):
+                continue  # another scorer that asks a model: asked by its test
+            twin: JudgeScorer = copy.copy(want.scorer)
+            twin.complete = functools.partial(self._ask, planned.order)
+            try:  # the check's own code: its messages, its cache read; the verdict is dropped
+                twin.score(want.candidate, want.reference, question=question, cache=cache)
+            except Exception:  # _Live, unreadable, failed: its test asks live
+                continue
+
+    def _ask(self, order: int, messages: list[dict[str, str]]) -> str:
+        """One judge request, asked here unless its test asked it (or is past it) already."""
+        body = judge_body(self.judge.spec, messages)
+        key = request_key(body)
+        with self._lock:
+            if self._stop.is_set() or order < self._order or key in self._live:
+                raise _Live
+            if key in self._index:
+                raise _Live  # asked ahead for an earlier pair: its test takes that one
+            asked = self._index[key] = _Asked(order)
+        result = None
+        try:
+            target = judge_target(self.judge.spec)
+            timeout = self.judge.timeout()
+            result, asked.in_flight = self.limiter.send(
+                lambda: forward_chat(target, body, timeout=timeout), self._stop
+            )
+        finally:
+            with self._lock:
+                asked.call = result.call if result is not None else None
+                if asked.call is not None:
+                    self.asked += 1
+                    if asked.let_go:
+                        self.unused += 1
+                asked.done.set()
+        if asked.call is None or not asked.call.ok:
+            raise _Live  # its test meets the failure when it takes it
+        return asked.call.text
+
+    # -- the test's thread -----------------------------------------------------------------------
+
+    def take(self, body: dict[str, JSON]) -> Call | None:
+        """``JudgeModel.complete``'s request: the call asked ahead with this body, or None (and
+        it is never asked ahead after this)."""
+        key = request_key(body)
+        with self._lock:
+            asked = self._index.pop(key, None)
+            if asked is None:
+                self._live.add(key)
+                return None
+        while not asked.done.wait(timeout=0.5):  # in short waits: a Ctrl-C is heard at once
+            pass
+        with self._lock:
+            if asked.call is None:  # stopped before it was sent
+                self._live.add(key)
+                return None
+            self.used += 1
+        asked.call.fetched_ahead, asked.call.in_flight = True, asked.in_flight
+        return asked.call
+
+    def passed(self, order: int) -> None:
+        """The run moved to the test at ``order``: what earlier tests never took is unused."""
+        with self._lock:
+            self._order = order
+            self._let_go(lambda asked: asked.order < order)
+
+    def _let_go(self, which: Callable[[_Asked], bool]) -> None:
+        for key, asked in list(self._index.items()):
+            if which(asked):
+                del self._index[key]
+                asked.let_go = True
+                if asked.done.is_set() and asked.call is not None:
+                    self.unused += 1
+
+    def close(self) -> None:
+        """The end of the run (or an interrupt): nothing more is asked; untaken calls unused."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        with self._lock:
+            for pool in self._pools:
+                upstream.shut_down(pool)
+            self._let_go(lambda asked: True)
+            for _ in self._threads:
+                self._jobs.put(None)
+
+    def lines(self) -> list[str]:
+        """The summary's line, when anything was asked ahead."""
+        if not self.asked:
+            return []
+        unused = f"; {self.unused} judge verdict call(s) asked ahead, unused" if self.unused else ""
+        return [
+            f"judge {self.judge.spec.name}: {self.asked} call(s) asked ahead, {self.used} used"
+            f"{unused} (up to {self.limiter.peak} at once, concurrency {self.limiter.ceiling})"
+        ]
+
+
+def follow(
+    ahead: Ahead, checker: Checker | None, settings: Settings, config: pytest.Config
+) -> Callable[[pytest.Item, GoldenRecord, ModelSpec], PairPlan | None] | None:
+    """Ask the run's judge ahead, when there is one to ask and answers are fetched ahead: returns
+    what the planner calls for each planned request (its test's pair), else None."""
+    judge = checker.judge if checker is not None else None
+    if checker is None or judge is None or judge.offline:
+        return None
+    if all(limiter.ceiling <= 1 for limiter in ahead.limiters.values()):
+        return None  # no candidate answer is fetched ahead: nothing to judge ahead of its test
+    override = getattr(config.option, "slm_concurrency", None)
+    ceiling = concurrency_of(judge.spec, override, settings.concurrency)
+    if ceiling <= 1:  # one judge call at a time: asked by each test, as before
+        return None
+    follower = JudgeAhead(checker, judge, Limiter(judge.spec.name, ceiling))
+    judge.ahead = follower
+    ahead.follow(follower)
+    return follower.context

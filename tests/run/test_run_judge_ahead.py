@@ -1,0 +1,60 @@
+"""What a run's judge is asked ahead of a test (run/judge_ahead.py ``wanted``): the check's own
+policy probed up to the judge, with real built-in scorers and no socket. The judge's messages
+themselves are built by the judge scorer's own code; the plugin runs (tests/plugin/
+test_plugin_judge_ahead.py) show the judge's server sees each exactly once."""
+
+from __future__ import annotations
+
+from pytest_slam.compare.judge import JudgeScorer
+from pytest_slam.golden.keys import request_key
+from pytest_slam.metrics.cost import Prices
+from pytest_slam.records import Call, GoldenAnswer, GoldenRecord, ModelSpec
+from pytest_slam.run.checks import Checker
+from pytest_slam.run.judge_ahead import PairPlan, wanted
+from pytest_slam.run.judging import JudgeModel
+from pytest_slam.swap.router import TestContext
+
+REQUEST = {"model": "gpt-4", "messages": [{"role": "user", "content": "Capital of France?"}]}
+REFERENCE = "The capital of France is Paris."
+CASCADE = {"by": "fuzzy", "at_least": 0.99, "fail_below": 0.01, "then": ["judge"]}
+
+
+def _asked(equivalence: dict[str, object], candidate: str, tool_calls: object = None) -> list:
+    checker = Checker(
+        None, equivalence, Prices(), judge=JudgeModel(ModelSpec("grader", "openai", "gpt-4o"))
+    )
+    plan = checker.plans.for_module("tests/test_a.py", None)
+    spec = ModelSpec("mini", "openai", "gpt-4o-mini")
+    ctx = TestContext("tests/test_a.py::test_a[mini]", "test_a", "tests/test_a.py", spec)
+    rec = GoldenRecord(request_key(REQUEST), REQUEST, [GoldenAnswer(text=REFERENCE)])
+    call = Call("mini", "candidate", REQUEST, text=candidate, tool_calls=tool_calls)  # type: ignore[arg-type]
+    return list(wanted(checker, PairPlan(plan, ctx, rec), call))
+
+
+def test_an_undecided_pair_is_wanted_by_the_cascade_s_judge_with_the_texts_the_check_gives() -> (
+    None
+):
+    (want,) = _asked(CASCADE, "Paris, I believe.")
+    assert isinstance(want.scorer, JudgeScorer) and want.scorer.mode == "grade"
+    assert (want.candidate, want.reference) == ("Paris, I believe.", REFERENCE)
+
+
+def test_pairs_the_policy_decides_before_the_judge_want_nothing() -> None:
+    assert _asked(CASCADE, REFERENCE) == []  # identical: exact, certain
+    assert _asked(CASCADE, "   ") == []  # empty: different, certain
+    decided = {**CASCADE, "at_least": 0.1, "fail_below": 0.05}
+    assert _asked(decided, "Paris, I believe.") == []  # the bands decide it
+
+
+def test_the_judge_as_the_scorer_is_wanted_with_its_own_mode() -> None:
+    (want,) = _asked({"by": "judge", "mode": "pairwise"}, "Paris.")
+    assert isinstance(want.scorer, JudgeScorer) and want.scorer.mode == "pairwise"
+    assert want.candidate == "Paris."
+
+
+def test_what_cannot_be_known_off_the_test_s_thread_is_left_to_the_test() -> None:
+    # a stored review before the judge is read by the test itself
+    assert _asked({**CASCADE, "then": ["review", "judge"]}, "Paris.") == []
+    # the judge as the scorer, on an answer with tool calls: the check lowers it with their score
+    tool = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    assert _asked({"by": "judge"}, "Paris.", tool) == []
