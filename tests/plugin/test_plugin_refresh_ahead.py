@@ -120,6 +120,26 @@ def test_a_refresh_asks_the_reference_ahead_once_each_and_writes_what_one_at_a_t
     )
 
 
+def test_two_candidates_tests_share_each_reference_request_asked_once(
+    pytester: pytest.Pytester, mini: FakeOpenAI
+) -> None:
+    """Each test runs once per candidate, with the same requests: a refresh records each entry
+    once, for whichever test asks it first, so each is fetched once and claimed by that test."""
+    who = {"name": "GPT-4"}
+    _recorded(pytester, mini, who)
+    who["name"] = "GPT-4 (May)"
+    with FakeOpenAI(_replying(who), latency_s=0.1) as reference:
+        write_project(pytester, reference, mini)
+        toml = pytester.path / "pyproject.toml"
+        two = f'candidates = ["mini", "{mini.base_url}#nano"]'
+        toml.write_text(toml.read_text().replace('candidates = ["mini"]', two))
+        result = run(pytester, "--slm-record=all")
+        result.assert_outcomes(passed=2 * len(QUESTIONS))
+    assert _asked(reference) == collections.Counter(QUESTIONS)
+    assert reference.peak_in_flight > 1
+    assert "fetched, unused" not in said(result)
+
+
 def test_a_refresh_asks_a_changed_request_live_and_never_records_the_fetched_one(
     pytester: pytest.Pytester, mini: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
