@@ -468,26 +468,25 @@ class ReferenceService:
     def _attempt(
         self, target: Target, request: dict[str, JSON], stop: threading.Event | None = None
     ) -> tuple[ChatResult | None, str] | None:
-        """One try, counted in flight under the limit (a fetch waits for a place; None: the run
-        ended first): the result, or None (with why) when the connection failed or timed out."""
-        limiter = self.limiter or Limiter(self.spec.name, 1)
-        if stop is None:
-            limiter.enter()
-        elif limiter.acquire(stop) is None:
-            return None
-        status, hold = 502, None
+        """One try: the result, or None (with why) when the connection failed or timed out.
+
+        In a refresh that fetches ahead, under the reference's limit (limits.py, the same for a
+        fetched and a live call): counted in flight, a fetch waits for a place (None: the run
+        ended first), and a 429, the load the run made, lowers the limit and is asked again
+        once its hold has passed. Elsewhere one call at a time, as it always was."""
+
+        def send() -> ChatResult:
+            return forward_chat(target, request, timeout=self.timeout_s)
+
         try:
-            result = forward_chat(target, request, timeout=self.timeout_s)
-            status, hold = result.status, result.hold_s
+            sent = self.limiter.send(send, stop)[0] if self.limiter is not None else send()
         except (OSError, http.client.HTTPException, ValueError) as exc:  # broke mid-stream
             return None, f"{type(exc).__name__}: {exc}"
-        finally:
-            limiter.leave(status, hold)
-        if stop is not None and stop.is_set():  # the run ended (its sockets shut) meanwhile
+        if sent is None or (stop is not None and stop.is_set()):  # the run ended meanwhile
             return None
-        if result.call.error_kind == "unreachable":
-            return None, result.call.error or ""
-        return result, result.call.error or ""
+        if sent.call.error_kind == "unreachable":
+            return None, sent.call.error or ""
+        return sent, sent.call.error or ""
 
     def chat(
         self, ctx: CallerContext | None, body: dict[str, JSON], relay: Relay | None

@@ -356,8 +356,10 @@ class Ahead:
             queue.close()
 
     def lines(self) -> list[str]:
-        """The summary's line per queue that had answers fetched ahead."""
-        return [line for name, q in self.every().items() if (line := q.line(name)) is not None]
+        """The summary's line per queue that had answers fetched ahead, and where an attached
+        queue's server refused calls, how its limit adapted (the candidates' are the router's)."""
+        out = [line for name, q in self.every().items() if (line := q.line(name)) is not None]
+        return out + [line for q in self.attached.values() if (line := q.limiter.line())]
 
     def counts(self) -> dict[str, dict[str, int]]:
         return {

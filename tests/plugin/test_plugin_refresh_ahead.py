@@ -140,6 +140,25 @@ def test_two_candidates_tests_share_each_reference_request_asked_once(
     assert "fetched, unused" not in said(result)
 
 
+def test_a_reference_refusing_the_first_calls_with_429_still_records_every_answer(
+    pytester: pytest.Pytester, mini: FakeOpenAI
+) -> None:
+    """Its first six calls refused (429 with Retry-After): the limit adapts, says so, and each
+    refused call is asked again, so every test records its answer (``reference_retries = 2``
+    alone would give up on the first two, asked three times each one at a time)."""
+    who = {"name": "GPT-4"}
+    _recorded(pytester, mini, who)
+    who["name"] = "GPT-4 (May)"
+    with FakeOpenAI(_replying(who), fail=[429] * 6, retry_after_s=0.01) as reference:
+        write_project(pytester, reference, mini)
+        result = run(pytester, "--slm-record=all")
+        result.assert_outcomes(passed=len(QUESTIONS))
+    assert set(_asked(reference)) == set(QUESTIONS)
+    assert "gpt-4: the server refused calls" in said(result)
+    answers = _answers(pytester.path)
+    assert all(answers[q][0] == f"GPT-4 (May) says: {q}" for q in QUESTIONS)
+
+
 def test_a_refresh_asks_a_changed_request_live_and_never_records_the_fetched_one(
     pytester: pytest.Pytester, mini: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
