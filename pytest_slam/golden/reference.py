@@ -18,6 +18,7 @@ import email.utils
 import http.client
 import re
 import shlex
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -26,6 +27,7 @@ from typing import Protocol
 from pytest_slam.errors import SlamError
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.golden.keys import request_key
+from pytest_slam.golden.prefetch import ReferenceQueue, reference_request
 from pytest_slam.golden.redact import scrub_answer
 from pytest_slam.golden.store import GoldenStore
 from pytest_slam.golden.turns import reference_turn, with_turn
@@ -40,6 +42,7 @@ from pytest_slam.records import (
 )
 from pytest_slam.swap.chat import LIMIT_KEYS, ChatResult, Relay, Target, forward_chat
 from pytest_slam.swap.engines.registry import provider_of
+from pytest_slam.swap.limits import Limiter
 from pytest_slam.swap.models import api_key
 
 RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
@@ -193,10 +196,20 @@ class ReferenceService:
     failed_first: dict[tuple[str, str], Exception] = field(default_factory=dict)
     record_args: str = ""
     none_recorded: bool | None = None  # no golden file at all (read at the first miss)
+    limiter: Limiter | None = None  # the reference's calls in flight (swap/limits.py)
+    ahead: ReferenceQueue | None = None  # a refresh's answers fetched ahead (golden/prefetch.py)
 
     def __post_init__(self) -> None:
         self.store.write_through = True  # a paid answer (or judge verdict) is never only in memory
         self.store.fold_logs = self.mode != "none"  # a replay writes no golden file
+        # only a refresh knows its requests before the tests ask them (the goldens hold them;
+        # ``new`` records what they lack); one call at a time fetches nothing ahead, and where
+        # nothing is, calls are asked one at a time as before (no limit to adapt or say)
+        limiter, served = self.limiter, provider_of(self.spec).served
+        if self.mode == "all" and served and limiter is not None and limiter.ceiling > 1:
+            self.ahead = ReferenceQueue(self.spec, limiter, self._fetch)
+        else:
+            self.limiter = None
 
     @staticmethod
     def key(body: dict[str, JSON]) -> str:
@@ -376,7 +389,8 @@ class ReferenceService:
         The answers are redacted first (``scrub_answer``): this run scores, compares and shows
         the text the golden file keeps, as a replay does, and a re-record compares like with like.
         """
-        fresh = [scrub_answer(answer_from(self.ask(body))) for _ in range(self.samples)]
+        asked = [self._asked(module, key, body) for _ in range(self.samples)]
+        fresh = [scrub_answer(answer_from(call)) for call in asked]
         answers = kept_answers(old, fresh)
         unchanged = old is not None and answers == old.answers
         rec = GoldenRecord(
@@ -390,8 +404,29 @@ class ReferenceService:
         self.store.record(module, rec, test)
         return self.store.lookup(module, key) or rec
 
+    def _asked(self, module: str, key: str, body: dict[str, JSON]) -> Call:
+        """The reference's answer to ``body``: the call fetched ahead for this very request in a
+        refresh (as measured when it was sent; its failure raised as a live one's), else asked."""
+        fetched = self.ahead.asked(module, key, body) if self.ahead is not None else None
+        return fetched if fetched is not None else self.ask(body)
+
+    def _fetch(self, body: dict[str, JSON], stop: threading.Event) -> Call | Exception | None:
+        """A call fetched ahead (golden/prefetch.py): the answer, the failure its recording
+        raises, or None when the run ended first."""
+        try:
+            return self._call(body, stop)
+        except ReferenceFailed as exc:
+            return exc
+
     def ask(self, body: dict[str, JSON]) -> Call:
         """One real call to the reference, retried with exponential backoff on 429, 5xx and timeouts."""
+        call = self._call(body)
+        assert call is not None  # only a fetch ahead is stopped
+        return call
+
+    def _call(self, body: dict[str, JSON], stop: threading.Event | None = None) -> Call | None:
+        """``ask``; ``stop`` (a fetch ahead): waits for a place under the limit and ends, None,
+        once the run has."""
         if not provider_of(self.spec).served or not self.spec.base_urls:
             raise ReferenceFailed(
                 f"the reference {self.spec.name!r} cannot be asked: its answers are written by hand. "
@@ -405,16 +440,23 @@ class ReferenceService:
                 "replay the recorded answers only (--slm-record=none)"
             )
         target = Target(self.spec, self.spec.base_urls[0], api_key(self.spec), role="reference")
-        request = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+        request = reference_request(body)
         delay, error = self.backoff_s, ""
         for attempt in range(1, self.retries + 2):
-            result, error = self._attempt(target, request)
+            tried = self._attempt(target, request, stop)
+            if tried is None:
+                return None
+            result, error = tried
             if result is not None and result.call.ok:
                 return result.call
             retryable = result is None or result.status in RETRY_STATUSES
             if not retryable or attempt > self.retries:
                 break
-            time.sleep(max(delay, _retry_after(result) if result is not None else 0.0))
+            wait = max(delay, _retry_after(result) if result is not None else 0.0)
+            if stop is None:
+                time.sleep(wait)
+            elif stop.wait(wait):
+                return None
             delay *= 2
         raise ReferenceFailed(
             f"recording from reference {self.spec.name!r} at {target.base_url} failed after "
@@ -423,15 +465,28 @@ class ReferenceService:
             "reference_timeout_s)"
         )
 
-    def _attempt(self, target: Target, request: dict[str, JSON]) -> tuple[ChatResult | None, str]:
-        """One try: the result, or None (with why) when the connection failed or timed out."""
+    def _attempt(
+        self, target: Target, request: dict[str, JSON], stop: threading.Event | None = None
+    ) -> tuple[ChatResult | None, str] | None:
+        """One try: the result, or None (with why) when the connection failed or timed out.
+
+        In a refresh that fetches ahead, under the reference's limit (limits.py, the same for a
+        fetched and a live call): counted in flight, a fetch waits for a place (None: the run
+        ended first), and a 429, the load the run made, lowers the limit and is asked again
+        once its hold has passed. Elsewhere one call at a time, as it always was."""
+
+        def send() -> ChatResult:
+            return forward_chat(target, request, timeout=self.timeout_s)
+
         try:
-            result = forward_chat(target, request, timeout=self.timeout_s)
+            sent = self.limiter.send(send, stop)[0] if self.limiter is not None else send()
         except (OSError, http.client.HTTPException, ValueError) as exc:  # broke mid-stream
             return None, f"{type(exc).__name__}: {exc}"
-        if result.call.error_kind == "unreachable":
-            return None, result.call.error or ""
-        return result, result.call.error or ""
+        if sent is None or (stop is not None and stop.is_set()):  # the run ended meanwhile
+            return None
+        if sent.call.error_kind == "unreachable":
+            return None, sent.call.error or ""
+        return sent, sent.call.error or ""
 
     def chat(
         self, ctx: CallerContext | None, body: dict[str, JSON], relay: Relay | None

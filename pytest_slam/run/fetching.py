@@ -6,7 +6,8 @@ test's first call never depends on an earlier answer; a later call is planned on
 request carries no assistant or tool message and none of the reference's earlier answers in that
 test (a conversation's later turns hold the candidate's own answers, unknown until it gives them).
 A test run N times (``--slm-repeat``) asks each of those N times. Under xdist each worker plans
-only the tests it has been handed (``foreign.xdist_pending``), as it is handed them.
+only the tests it has been handed (``foreign.xdist_pending``), as it is handed them. A refresh
+plans the reference's requests by the same rule (``plan_reference``, golden/prefetch.py).
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ class Planner:
     judging: Callable[[pytest.Item, GoldenRecord, ModelSpec], object | None] | None = None
     _modules: dict[str, Places] = field(default_factory=dict)
     _planned: set[int] = field(default_factory=set)
+    _referenced: set[int] = field(default_factory=set)
+    _reference_keys: set[tuple[str, str]] = field(default_factory=set)
 
     def plan(self, items: Iterable[tuple[int, pytest.Item]]) -> dict[str, list[Planned]]:
         """The requests of these (order, item) pairs not planned before, by candidate."""
@@ -99,29 +102,63 @@ class Planner:
             if order in self._planned:
                 continue
             self._planned.add(order)
-            name = model_of(item)
-            if name is None or name not in self.specs or not wants_reference(item):
+            name = self._candidate(item)
+            if name is None:
                 continue
-            if item.get_closest_marker("skip") is not None:
-                continue
-            out.setdefault(name, []).extend(self._requests(order, item, self.specs[name]))
+            spec = self.specs[name]
+            for rec in self._independent(item, name):
+                cap = generation_cap(rec.request, spec, _tokens(rec), *self.cap)
+                context = self.judging(item, rec, spec) if self.judging is not None else None
+                for _ in range(self.repeat):
+                    planned = Planned(
+                        item.nodeid, spec.name, rec.key, rec.request, cap, order, context=context
+                    )
+                    out.setdefault(name, []).append(planned)
         return out
 
-    def _requests(self, order: int, item: pytest.Item, spec: ModelSpec) -> Iterator[Planned]:
+    def plan_reference(
+        self, items: Iterable[tuple[int, pytest.Item]], spec: ModelSpec, samples: int = 1
+    ) -> list[Planned]:
+        """A refresh's requests to the reference (golden/prefetch.py), ``samples`` times each:
+        a module's request once, for the first of these tests that asks it (a run records each
+        entry once, whichever test asks it first), claimable by any test of the module."""
+        out: list[Planned] = []
+        for order, item in items:
+            if order in self._referenced:
+                continue
+            self._referenced.add(order)
+            name = self._candidate(item)
+            if name is None:
+                continue
+            module = module_of(item.nodeid)
+            for rec in self._independent(item, name):
+                if (module, rec.key) in self._reference_keys:
+                    continue
+                self._reference_keys.add((module, rec.key))
+                out.extend(
+                    Planned(item.nodeid, spec.name, rec.key, rec.request, None, order, module)
+                    for _ in range(samples)
+                )
+        return out
+
+    def _candidate(self, item: pytest.Item) -> str | None:
+        """The candidate a test runs on, when it is paired with goldens and not skipped."""
+        name = model_of(item)
+        if name is None or name not in self.specs or not wants_reference(item):
+            return None
+        return None if item.get_closest_marker("skip") is not None else name
+
+    def _independent(self, item: pytest.Item, name: str) -> Iterator[GoldenRecord]:
+        """The test's golden entries, in call order, whose request holds no earlier answer."""
         module = module_of(item.nodeid)
         if module not in self._modules:
             self._modules[module] = places(self.store, module)
-        slots = self._modules[module].get(base_test_id(item.nodeid, spec.name), {})
+        slots = self._modules[module].get(base_test_id(item.nodeid, name), {})
         earlier: list[str] = []
         for turn in sorted(slots):
             rec = slots[turn]
             if turn == 1 or independent(rec.request, earlier):
-                cap = generation_cap(rec.request, spec, _tokens(rec), *self.cap)
-                context = self.judging(item, rec, spec) if self.judging is not None else None
-                for _ in range(self.repeat):
-                    yield Planned(
-                        item.nodeid, spec.name, rec.key, rec.request, cap, order, context=context
-                    )
+                yield rec
             earlier.extend(answer.text for answer in rec.answers if answer.text)
 
 

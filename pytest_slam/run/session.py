@@ -232,7 +232,8 @@ class SlamSession:
             embedder=EmbeddingsService(original.base_url, self.embeddings_spec, self.reference),
             # a refresh (--slm-record=all) re-records each reference answer before the candidate
             # is asked, so the cap a fetched request carried may no longer be the call's: the
-            # candidate would be asked twice; it is asked live instead
+            # candidate would be asked twice; it is asked live instead (the reference's answers
+            # are fetched ahead in a refresh: golden/prefetch.py)
             ahead=self.ahead
             if self.reference is not None and self.settings.record != "all"
             else None,
@@ -240,6 +241,9 @@ class SlamSession:
             cache=cache,
             cap=(self.settings.cap_factor, self.settings.cap_margin),
         )
+        if self.reference is not None and self.reference.ahead is not None:  # a refresh: closed
+            # and counted with the candidates' (its own recordings claim them)
+            self.ahead.attach(f"{self.reference.spec.name} (reference)", self.reference.ahead)
         self.proxy = SwapProxy(self.router).start()
         self._set_env("OPENAI_BASE_URL", self.proxy.base_url)
         if not os.environ.get("OPENAI_API_KEY"):
@@ -271,6 +275,11 @@ class SlamSession:
 
         root = Path(self.config.rootpath) / self.settings.golden_dir
         self.store = GoldenStore(root, self.settings.reference)
+        from pytest_slam.swap.limits import Limiter
+
+        override = getattr(self.config.option, "slm_concurrency", None)
+        concurrency = concurrency_of(spec, override, self.settings.concurrency)
+        say = self.progress.say if self.progress is not None else None
         reference = ReferenceService(
             spec,
             self.store,
@@ -278,6 +287,7 @@ class SlamSession:
             self.settings.samples,
             self.settings.reference_retries,
             self.settings.reference_timeout_s,
+            limiter=Limiter(spec.name, concurrency, say),  # a refresh fetches within it
         )
         if self.config.option.slm_models:  # so the printed record command selects the same models
             reference.record_args = f"--slm-models={self.config.option.slm_models}"
@@ -486,7 +496,9 @@ class SlamSession:
         from pytest_slam.run.fetching import Planner
 
         ahead = self.router.ahead if self.router is not None else None
-        if ahead is None or self.store is None:
+        # a refresh: the reference's answers (golden/prefetch.py), its candidates asked live
+        refresh = self.reference.ahead if self.reference is not None else None
+        if (ahead is None and refresh is None) or self.store is None:
             return
         items = item.session.items
         first = self.planner is None
@@ -494,13 +506,16 @@ class SlamSession:
             self.order = {id(it): i for i, it in enumerate(items)}
             cap = (self.settings.cap_factor, self.settings.cap_margin)
             self.planner = Planner(self.store, self.specs, self.settings.repeat, cap)
-            from pytest_slam.run import judge_ahead  # the run's judge pairs asked ahead too
+            if ahead is not None:  # the run's judge pairs asked ahead too
+                from pytest_slam.run import judge_ahead
 
-            self.planner.judging = judge_ahead.follow(
-                ahead, self.checker, self.settings, self.config
-            )
+                self.planner.judging = judge_ahead.follow(
+                    ahead, self.checker, self.settings, self.config
+                )
         order = self.order.get(id(item), -1)
-        ahead.passed(order)
+        for queue in (ahead, refresh):
+            if queue is not None:
+                queue.passed(order)
         if self.role == "worker":  # handed a few tests at a time: what came since, each test
             pending = xdist_pending(self.config)
             later = [(i, items[i]) for i in pending if i > order]
@@ -508,8 +523,16 @@ class SlamSession:
             later = [(i, items[i]) for i in range(order + 1, len(items))]
         else:
             return
-        for name, planned in self.planner.plan(later).items():
-            ahead.plan(self.specs[name], planned)
+        if refresh is not None and self.reference is not None:
+            spec = self.reference.spec
+            if needs_engine(spec):  # its engine serves the fetches (a serial run starts it here)
+                self.ensure_engines()
+            # this test's own requests too: an entry is recorded once, by the first test asking
+            now = [(order, item), *later]
+            refresh.plan(self.planner.plan_reference(now, spec, self.settings.samples))
+        if ahead is not None:
+            for name, planned in self.planner.plan(later).items():
+                ahead.plan(self.specs[name], planned)
 
     def _redirect(self, proxy: SwapProxy) -> Redirect:
         """For this test only: clients that ignore OPENAI_BASE_URL (``AzureOpenAI``, an explicit

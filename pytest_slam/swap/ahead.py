@@ -11,7 +11,8 @@ the fetched stream is relayed to the caller as the candidate sent it, and the ca
 the timings measured when it was fetched, with the number of calls in flight then. Anything else is
 asked live, and a request still queued when its test asks for it is taken off the queue and asked
 live: the candidate is never asked one request twice. A fetched answer no test claims is counted
-as "fetched, unused" and never paired.
+as "fetched, unused" and never paired. ``FetchQueue`` is that machinery for any model: a refresh's
+reference answers use it too (golden/prefetch.py).
 """
 
 from __future__ import annotations
@@ -54,14 +55,24 @@ class Planned:
     body: JSONObject  # the request as the test sent it when it was recorded
     cap: int | None  # the generation cap the live call would get (chat.generation_cap)
     order: int  # the test's place in the run
+    claimant: str = ""  # who may claim it: its test (the default), or any test of a module
     sent: JSONObject = field(default_factory=dict)  # the upstream body, as the live call's
     state: str = "queued"  # queued | sending | done | claimed | dropped
     result: ChatResult | None = None
+    failure: Exception | None = None  # the call failed as a live one would (raised on claim)
     payloads: list[tuple[bytes, bool]] = field(default_factory=list)  # (SSE data, has choices)
     in_flight: int = 0
     done: threading.Event = field(default_factory=threading.Event)
     # what a follower needs of the test to act on the answer (the run's judge pair, its plan)
     context: object | None = None
+
+    def __post_init__(self) -> None:
+        self.claimant = self.claimant or self.nodeid
+
+    @property
+    def answered(self) -> bool:
+        """The model was asked and the call ended (an answer, or a failure its caller gets)."""
+        return self.result is not None or self.failure is not None
 
 
 class Follower(Protocol):
@@ -81,19 +92,14 @@ class Follower(Protocol):
 Forward = Callable[[Target, JSONObject, Callable[[bytes], None], int | None], ChatResult]
 
 
-class CandidateQueue:
-    """One candidate's planned requests, the threads that fetch them, and its limit."""
+class FetchQueue:
+    """One model's planned requests, the threads that fetch them within its limit and a window of
+    the tests about to run, and their claims: what a candidate's answers (``CandidateQueue``) and a
+    refresh's reference answers (golden/prefetch.py) share. A subclass says what is sent
+    (``sent_body``) and how one is fetched (``_fetch``, ending in ``_finish``)."""
 
-    def __init__(
-        self,
-        spec: ModelSpec,
-        limiter: Limiter,
-        target: Callable[[ModelSpec], Target],
-        forward: Forward,
-        cache: AnswerCache | None = None,
-    ) -> None:
-        self.spec, self.limiter, self._target, self._forward = spec, limiter, target, forward
-        self.cache = cache
+    def __init__(self, name: str, limiter: Limiter) -> None:
+        self.name, self.limiter = name, limiter
         self.window = max(MIN_WINDOW, WINDOW_PER_PLACE * limiter.ceiling)
         self.queue: collections.deque[Planned] = collections.deque()  # to send, in test order
         self.held: collections.deque[Planned] = collections.deque()  # every one not yet passed
@@ -106,15 +112,21 @@ class CandidateQueue:
         self._pools: list[upstream.Pool] = []
         self.follower: Follower | None = None  # told of each answer fetched for a waiting test
 
+    def sent_body(self, planned: Planned) -> JSONObject:
+        """The body sent upstream for it, as the live call would send it (what a claim matches)."""
+        raise NotImplementedError
+
+    def _fetch(self, planned: Planned) -> None:
+        """Ask it (ending in ``_finish``)."""
+        raise NotImplementedError
+
     def add(self, planned: Planned) -> None:
-        target = self._target(self.spec)
-        planned.sent = pin_seed(upstream_body(planned.body, self.spec, planned.cap), target)
+        planned.sent = self.sent_body(planned)
         with self._cond:
             self.queue.append(planned)
             self.held.append(planned)
-            self.by_test.setdefault((planned.nodeid, planned.key), collections.deque()).append(
-                planned
-            )
+            where = (planned.claimant, planned.key)
+            self.by_test.setdefault(where, collections.deque()).append(planned)
             self._cond.notify_all()
         self._start()
 
@@ -123,7 +135,7 @@ class CandidateQueue:
             return
         for i in range(self.limiter.ceiling):
             thread = threading.Thread(
-                target=self._work, name=f"slam-ahead-{self.spec.name}-{i}", daemon=True
+                target=self._work, name=f"slam-ahead-{self.name}-{i}", daemon=True
             )
             self._threads.append(thread)
             thread.start()
@@ -150,6 +162,126 @@ class CandidateQueue:
             if planned is None:
                 return
             self._fetch(planned)
+
+    def _finish(
+        self,
+        planned: Planned,
+        result: ChatResult | None,
+        payloads: list[tuple[bytes, bool]],
+        in_flight: int,
+        error: str | None = None,
+    ) -> None:
+        with self._cond:
+            planned.result, planned.payloads, planned.in_flight = result, payloads, in_flight
+            if not planned.answered:  # not a call of the model's: its test asks it live
+                planned.state = "dropped" if planned.state != "claimed" else "claimed"
+            elif planned.state == "sending":
+                planned.state = "done"
+            if planned.answered:
+                self.fetched += 1
+                if planned.state == "dropped":  # its test had passed meanwhile
+                    self.unused += 1
+                elif planned.state == "claimed":  # its test was waiting for it
+                    self.used += 1
+            if planned.state in ("dropped", "claimed") and planned in self.outstanding:
+                self.outstanding.remove(planned)
+            if error is not None:
+                planned.payloads = []
+            planned.done.set()
+            self._cond.notify_all()
+            follow = result is not None and error is None and planned.state in ("done", "claimed")
+        if follow and self.follower is not None:
+            self.follower.fetched(planned)
+
+    def claim(self, claimant: str, key: str, sent: JSONObject) -> Planned | None:
+        """The fetched call for this request of ``claimant`` (its test, or its module), when it is
+        the one sent; a queued one is taken off the queue (asked live) and None returned."""
+        with self._cond:
+            waiting = self.by_test.get((claimant, key))
+            if not waiting:
+                return None
+            planned = next((p for p in waiting if p.sent == sent), None)
+            if planned is None:
+                return None
+            waiting.remove(planned)
+            state, planned.state = planned.state, "claimed"
+            if state == "queued":
+                return None
+            if planned in self.outstanding:
+                self.outstanding.remove(planned)
+            self._cond.notify_all()
+            if state == "dropped":
+                return None
+            if state == "done" and planned.answered:
+                self.used += 1
+            return planned
+
+    def passed(self, order: int) -> None:
+        """The run moved to the test at ``order``: what earlier tests never claimed is let go
+        (counted unused if it was fetched), which frees its place in the window."""
+        with self._cond:
+            while self.held and self.held[0].order < order:
+                planned = self.held.popleft()
+                if planned.state == "queued":
+                    planned.state = "dropped"
+                elif planned in self.outstanding:
+                    self._let_go(planned)
+                waiting = self.by_test.get((planned.claimant, planned.key))
+                if waiting is not None and planned in waiting:
+                    waiting.remove(planned)
+                    if not waiting:
+                        del self.by_test[(planned.claimant, planned.key)]
+            self._cond.notify_all()
+
+    def _let_go(self, planned: Planned) -> None:
+        if planned.state == "done" and planned.answered:
+            self.unused += 1
+        planned.state = "dropped"
+        self.outstanding.remove(planned)
+        planned.result, planned.payloads, planned.failure = None, [], None
+
+    def close(self) -> None:
+        """The end of the run (or an interrupt): no more sends; unclaimed answers are unused."""
+        self._stop.set()
+        with self._cond:
+            for pool in self._pools:
+                upstream.shut_down(pool)
+            for planned in list(self.outstanding):
+                self._let_go(planned)
+            self.queue.clear()
+            self.held.clear()
+            self.by_test.clear()
+            self._cond.notify_all()
+
+    def line(self, label: str) -> str | None:
+        """The summary's line, when anything was fetched ahead."""
+        if not self.fetched:
+            return None
+        unused = f"; {self.unused} fetched, unused" if self.unused else ""
+        return (
+            f"{label}: {self.fetched} call(s) fetched ahead, {self.used} used{unused} "
+            f"(up to {self.limiter.peak} at once, concurrency {self.limiter.ceiling})"
+        )
+
+
+class CandidateQueue(FetchQueue):
+    """One candidate's planned requests: sent as its live call would be (model, cap, seed), the
+    stream kept for whichever caller claims it, an answer kept in the opt-in cache."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        limiter: Limiter,
+        target: Callable[[ModelSpec], Target],
+        forward: Forward,
+        cache: AnswerCache | None = None,
+    ) -> None:
+        super().__init__(spec.name, limiter)
+        self.spec, self._target, self._forward, self.cache = spec, target, forward, cache
+
+    def sent_body(self, planned: Planned) -> JSONObject:
+        target = self._target(self.spec)
+        return pin_seed(upstream_body(planned.body, self.spec, planned.cap), target)
 
     def _fetch(self, planned: Planned) -> None:
         """Send it under the limit (limits.py: a 429 lowers it and asks again), every chunk kept
@@ -179,96 +311,6 @@ class CandidateQueue:
             self.cache.put(self.spec, planned.sent, result)
         self._finish(planned, result, kept, in_flight, None if result else "stopped")
 
-    def _finish(
-        self,
-        planned: Planned,
-        result: ChatResult | None,
-        payloads: list[tuple[bytes, bool]],
-        in_flight: int,
-        error: str | None = None,
-    ) -> None:
-        with self._cond:
-            planned.result, planned.payloads, planned.in_flight = result, payloads, in_flight
-            if result is None:  # not a call of the candidate's: its test asks it live
-                planned.state = "dropped" if planned.state != "claimed" else "claimed"
-            elif planned.state == "sending":
-                planned.state = "done"
-            if result is not None:
-                self.fetched += 1
-                if planned.state == "dropped":  # its test had passed meanwhile
-                    self.unused += 1
-                elif planned.state == "claimed":  # its test was waiting for it
-                    self.used += 1
-            if planned.state in ("dropped", "claimed") and planned in self.outstanding:
-                self.outstanding.remove(planned)
-            if error is not None:
-                planned.payloads = []
-            planned.done.set()
-            self._cond.notify_all()
-            follow = result is not None and error is None and planned.state in ("done", "claimed")
-        if follow and self.follower is not None:
-            self.follower.fetched(planned)
-
-    def claim(self, nodeid: str, key: str, sent: JSONObject) -> Planned | None:
-        """The fetched call for this test's request, when it is the one sent; a queued one is
-        taken off the queue (its test asks it live) and None returned."""
-        with self._cond:
-            waiting = self.by_test.get((nodeid, key))
-            if not waiting:
-                return None
-            planned = next((p for p in waiting if p.sent == sent), None)
-            if planned is None:
-                return None
-            waiting.remove(planned)
-            state, planned.state = planned.state, "claimed"
-            if state == "queued":
-                return None
-            if planned in self.outstanding:
-                self.outstanding.remove(planned)
-            self._cond.notify_all()
-            if state == "dropped":
-                return None
-            if state == "done" and planned.result is not None:
-                self.used += 1
-            return planned
-
-    def passed(self, order: int) -> None:
-        """The run moved to the test at ``order``: what earlier tests never claimed is let go
-        (counted unused if it was fetched), which frees its place in the window."""
-        with self._cond:
-            while self.held and self.held[0].order < order:
-                planned = self.held.popleft()
-                if planned.state == "queued":
-                    planned.state = "dropped"
-                elif planned in self.outstanding:
-                    self._let_go(planned)
-                waiting = self.by_test.get((planned.nodeid, planned.key))
-                if waiting is not None and planned in waiting:
-                    waiting.remove(planned)
-                    if not waiting:
-                        del self.by_test[(planned.nodeid, planned.key)]
-            self._cond.notify_all()
-
-    def _let_go(self, planned: Planned) -> None:
-        if planned.state == "done" and planned.result is not None:
-            self.unused += 1
-        planned.state = "dropped"
-        self.outstanding.remove(planned)
-        planned.result, planned.payloads = None, []
-
-    def close(self) -> None:
-        """The end of the run (or an interrupt): no more sends; unclaimed answers are unused."""
-        self._stop.set()
-        with self._cond:
-            for pool in self._pools:
-                upstream.shut_down(pool)
-            for planned in list(self.outstanding):
-                self._let_go(planned)
-            self.queue.clear()
-            self.held.clear()
-            self.by_test.clear()
-            self._cond.notify_all()
-
 
 def _kept(payload: bytes) -> tuple[bytes, bool]:
     """A relayed SSE payload and whether it carries choices (a usage-only chunk goes only to a
@@ -280,7 +322,8 @@ def _kept(payload: bytes) -> tuple[bytes, bool]:
 
 
 class Ahead:
-    """Every candidate's queue: what the router asks when a test's call arrives."""
+    """Every candidate's queue: what the router asks when a test's call arrives; and the other
+    queues of the run (a refresh's reference, ``attach``), let go, closed and counted with them."""
 
     def __init__(
         self,
@@ -292,6 +335,7 @@ class Ahead:
         self.limiters, self._target, self._forward = limiters, target, forward
         self.cache = cache
         self.queues: dict[str, CandidateQueue] = {}
+        self.attached: dict[str, FetchQueue] = {}  # by the summary's label, claimed elsewhere
         self.closed = False
         self.follower: Follower | None = None
 
@@ -300,6 +344,13 @@ class Ahead:
         self.follower = follower
         for queue in self.queues.values():
             queue.follower = follower
+
+    def attach(self, label: str, queue: FetchQueue) -> None:
+        """Another model's queue, claimed by its own caller (golden/prefetch.py)."""
+        self.attached[label] = queue
+
+    def every(self) -> dict[str, FetchQueue]:
+        return {**self.queues, **self.attached}
 
     def plan(self, spec: ModelSpec, planned: Iterable[Planned]) -> None:
         """Queue these requests of ``spec`` (in test order) to be fetched ahead."""
@@ -325,35 +376,29 @@ class Ahead:
         return queue.claim(nodeid, key, sent)
 
     def passed(self, order: int) -> None:
-        for queue in self.queues.values():
+        for queue in self.every().values():
             queue.passed(order)
         if self.follower is not None:
             self.follower.passed(order)
 
     def close(self) -> None:
         self.closed = True
-        for queue in self.queues.values():
+        for queue in self.every().values():
             queue.close()
         if self.follower is not None:
             self.follower.close()
 
     def lines(self) -> list[str]:
-        """The summary's line per candidate that had answers fetched ahead."""
-        out = []
-        for name, queue in self.queues.items():
-            if not queue.fetched:
-                continue
-            unused = f"; {queue.unused} fetched, unused" if queue.unused else ""
-            out.append(
-                f"{name}: {queue.fetched} call(s) fetched ahead, {queue.used} used{unused} "
-                f"(up to {queue.limiter.peak} at once, concurrency {queue.limiter.ceiling})"
-            )
+        """The summary's line per queue that had answers fetched ahead, and where an attached
+        queue's server refused calls, how its limit adapted (the candidates' are the router's)."""
+        out = [line for name, q in self.every().items() if (line := q.line(name)) is not None]
+        out += [line for q in self.attached.values() if (line := q.limiter.line())]
         return out + (self.follower.lines() if self.follower is not None else [])
 
     def counts(self) -> dict[str, dict[str, int]]:
         return {
             name: {"fetched": q.fetched, "used": q.used, "unused": q.unused}
-            for name, q in self.queues.items()
+            for name, q in self.every().items()
         }
 
 

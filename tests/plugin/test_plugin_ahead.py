@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -314,9 +315,11 @@ def test_a_refresh_fetches_nothing_ahead_and_asks_each_request_once(
     pytester: pytest.Pytester, gpt4: FakeOpenAI, mini: FakeOpenAI
 ) -> None:
     """``--slm-record=all`` records each reference answer again before its candidate call, so the
-    cap a fetched request carried may not be the call's: nothing is fetched, each asked live."""
+    cap a fetched request carried may not be the call's: no candidate answer is fetched, each is
+    asked live (the reference's are fetched: tests/plugin/test_plugin_refresh_ahead.py)."""
     _recorded(pytester, gpt4, mini)
-    result = run(pytester, "--slm-record=all")
+    result = run(pytester, "--slm-record=all", "--slm-report=r.json")
     result.assert_outcomes(passed=len(QUESTIONS))
-    assert "fetched ahead" not in said(result)
+    assert not re.search(r"mini: \d+ call\(s\) fetched ahead", said(result))
+    assert not any(c["fetched_ahead"] for c in _calls(pytester.path / "r.json"))
     assert _asked(mini) == collections.Counter(QUESTIONS)
