@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_slam.compare.jsontree import NotJson, format_path, leaves, parse_answer
-from pytest_slam.compare.structured import JsonScorer
+from pytest_slam.compare.structured import JsonScorer, number_gap
 from pytest_slam.compare.toolcalls import ToolCallScorer, arguments_of, name_of
 from pytest_slam.records import JSON
 
@@ -30,10 +30,10 @@ class Difference:
     gap: float | None
 
 
-def _number(value: JSON) -> float | None:
+def _number(value: JSON) -> int | float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value)
+    return value
 
 
 def differences(scorer: JsonScorer, candidate: str, reference: str) -> list[Difference]:
@@ -51,7 +51,7 @@ def differences(scorer: JsonScorer, candidate: str, reference: str) -> list[Diff
             continue
         x = _number(c_leaves.get(path)) if path in c_leaves else None
         y = _number(r_leaves.get(path)) if path in r_leaves else None
-        gap = abs(x - y) if x is not None and y is not None else None
+        gap = number_gap(x, y) if x is not None and y is not None else None
         found.append(Difference(format_path(path), gap))
     return found
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from decimal import Decimal
 
 from pytest_slam.compare.about import STRUCTURALLY_EQUAL, STRUCTURE, About
 from pytest_slam.compare.jsontree import (
@@ -25,6 +26,19 @@ from pytest_slam.records import JSON, Score
 
 SHOWN_DIFFERENCES = 5
 MEMO_PATHS = 100_000  # distinct paths remembered per scorer before the memo starts over
+
+
+def _decimal(value: int | float) -> Decimal:
+    return Decimal(value) if isinstance(value, int) else Decimal(repr(value))
+
+
+def number_gap(a: int | float, b: int | float) -> float:
+    """How far apart two JSON numbers are as the decimals they are written as: 0.85 and 0.9 are
+    0.05 apart, where their binary floats are 0.05000000000000004 apart (so a ``tolerance`` of
+    0.05, by hand or as offered, would not accept them)."""
+    if math.isfinite(a) and math.isfinite(b):
+        return float(abs(_decimal(a) - _decimal(b)))
+    return abs(a - b)
 
 
 def _short(value: JSON) -> str:
@@ -116,7 +130,9 @@ class JsonScorer(Scorer):
         if isinstance(a, bool) or isinstance(b, bool):
             return type(a) is type(b) and a == b
         if isinstance(a, int | float) and isinstance(b, int | float):
-            return math.isclose(a, b, rel_tol=self.rel_tolerance, abs_tol=self.tolerance)
+            if math.isclose(a, b, rel_tol=self.rel_tolerance, abs_tol=self.tolerance):
+                return True
+            return self.tolerance > 0 and number_gap(a, b) <= self.tolerance
         return type(a) is type(b) and a == b
 
     @staticmethod

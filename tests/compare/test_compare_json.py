@@ -57,6 +57,18 @@ def test_numeric_tolerance_and_bool_is_not_number() -> None:
     assert JsonScorer().score('{"n": "1"}', '{"n": 1}').value == 0.0
 
 
+def test_a_tolerance_compares_json_numbers_as_the_decimals_they_are_written_as() -> None:
+    """0.85 and 0.9 are 0.05 apart; their floats are 0.05000000000000004 apart, which a
+    tolerance of 0.05 (by hand, or as offered) used not to accept."""
+    assert JsonScorer(tolerance=0.05).score('{"c": 0.85}', '{"c": 0.9}').value == 1.0
+    assert JsonScorer(tolerance=0.05).score('{"c": 0.9}', '{"c": 0.85}').value == 1.0
+    assert JsonScorer(tolerance=0.1).score('{"c": 0.3}', '{"c": 0.2}').value == 1.0
+    assert JsonScorer(tolerance=0.049).score('{"c": 0.85}', '{"c": 0.9}').value == 0.0
+    assert JsonScorer(tolerance=0.05).score('{"c": 0.851}', '{"c": 0.9}').value == 1.0
+    assert JsonScorer(tolerance=0.05).score('{"c": 0.849}', '{"c": 0.9}').value == 0.0
+    assert JsonScorer(tolerance=1e9).score('{"c": Infinity}', '{"c": 1}').value == 0.0
+
+
 def test_type_change_at_a_path_counts_both_sides() -> None:
     score = JsonScorer().score('{"a": {"b": 1}}', '{"a": 1}')
     assert score.value == 0.0

@@ -174,6 +174,27 @@ def test_the_tolerance_offered_is_the_shortest_decimal_that_accepts_the_gap(
     assert tolerance_for(gap) == shown and tolerance_for(gap) >= gap
 
 
+def test_a_gap_between_decimals_is_offered_as_written_and_pasted_back_it_accepts_the_pair(
+    pytester: pytest.Pytester,
+) -> None:
+    """0.9 against 0.85 (the six-stack bench's near miss, bench/bench_stacks.py): the offered
+    tolerance is 0.05, not the floats' 0.05000000000000004, and pasted back it makes the pair
+    equivalent."""
+    pytester.makepyfile(test_sentiment=SUITE)
+    near = '{"sentiment": "positive", "confidence": 0.85}'
+    with FakeOpenAI(REFERENCE) as ref, FakeOpenAI(near) as mini:
+        head, models, _ = _offered(pytester, ref, mini)
+        table = _table(message(pytester.path / "r.json"))
+        assert table == [
+            '[tool.slam.equivalence.modules."test_sentiment.py"]',
+            'by = "json"',
+            "tolerance = 0.05  # numbers within it match: $.confidence",
+        ]
+        pasted = _pasted(pytester, head, table, models)
+    pasted.assert_outcomes(passed=1)
+    assert pair_verdict(pytester.path / "r.json") == "equivalent"
+
+
 SCHEMA_SUITE = """
 import json, openai, pytest
 
