@@ -422,4 +422,6 @@ def _answered(call: Call) -> str:
     if not text:
         return f"answered nothing{finish}"
     shown = text if len(text) <= ACCOUNT_TEXT else text[: ACCOUNT_TEXT - 3] + "..."
-    return f"answered text, no tool call: {shown!r}{finish}"
+    # "no tool call" only where one was offered: a json_schema request answers in text by design
+    offered = bool(call.request.get("tools") or call.request.get("functions"))
+    return f"answered text{', no tool call' if offered else ''}: {shown!r}{finish}"

@@ -139,3 +139,39 @@ reference = "{ref.base_url}#gpt-4"
         "  call 3: *",
         "  call 1: *candidate called no tool; reference called ticket*",
     ])  # fmt: skip
+
+
+def test_the_account_says_no_tool_call_only_where_the_request_offered_tools(
+    pytester: pytest.Pytester,
+) -> None:
+    """A structured-output request (json_schema, as LangChain or DSPy send) is answered in text by
+    design: when the product raised, the account shows the text without claiming a missing tool
+    call."""
+    pytester.makepyfile(
+        test_parse="""
+import json, openai, pytest
+
+pytestmark = pytest.mark.slm
+
+def test_parse():
+    r = openai.OpenAI().chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": "rate it"}],
+        response_format={"type": "json_schema", "json_schema": {"name": "s", "schema": {
+            "type": "object", "properties": {"score": {"type": "number"}}}}})
+    json.loads(r.choices[0].message.content)
+""",
+    )
+    with FakeOpenAI('{"score": 1}') as ref, FakeOpenAI("Sure! The score is one.") as prose:
+        pytester.makefile(".toml", pyproject=f"""
+[tool.slam]
+reference = "{ref.base_url}#gpt-4"
+""")  # fmt: skip
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", f"--slm-models={prose.base_url}#prose", "--slm-record=new"
+        )  # fmt: skip
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "the test raised; the candidate prose made 1 call(s) (pytest-slam's account):",
+        "  call 1: answered text: 'Sure! The score is one.' (finish_reason stop)",
+    ])  # fmt: skip
+    assert "no tool call" not in result.stdout.str()
