@@ -70,24 +70,31 @@ def resolve_models(config: pytest.Config, settings: Settings, armed: bool) -> Mo
             spec.max_tokens_cap = settings.max_tokens_cap
         # in force, kept on the spec: the report says it, a baseline too
         spec.concurrency = concurrency_of(spec, override, settings.concurrency)
-    reference = judge = embeddings = None
+    reference = judge = None
     if settings.has_reference:
         reference = model_specs.resolve(settings.reference, settings.model_table)
     if settings.judge:  # a candidate's model as the judge: the same spec, so one engine
         judge = model_specs.resolve(settings.judge, settings.model_table)
         judge = specs.get(judge.name, judge)
-    if settings.embeddings:
-        embeddings = model_specs.resolve(settings.embeddings, settings.model_table)
-        if needs_engine(embeddings):
-            raise model_specs.ModelSpecError(
-                f"[tool.slam] embeddings = {settings.embeddings!r} is a model pytest-slam would "
-                "have to start; name a running endpoint (http://HOST:PORT/v1#MODEL) or openai:MODEL."
-            )
+    models = Models(specs, reference, judge, _embeddings(settings))
     from pytest_slam.golden.redact import secret_env
 
-    keyed = [*specs.values(), reference, judge, embeddings]
+    keyed = [*models.everything, models.embeddings]
     secret_env(*(spec.api_key_env for spec in keyed if spec is not None))
-    return Models(specs, reference, judge, embeddings)
+    return models
+
+
+def _embeddings(settings: Settings) -> ModelSpec | None:
+    """[tool.slam] embeddings: a running endpoint, never a model pytest-slam would start."""
+    if not settings.embeddings:
+        return None
+    spec = model_specs.resolve(settings.embeddings, settings.model_table)
+    if needs_engine(spec):
+        raise model_specs.ModelSpecError(
+            f"[tool.slam] embeddings = {settings.embeddings!r} is a model pytest-slam would "
+            "have to start; name a running endpoint (http://HOST:PORT/v1#MODEL) or openai:MODEL."
+        )
+    return spec
 
 
 def configure(config: pytest.Config) -> SlamSession:
@@ -100,31 +107,29 @@ def configure(config: pytest.Config) -> SlamSession:
     # every key checked, here, once; the project root decides the golden folder's old default
     rootpath = Path(config.rootpath)
     settings = from_table(table, cli, root=rootpath)
-    ini_paths = config.getini("slm_paths")
-    armed = settings.configured or "candidates" in cli or bool(ini_paths)
+    armed = settings.configured or "candidates" in cli or bool(config.getini("slm_paths"))
     models = resolve_models(config, settings, armed)
     role = process_role(config)
-    selection = Selection(armed, role, list(models.specs), rootpath, [str(a) for a in config.args])
-    selection.opt_in_paths = [Path(p).resolve() for p in ini_paths] + [
-        (rootpath / p).resolve() for p in settings.paths
-    ]
+    selection = _selection(config, settings, armed, role, list(models.specs))
     summary = Summary(rootpath)
     note = options.record_note(config.option)
     if note and role != "worker":
         summary.append(note)
+    allowed_hosts = options.allowed_hosts(config)
     started = utc_now()
     progress = open_progress(config, role) if armed else None
     errors: dict[str, str] = {}  # model name -> why its engine did not start
+    candidates = list(models.specs.values())
     engines = Engines(
         config,
         settings,
         role,
-        list(models.specs.values()),
+        candidates,
         summary,
         errors,
-        models.reference,
-        models.judge,
-        progress,
+        reference_spec=models.reference,
+        judge_spec=models.judge,
+        progress=progress,
     )
     parts = arm(config, settings, models, summary, engines) if armed else Armed()
     entry = TestEntry(
@@ -134,9 +139,9 @@ def configure(config: pytest.Config) -> SlamSession:
         selection,
         role,
         errors,
-        options.allowed_hosts(config),
-        parts.swap,
-        parts.checker,
+        allowed_hosts,
+        swap=parts.swap,
+        checker=parts.checker,
     )
     return SlamSession(
         config,
@@ -157,6 +162,22 @@ def configure(config: pytest.Config) -> SlamSession:
         parsed_tables=parts.tables,
         started=started,
         gpu_line=parts.energy.line if parts.energy is not None else "",
+    )
+
+
+def _selection(
+    config: pytest.Config, settings: Settings, armed: bool, role: str, models: list[str]
+) -> Selection:
+    """What the run collects and swaps: the opt-in paths of the ini and of [tool.slam]."""
+    rootpath = Path(config.rootpath)
+    ini = [Path(p).resolve() for p in config.getini("slm_paths")]
+    return Selection(
+        armed,
+        role,
+        models,
+        rootpath,
+        [str(a) for a in config.args],
+        opt_in_paths=ini + [(rootpath / p).resolve() for p in settings.paths],
     )
 
 
