@@ -4,8 +4,8 @@ Read top to bottom, ``build_swap`` is how a call reaches the golden store: the r
 (golden/reference.py) is the router's ``GoldenSide`` (swap/router.py); the targets start the
 engines (run/engine_start.py) at the first call; the limiters, the answers fetched ahead and the
 answer cache are the router's and the fetcher's alike; the proxy serves the router, and
-``OPENAI_BASE_URL`` names the proxy until ``stop``. Imported only where the swap arms: a run that
-opts nothing in never loads the proxy, the router or the golden store.
+``OPENAI_BASE_URL`` names the proxy until ``stop``. Imported only where the swap arms
+(run/startup.py): a run that opts nothing in loads no golden store and starts no proxy.
 """
 
 from __future__ import annotations
