@@ -96,15 +96,17 @@ class TestEntry:
             self.planner = Planner(swap.store, self.specs, self.settings.repeat, cap)
         order = self.order.get(id(item), -1)
         ahead.passed(order)
-        if self.role == "worker":  # handed a few tests at a time: what came since, each test
-            pending = xdist_pending(self.config)
-            later = [(i, items[i]) for i in pending if i > order]
-        elif first:  # the whole selection, once
-            later = [(i, items[i]) for i in range(order + 1, len(items))]
-        else:
-            return
-        for name, planned in self.planner.plan(later).items():
+        for name, planned in self.planner.plan(self._later(items, order, first)).items():
             ahead.plan(self.specs[name], planned)
+
+    def _later(
+        self, items: list[pytest.Item], order: int, first: bool
+    ) -> list[tuple[int, pytest.Item]]:
+        """The tests to plan after the one at ``order``: under xdist those handed since, each
+        test; else the whole selection, once."""
+        if self.role == "worker":
+            return [(i, items[i]) for i in xdist_pending(self.config) if i > order]
+        return [(i, items[i]) for i in range(order + 1, len(items))] if first else []
 
     def reference_client(self, item: pytest.Item) -> ReferenceClient:
         client = self.swap.reference_client(item) if self.swap is not None else None
