@@ -38,7 +38,7 @@ from _suite import CANDIDATE_ANSWER, REFERENCE_ANSWER, write_suite
 
 # (module, attribute path, label): the steps timed; a missing one is listed, not fatal.
 STEPS = [
-    ("pytest_slam.run.session", "configure", "configure: settings, specs, proxy start"),
+    ("pytest_slam.run.startup", "configure", "configure: settings, specs, proxy start"),
     (
         "pytest_slam.swap.proxy",
         "Exchange.serve",
@@ -66,8 +66,8 @@ STEPS = [
         "request_key",
         "  of which request key: canonical JSON, sha256",
     ),
-    ("pytest_slam.run.session", "SlamSession._redirect", "before each test: redirect install"),
-    ("pytest_slam.run.session", "SlamSession.annotate", "each report: Outcome as plain data"),
+    ("pytest_slam.run.wiring", "Swap.redirect", "before each test: redirect install"),
+    ("pytest_slam.run.entry", "TestEntry.annotate", "each report: Outcome as plain data"),
     ("pytest_slam.run.outcomes", "build_outcome", "  of which build_outcome"),
     ("pytest_slam.report.junit_props", "attach", "  of which junit properties"),
     ("pytest_slam.run.outcomes", "keep_final", "each final Outcome kept (keep_final)"),

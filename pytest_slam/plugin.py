@@ -63,7 +63,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
-    from pytest_slam.run.session import configure
+    from pytest_slam.run.startup import configure
 
     try:
         slam = configure(config)
@@ -131,7 +131,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     slam = item.config.stash[STASH]
     if not slam.is_swapped(item):
         return (yield)
-    return (yield from slam.run_test(item))
+    return (yield from slam.entry.run_test(item))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -150,14 +150,14 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     slam = item.config.stash[STASH]
-    product_exception = slam.shorten(item, call)
+    product_exception = slam.entry.shorten(item, call)
     try:
         report = yield
     finally:
         if product_exception is not None:  # pytest_exception_interact (--pdb) gets the real one
             call.excinfo = product_exception
     crash = product_exception.exconly(tryshort=True) if product_exception is not None else None
-    slam.annotate(item, report, crash)
+    slam.entry.annotate(item, report, crash)
     return report
 
 
@@ -205,10 +205,10 @@ def pytest_recording_configure(config: pytest.Config, vcr: object) -> None:
 def slm_model(request: pytest.FixtureRequest) -> Generator[SlamModel, None, None]:
     """The candidate model this test run uses: clients, ``chat()`` and the ``calls`` made."""
     slam = request.config.stash[STASH]
-    yield from slam.enter_test(request.node, getattr(request, "param", None))
+    yield from slam.entry.enter_test(request.node, getattr(request, "param", None))
 
 
 @pytest.fixture
 def gpt4_reference(request: pytest.FixtureRequest, slm_model: SlamModel) -> ReferenceClient:
     """The reference model's golden answers: clients, ``chat()`` and ``answer_for(call)``."""
-    return request.config.stash[STASH].reference_client(request.node)
+    return request.config.stash[STASH].entry.reference_client(request.node)

@@ -124,7 +124,7 @@ def _end_run(
     if error is not None and (isinstance(error, _PASS_THROUGH) or _is_xfail(error)):
         raise error
     view = dataclasses.replace(ctx, calls=run_calls, reference_calls=[])
-    assert slam.checker is not None  # a process that runs tests has one (SlamSession.prepare)
+    assert slam.checker is not None  # a process that runs tests has one (run/startup.py arm)
     verdict = slam.checker.check(item, view, failed=error is not None)
     result.verdicts.append(verdict)
     if error is not None:

@@ -1,6 +1,6 @@
 """The swap router: which model answers a call, and the record of every call a test made.
 
-One router per test process. The running test sets ``active``; calls arriving at the proxy while a test
+One router per test process. The running test is ``active``; calls arriving at the proxy while a test
 is active go to that test's candidate and are recorded on it: every one, answered or failed. A call
 is in flight from when it is sent to when it ends; one still in flight when the test ends (its
 caller gave up, or never waited) is recorded then as a failed call (``TestContext.settle``). Calls
@@ -11,9 +11,10 @@ goes only where the caller itself sent it.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -65,13 +66,13 @@ class GoldenSide(Protocol):
 
 
 class Meter(Protocol):
-    """GPU energy of a call (``metrics.metering.EnergyMeter``, a layer above: set by the session)."""
+    """GPU energy of a call (``metrics.metering.EnergyMeter``, a layer above: run/wiring.py)."""
 
     def metered(self, spec: ModelSpec, chat: Callable[[], ChatResult]) -> ChatResult: ...
 
 
 class Embedder(Protocol):
-    """Answers embeddings calls (``golden.embeddings.EmbeddingsService``, set by the session)."""
+    """Answers embeddings calls (``golden.embeddings.EmbeddingsService``, run/wiring.py)."""
 
     def serve(
         self, ctx: TestContext | None, body: JSONObject, headers: list[tuple[str, str]]
@@ -235,6 +236,16 @@ class SwapRouter:
         self._forward = candidate_forward(meter)
         self.unswapped = 0  # requests passed through to the original endpoint, outside any test
         self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def running(self, ctx: TestContext) -> Iterator[None]:
+        """``ctx`` is the running test (``active``) until the block ends: calls without a route
+        of their own go to its candidate and are recorded on it."""
+        self.active = ctx
+        try:
+            yield
+        finally:
+            self.active = None
 
     def target(self, route: str) -> Target:
         if route == "ref":
