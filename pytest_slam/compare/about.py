@@ -61,6 +61,19 @@ class About:
         return dict(self.by_mode).get(mode or "", self.verdict_at)
 
 
+# The built-in scorers that keep only their options, no model and no state between calls: safe to
+# score on another thread (run/judge_ahead.py works out a pair's judge request there).
+STATELESS_MODULES = frozenset(
+    {"pytest_slam.compare.text", "pytest_slam.compare.structured", "pytest_slam.compare.toolcalls"}
+)
+
+
+def stateless(scorer: object) -> bool:
+    """Whether ``scorer`` is a built-in that keeps only its options (``STATELESS_MODULES``); a
+    plugged scorer is someone else's code, ``semantic`` holds a model: neither is."""
+    return type(scorer).__module__ in STATELESS_MODULES
+
+
 SIMILAR = About()
 EXACT_MATCH = About(EXACT, calibratable=False, verdict_at=STRUCTURALLY_EQUAL)
 

@@ -8,6 +8,7 @@ that determines them, so a CI run replays committed verdicts: deterministic, fre
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from collections.abc import Callable
 from typing import Protocol, TypeGuard, TypeVar
@@ -238,6 +239,17 @@ class JudgeScorer(Scorer):
             "explanation": _pair_explanation(self.model, outcomes),
             "answers": answers,
         }
+
+
+def asking_through(scorer: object, complete: Complete) -> JudgeScorer | None:
+    """A copy of ``scorer`` that asks its judge through ``complete``, its messages built by its own
+    code (run/judge_ahead.py asks them ahead of the test's check); None when it is not this
+    package's judge scorer, whose requests are the only ones known ahead for certain."""
+    if not isinstance(scorer, JudgeScorer):
+        return None
+    twin = copy.copy(scorer)
+    twin.complete = complete
+    return twin
 
 
 def _replayable(verdict: object) -> TypeGuard[JudgeVerdict]:

@@ -7,7 +7,7 @@ request's question. The check's own verdict policy (``policy.decide_pair``) is r
 probe for evidence (``_Probe``) that stops where the policy would ask the judge, as
 ``slam calibrate --evaluate`` probes its pairs; the judge scorer of the plan then runs on a copy
 whose ``complete`` asks the judge here, so the judge's messages are built by the very code the
-test's check runs (``JudgeScorer._judge``: grade or both pairwise orders, the reminder after an
+test's check runs (compare/judge.py: grade or both pairwise orders, the reminder after an
 unreadable answer). Each answer is kept under its exact request body; when the check asks
 ``JudgeModel.complete`` with that body, it takes the call (marked ``fetched_ahead``) and decides
 and caches the verdict itself, as today. Anything else is asked live, and a request asked live is
@@ -18,12 +18,11 @@ is counted unused and never reaches a golden file: the background only asks, it 
 Where the judge request cannot be known ahead with certainty, its test asks live: a scorer that is
 not plain Python with no state (``semantic`` holds a model, a plugged scorer is someone else's
 code), a judge scorer as ``by`` on an answer with tool calls, a stored review before the judge in
-the cascade (read in the test's thread), a judge scorer that is not ``JudgeScorer``.
+the cascade (read in the test's thread), a judge scorer that is not this package's.
 """
 
 from __future__ import annotations
 
-import copy
 import functools
 import hashlib
 import itertools
@@ -36,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_slam.compare.about import JUDGE, describe, stateless
 from pytest_slam.compare.policy import decide_pair
 from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON, Call, GoldenRecord, ModelSpec, Pair, Score
@@ -50,13 +50,7 @@ from pytest_slam.swap.limits import Limiter, concurrency_of
 from pytest_slam.swap.router import TestContext
 
 if TYPE_CHECKING:
-    from pytest_slam.compare.judge import JudgeScorer
     from pytest_slam.swap.ahead import Ahead, Planned
-
-# Scorers that are plain Python keeping only their options: safe to score in a judge thread.
-PURE_MODULES = frozenset(
-    {"pytest_slam.compare.text", "pytest_slam.compare.structured", "pytest_slam.compare.toolcalls"}
-)
 
 
 class _Wanted(SlamError, kind="judge"):
@@ -93,10 +87,10 @@ class _Probe:
     def score(self) -> Score:
         plan, (cand, ref) = self.pair.plan, self.sides
         if asks_a_model(plan):  # by = judge: scored from checks._score_text by _in_context
-            if cand[1] or ref[1] or getattr(plan.scorer, "name", None) != "judge":
+            if cand[1] or ref[1] or describe(plan.scorer).evidence != JUDGE:
                 raise _Live  # with tool calls the check lowers it with the tool-call score
             raise _Wanted(plan.scorer, cand[0], ref[0])
-        if type(plan.scorer).__module__ not in PURE_MODULES:
+        if not stateless(plan.scorer):
             raise _Live  # a scorer that may keep state or a model: scored only by its test
         return self.checker.score_choice(plan, self.pair.ctx, self.call, self.pair.rec, cand, ref)
 
@@ -227,17 +221,16 @@ class JudgeAhead:
                 continue
 
     def _judge_pair(self, planned: Planned, call: Call) -> None:
-        from pytest_slam.compare.judge import JudgeScorer
+        from pytest_slam.compare.judge import asking_through
 
         pair = planned.context
         assert isinstance(pair, PairPlan)
         question = question_of(call.request)
         cache = _ReadOnly(pair.rec, self.checker)
         for want in wanted(self.checker, pair, call):
-            if not isinstance(want.scorer, JudgeScorer):
+            twin = asking_through(want.scorer, functools.partial(self._ask, planned.order))
+            if twin is None:
                 continue  # another scorer that asks a model: asked by its test
-            twin: JudgeScorer = copy.copy(want.scorer)
-            twin.complete = functools.partial(self._ask, planned.order)
             try:  # the check's own code: its messages, its cache read; the verdict is dropped
                 twin.score(want.candidate, want.reference, question=question, cache=cache)
             except Exception:  # _Live, unreadable, failed: its test asks live
