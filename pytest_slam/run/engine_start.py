@@ -21,6 +21,7 @@ from pytest_slam.settings import Settings
 from pytest_slam.swap import models as model_specs
 from pytest_slam.swap.chat import Target, forward_chat
 from pytest_slam.swap.engines import EngineError, Running, needs_engine, start_engine
+from pytest_slam.swap.limits import concurrency_of
 from pytest_slam.util.foreign import tmp_path_factory
 
 if TYPE_CHECKING:
@@ -113,8 +114,14 @@ class Engines:
         processes = workers if self.role == "controller" else 1
         say, beat_s = (self.progress.say, self.progress.interval_s) if self.progress else (None, 0)
         for spec in specs:
-            # a slot for every call in flight: each test process's limit (swap/limits.py)
-            slots = min(processes * (spec.concurrency or 1), MAX_SLOTS)
+            # a slot for every call in flight: each test process's limit (swap/limits.py), a
+            # judge's and a reference's too (a run's judge pairs and a refresh are asked ahead)
+            wanted = concurrency_of(
+                spec,
+                getattr(self.config.option, "slm_concurrency", None),
+                self.settings.concurrency,
+            )
+            slots = min(processes * wanted, MAX_SLOTS)
             try:
                 server = start_engine(
                     spec, self.log_dir, self.settings.engine_timeout_s, slots, say, beat_s

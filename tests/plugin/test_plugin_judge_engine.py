@@ -46,7 +46,9 @@ def test_a_managed_engine_judges_and_is_started_and_stopped_like_a_candidate(
         result = pytester.runpytest_subprocess(
             f"--slm-models={candidate.base_url}#cand", "--slm-record=new", "--slm-report=r.json"
         )
-    result.stdout.fnmatch_lines(["*engine smollm2-135m: llama.cpp, 1 slot of *"])
+    # its slots follow its concurrency (8 for the embedded engine): the run's judge pairs are
+    # asked ahead, as many at once (run/judge_ahead.py)
+    result.stdout.fnmatch_lines(["*engine smollm2-135m: llama.cpp, 8 slots of *"])
     report = json.loads((pytester.path / "r.json").read_text())
     (row,) = report["models"]  # the judge's engine is no candidate of the verdict
     assert row["model"] == "cand" and "1 model(s) vs gpt-4" in result.stdout.str()
