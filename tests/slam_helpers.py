@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -152,3 +153,15 @@ reference = "{reference}#gpt-4"
 base_url = "{candidate}"
 model = "gpt-4o-mini"
 """
+
+
+@contextlib.contextmanager
+def silent_port() -> Iterator[int]:
+    """A loopback port that never completes a connection: its listener's queue is full, so the
+    kernel drops every new SYN, as a firewalled host does."""
+    with socket.socket() as server, socket.socket() as queued:
+        server.bind(("127.0.0.1", 0))
+        server.listen(0)
+        port = int(server.getsockname()[1])
+        queued.connect(("127.0.0.1", port))  # fills the queue; never accepted
+        yield port

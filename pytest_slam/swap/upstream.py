@@ -37,6 +37,10 @@ JSONObject = dict[str, JSON]
 _local = threading.local()
 BLOCK = 65536
 DEFAULT_TIMEOUT_S = 600.0
+# No connection within this (or the call's own timeout, when shorter) is unreachable: the openai
+# SDK's own connect timeout (``httpx.Timeout(600, connect=5)``), so a host that drops the SYN (a
+# firewall) fails as it would without the swap, not after a model's whole ``timeout_s``.
+CONNECT_TIMEOUT_S = 5.0
 
 
 def _unpatched(cls: type[http.client.HTTPConnection]) -> type[http.client.HTTPConnection]:
@@ -259,7 +263,12 @@ def forward(
 
 def _connect(conn: http.client.HTTPConnection, key: tuple[str, str, int]) -> None:
     """Open the connection before any byte is written, so a refusal is told apart: the request
-    was not sent (``UpstreamNotSent``). A connect that times out stays a timeout."""
+    was not sent (``UpstreamNotSent``). A connect that times out, within ``CONNECT_TIMEOUT_S`` or
+    the call's own shorter timeout, stays a timeout; the answer then gets the call's timeout."""
+    timeout = conn.timeout
+    if timeout is None:  # http.client's "the socket default": never here, but never narrowed
+        timeout = DEFAULT_TIMEOUT_S
+    conn.timeout = min(timeout, CONNECT_TIMEOUT_S)
     try:
         conn.connect()
     except TimeoutError as exc:
@@ -268,6 +277,10 @@ def _connect(conn: http.client.HTTPConnection, key: tuple[str, str, int]) -> Non
     except OSError as exc:  # refused, no such host, unreachable, a TLS handshake that failed
         _drop(*key)
         raise UpstreamNotSent(f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        conn.timeout = timeout
+    if conn.sock is not None:
+        conn.sock.settimeout(timeout)
 
 
 def _stale(exc: BaseException) -> bool:

@@ -16,6 +16,7 @@ import socket
 from collections.abc import Iterator
 
 import pytest
+import slam_helpers
 from slam_helpers import said, write_pyproject
 
 from pytest_slam.run.options import EXIT_GATE_FAILED
@@ -77,13 +78,7 @@ def closed_port() -> int:
 
 @pytest.fixture
 def silent_port() -> Iterator[int]:
-    """A loopback port that never completes a connection: its listener's queue is full, so the
-    kernel drops every new SYN, as a firewalled host does."""
-    with socket.socket() as server, socket.socket() as queued:
-        server.bind(("127.0.0.1", 0))
-        server.listen(0)
-        port = int(server.getsockname()[1])
-        queued.connect(("127.0.0.1", port))  # fills the queue; never accepted
+    with slam_helpers.silent_port() as port:
         yield port
 
 
