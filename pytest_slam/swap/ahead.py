@@ -395,12 +395,6 @@ class Ahead:
         out += [line for q in self.attached.values() if (line := q.limiter.line())]
         return out + (self.follower.lines() if self.follower is not None else [])
 
-    def counts(self) -> dict[str, dict[str, int]]:
-        return {
-            name: {"fetched": q.fetched, "used": q.used, "unused": q.unused}
-            for name, q in self.every().items()
-        }
-
 
 def replayed(planned: Planned) -> ChatResult:
     """The fetched call as its test's own, marked as fetched with the calls in flight then."""
