@@ -36,8 +36,8 @@ def number_gap(a: int | float, b: int | float) -> float:
     """How far apart two JSON numbers are as the decimals they are written as: 0.85 and 0.9 are
     0.05 apart, where their binary floats are 0.05000000000000004 apart (so a ``tolerance`` of
     0.05, by hand or as offered, would not accept them)."""
-    if math.isfinite(a) and math.isfinite(b):
-        return float(abs(_decimal(a) - _decimal(b)))
+    if all(not isinstance(x, float) or math.isfinite(x) for x in (a, b)):  # an int of any size
+        return float(abs(_decimal(a) - _decimal(b)))  # inf where too far apart for a float
     return abs(a - b)
 
 
@@ -130,8 +130,13 @@ class JsonScorer(Scorer):
         if isinstance(a, bool) or isinstance(b, bool):
             return type(a) is type(b) and a == b
         if isinstance(a, int | float) and isinstance(b, int | float):
-            if math.isclose(a, b, rel_tol=self.rel_tolerance, abs_tol=self.tolerance):
+            if a == b:
                 return True
+            try:
+                if math.isclose(a, b, rel_tol=self.rel_tolerance, abs_tol=self.tolerance):
+                    return True
+            except OverflowError:  # an int too large for a float (a model may write one)
+                pass
             return self.tolerance > 0 and number_gap(a, b) <= self.tolerance
         return type(a) is type(b) and a == b
 

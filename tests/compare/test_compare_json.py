@@ -69,6 +69,18 @@ def test_a_tolerance_compares_json_numbers_as_the_decimals_they_are_written_as()
     assert JsonScorer(tolerance=1e9).score('{"c": Infinity}', '{"c": 1}').value == 0.0
 
 
+def test_an_integer_too_large_for_a_float_is_compared_not_a_crash() -> None:
+    """A model may write a 400-digit number: floats overflow on it (math.isclose raised
+    OverflowError out of the test's check); it is compared exactly, and by its gap."""
+    huge = "9" * 400
+    assert JsonScorer().score(f'{{"a": {huge}}}', f'{{"a": {huge}}}').value == 1.0
+    assert JsonScorer().score(f'{{"a": {huge}}}', '{"a": 1}').value == 0.0
+    assert JsonScorer(tolerance=0.5).score(f'{{"a": {huge}}}', '{"a": 1}').value == 0.0
+    assert (
+        JsonScorer(tolerance=2).score(f'{{"a": 1{huge}}}', f'{{"a": 1{huge[:-1]}8}}').value == 1.0
+    )
+
+
 def test_type_change_at_a_path_counts_both_sides() -> None:
     score = JsonScorer().score('{"a": {"b": 1}}', '{"a": 1}')
     assert score.value == 0.0
