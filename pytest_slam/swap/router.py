@@ -381,7 +381,7 @@ class SwapRouter:
             return result
         kept = self.cache.get(spec, sent) if self.cache is not None else None
         if kept is not None:
-            return self._as_asked(call, kept, [], relay)
+            return self._not_asked_now(call, kept, [], relay)
         result = self._live(call, relay)
         if self.cache is not None:
             self.cache.put(spec, sent, result)
@@ -395,14 +395,26 @@ class SwapRouter:
             return None
         limit = CALLER_DEADLINE.get()
         if not planned.done.is_set() and not waited(planned, limit.at if limit else None):
-            return self._too_late(call, limit)
+            return self._too_late(call, limit, kept=False)
         if planned.result is None:  # the fetch broke off in the swap itself: asked live
             return None
-        result = self._as_asked(call, replayed(planned), planned.payloads, relay)
+        return self._not_asked_now(call, replayed(planned), planned.payloads, relay)
+
+    def _not_asked_now(
+        self,
+        call: Prepared,
+        result: ChatResult,
+        payloads: list[tuple[bytes, bool]],
+        relay: Relay | None,
+    ) -> ChatResult:
+        """An answer fetched ahead or kept, served as a live one would be, unless it took longer
+        than the caller's own timeout: a live call would have ended without it, so nothing of it
+        reaches the caller and the call is the candidate's failure."""
+        limit = CALLER_DEADLINE.get()
         e2e = result.call.e2e_ms
         if limit is not None and e2e is not None and e2e > limit.timeout_s * 1000.0:
-            return self._too_late(call, limit)
-        return result
+            return self._too_late(call, limit, kept=result.call.cached)
+        return self._as_asked(call, result, payloads, relay)
 
     def _claimed(self, call: Prepared, sent: JSONObject) -> Planned | None:
         """The fetched call for this test's own request, when it is the very one sent."""
@@ -428,9 +440,11 @@ class SwapRouter:
         result.call.request_key = call.key
         return result
 
-    def _too_late(self, call: Prepared, limit: Deadline | None) -> ChatResult:
-        """The caller's own timeout ended before the fetched answer did: no answer to it."""
-        record = new_call(call.target, call.body, request_key=call.key, fetched_ahead=True)
+    def _too_late(self, call: Prepared, limit: Deadline | None, *, kept: bool) -> ChatResult:
+        """The caller's own timeout ended before the fetched (or ``kept``) answer did: no
+        answer to it."""
+        record = new_call(call.target, call.body, request_key=call.key, fetched_ahead=not kept)
+        record.cached = kept
         if limit is not None:
             limit.passed = True
         caller_left(record, limit.timeout_s if limit is not None else None)

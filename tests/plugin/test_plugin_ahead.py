@@ -323,3 +323,40 @@ def test_a_refresh_fetches_nothing_ahead_and_asks_each_request_once(
     assert not re.search(r"mini: \d+ call\(s\) fetched ahead", said(result))
     assert not any(c["fetched_ahead"] for c in _calls(pytester.path / "r.json"))
     assert _asked(mini) == collections.Counter(QUESTIONS)
+
+
+TIMED_SUITE = """
+import os, pytest, product
+
+pytestmark = pytest.mark.slm
+
+@pytest.mark.parametrize("question", ["question 0", "question 1", "question 2"])
+def test_answer(question):
+    timeout = float(os.environ.get("CALL_TIMEOUT", "600"))
+    assert product.client.with_options(timeout=timeout, max_retries=0).chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": question}], temperature=0)
+"""
+
+
+def test_a_kept_answer_slower_than_the_callers_timeout_is_the_candidates_failure(
+    pytester: pytest.Pytester, gpt4: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An answer not asked now (kept by the cache, or fetched ahead) is served only when it came
+    within the caller's own timeout, as a live call would have: a kept answer that took 0.4 s
+    never reaches a caller who gives up after 0.2 s; the call is a failure, marked cached."""
+    with FakeOpenAI(lambda req: "slow says: " + req["messages"][-1]["content"],
+                    latency_s=0.4) as slow:  # fmt: skip
+        pytester.makepyfile(product=PRODUCT, test_product=TIMED_SUITE)
+        write_project(pytester, gpt4, slow)
+        run(pytester, "--slm-record=new").assert_outcomes(passed=3)
+        run(pytester, "--slm-cache").assert_outcomes(passed=3)  # kept, 0.4 s each
+        slow.requests.clear()
+        monkeypatch.setenv("CALL_TIMEOUT", "0.2")
+        result = run(pytester, "--slm-cache", "--slm-report=r.json")
+    result.assert_outcomes(
+        failed=3
+    )  # old code: passed=3, the kept answers served whatever they took
+    assert _asked(slow) == collections.Counter()  # kept: not asked again
+    calls = _calls(pytester.path / "r.json")
+    assert len(calls) == 3 and all(c["cached"] and not c["text"] for c in calls)
+    assert all("the caller gave up" in (c["error"] or "") for c in calls)
