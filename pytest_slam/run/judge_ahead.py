@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
-import json
 import queue
 import threading
 from collections.abc import Callable, Iterator
@@ -48,6 +47,7 @@ from pytest_slam.swap import upstream
 from pytest_slam.swap.chat import forward_chat
 from pytest_slam.swap.limits import Limiter, concurrency_of
 from pytest_slam.swap.router import TestContext
+from pytest_slam.util.textcodec import dumps
 
 if TYPE_CHECKING:
     from pytest_slam.swap.ahead import Ahead, Planned
@@ -159,7 +159,7 @@ class _ReadOnly:
 
 def request_key(body: dict[str, JSON]) -> str:
     """The exact judge request, as the digest of its one canonical text."""
-    text = json.dumps(body, sort_keys=True, ensure_ascii=False)
+    text = dumps(body, sort_keys=True, hidden=False)  # a lone surrogate a model sent encodes too
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -58,3 +58,13 @@ def test_what_cannot_be_known_off_the_test_s_thread_is_left_to_the_test() -> Non
     # the judge as the scorer, on an answer with tool calls: the check lowers it with their score
     tool = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
     assert _asked({"by": "judge"}, "Paris.", tool) == []
+
+
+def test_a_judge_request_holding_a_lone_surrogate_has_its_key() -> None:
+    """A candidate may send a lone surrogate; the judge request quoting it is keyed (``take`` in
+    the test's thread) as the live call would send it, not a UnicodeEncodeError out of the check."""
+    from pytest_slam.run.judge_ahead import request_key as judge_request_key
+
+    body = {"model": "grader", "messages": [{"role": "user", "content": "answer: \ud800!"}]}
+    key = judge_request_key(body)
+    assert len(key) == 64 and key != judge_request_key({**body, "model": "other"})
