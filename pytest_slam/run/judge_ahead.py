@@ -171,7 +171,7 @@ class JudgeAhead:
         self.checker, self.judge, self.limiter = checker, judge, limiter
         self.asked = self.used = self.unused = 0
         self._index: dict[str, _Asked] = {}  # asked ahead, not yet taken or let go
-        self._live: set[str] = set()  # asked live: never asked ahead after
+        self._live: set[str] = set()  # asked by a check (taken or live): never asked ahead after
         self._order = -1  # the test running now
         self._jobs: queue.Queue[Planned | None] = queue.Queue()
         self._lock = threading.Lock()
@@ -197,7 +197,7 @@ class JudgeAhead:
             return
         self._jobs.put(planned)
         with self._lock:
-            if self._threads:
+            if self._threads or self._stop.is_set():  # started, or closed meanwhile
                 return
             for i in range(self.limiter.ceiling):
                 thread = threading.Thread(target=self._work, name=f"slam-judge-{i}", daemon=True)
@@ -272,15 +272,14 @@ class JudgeAhead:
         it is never asked ahead after this)."""
         key = request_key(body)
         with self._lock:
+            self._live.add(key)  # asked by a check now, this way or live: never asked ahead again
             asked = self._index.pop(key, None)
             if asked is None:
-                self._live.add(key)
                 return None
         while not asked.done.wait(timeout=0.5):  # in short waits: a Ctrl-C is heard at once
             pass
         with self._lock:
             if asked.call is None:  # stopped before it was sent
-                self._live.add(key)
                 return None
             self.used += 1
         asked.call.fetched_ahead, asked.call.in_flight = True, asked.in_flight

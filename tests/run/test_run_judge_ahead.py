@@ -68,3 +68,27 @@ def test_a_judge_request_holding_a_lone_surrogate_has_its_key() -> None:
     body = {"model": "grader", "messages": [{"role": "user", "content": "answer: \ud800!"}]}
     key = judge_request_key(body)
     assert len(key) == 64 and key != judge_request_key({**body, "model": "other"})
+
+
+def test_a_judge_request_a_check_has_taken_is_never_asked_ahead_again() -> None:
+    """Two planned pairs with the same judge request (a repeated test, a shared golden entry):
+    once a check has taken the answer asked ahead, the same request is not asked ahead again."""
+    import pytest
+
+    from pytest_slam.run.judge_ahead import JudgeAhead, _Live
+    from pytest_slam.run.judging import judge_body
+    from pytest_slam.swap.limits import Limiter
+    from pytest_slam.testing import FakeOpenAI
+
+    messages = [{"role": "user", "content": "Grade it: Paris."}]
+    with FakeOpenAI("Grade: 9") as server:
+        spec = ModelSpec("grader", "openai", "gpt-4o", base_urls=[server.base_url])
+        judge = JudgeModel(spec)
+        ahead = JudgeAhead(Checker(None, CASCADE, Prices(), judge=judge), judge, Limiter("g", 4))
+        assert ahead._ask(0, messages) == "Grade: 9"
+        taken = ahead.take(judge_body(spec, messages))
+        assert taken is not None and taken.fetched_ahead
+        with pytest.raises(_Live):  # left to the checks: a check took it already
+            ahead._ask(0, messages)
+        ahead.close()
+        assert len(server.requests) == 1
