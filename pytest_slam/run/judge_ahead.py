@@ -36,6 +36,7 @@ import pytest
 
 from pytest_slam.compare.about import JUDGE, describe, stateless
 from pytest_slam.compare.policy import decide_pair
+from pytest_slam.compare.scorer import ScorerError
 from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON, Call, GoldenRecord, ModelSpec, Pair, Score
 from pytest_slam.run.checks import Checker, Choice, asks_a_model, choices_of, question_of
@@ -106,9 +107,12 @@ class _Probe:
         raise _Live  # a stored review before the judge: read in the test's thread
 
 
-def wanted(checker: Checker, pair: PairPlan, call: Call) -> Iterator[_Wanted]:
+def wanted(
+    checker: Checker, pair: PairPlan, call: Call, faults: list[Exception] | None = None
+) -> Iterator[_Wanted]:
     """What the judge will be asked about this answer: each choice decided as the check decides it
-    (``Checker._score_pair``), up to where the policy asks the judge."""
+    (``Checker._score_pair``), up to where the policy asks the judge. A choice that raised is left
+    to its test; an exception other than a scorer's error goes on ``faults``."""
     from pytest_slam.review.pairs import answer_text
 
     rec, plan = pair.rec, pair.plan
@@ -127,8 +131,11 @@ def wanted(checker: Checker, pair: PairPlan, call: Call) -> Iterator[_Wanted]:
             decide_pair(policy, answer_text(*cand), answer_text(*ref), probe, texts_only)
         except _Wanted as want:
             yield want
-        except Exception:  # _Live, or a scorer's fault: its test meets it itself
+        except (_Live, ScorerError):  # left to the test, which meets a scorer's error itself
             continue
+        except Exception as exc:  # a fault of the probe's: its test is judged as before
+            if faults is not None:
+                faults.append(exc)
 
 
 @dataclass(eq=False)
@@ -169,7 +176,8 @@ class JudgeAhead:
 
     def __init__(self, checker: Checker, judge: JudgeModel, limiter: Limiter) -> None:
         self.checker, self.judge, self.limiter = checker, judge, limiter
-        self.asked = self.used = self.unused = 0
+        self.asked = self.used = self.unused = self.faults = 0
+        self.first_fault = ""
         self._index: dict[str, _Asked] = {}  # asked ahead, not yet taken or let go
         self._live: set[str] = set()  # asked by a check (taken or live): never asked ahead after
         self._order = -1  # the test running now
@@ -217,8 +225,14 @@ class JudgeAhead:
                 continue  # its test has run
             try:
                 self._judge_pair(planned, planned.result.call)
-            except Exception:  # a fault here is no verdict: its test asks live
-                continue
+            except Exception as exc:  # a fault here is no verdict: its test asks live
+                self._fault(exc)
+
+    def _fault(self, exc: Exception) -> None:
+        """A pair whose judge request could not be worked out ahead: counted, the first named."""
+        with self._lock:
+            self.faults += 1
+            self.first_fault = self.first_fault or f"{type(exc).__name__}: {exc}"
 
     def _judge_pair(self, planned: Planned, call: Call) -> None:
         from pytest_slam.compare.judge import asking_through
@@ -227,7 +241,8 @@ class JudgeAhead:
         assert isinstance(pair, PairPlan)
         question = question_of(call.request)
         cache = _ReadOnly(pair.rec, self.checker)
-        for want in wanted(self.checker, pair, call):
+        faults: list[Exception] = []
+        for want in wanted(self.checker, pair, call, faults):
             twin = asking_through(want.scorer, functools.partial(self._ask, planned.order))
             if twin is None:
                 continue  # another scorer that asks a model: asked by its test
@@ -235,6 +250,8 @@ class JudgeAhead:
                 twin.score(want.candidate, want.reference, question=question, cache=cache)
             except Exception:  # _Live, unreadable, failed: its test asks live
                 continue
+        for exc in faults:
+            self._fault(exc)
 
     def _ask(self, order: int, messages: list[dict[str, str]]) -> str:
         """One judge request, asked here unless its test asked it (or is past it) already."""
@@ -312,14 +329,22 @@ class JudgeAhead:
                 self._jobs.put(None)
 
     def lines(self) -> list[str]:
-        """The summary's line, when anything was asked ahead."""
-        if not self.asked:
-            return []
-        unused = f"; {self.unused} judge verdict call(s) asked ahead, unused" if self.unused else ""
-        return [
-            f"judge {self.judge.spec.name}: {self.asked} call(s) asked ahead, {self.used} used"
-            f"{unused} (up to {self.limiter.peak} at once, concurrency {self.limiter.ceiling})"
-        ]
+        """The summary's lines: what was asked ahead, and the pairs that could not be."""
+        name, out = self.judge.spec.name, []
+        if self.asked:
+            unused = (
+                f"; {self.unused} judge verdict call(s) asked ahead, unused" if self.unused else ""
+            )
+            out.append(
+                f"judge {name}: {self.asked} call(s) asked ahead, {self.used} used{unused} (up "
+                f"to {self.limiter.peak} at once, concurrency {self.limiter.ceiling})"
+            )
+        if self.faults:
+            out.append(
+                f"judge {name}: {self.faults} pair(s) not worked out ahead ({self.first_fault}); "
+                "their tests asked the judge themselves"
+            )
+        return out
 
 
 def follow(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,8 @@ def servers() -> Iterator[tuple[FakeOpenAI, FakeOpenAI, FakeOpenAI]]:
     with (
         FakeOpenAI(lambda req: "GPT-4 says: " + req["messages"][-1]["content"]) as gpt4,
         FakeOpenAI(_candidate, model="gpt-4o-mini-2024-07-18") as mini,
-        FakeOpenAI(_verdict, model="gpt-4-judge", latency_s=0.2) as judge,
+        # a batching server (steps of 0.2 s): a test may hold its first requests back
+        FakeOpenAI(_verdict, model="gpt-4-judge", latency_s=0.2, batch=32) as judge,
     ):
         yield gpt4, mini, judge
 
@@ -142,7 +144,11 @@ def test_judge_pairs_are_asked_ahead_each_once_with_the_verdicts_of_one_at_a_tim
     judge = _recorded(pytester, servers, monkeypatch, equivalence)
     per_pair = 2 if "pairwise" in equivalence else 1
     monkeypatch.setenv("JUDGE_AHEAD", str(per_pair * (len(QUESTIONS) - 1)))
+    judge.hold()  # the judge answers nothing until two requests wait: asked together, on any machine
+    releaser = threading.Thread(target=lambda: (judge.wait_queued(2, 60), judge.release()))
+    releaser.start()
     ahead = run(pytester, "--slm-report=ahead.json")
+    releaser.join()
     ahead.assert_outcomes(passed=len(QUESTIONS))
     asked = _judge_asked(judge)
     assert len(asked) == per_pair * len(QUESTIONS)  # a request per pair (and order)

@@ -92,3 +92,34 @@ def test_a_judge_request_a_check_has_taken_is_never_asked_ahead_again() -> None:
             ahead._ask(0, messages)
         ahead.close()
         assert len(server.requests) == 1
+
+
+class _Faulty(Checker):
+    """A check whose scoring breaks with a fault of its own (not a scorer's error)."""
+
+    def score_choice(self, *args: object, **kwargs: object) -> object:  # type: ignore[override]
+        raise RuntimeError("the probe broke")
+
+
+def test_a_pair_the_probe_cannot_work_out_is_left_to_its_test_and_said() -> None:
+    """A fault while working a pair out ahead is no silent skip: counted, the first named in the
+    summary, and the pair's test asks the judge itself."""
+    from pytest_slam.run.judge_ahead import JudgeAhead
+    from pytest_slam.swap.limits import Limiter
+
+    judge = JudgeModel(ModelSpec("grader", "openai", "gpt-4o"))
+    checker = _Faulty(None, CASCADE, Prices(), judge=judge)
+    plan = checker.plans.for_module("tests/test_a.py", None)
+    spec = ModelSpec("mini", "openai", "gpt-4o-mini")
+    ctx = TestContext("tests/test_a.py::test_a[mini]", "test_a", "tests/test_a.py", spec)
+    rec = GoldenRecord(request_key(REQUEST), REQUEST, [GoldenAnswer(text=REFERENCE)])
+    faults: list[Exception] = []
+    call = Call("mini", "candidate", REQUEST, text="Paris, I believe.")
+    assert list(wanted(checker, PairPlan(plan, ctx, rec), call, faults)) == []
+    assert [str(f) for f in faults] == ["the probe broke"]
+    ahead = JudgeAhead(checker, judge, Limiter("grader", 4))
+    ahead._fault(faults[0])
+    assert ahead.lines() == [
+        "judge grader: 1 pair(s) not worked out ahead (RuntimeError: the probe broke); "
+        "their tests asked the judge themselves"
+    ]
