@@ -10,11 +10,12 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from pytest_slam.records import ModelSpec
-from pytest_slam.swap.ahead import CandidateQueue, Planned
-from pytest_slam.swap.chat import Target
+from pytest_slam.records import Call, ModelSpec
+from pytest_slam.swap.ahead import CandidateQueue, FetchQueue, Planned
+from pytest_slam.swap.chat import ChatResult, Target
 from pytest_slam.swap.limits import Limiter
 from pytest_slam.swap.router import candidate_forward
+from pytest_slam.swap.upstream import JSONObject
 from pytest_slam.testing.fake_openai import FakeOpenAI
 
 BODY = {"model": "gpt-4", "messages": [{"role": "user", "content": "Capital of France?"}]}
@@ -36,6 +37,42 @@ def _until(condition: Callable[[], bool], what: str) -> None:
 
 def _planned(order: int = 0, nodeid: str = "tests/test_a.py::test_a[mini]") -> Planned:
     return Planned(nodeid, "mini", "k1", dict(BODY), None, order)
+
+
+class Fetched(FetchQueue):
+    """A queue whose fetch is ``answer``: the call it ends with, or an exception it raises."""
+
+    def __init__(self, answer: Callable[[Planned], Call]) -> None:
+        super().__init__("mini", Limiter("mini", 2))
+        self.answer = answer
+
+    def sent_body(self, planned: Planned) -> JSONObject:
+        return dict(planned.body)
+
+    def _fetch(self, planned: Planned) -> None:
+        self._finish(planned, ChatResult(self.answer(planned)), [], 1)
+
+
+def test_a_fetch_that_raises_ends_its_request_and_its_test_asks_live() -> None:
+    """A fault of ours outside the fetch's own guard neither kills the worker nor leaves the
+    request "sending" for a test to wait on for ever: it ends unanswered, and the next is sent."""
+
+    def answer(planned: Planned) -> Call:
+        if planned.order == 0:
+            raise RuntimeError("a bug of ours")
+        return Call("mini", "candidate", planned.body, text="Paris.")
+
+    queue = Fetched(answer)
+    broken, after = _planned(0), _planned(1, "tests/test_a.py::test_b[mini]")
+    try:
+        queue.add(broken)
+        queue.add(after)
+        assert broken.done.wait(timeout=60) and after.done.wait(timeout=60)
+        assert queue.claim(broken.claimant, broken.key, broken.sent) is None  # asked live
+        claimed = queue.claim(after.claimant, after.key, after.sent)
+    finally:
+        queue.close()
+    assert claimed is after and after.result is not None and after.result.call.text == "Paris."
 
 
 def test_a_request_waiting_for_a_place_under_the_limit_is_asked_live_by_its_test(
