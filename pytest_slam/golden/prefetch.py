@@ -62,8 +62,7 @@ class ReferenceQueue(FetchQueue):
         finally:
             FLIGHT_LABEL.reset(token)
         if isinstance(asked, Exception):  # the reference failed: raised to the recording
-            planned.failure = asked
-            self._finish(planned, None, [], 0)
+            self._finish(planned, None, [], 0, failure=asked)
         else:
             self._finish(planned, None if asked is None else ChatResult(asked), [], 0)
 

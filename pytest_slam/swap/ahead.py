@@ -185,9 +185,15 @@ class FetchQueue:
         payloads: list[tuple[bytes, bool]],
         in_flight: int,
         error: str | None = None,
+        failure: Exception | None = None,
     ) -> None:
+        """It ended: ``result``, or ``failure`` (the call failed as a live one would: raised to
+        its claimant), or neither (not asked: its test asks live); set under the lock a claim and
+        a move of the run read them under."""
         with self._cond:
             planned.result, planned.payloads, planned.in_flight = result, payloads, in_flight
+            if failure is not None:
+                planned.failure = failure
             if not planned.answered:  # not a call of the model's: its test asks it live
                 planned.state = "dropped" if planned.state != "claimed" else "claimed"
             elif planned.state == "sending":
