@@ -225,6 +225,8 @@ class FetchQueue:
             if planned is None:
                 return None
             waiting.remove(planned)
+            if not waiting:  # memory stays flat however many tests the run has
+                del self.by_test[(claimant, key)]
             state, planned.state = planned.state, "claimed"
             if planned in self.outstanding:
                 self.outstanding.remove(planned)

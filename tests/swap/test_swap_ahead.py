@@ -99,3 +99,15 @@ def test_a_request_waiting_for_a_place_under_the_limit_is_asked_live_by_its_test
     assert mini.requests == []  # the queue never sent it
     assert planned.state == "claimed" and not planned.answered
     assert limiter.in_flight == 0 and queue.fetched == 0  # its place given back
+
+
+def test_a_claim_forgets_its_test_s_requests_once_all_are_claimed() -> None:
+    queue = Fetched(lambda planned: Call("mini", "candidate", planned.body, text="Paris."))
+    planned = _planned()
+    try:
+        queue.add(planned)
+        assert planned.done.wait(timeout=60)
+        assert queue.claim(planned.claimant, planned.key, planned.sent) is planned
+        assert queue.by_test == {}  # no empty list left per test (10,000 tests: 10,000 of them)
+    finally:
+        queue.close()
