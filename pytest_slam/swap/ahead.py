@@ -210,7 +210,12 @@ class FetchQueue:
                 planned.payloads = []
             planned.done.set()
             self._cond.notify_all()
-            follow = result is not None and error is None and planned.state in ("done", "claimed")
+            follow = (  # only an answer: nothing to judge in a 500, a timeout or a cut call
+                result is not None
+                and result.call.ok
+                and error is None
+                and planned.state in ("done", "claimed")
+            )
         if follow and self.follower is not None:
             self.follower.fetched(planned)
 

@@ -5,6 +5,7 @@ whole path."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -42,8 +43,8 @@ def _planned(order: int = 0, nodeid: str = "tests/test_a.py::test_a[mini]") -> P
 class Fetched(FetchQueue):
     """A queue whose fetch is ``answer``: the call it ends with, or an exception it raises."""
 
-    def __init__(self, answer: Callable[[Planned], Call]) -> None:
-        super().__init__("mini", Limiter("mini", 2))
+    def __init__(self, answer: Callable[[Planned], Call], threads: int = 2) -> None:
+        super().__init__("mini", Limiter("mini", threads))
         self.answer = answer
 
     def sent_body(self, planned: Planned) -> JSONObject:
@@ -109,5 +110,43 @@ def test_a_claim_forgets_its_test_s_requests_once_all_are_claimed() -> None:
         assert planned.done.wait(timeout=60)
         assert queue.claim(planned.claimant, planned.key, planned.sent) is planned
         assert queue.by_test == {}  # no empty list left per test (10,000 tests: 10,000 of them)
+    finally:
+        queue.close()
+
+
+class Told:
+    """A follower (the run's judge ahead) that keeps what it is told of."""
+
+    def __init__(self) -> None:
+        self.told: list[str] = []
+        self.any = threading.Event()
+
+    def fetched(self, planned: Planned) -> None:
+        self.told.append(planned.nodeid)
+        self.any.set()
+
+    def passed(self, order: int) -> None: ...
+
+    def close(self) -> None: ...
+
+    def lines(self) -> list[str]:
+        return []
+
+
+def test_the_follower_is_told_of_answers_only_not_of_failed_calls() -> None:
+    def answer(planned: Planned) -> Call:
+        if planned.order == 0:
+            return Call("mini", "candidate", planned.body, error="mini answered 500")
+        return Call("mini", "candidate", planned.body, text="Paris.")
+
+    queue, follower = Fetched(answer, threads=1), Told()  # one thread: fetched in order
+    queue.follower = follower
+    failed, answered = _planned(0), _planned(1, "tests/test_a.py::test_b[mini]")
+    try:
+        queue.add(failed)
+        queue.add(answered)
+        assert answered.done.wait(timeout=60) and follower.any.wait(timeout=60)
+        # the failed call ended (and was or was not told of) before the answered one was sent
+        assert follower.told[0] == answered.nodeid  # the 500 is not judged ahead
     finally:
         queue.close()
