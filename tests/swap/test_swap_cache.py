@@ -1,0 +1,33 @@
+"""The opt-in answer cache (swap/cache.py), unit by unit: what makes two models one, and two
+requests one entry. The plugin runs (tests/plugin/test_plugin_ahead.py) show a run reusing it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_slam.records import ModelSpec
+from pytest_slam.swap.cache import identity
+
+
+def _engine(model_path: str, **args: object) -> ModelSpec:
+    return ModelSpec("local", "llamacpp", "m", engine_args={"model_path": model_path, **args})  # type: ignore[dict-item]
+
+
+def test_a_model_file_s_engine_arguments_are_part_of_its_identity(tmp_path: Path) -> None:
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"weights")
+    assert identity(_engine(str(model), ctx=2048)) != identity(_engine(str(model), ctx=4096))
+    assert identity(_engine(str(model), ctx=2048)) == identity(_engine(str(model), ctx=2048))
+
+
+def test_a_model_file_named_from_home_is_hashed_as_the_engine_finds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"weights")
+    before = identity(_engine("~/m.gguf"))
+    model.write_bytes(b"other weights")  # a new file under the same name: another model
+    assert identity(_engine("~/m.gguf")) != before
