@@ -121,6 +121,7 @@ class AnswerCache:
             return None
         call = Call.from_dict(data["call"])
         call.cached = True
+        call.model = spec.name  # another spec of the same identity may have kept it
         self.hits += 1
         return ChatResult(call, completion=data.get("completion"))
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_slam.records import ModelSpec
-from pytest_slam.swap.cache import identity
+from pytest_slam.records import Call, ModelSpec
+from pytest_slam.swap.cache import AnswerCache, identity
+from pytest_slam.swap.chat import ChatResult
 
 
 def _engine(model_path: str, **args: object) -> ModelSpec:
@@ -31,3 +32,17 @@ def test_a_model_file_named_from_home_is_hashed_as_the_engine_finds_it(
     before = identity(_engine("~/m.gguf"))
     model.write_bytes(b"other weights")  # a new file under the same name: another model
     assert identity(_engine("~/m.gguf")) != before
+
+
+def _endpoint(name: str) -> ModelSpec:
+    return ModelSpec(name, "openai", "gpt-4o-mini", base_urls=["http://127.0.0.1:9/v1"])
+
+
+def test_an_answer_kept_by_one_name_is_served_under_the_name_that_asks(tmp_path: Path) -> None:
+    """Two names for one model (same id, same URLs) share what is kept; the call is the asker's."""
+    cache, sent = AnswerCache(tmp_path / ".slam" / "cache"), {"model": "gpt-4o-mini", "seed": 7}
+    kept = Call("mini", "candidate", {}, text="Paris.")
+    cache.put(_endpoint("mini"), sent, ChatResult(kept))
+    result = cache.get(_endpoint("mini-again"), sent)
+    assert result is not None and result.call.text == "Paris."
+    assert result.call.model == "mini-again"
