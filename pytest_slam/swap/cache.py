@@ -74,12 +74,11 @@ def _model_file(value: object) -> Path | None:
 
 
 def _numbers(obj: object) -> object:
-    """Numbers as floats: ``temperature`` 0 and 0.0 are one request (as a fetched answer's
-    match counts them: the body compares equal), so they are one entry."""
-    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
-        return obj
-    if isinstance(obj, int | float):
-        return float(obj)
+    """A whole float as an int: ``temperature`` 0 and 0.0 are one request (as a fetched answer's
+    match counts them: the body compares equal), so they are one entry. An int stays exact:
+    seeds 2**53 and 2**53 + 1 are one float but two requests."""
+    if isinstance(obj, float) and obj.is_integer():
+        return int(obj)
     if isinstance(obj, dict):
         return {k: _numbers(v) for k, v in obj.items()}
     if isinstance(obj, list):

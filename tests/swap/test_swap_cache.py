@@ -46,3 +46,13 @@ def test_an_answer_kept_by_one_name_is_served_under_the_name_that_asks(tmp_path:
     result = cache.get(_endpoint("mini-again"), sent)
     assert result is not None and result.call.text == "Paris."
     assert result.call.model == "mini-again"
+
+
+def test_numbers_are_one_entry_when_equal_and_two_when_they_differ(tmp_path: Path) -> None:
+    cache, spec = AnswerCache(tmp_path / ".slam" / "cache"), _endpoint("mini")
+    kept = ChatResult(Call("mini", "candidate", {}, text="Paris."))
+    cache.put(spec, {"temperature": 0.0, "seed": 2**53}, kept)
+    assert cache.has(spec, {"temperature": 0, "seed": 2**53})  # 0 == 0.0: the same request
+    assert cache.has(spec, {"temperature": 0, "seed": float(2**53)})
+    assert not cache.has(spec, {"temperature": 0, "seed": 2**53 + 1})  # another seed
+    assert not cache.has(spec, {"temperature": 0.5, "seed": 2**53})
