@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +26,23 @@ from pytest_slam.testing import FakeOpenAI
 
 QUESTIONS = [f"question {i}" for i in range(12)]
 SUITE = """
-import os, pytest, product
+import json, os, time, urllib.request, pytest, product
 
 pytestmark = pytest.mark.slm
 
+def mini_asked():
+    url = os.environ["MINI_URL"].removesuffix("/v1") + "/fake/stats"
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        return json.load(answer)["chat_requests"]
+
 @pytest.mark.parametrize("question", {questions!r})
 def test_answer(question):
+    if question == "question 0" and os.environ.get("AHEAD"):
+        # the first test waits until the later tests' requests, fetched ahead, have come: what
+        # the run then asks live is what could not be fetched, on a machine of any speed
+        until = time.monotonic() + 30
+        while mini_asked() < int(os.environ["AHEAD"]) and time.monotonic() < until:
+            time.sleep(0.05)
     if question == os.environ.get("SKIP_QUESTION"):
         pytest.skip("skipped at run time")
     user = os.environ.get("USER_FIELD") if question == "question 5" else None
@@ -61,11 +73,22 @@ def gpt4() -> Any:
         yield fake
 
 
-def _recorded(pytester: pytest.Pytester, gpt4: FakeOpenAI, mini: FakeOpenAI) -> None:
+def _recorded(
+    pytester: pytest.Pytester,
+    gpt4: FakeOpenAI,
+    mini: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch | None = None,
+    ahead: int = len(QUESTIONS) - 1,
+) -> None:
+    """The suite recorded; with ``monkeypatch``, its replay's first test waits for ``ahead``
+    requests fetched ahead (the later tests')."""
     pytester.makepyfile(product=PRODUCT, test_product=SUITE.format(questions=QUESTIONS))
     write_project(pytester, gpt4, mini)
     run(pytester, "--slm-record=new").assert_outcomes(passed=len(QUESTIONS))
     mini.requests.clear()
+    if monkeypatch is not None:
+        monkeypatch.setenv("MINI_URL", mini.base_url)
+        monkeypatch.setenv("AHEAD", str(ahead))
 
 
 def _asked(fake: FakeOpenAI) -> collections.Counter[str]:
@@ -83,10 +106,18 @@ def _calls(report: Path) -> list[dict[str, Any]]:
 
 
 def test_a_replay_fetches_ahead_and_asks_each_request_once(
-    pytester: pytest.Pytester, gpt4: FakeOpenAI, mini: FakeOpenAI
+    pytester: pytest.Pytester, gpt4: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _recorded(pytester, gpt4, mini)
-    result = run(pytester, "--slm-report=r.json")
+    answer = lambda req: "mini says: " + req["messages"][-1]["content"]  # noqa: E731
+    # a batching server that answers nothing until two requests wait: in flight together on a
+    # machine of any speed
+    with FakeOpenAI(answer, model="gpt-4o-mini-2024-07-18", latency_s=0.01, batch=32) as mini:
+        _recorded(pytester, gpt4, mini, monkeypatch)
+        mini.hold()
+        releaser = threading.Thread(target=lambda: (mini.wait_queued(2, 60), mini.release()))
+        releaser.start()
+        result = run(pytester, "--slm-report=r.json")
+        releaser.join()
     result.assert_outcomes(passed=len(QUESTIONS))
     assert _asked(mini) == collections.Counter(QUESTIONS)  # each once, none twice
     calls = _calls(pytester.path / "r.json")
@@ -128,11 +159,15 @@ def test_a_request_that_differs_from_its_golden_is_asked_live_and_the_fetched_on
 ) -> None:
     """``user`` is no part of the golden key (the same golden answer) but is sent upstream: the
     fetched request is not the one the test sends, so the test's is asked live."""
-    _recorded(pytester, gpt4, mini)
+    _recorded(pytester, gpt4, mini, monkeypatch)
     monkeypatch.setenv("USER_FIELD", "end-user-7")
     result = run(pytester, "--slm-report=r.json")
     result.assert_outcomes(passed=len(QUESTIONS))
-    sent = [r.json for r in mini.requests if r.json["messages"][-1]["content"] == "question 5"]
+    sent = [
+        r.json
+        for r in mini.requests
+        if r.json and r.json["messages"][-1]["content"] == "question 5"
+    ]
     assert [body.get("user") for body in sent] == [None, "end-user-7"]  # fetched, then live
     [changed] = [c for c in _calls(pytester.path / "r.json") if c["text"].endswith("question 5")]
     assert changed["fetched_ahead"] is False and changed["request"]["user"] == "end-user-7"
@@ -142,7 +177,7 @@ def test_a_request_that_differs_from_its_golden_is_asked_live_and_the_fetched_on
 def test_a_skipped_or_deselected_test_is_never_paired_with_a_fetched_answer(
     pytester: pytest.Pytester, gpt4: FakeOpenAI, mini: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _recorded(pytester, gpt4, mini)
+    _recorded(pytester, gpt4, mini, monkeypatch, ahead=len(QUESTIONS) - 2)  # not question 3
     monkeypatch.setenv("SKIP_QUESTION", "question 7")
     deselect = "test_product.py::test_answer[mini-question 3]"
     result = run(pytester, "--deselect", deselect, "--slm-report=r.json")
@@ -285,23 +320,18 @@ def ask(question):
 
 
 def test_a_streaming_product_gets_the_fetched_stream_whole_with_its_usage(
-    pytester: pytest.Pytester, gpt4: FakeOpenAI, mini: FakeOpenAI
+    pytester: pytest.Pytester, gpt4: FakeOpenAI, mini: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The fetched call's stream is relayed to a streaming caller as the candidate sent it (its
     pieces and the usage chunk it asked for): the same text as a live stream."""
-    suite = f"""
-import pytest, product
-
-pytestmark = pytest.mark.slm
-
-@pytest.mark.parametrize("question", {QUESTIONS!r})
-def test_answer(question):
-    assert product.ask(question)
-"""
+    asking = SUITE.split("    user = ")[0]  # the wait for what is fetched ahead, then:
+    suite = asking.format(questions=QUESTIONS) + "    assert product.ask(question)\n"
     pytester.makepyfile(product=STREAMING_PRODUCT, test_product=suite)
     write_project(pytester, gpt4, mini)
     run(pytester, "--slm-record=new").assert_outcomes(passed=len(QUESTIONS))
     mini.requests.clear()
+    monkeypatch.setenv("MINI_URL", mini.base_url)
+    monkeypatch.setenv("AHEAD", str(len(QUESTIONS) - 1))
     result = run(pytester, "--slm-report=r.json")
     result.assert_outcomes(passed=len(QUESTIONS))
     calls = _calls(pytester.path / "r.json")
