@@ -36,10 +36,12 @@ WORDS = (
 
 
 def labelled_rows(
-    n: int, seed: int, module: str = "", close_good: float = 0.99
+    n: int, seed: int, module: str = "", close_good: float = 0.99, identical: bool = True
 ) -> list[dict[str, object]]:
     """Pairs whose fuzzy score tells the label at both ends and nothing in the middle: a close
-    paraphrase is acceptable, an unrelated answer is not, a half-changed one is a coin."""
+    paraphrase is acceptable, an unrelated answer is not, a half-changed one is a coin. A close
+    one may come out identical (settled before the bands); ``identical`` false changes its last
+    word instead, so every pair reaches the bands."""
     rng = random.Random(seed)
     rows = []
     for i in range(n):
@@ -47,6 +49,8 @@ def labelled_rows(
         kind = rng.random()
         if kind < 0.4:
             cand, label = [*ref_words[:9], rng.choice(WORDS)], rng.random() < close_good
+            if cand == ref_words and not identical:  # a paraphrase, not the same answer
+                cand[9] = cand[9][::-1]
         elif kind < 0.7:
             cand, label = [w[::-1] for w in rng.sample(WORDS, 10)], rng.random() < 0.02
         else:
@@ -65,7 +69,7 @@ def write_jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
-    write_jsonl(tmp_path / "a.jsonl", labelled_rows(900, 1))
+    write_jsonl(tmp_path / "a.jsonl", labelled_rows(900, 1, identical=False))  # bands: 900
     write_jsonl(tmp_path / "b.jsonl", labelled_rows(600, 2))
     return tmp_path
 
@@ -296,7 +300,7 @@ def test_calibrate_records_its_domain_and_evaluate_counts_the_pairs_outside_it(
     """Bands calibrated on 10-word answers record the lengths they saw; on answers five times as
     long they decide nothing by the bands, and --evaluate says how many pairs fell outside."""
     monkeypatch.chdir(tmp_path)
-    write_jsonl(tmp_path / "a.jsonl", labelled_rows(900, 1))
+    write_jsonl(tmp_path / "a.jsonl", labelled_rows(900, 1, identical=False))  # bands: 900
     (tmp_path / "pyproject.toml").write_text('[tool.slam]\nreference = "openai:gpt-4"\n')
     assert main(["calibrate", "--labels", "a.jsonl", *FUZZY]) == 0
     said = " ".join(capsys.readouterr().out.split())
