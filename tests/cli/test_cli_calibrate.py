@@ -322,3 +322,27 @@ def test_calibrate_records_its_domain_and_evaluate_counts_the_pairs_outside_it(
     assert main(["calibrate", "--evaluate", "long.jsonl"]) == 0
     said = capsys.readouterr().out
     assert f"{300 - exact} pair(s) outside what the bands were measured on" in said
+
+
+def test_identical_labelled_pairs_are_counted_neither_in_the_bands_error_nor_the_labels_needed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run settles an identical answer before the bands ("exact"): `slam calibrate` says so,
+    measures the bands on the rest, and counts only the rest as labels the bands can use."""
+    monkeypatch.chdir(tmp_path)
+    rows = labelled_rows(900, 1)
+    kept = [r for r in rows if r["candidate"] != r["reference"]]
+    assert 0 < len(kept) < 900
+    write_jsonl(tmp_path / "a.jsonl", rows)
+    (tmp_path / "pyproject.toml").write_text('[tool.slam]\nreference = "openai:gpt-4"\n')
+    assert main(["calibrate", "--labels", "a.jsonl", "--dry-run", *FUZZY[:2]]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    good = sum(bool(r["label"]) for r in kept)
+    assert "from 900 labelled pairs" in said
+    assert (
+        f"measured on the {len(kept)} pairs the bands decide: {900 - len(kept)} identical" in said
+    )
+    assert f"n = {len(kept)}, " in said
+    assert (
+        f"you have {len(kept)} labelled pair(s): {good} acceptable, {len(kept) - good} not" in said
+    )
