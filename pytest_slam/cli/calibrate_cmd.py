@@ -58,6 +58,7 @@ from pytest_slam.compare.evaluation import (
     judge_error_table,
 )
 from pytest_slam.compare.needed import needs_lines
+from pytest_slam.compare.policy import reaches_scorer
 from pytest_slam.settings import Settings
 from pytest_slam.util.files import scratch_folder
 
@@ -293,7 +294,9 @@ def labels_needed(
     evidence: dict[str, Any] | None = None,
 ) -> list[str]:
     """How many labelled pairs of each kind the bands and the judge need at these targets, how
-    many there are, how many more to review (``compare.needed``)."""
+    many there are, how many more to review (``compare.needed``). Only the pairs the bands or
+    the judge could decide count: an identical answer or a blank side is settled before them."""
+    pairs = [p for p in pairs if reaches_scorer(p.candidate, p.reference)]
     good = sum(p.label for p in pairs)
     judged = (evidence or {}).get("judge")
     called = (judged["equivalent"], judged["different"]) if judged else None

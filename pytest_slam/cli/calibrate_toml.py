@@ -62,8 +62,11 @@ def band_error(result: ScopeResult) -> dict[str, Any]:
         if band is not None and counts.called:
             out[side] = round(counts.rate, 4)
             out[f"{side}_upper"] = round(interval(counts.wrong, counts.called)[1], 4)
-    out["n"] = result.pairs
-    out["measured_on"] = f"slam calibrate, {result.pairs} labelled pairs ({result.prompts} prompts)"
+    measured = result.pairs - result.settled
+    out["n"] = measured
+    out["measured_on"] = f"slam calibrate, {measured} labelled pairs ({result.prompts} prompts)"
+    if result.settled:
+        out["measured_on"] += f"; {result.settled} more settled before the bands"
     if result.domain is not None:  # a pair outside it is not decided by these bands
         out["domain"] = result.domain.as_table()
     return out
@@ -87,6 +90,11 @@ def figures(result: ScopeResult, targets: Targets) -> list[str]:
         f"{targets.min_count}+ pairs); errors with 95% "
         "Clopper-Pearson intervals"
     ]
+    if result.settled:
+        lines.append(
+            f"#   measured on the {result.pairs - result.settled} pairs the bands decide: "
+            f"{result.settled} identical or blank answer(s) are settled before them"
+        )
     level = targets.delta / (2 * result.scorers_tried)
     needs = sequence_start(targets.max_pass_error, level, targets.min_count)
     for c in sorted(result.tried, key=lambda c: c is not result.chosen):

@@ -18,6 +18,7 @@ from pytest_slam.compare.bandselect import Choice, Counts, Targets, band_counts,
 from pytest_slam.compare.diskcache import DiskCache
 from pytest_slam.compare.domain import Domain, measure_domain
 from pytest_slam.compare.judge import GOOD_GRADE, JudgeVerdict
+from pytest_slam.compare.policy import reaches_scorer
 from pytest_slam.compare.validity import Estimate, grouped_bootstrap
 from pytest_slam.errors import SlamError
 
@@ -73,6 +74,9 @@ class ScopeResult:
     baseline: tuple[Counts, Counts]
     by_prompt: dict[str, Estimate] = field(default_factory=dict)  # chosen bands' errors
     domain: Domain | None = None  # what the chosen bands were measured on (``domain.py``)
+    # of ``pairs``, those a certain case settles before the bands (``policy.reaches_scorer``):
+    # labelled, but not what the bands' error and domain were measured on
+    settled: int = 0
     scorers_tried: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -218,9 +222,15 @@ def calibrate_scope(
     aids: Aids = NO_AIDS,
     source: str = "",
 ) -> ScopeResult:
+    # an identical answer or a blank side is settled before the bands in a run (policy): their
+    # error and domain are measured on the pairs they decide, and on nothing else
+    labelled = pairs
+    pairs = [p for p in pairs if reaches_scorer(p.candidate, p.reference)]
     columns = {name: score_column(by, opts, pairs, aids) for name, (by, opts) in scorers.items()}
     labels, units = [p.label for p in pairs], [p.unit for p in pairs]
     result = calibrate_columns(scope, columns, labels, units, targets, resamples)
+    result.pairs, result.settled = len(labelled), len(labelled) - len(pairs)
+    result.prompts = len({p.unit for p in labelled})
     chosen = result.chosen
     if chosen is not None:
         result.domain = measure_domain(

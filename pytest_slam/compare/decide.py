@@ -22,8 +22,9 @@ The one verdict policy (``policy.decide_pair``) applies it for the run, ``slam r
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from pytest_slam.compare.bands import DIFFERENT, EQUIVALENT, Bands
 from pytest_slam.compare.named import describe_name
@@ -114,3 +115,28 @@ class Rule:
         score.verdict = bands.decide(score.value)
         score.decided_by = evidence if score.verdict is not None else None
         return score
+
+
+BANDS = ("at_least", "fail_below")
+
+
+V = TypeVar("V")
+
+
+def layered(
+    below: Mapping[str, V], layer: Mapping[str, V], keep: Collection[str], default_by: str
+) -> dict[str, V]:
+    """An equivalence table updated by a narrower one (a module's table, a test's mark), as the
+    run and ``slam calibrate --evaluate`` both read it. A layer naming another scorer keeps only
+    the rule's keys below (``keep``: a fuzzy ``method`` is no option of ``semantic``) but not the
+    bands (they are on the other scorer's scale); a layer that changes the scorer or the bands
+    without its own ``band_error`` does not inherit the error measured for other bands, so its
+    verdicts say unmeasured rather than carry another rule's error."""
+    config = dict(below)
+    other_scorer = "by" in layer and layer["by"] != config.get("by", default_by)
+    if other_scorer:
+        config = {k: v for k, v in config.items() if k in keep and k not in BANDS}
+    if (other_scorer or any(k in layer for k in BANDS)) and "band_error" not in layer:
+        config.pop("band_error", None)
+    config.update(layer)
+    return config

@@ -35,7 +35,7 @@ from pytest_slam.compare.calibrate import (
     LabelledPair,
     score_column,
 )
-from pytest_slam.compare.decide import Rule
+from pytest_slam.compare.decide import Rule, layered
 from pytest_slam.compare.domain import UNKNOWN, domain_unknown
 from pytest_slam.compare.judge import Complete, JudgeCache
 from pytest_slam.compare.named import describe_name
@@ -95,14 +95,13 @@ def scope_of(equivalence: Mapping[str, Any], module: str) -> Scope:
     """The pair's scope: the top-level table updated by its module's table (as the run does).
 
     A module table naming another scorer does not inherit the top level's scorer options (a
-    fuzzy ``method`` means nothing to ``semantic``)."""
+    fuzzy ``method`` means nothing to ``semantic``), its bands, or an error measured for other
+    bands (``decide.layered``, as the run merges them)."""
     table = {k: v for k, v in equivalence.items() if k != "modules"}
     modules = equivalence.get("modules")
     own = modules.get(module) if isinstance(modules, Mapping) else None
     if isinstance(own, Mapping):
-        if own.get("by", table.get("by", "fuzzy")) != table.get("by", "fuzzy"):
-            table = {k: v for k, v in table.items() if k in NOT_OPTIONS}
-        table.update(own)
+        table = layered(table, own, NOT_OPTIONS, "fuzzy")
     try:
         bands = Bands(table.get("at_least"), table.get("fail_below"))
     except ValueError as exc:

@@ -87,6 +87,25 @@ def is_blank(text: str) -> bool:
     return not text.strip()
 
 
+def _settled_before_scoring(candidate: str, reference: str, texts_only: bool) -> str | None:
+    """The certain case that decides the pair before the scorer's rule can (rung 1): an empty
+    reference, an empty candidate, an identical answer; None when the rule decides it."""
+    if is_blank(reference):
+        return EMPTY_REFERENCE
+    if is_blank(candidate):
+        return EMPTY
+    if texts_only and identical(candidate, reference):
+        return EXACT
+    return None
+
+
+def reaches_scorer(candidate: str, reference: str, texts_only: bool = True) -> bool:
+    """Whether the scorer's bands (or threshold) ever decide this pair in a run: not when a
+    certain case settles it first. Calibration measures the bands' error and domain on these
+    pairs only, the population they decide."""
+    return _settled_before_scoring(candidate, reference, texts_only) is None
+
+
 def decide_pair(
     policy: Policy, candidate: str, reference: str, evidence: Evidence, texts_only: bool = True
 ) -> Score:
@@ -94,15 +113,16 @@ def decide_pair(
     is undecided when it is. ``candidate`` and ``reference`` are the whole answers as text (tool
     calls included), as a person would compare them; ``texts_only`` false (a side called a tool,
     whose call ids differ run to run) leaves identity to the scorers."""
-    if is_blank(reference):
+    settled = _settled_before_scoring(candidate, reference, texts_only)
+    if settled == EMPTY_REFERENCE:
         score = Score(policy.by, 0.0, EMPTY_REFERENCE, verdict=UNDECIDED)
         score.why_undecided = EMPTY_REFERENCE
         return score
-    if is_blank(candidate):
+    if settled == EMPTY:
         score = Score(policy.by, 0.0, EMPTY_CANDIDATE, verdict=DIFFERENT, decided_by=EMPTY)
         score.error, score.error_upper = 0.0, 0.0
         return score
-    same = texts_only and identical(candidate, reference)
+    same = settled == EXACT
     # an identical answer is certain: no model is asked about it
     score = Score(policy.by, 1.0, IDENTICAL) if same and policy.asks_model else evidence.score()
     policy.rule.apply(score)

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_slam.compare.bands import DIFFERENT
-from pytest_slam.compare.decide import verdict_error
 from pytest_slam.compare.domain import UNKNOWN, domain_unknown
 from pytest_slam.compare.policy import EMPTY, Policy, decide_pair
 from pytest_slam.compare.scorer import ScorerError
@@ -174,21 +173,22 @@ class Checker:
             self.summary.append(UNKNOWN)
         scores = []
         for index, (cand, ref) in enumerate(itertools.zip_longest(cands, refs)):
+            # a choice only one side has is the other side's blank answer, decided by the one
+            # policy: no candidate choice is the certain "empty" different, no reference choice
+            # decides nothing (re-record); never the scorer's bands, never measured on these
+            cand_side, ref_side = cand or ("", None), ref or ("", None)
+            evidence = _RunEvidence(self, plan, ctx, call, pair, rec, (cand_side, ref_side, index))
+            texts_only = not (cand_side[1] or ref_side[1])
+            score = decide_pair(
+                policy,
+                answer_text(*cand_side),
+                answer_text(*ref_side),
+                evidence,
+                texts_only,
+            )
             if cand is None or ref is None:
                 only = "reference" if cand is None else "candidate"
-                score = Score(plan.by, 0.0, f"only the {only} has this choice")
-                plan.rule.apply(score)
-                score.error, score.error_upper = verdict_error(score, plan.measured)
-            else:
-                evidence = _RunEvidence(self, plan, ctx, call, pair, rec, (cand, ref, index))
-                texts_only = not (cand[1] or ref[1])
-                score = decide_pair(
-                    policy,
-                    answer_text(*cand),
-                    answer_text(*ref),
-                    evidence,
-                    texts_only,
-                )
+                score.explanation = f"only the {only} has this choice: {score.explanation}"
             if max(len(cands), len(refs)) > 1:
                 score.explanation = f"choice {index}: {score.explanation}"
             scores.append(score)

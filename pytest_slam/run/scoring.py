@@ -2,9 +2,10 @@
 
 The test's ``slm_equivalence`` mark, else ``[tool.slam.equivalence.modules."<module>"]`` (the module
 path as in the node id, as ``slam calibrate`` writes it), else ``[tool.slam.equivalence]``; each scope
-updates the one below key by key. Pure data in, pure data out: the run (``plans.Plans``) and
-``slam rescore`` (which has the mark as the report recorded it) read the same configuration the same
-way.
+updates the one below key by key (``decide.layered``: another scorer or other bands do not inherit
+the error measured for the ones below). Pure data in, pure data out: the run (``plans.Plans``) and
+``slam rescore`` (which has the mark as the report recorded it) read the same configuration the
+same way.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_slam.compare.decide import Rule
+from pytest_slam.compare.decide import Rule, layered
 from pytest_slam.config import DEFAULT_BY, VERDICT_KEYS
 from pytest_slam.records import JSON
 from pytest_slam.settings import TOML
@@ -77,12 +78,8 @@ def scoped_config(
     modules = equivalence.get("modules")
     scope = modules.get(module) if isinstance(modules, Mapping) else None
     for layer in (scope if isinstance(scope, Mapping) else None, mark):
-        if layer is None:
-            continue
-        if "by" in layer and layer["by"] != config.get("by", DEFAULT_BY):
-            # another scorer: the options of the one below are not its options
-            config = {k: v for k, v in config.items() if k in VERDICT_KEYS}
-        config.update(layer)
+        if layer is not None:
+            config = layered(config, layer, VERDICT_KEYS, DEFAULT_BY)
     return config
 
 

@@ -36,10 +36,12 @@ WORDS = (
 
 
 def labelled_rows(
-    n: int, seed: int, module: str = "", close_good: float = 0.99
+    n: int, seed: int, module: str = "", close_good: float = 0.99, identical: bool = True
 ) -> list[dict[str, object]]:
     """Pairs whose fuzzy score tells the label at both ends and nothing in the middle: a close
-    paraphrase is acceptable, an unrelated answer is not, a half-changed one is a coin."""
+    paraphrase is acceptable, an unrelated answer is not, a half-changed one is a coin. A close
+    one may come out identical (settled before the bands); ``identical`` false changes its last
+    word instead, so every pair reaches the bands."""
     rng = random.Random(seed)
     rows = []
     for i in range(n):
@@ -47,6 +49,8 @@ def labelled_rows(
         kind = rng.random()
         if kind < 0.4:
             cand, label = [*ref_words[:9], rng.choice(WORDS)], rng.random() < close_good
+            if cand == ref_words and not identical:  # a paraphrase, not the same answer
+                cand[9] = cand[9][::-1]
         elif kind < 0.7:
             cand, label = [w[::-1] for w in rng.sample(WORDS, 10)], rng.random() < 0.02
         else:
@@ -65,7 +69,7 @@ def write_jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
-    write_jsonl(tmp_path / "a.jsonl", labelled_rows(900, 1))
+    write_jsonl(tmp_path / "a.jsonl", labelled_rows(900, 1, identical=False))  # bands: 900
     write_jsonl(tmp_path / "b.jsonl", labelled_rows(600, 2))
     return tmp_path
 
@@ -296,7 +300,7 @@ def test_calibrate_records_its_domain_and_evaluate_counts_the_pairs_outside_it(
     """Bands calibrated on 10-word answers record the lengths they saw; on answers five times as
     long they decide nothing by the bands, and --evaluate says how many pairs fell outside."""
     monkeypatch.chdir(tmp_path)
-    write_jsonl(tmp_path / "a.jsonl", labelled_rows(900, 1))
+    write_jsonl(tmp_path / "a.jsonl", labelled_rows(900, 1, identical=False))  # bands: 900
     (tmp_path / "pyproject.toml").write_text('[tool.slam]\nreference = "openai:gpt-4"\n')
     assert main(["calibrate", "--labels", "a.jsonl", *FUZZY]) == 0
     said = " ".join(capsys.readouterr().out.split())
@@ -318,3 +322,27 @@ def test_calibrate_records_its_domain_and_evaluate_counts_the_pairs_outside_it(
     assert main(["calibrate", "--evaluate", "long.jsonl"]) == 0
     said = capsys.readouterr().out
     assert f"{300 - exact} pair(s) outside what the bands were measured on" in said
+
+
+def test_identical_labelled_pairs_are_counted_neither_in_the_bands_error_nor_the_labels_needed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run settles an identical answer before the bands ("exact"): `slam calibrate` says so,
+    measures the bands on the rest, and counts only the rest as labels the bands can use."""
+    monkeypatch.chdir(tmp_path)
+    rows = labelled_rows(900, 1)
+    kept = [r for r in rows if r["candidate"] != r["reference"]]
+    assert 0 < len(kept) < 900
+    write_jsonl(tmp_path / "a.jsonl", rows)
+    (tmp_path / "pyproject.toml").write_text('[tool.slam]\nreference = "openai:gpt-4"\n')
+    assert main(["calibrate", "--labels", "a.jsonl", "--dry-run", *FUZZY[:2]]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    good = sum(bool(r["label"]) for r in kept)
+    assert "from 900 labelled pairs" in said
+    assert (
+        f"measured on the {len(kept)} pairs the bands decide: {900 - len(kept)} identical" in said
+    )
+    assert f"n = {len(kept)}, " in said
+    assert (
+        f"you have {len(kept)} labelled pair(s): {good} acceptable, {len(kept) - good} not" in said
+    )

@@ -13,8 +13,14 @@ import pytest
 
 from pytest_slam.cli import main
 from pytest_slam.cli.calibrate_labels import pairs_from_goldens
-from pytest_slam.compare.bandselect import sequence_start
-from pytest_slam.compare.calibrate import MIN_PAIRS, verdict_label
+from pytest_slam.compare.bandselect import Targets, sequence_start
+from pytest_slam.compare.calibrate import (
+    MIN_PAIRS,
+    LabelledPair,
+    available_scorers,
+    calibrate,
+    verdict_label,
+)
 from pytest_slam.golden.fileformat import GoldenFile, dump_golden
 from pytest_slam.records import GoldenAnswer, GoldenRecord
 
@@ -132,3 +138,35 @@ def test_human_verdicts_from_slam_review_are_labels(
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1 and "test_x.review.jsonl:1: not a review verdict" in lines[0]
     assert not (tmp_path / "pyproject.toml").read_text().count("equivalence")
+
+
+def _labelled(n: int) -> list[LabelledPair]:
+    """``n`` ordinary labelled pairs: half a close paraphrase (acceptable), half a non-answer."""
+    out = []
+    for i in range(n):
+        topic = TOPICS[i % len(TOPICS)]
+        ref = f"The {topic} number {i} is long, old and well known in the region for its history."
+        good = i % 2 == 0
+        cand = ref.replace("well known", "famous") if good else f"No idea about {topic} {i}."
+        out.append(LabelledPair(f"k{i}", cand, ref, int(good), float(good), "test_x.py"))
+    return out
+
+
+def test_bands_are_measured_only_on_pairs_they_decide_not_identical_or_empty_ones() -> None:
+    # a run settles an identical answer ("exact") and a blank candidate ("empty") before the
+    # bands: labels of such pairs must not move the bands' error or the domain they decide on
+    ordinary = _labelled(800)
+    settled = [
+        *(LabelledPair(f"s{i}", p.reference, p.reference, 1, 1.0, "test_x.py")
+          for i, p in enumerate(ordinary[:300])),
+        LabelledPair("e", "  ", ordinary[1].reference, 0, 0.0, "test_x.py"),
+    ]  # fmt: skip
+    scorers = available_scorers(["token_sort_ratio"])
+    alone = calibrate(ordinary, Targets(), scorers=scorers)[0]
+    mixed = calibrate([*ordinary, *settled], Targets(), scorers=scorers)[0]
+    assert alone.chosen is not None and alone.domain is not None
+    assert (mixed.pairs, mixed.settled, alone.pairs, alone.settled) == (1101, 301, 800, 0)
+    assert mixed.chosen == alone.chosen and mixed.baseline == alone.baseline
+    assert mixed.domain == alone.domain
+    assert mixed.domain is not None and mixed.domain.length_ratio is not None
+    assert mixed.domain.length_ratio[0] > 0.0  # not dragged to 0 by the one empty candidate

@@ -26,6 +26,18 @@ def test_a_module_table_updates_the_top_level_and_another_scorer_starts_fresh() 
     assert (a.by, a.options, a.bands) == ("semantic", {}, Bands(0.9, 0.5))
 
 
+def test_a_module_with_another_scorer_or_bands_drops_the_error_measured_for_the_top_bands() -> None:
+    error = {"pass": 0.01, "fail": 0.02, "n": 900, "domain": {"values": [0.2, 0.99]}}
+    table = {"by": "fuzzy", "at_least": 0.8, "fail_below": 0.4, "band_error": error,
+             "modules": {"tests/test_s.py": {"by": "semantic"},
+                         "tests/test_b.py": {"at_least": 0.9}}}  # fmt: skip
+    assert scope_of(table, "tests/test_y.py").band_error == error
+    semantic = scope_of(table, "tests/test_s.py")  # no bands of its own: none decide
+    assert (semantic.band_error, semantic.bands) == (None, Bands(None, None))
+    moved = scope_of(table, "tests/test_b.py")  # its own bands were never measured
+    assert (moved.band_error, moved.bands) == (None, Bands(0.9, 0.4))
+
+
 def test_counts_and_errors_are_shares_of_the_pairs_called() -> None:
     pairs = [LabelledPair(str(i), c, "the cat sat on the mat", y, y) for i, (c, y) in enumerate(
         [("the cat sat on the mat", 1), ("the cat sat on a mat", 0), ("dogs bark", 1),

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from pytest_slam.compare.policy import EMPTY_REFERENCE
 from pytest_slam.swap.chat import CANDIDATE_SEED
 from pytest_slam.testing import FakeOpenAI
 
@@ -262,3 +263,69 @@ def test_n_choices_from_a_candidate_that_refuses_n_are_n_calls(pytester: pytest.
     (call,) = [c for c in outcome["calls"] if c["role"] == "candidate"]
     assert call["request"]["n"] == 2 and "seed" not in call["request"]
     assert [c["text"] for c in call["other_choices"]] == ["Colour 2"]
+
+
+def _one_choice(text: str) -> bytes:
+    """A chat completion with one choice whatever ``n`` asked: a server that ignores ``n``."""
+    message = {"role": "assistant", "content": text, "refusal": None}
+    return json.dumps({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+    }).encode()  # fmt: skip
+
+
+N_ANY = N_TEST.replace("    assert len(r.choices) == 2\n", "").split("    assert [c.index")[0]
+BANDS = (
+    "[tool.slam.equivalence]\nat_least = 0.9\nfail_below = 0.3\n"
+    "band_error = { pass = 0.03, pass_upper = 0.05, fail = 0.02, fail_upper = 0.06, n = 400 }\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("short", "verdict", "decided_by", "error", "only"),
+    [
+        ("candidate", "different", "empty", 0.0, "only the reference has this choice"),
+        ("reference", "undecided", None, None, "only the candidate has this choice"),
+    ],
+)
+def test_a_choice_only_one_side_has_is_decided_as_a_blank_answer_not_by_the_bands(
+    pytester: pytest.Pytester,
+    short: str,
+    verdict: str,
+    decided_by: str | None,
+    error: float | None,
+    only: str,
+) -> None:
+    """A missing candidate choice is the certain "empty" different (error 0), a missing reference
+    choice decides nothing (re-record it): never the bands' verdict, with an error they never
+    measured on missing answers."""
+
+    def two(body: dict[str, Any]) -> list[str]:
+        return ["Blue", "Red"]
+
+    def one(body: dict[str, Any]) -> bytes:
+        return _one_choice("Blue")
+
+    with (
+        FakeOpenAI(one if short == "candidate" else two, model="cand") as candidate,
+        FakeOpenAI(one if short == "reference" else two, model="gpt-4-0613") as reference,
+    ):
+        _project(pytester, reference, test_n=N_ANY)
+        (pytester.path / "pyproject.toml").write_text(
+            (pytester.path / "pyproject.toml").read_text() + "\n" + BANDS
+        )
+        pytester.runpytest(
+            f"--slm-models={candidate.base_url}#cand", "--slm-record=new", "--slm-report=r.json"
+        )
+    (outcome,) = _report(pytester, "r.json")["outcomes"]
+    (pair,) = outcome["pairs"]
+    first, second = pair["scores"]
+    assert (first["verdict"], first["decided_by"]) == ("equivalent", "exact")
+    assert (second["verdict"], second["decided_by"], second["error"]) == (
+        verdict,
+        decided_by,
+        error,
+    )
+    assert second["explanation"].startswith(f"choice 1: {only}: ")
+    assert second["why_undecided"] == (None if verdict != "undecided" else EMPTY_REFERENCE)

@@ -584,3 +584,25 @@ def test_the_judge_models_own_timeout_s_bounds_each_of_its_calls(
         for score in pair["scores"]
     ]
     assert "judge" not in decided  # no verdict from a judge past its timeout
+
+
+def test_a_module_moving_the_bands_does_not_carry_the_error_measured_for_the_top_level_ones(
+    pytester: pytest.Pytester, servers: tuple[FakeOpenAI, FakeOpenAI]
+) -> None:
+    """band_error was measured for the top level's bands: a module's own bands decide its pairs
+    with no measured error (unmeasured), never with the error of bands it does not use."""
+    reference, candidate = servers
+    _project(pytester, reference, (
+        "[tool.slam.equivalence]\nat_least = 0.9\nfail_below = 0.3\n"
+        f"{BAND_ERROR}\n"
+        '[tool.slam.equivalence.modules."test_capital.py"]\nat_least = 0.7\n'
+    ))  # fmt: skip
+    _run(pytester, candidate, "--slm-record=new").assert_outcomes(passed=2, failed=1)
+    report = _report(pytester)
+    errors = {k: (s["verdict"], s["decided_by"], s["error"]) for k, s in _scores(report).items()}
+    assert errors == {
+        "same": ("equivalent", "exact", 0.0),
+        "near": ("equivalent", "bands", None),  # 0.72 >= the module's 0.7: bands never measured
+        "far": ("different", "bands", None),
+    }
+    assert _row(report)["pairs_unmeasured"] == 2

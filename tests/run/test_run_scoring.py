@@ -31,11 +31,35 @@ def test_scopes_narrowest_first_and_another_scorer_drops_the_options_below() -> 
         "then": ["judge"],
     }
     assert scoped_config(top, "tests/test_x.py", {"by": "exact"}) == {
-        "by": "exact",
-        "at_least": 0.7,
-        "fail_below": 0.3,
+        "by": "exact",  # fuzzy's bands are on fuzzy's scale: not exact's
         "then": ["judge"],
     }
+
+
+def test_another_scorer_or_other_bands_do_not_inherit_the_error_measured_below() -> None:
+    # a band_error was measured for fuzzy's bands: a semantic 0.85 is not "equivalent, error
+    # 0.01" by them, and bands a module moves were never measured at all
+    error = {"pass": 0.01, "fail": 0.02, "n": 900}
+    judged = {"pass": 0.03, "n": 400}
+    top = {"by": "fuzzy", "method": "ratio", "at_least": 0.8, "fail_below": 0.4,
+           "band_error": error, "judge_error": judged, "then": ["judge"],
+           "modules": {"tests/test_s.py": {"by": "semantic"},
+                       "tests/test_b.py": {"at_least": 0.9},
+                       "tests/test_f.py": {"fail_below": 0.3},
+                       "tests/test_m.py": {"at_least": 0.9, "band_error": {"pass": 0.0}},
+                       "tests/test_o.py": {"method": "token_set"}}}  # fmt: skip
+    semantic = scoped_config(top, "tests/test_s.py", None)
+    assert semantic == {"by": "semantic", "then": ["judge"], "judge_error": judged}
+    moved = scoped_config(top, "tests/test_b.py", None)
+    assert "band_error" not in moved and moved["at_least"] == 0.9 and moved["fail_below"] == 0.4
+    assert "band_error" not in scoped_config(top, "tests/test_f.py", None)
+    assert scoped_config(top, "tests/test_m.py", None)["band_error"] == {"pass": 0.0}  # its own
+    assert scoped_config(top, "tests/test_o.py", None)["band_error"] == error  # same bands
+    assert scoped_config(top, "tests/test_y.py", None)["band_error"] == error
+    # a test's mark is a layer too
+    assert "band_error" not in scoped_config(top, "tests/test_y.py", {"at_least": 0.95})
+    marked = scoped_config(top, "tests/test_y.py", {"by": "semantic", "at_least": 0.9})
+    assert marked == {"by": "semantic", "at_least": 0.9, "then": ["judge"], "judge_error": judged}
 
 
 def test_json_output_is_what_response_format_asks_for() -> None:
