@@ -22,6 +22,7 @@ uncertified judge.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -85,9 +86,11 @@ class JudgeSetup:
     # (their verdicts cached), then decided in order from the cache (issue 41)
     concurrency: int = 1
     warmed: int = field(default=0, init=False)  # pairs asked ahead: not replays of earlier runs
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def counted(self, messages: list[dict[str, str]]) -> str:
-        self.asked += 1
+        with self._lock:  # asked from several threads at once (_ask_ahead)
+            self.asked += 1
         return self.complete(messages)
 
 

@@ -314,7 +314,7 @@ def _sent(calls: list[Call], index: int) -> list[JSON]:
 def _who(role: str, message: JSON) -> str:
     """Who a sent message is from, as the transcript names it (a tool result with its call's id)."""
     if role == "tool" and isinstance(message, dict):
-        return f"tool result {message.get('tool_call_id') or ''}".rstrip()
+        return visible(f"tool result {message.get('tool_call_id') or ''}".rstrip())
     return role or "message"
 
 
@@ -334,7 +334,7 @@ def _tool_call(tc: dict[str, JSON]) -> list[JSON]:
     name = fn.get("name") if isinstance(fn, dict) else None
     args = fn.get("arguments") if isinstance(fn, dict) else None
     shown = args if isinstance(args, str) else dumps(args)
-    return [f"tool call {tc.get('id') or ''}".rstrip(), visible(f"{name}({shown})")]
+    return [visible(f"tool call {tc.get('id') or ''}".rstrip()), visible(f"{name}({shown})")]
 
 
 def _json(data: JSON) -> str:

@@ -322,3 +322,22 @@ def test_chromium_a_matrix_cell_opens_to_the_whole_answer_and_the_reason(report,
         "call 1:\nCustomer charged twice.\n\ncall 2:\nRefund maybe later."
     )
     assert html.unescape(reason.group(1)) == "AssertionError: summary misses the refund amount"
+
+
+def test_a_transcript_shows_a_models_tool_call_ids_with_their_controls_marked() -> None:
+    """A tool call's id and a tool result's id come from the model: a bidi override in one is a
+    marker in the page, never applied (as every other text of the transcript)."""
+    from pytest_slam.records import Call
+    from pytest_slam.report.htmldata import transcript_step
+
+    tool_call = {"id": "c\u202e1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    first = Call("mini", "candidate", {"messages": [{"role": "user", "content": "go"}]},
+                 tool_calls=[tool_call])  # type: ignore[list-item]  # fmt: skip
+    result = {"role": "tool", "tool_call_id": "c\u202e1", "content": "done"}
+    second = Call("mini", "candidate", {"messages": [
+        {"role": "user", "content": "go"}, {"role": "assistant", "tool_calls": [tool_call]}, result
+    ]}, text="ok")  # fmt: skip
+    steps = transcript_step([first, second], 0) + transcript_step([first, second], 1)
+    shown = " ".join(str(who) for who, _ in steps)  # type: ignore[misc]
+    assert "\u202e" not in shown and "tool call c⟨U+202E⟩1" in shown
+    assert "tool result c⟨U+202E⟩1" in shown
