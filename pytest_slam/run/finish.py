@@ -20,7 +20,6 @@ from pytest_slam.run.collect import collect
 from pytest_slam.run.ended import Ended
 from pytest_slam.run.exitstatus import Exit, run_exit
 from pytest_slam.run.judge_stage import judge
-from pytest_slam.run.publish import drop_older_reports as drop_older_reports
 from pytest_slam.run.publish import publish
 from pytest_slam.util.gcpause import gc_paused
 

@@ -142,10 +142,11 @@ def closing_lines(slam: Kept) -> list[str]:
         lines.extend(slam.router.replica_lines())
         lines.extend(concurrency_lines(slam, slam.router))
     if slam.role != "worker":
-        from pytest_slam.run.checks import diverged_lines
-
         lines.extend(slam.accounting.cap_lines())
-        lines.extend(diverged_lines(slam.accounting.outcomes))
+        if slam.accounting.outcomes:  # a run that swapped nothing never loads the checks
+            from pytest_slam.run.checks import diverged_lines
+
+            lines.extend(diverged_lines(slam.accounting.outcomes))
         if slam.settings.golden_dir_legacy:
             from pytest_slam.settings import MOVE_GOLDENS
 
@@ -155,9 +156,8 @@ def closing_lines(slam: Kept) -> list[str]:
 
 def concurrency_lines(slam: Kept, router: SwapRouter) -> list[str]:
     """Answers fetched ahead (used, unused) and limits a server's refusals lowered; the
-    fetches still queued or in flight end here."""
-    from pytest_slam.report.terminal import fit_lines, terminal_width
-
+    fetches still queued or in flight end here. Whole lines: the summary wraps them at a terminal
+    and a CI log keeps each whole (plugin.py)."""
     lines: list[str] = []
     if slam.ahead is not None:
         slam.ahead.close()
@@ -165,7 +165,7 @@ def concurrency_lines(slam: Kept, router: SwapRouter) -> list[str]:
     lines.extend(line for lim in router.limiters.values() if (line := lim.line()))
     if slam.cache is not None and (line := slam.cache.line()):
         lines.append(line)
-    return fit_lines(lines, terminal_width(slam.config))
+    return lines
 
 
 def original_url(router: SwapRouter | None) -> str:

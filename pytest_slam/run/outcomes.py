@@ -388,7 +388,7 @@ def calls_account(ctx: TestContext | None, verdict: TestVerdict | None) -> str |
     problems with them (``candidate called no tool``)."""
     if ctx is None or verdict is None or not verdict.own_failure:
         return None
-    calls = [c for c in ctx.calls if c.role == "candidate"]
+    calls = _candidate_calls(ctx)
     if not calls:
         return None
     lines = [

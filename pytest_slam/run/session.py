@@ -26,7 +26,8 @@ from pytest_slam.records import ModelSpec
 from pytest_slam.run.accounting import Accounting
 from pytest_slam.run.engine_start import Engines, EngineStart, WorkerInput, worker_input
 from pytest_slam.run.entry import VERDICT, TestEntry
-from pytest_slam.run.finish import drop_older_reports, finish
+from pytest_slam.run.finish import finish
+from pytest_slam.run.publish import drop_older_reports
 from pytest_slam.run.selection import Selection
 from pytest_slam.run.summary import Summary
 from pytest_slam.settings import Settings
@@ -70,10 +71,6 @@ class SlamSession:
     @property
     def armed(self) -> bool:
         return self.selection.armed
-
-    @property
-    def runs_tests(self) -> bool:
-        return self.role != "controller"
 
     # -- the parts, as the end of the run reads them -----------------------------------------------
 

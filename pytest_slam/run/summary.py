@@ -23,10 +23,6 @@ class Summary:
     def extend(self, lines: Iterable[str]) -> None:
         self.lines.extend(lines)
 
-    def merge(self, lines: Iterable[str]) -> None:
-        """A worker's lines, each once: workers often say the same thing (a file written)."""
-        self.lines.extend(line for line in lines if line not in self.lines)
-
     def lead(self, lines: list[str]) -> None:
         """Lines that open the section (the verdict table)."""
         self.lines[:0] = lines

@@ -21,9 +21,11 @@ from pytest_slam.golden.store import GoldenStore
 from pytest_slam.records import ModelSpec
 from pytest_slam.run import hookspecs
 from pytest_slam.run.accounting import Accounting
+from pytest_slam.run.collect import merged_lines
 from pytest_slam.run.ended import Choices, Ended, Roles, SessionFacts, Setup, SwapTally
-from pytest_slam.run.finish import drop_older_reports, finish
+from pytest_slam.run.finish import finish
 from pytest_slam.run.options import EXIT_GATE_FAILED
+from pytest_slam.run.publish import drop_older_reports
 from pytest_slam.run.selection import Selection, not_enabled_line
 from pytest_slam.run.summary import Summary
 from pytest_slam.run.tables import Tables
@@ -134,7 +136,8 @@ def test_cap_lines_name_the_cut_tests() -> None:
 
 def test_summary_merges_worker_lines_once_and_shows_paths_from_the_root(tmp_path: Path) -> None:
     summary = Summary(tmp_path, ["golden answers written: a.json"])
-    summary.merge(["golden answers written: a.json", "golden answers written: b.json"])
+    worker = {"summary": ["golden answers written: a.json", "golden answers written: b.json"]}
+    summary.extend(merged_lines(summary.lines, [worker]))
     summary.lead(["table"])
     assert summary.lines == [
         "table",
