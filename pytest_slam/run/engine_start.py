@@ -21,7 +21,6 @@ from pytest_slam.settings import Settings
 from pytest_slam.swap import models as model_specs
 from pytest_slam.swap.chat import Target, forward_chat
 from pytest_slam.swap.engines import EngineError, Running, needs_engine, start_engine
-from pytest_slam.swap.limits import concurrency_of
 from pytest_slam.util.foreign import tmp_path_factory
 
 if TYPE_CHECKING:
@@ -116,12 +115,7 @@ class Engines:
         for spec in specs:
             # a slot for every call in flight: each test process's limit (swap/limits.py), a
             # judge's and a reference's too (a run's judge pairs and a refresh are asked ahead)
-            wanted = concurrency_of(
-                spec,
-                getattr(self.config.option, "slm_concurrency", None),
-                self.settings.concurrency,
-            )
-            slots = min(processes * wanted, MAX_SLOTS)
+            slots = min(processes * (spec.concurrency or 1), MAX_SLOTS)
             try:
                 server = start_engine(
                     spec, self.log_dir, self.settings.engine_timeout_s, slots, say, beat_s

@@ -120,9 +120,7 @@ class TestEntry:
         if swap.router.ahead is not None:
             from pytest_slam.run import judge_ahead
 
-            self.planner.judging = judge_ahead.follow(
-                swap.router.ahead, self.checker, self.settings, self.config
-            )
+            self.planner.judging = judge_ahead.follow(swap.router.ahead, self.checker)
         return self.planner
 
     def _plan_reference(

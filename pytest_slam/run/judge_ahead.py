@@ -43,10 +43,9 @@ from pytest_slam.run.checks import Checker, Choice, asks_a_model, choices_of, qu
 from pytest_slam.run.judging import JudgeModel, judge_body, judge_target
 from pytest_slam.run.optin import base_test_id, module_of
 from pytest_slam.run.scoring import ScoringPlan
-from pytest_slam.settings import Settings
 from pytest_slam.swap import upstream
 from pytest_slam.swap.chat import forward_chat
-from pytest_slam.swap.limits import Limiter, concurrency_of
+from pytest_slam.swap.limits import Limiter
 from pytest_slam.swap.router import TestContext
 from pytest_slam.util.textcodec import dumps
 
@@ -348,7 +347,7 @@ class JudgeAhead:
 
 
 def follow(
-    ahead: Ahead, checker: Checker | None, settings: Settings, config: pytest.Config
+    ahead: Ahead, checker: Checker | None
 ) -> Callable[[pytest.Item, GoldenRecord, ModelSpec], PairPlan | None] | None:
     """Ask the run's judge ahead, when there is one to ask and answers are fetched ahead: returns
     what the planner calls for each planned request (its test's pair), else None."""
@@ -357,8 +356,7 @@ def follow(
         return None
     if all(limiter.ceiling <= 1 for limiter in ahead.limiters.values()):
         return None  # no candidate answer is fetched ahead: nothing to judge ahead of its test
-    override = getattr(config.option, "slm_concurrency", None)
-    ceiling = concurrency_of(judge.spec, override, settings.concurrency)
+    ceiling = judge.spec.concurrency or 1  # resolved with the run's models (run/startup.py)
     if ceiling <= 1:  # one judge call at a time: asked by each test, as before
         return None
     follower = JudgeAhead(checker, judge, Limiter(judge.spec.name, ceiling))

@@ -76,6 +76,9 @@ def resolve_models(config: pytest.Config, settings: Settings, armed: bool) -> Mo
     if settings.judge:  # a candidate's model as the judge: the same spec, so one engine
         judge = model_specs.resolve(settings.judge, settings.model_table)
         judge = specs.get(judge.name, judge)
+    for other in (reference, judge):  # theirs too: a refresh and the run's judge ask ahead
+        if other is not None:  # (a candidate's own spec as the judge: the same value again)
+            other.concurrency = concurrency_of(other, override, settings.concurrency)
     models = Models(specs, reference, judge, _embeddings(settings))
     from pytest_slam.golden.redact import secret_env
 
@@ -228,7 +231,6 @@ def arm(
             energy,
             say,
             f"--slm-models={slm_models}" if slm_models else "",
-            getattr(config.option, "slm_concurrency", None),
         )
     )
     tables = Tables.of(settings, scratch=scratch_folder(golden_root))

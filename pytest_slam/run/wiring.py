@@ -29,7 +29,7 @@ from pytest_slam.swap import models as model_specs
 from pytest_slam.swap import redirect
 from pytest_slam.swap.ahead import Ahead
 from pytest_slam.swap.cache import FOLDER, AnswerCache
-from pytest_slam.swap.limits import Limiter, concurrency_of
+from pytest_slam.swap.limits import Limiter
 from pytest_slam.swap.proxy import SwapProxy
 from pytest_slam.swap.router import SwapRouter, Upstream, candidate_forward
 from pytest_slam.swap.targets import Targets
@@ -123,7 +123,6 @@ class SwapInputs:
     energy: EnergyMeter | None = None
     say: Say | None = None
     record_args: str = ""  # so the printed record command selects the same models
-    concurrency: int | None = None  # --slm-concurrency: the reference's too, in a refresh
 
 
 def build_swap(inputs: SwapInputs) -> Swap:
@@ -176,9 +175,7 @@ def golden_side(inputs: SwapInputs) -> Golden | None:
         settings.reference_timeout_s,
         record_args=inputs.record_args,
         # a refresh fetches within it (golden/prefetch.py)
-        limiter=Limiter(
-            spec.name, concurrency_of(spec, inputs.concurrency, settings.concurrency), inputs.say
-        ),
+        limiter=Limiter(spec.name, spec.concurrency or 1, inputs.say),
     )
     return Golden(store, service)
 
