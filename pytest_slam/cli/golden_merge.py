@@ -234,8 +234,9 @@ def cmd_merge_driver(args: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def _store_lock(path: Path | None, args: argparse.Namespace) -> Iterator[None]:
-    """The project's store lock while the driver reads and writes, when git merges a file of it
-    (``path``, git's %P): a killed change is recovered first, and no writer runs meanwhile."""
+    """The project's store lock while the driver reads and writes git's copies, when git merges a
+    file of it (``path``, git's %P): a killed change is recovered first, and no writer of ours
+    runs meanwhile. Git writes the merged result into the file itself after the driver returns."""
     store = _store_of(path, args) if path is not None else None
     if store is None:
         yield

@@ -8,8 +8,11 @@ commands interleaving, or one killed half-way, could leave half the store on oth
 - **One store lock** (``<locks>/store.lock``, a ``filelock.FileLock``) is held from the first read
   to the last write. Every golden write of a recording run takes the same lock (``GoldenStore``),
   so a run's answer waits for a store-wide change and never lands in the middle of one.
-  ``slam golden merge`` into the store is such a change too (and the merge driver holds the lock
-  while it reads), so a merge never drops a recorded answer nor reverts a promote.
+  ``slam golden merge`` into the store is such a change too, so a merge never drops a recorded
+  answer nor reverts a promote. The git merge driver holds the lock while it reads and writes
+  git's temporary copies (a killed change is recovered first); git itself writes the result into
+  the golden file after the driver returns, outside any lock of ours, as it does every file of a
+  merge: run the merge with no recording run under way.
 - Every file the change writes or removes is **staged** in memory (``Transaction.stage``); nothing
   is written while the change reads, so a refused change (a broken file, a bad name) writes nothing.
 - At commit, the **journal** ``<locks>/<store folder>.journal`` is written (temp file, fsync,

@@ -10,8 +10,9 @@ What counts as a secret (a heuristic; it errs towards redacting, but leaves pros
 - a bearer token: ``Bearer`` and a token with a digit, a symbol (``._~+/=-``) or mixed case, or any
   word that ends the text, line or quoted value (``"Bearer xxx"``); ``the Bearer of bad news`` stays;
 - the credentials after ``Authorization:`` / ``Proxy-Authorization:`` (``=`` too, any case);
-- the value of any environment variable named ``*_API_KEY``, ``*_TOKEN`` or ``*_SECRET`` (6 or more
-  characters, so a placeholder like ``x`` in CI does not blank every ``x``);
+- the value of any environment variable named ``*_API_KEY``, ``*_TOKEN``, ``*_SECRET`` or
+  ``*_SHARD_KEY`` (the key that signs report shards), of 6 or more characters, so a
+  placeholder like ``x`` in CI does not blank every ``x``;
 - any value under a mapping key such as ``api_key`` or ``authorization``.
 A secret inside a longer text is replaced in place, so an answer that quotes a key keeps its words.
 
@@ -30,7 +31,7 @@ from collections.abc import Mapping
 from pytest_slam.records import JSON, GoldenAnswer
 
 REDACTED = "[redacted]"
-SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET")
+SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_SHARD_KEY")  # SLAM_SHARD_KEY signs
 SECRET_FIELD_NAMES = frozenset({"api_key", "api-key", "x-api-key", "authorization", "apikey"})
 MIN_ENV_SECRET_LENGTH = 6
 KEY_ENV_NAMES: set[str] = set()  # variables model specs read their keys from, whatever their name

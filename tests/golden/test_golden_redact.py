@@ -151,3 +151,10 @@ def test_a_report_with_nothing_secret_is_not_copied() -> None:
     data = [{"text": "Refunds take five days.", "n": 3}]
     assert scrub(data, ["acme-4f9a8b7c"]) is data
     assert scrub([{"text": "use sk-abc123"}], []) == [{"text": f"use {REDACTED}"}]
+
+
+def test_the_key_that_signs_report_shards_is_a_secret_too(monkeypatch):
+    """SLAM_SHARD_KEY signs sharded reports (report/seal.py): a recorded text that quotes it is
+    scrubbed like an API key."""
+    monkeypatch.setenv("SLAM_SHARD_KEY", "shard-signing-key-42")
+    assert scrub({"t": "the key is shard-signing-key-42."}) == {"t": "the key is [redacted]."}
