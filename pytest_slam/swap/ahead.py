@@ -306,8 +306,8 @@ class CandidateQueue(FetchQueue):
         self.spec, self._target, self._forward, self.cache = spec, target, forward, cache
 
     def sent_body(self, planned: Planned) -> JSONObject:
-        target = self._target(self.spec)
-        return pin_seed(upstream_body(planned.body, self.spec, planned.cap), target)
+        # which server sends it is no part of the body: no replica is picked for it
+        return pin_seed(upstream_body(planned.body, self.spec, planned.cap), "candidate")
 
     def _fetch(self, planned: Planned) -> None:
         """Send it under the limit (limits.py: a 429 lowers it and asks again), every chunk kept
@@ -399,10 +399,11 @@ class Ahead:
             )
             queue.follower = self.follower
         try:
-            for one in planned:
-                queue.add(one)
-        except RouteError:  # no server to ask (its engine did not start): its tests say why
+            self._target(spec)  # a server to ask (its engine started here in a serial run)
+        except RouteError:  # none (its engine did not start): its tests say why
             return
+        for one in planned:
+            queue.add(one)
 
     def claim(self, model: str, nodeid: str, key: str | None, sent: JSONObject) -> Planned | None:
         queue = self.queues.get(model)

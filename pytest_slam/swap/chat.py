@@ -318,13 +318,13 @@ def upstream_body(body: JSONObject, spec: ModelSpec, cap: int | None = None) -> 
 CANDIDATE_SEED = 1234  # the seed a candidate request gets when the product set none
 
 
-def pin_seed(payload: JSONObject, target: Target) -> JSONObject:
+def pin_seed(payload: JSONObject, role: str) -> JSONObject:
     """A candidate's sampling pinned: ``seed`` added when the product set none, so a sampling
     candidate (llama.cpp, vLLM, hosted APIs on a best-effort basis) gives the same answer to the
     same request from run to run. Its temperature stays what the request says; the reference and
     the judge are asked as the request says. ``call.request`` never carries it (the golden key
     is the product's request)."""
-    if target.role == "candidate" and payload.get("seed") is None:
+    if role == "candidate" and payload.get("seed") is None:
         payload["seed"] = CANDIDATE_SEED
     return payload
 
@@ -410,7 +410,7 @@ def forward_chat(
     limit = CALLER_DEADLINE.get()
     deadline = None if limit is None else limit.at
     wait = timeout if deadline is None else max(min(timeout, deadline - start), 0.001)
-    sent = pin_seed(upstream_body(body, target.spec, cap), target)
+    sent = pin_seed(upstream_body(body, target.spec, cap), target.role)
 
     def post(url: str) -> upstream.Response:
         call.endpoint = url  # the replica that takes it (another when this one refuses)

@@ -375,7 +375,7 @@ class SwapRouter:
         if self.ahead is None and self.cache is None:
             return self._live(call, relay)  # nothing fetched or kept: no upstream body to match
         spec = call.target.spec
-        sent = pin_seed(upstream_body(call.body, spec, call.cap), call.target)
+        sent = pin_seed(upstream_body(call.body, spec, call.cap), call.target.role)
         result = self._fetched(call, sent, relay)
         if result is not None:
             return result

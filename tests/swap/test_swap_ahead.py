@@ -150,3 +150,23 @@ def test_the_follower_is_told_of_answers_only_not_of_failed_calls() -> None:
         assert follower.told[0] == answered.nodeid  # the 500 is not judged ahead
     finally:
         queue.close()
+
+
+def test_requests_queued_one_by_one_are_sent_to_the_replicas_in_turn() -> None:
+    """Building a request's body picks no replica: queued and fetched one after the other (as a
+    worker plans its tests a few at a time), the fetches still go to the replicas in turn."""
+    from pytest_slam.swap.targets import Targets
+
+    with FakeOpenAI("Paris.") as one, FakeOpenAI("Paris.") as two:
+        spec = ModelSpec("mini", "openai", "gpt-4o-mini", base_urls=[one.base_url, two.base_url])
+        queue = CandidateQueue(
+            spec, Limiter("mini", 4), Targets().candidate, candidate_forward(None)
+        )
+        try:
+            for order in range(4):
+                planned = _planned(order, f"tests/test_a.py::test_{order}[mini]")
+                queue.add(planned)
+                _until(planned.done.is_set, "the request fetched")
+        finally:
+            queue.close()
+        assert (len(one.requests), len(two.requests)) == (2, 2)  # old: (0, 4)
