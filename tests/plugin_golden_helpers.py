@@ -3,6 +3,7 @@ reference by endpoint spec and the candidate ``mini``, and readers of what a run
 
 from __future__ import annotations
 
+import collections
 import json
 import subprocess
 import sys
@@ -97,3 +98,12 @@ def by_test(report: Path) -> dict[str, tuple[str, list[tuple[str, str]]]]:
         o["nodeid"]: (o["outcome"], [(p["key"], p["reference_text"]) for p in o["pairs"]])
         for o in outcomes
     }
+
+
+def sent_to(fake: FakeOpenAI) -> collections.Counter[str]:
+    """Each chat request ``fake`` was sent, by its last message."""
+    return collections.Counter(
+        r.json["messages"][-1]["content"]
+        for r in fake.requests
+        if r.path.endswith("/chat/completions") and r.json
+    )

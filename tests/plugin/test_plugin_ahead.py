@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from plugin_golden_helpers import run, write_project
+from plugin_golden_helpers import run, sent_to, write_project
 from slam_helpers import PRODUCT, said, wait_for
 
 from pytest_slam.testing import FakeOpenAI
@@ -91,15 +91,6 @@ def _recorded(
         monkeypatch.setenv("AHEAD", str(ahead))
 
 
-def _asked(fake: FakeOpenAI) -> collections.Counter[str]:
-    """Each chat request the candidate was sent, by its last message."""
-    return collections.Counter(
-        r.json["messages"][-1]["content"]
-        for r in fake.requests
-        if r.path.endswith("/chat/completions") and r.json
-    )
-
-
 def _calls(report: Path) -> list[dict[str, Any]]:
     outcomes = json.loads(report.read_text(encoding="utf-8"))["outcomes"]
     return [c for o in outcomes for c in o["calls"]]
@@ -119,7 +110,7 @@ def test_a_replay_fetches_ahead_and_asks_each_request_once(
         result = run(pytester, "--slm-report=r.json")
         releaser.join()
     result.assert_outcomes(passed=len(QUESTIONS))
-    assert _asked(mini) == collections.Counter(QUESTIONS)  # each once, none twice
+    assert sent_to(mini) == collections.Counter(QUESTIONS)  # each once, none twice
     calls = _calls(pytester.path / "r.json")
     ahead = [c for c in calls if c["fetched_ahead"]]
     assert len(ahead) == len(QUESTIONS) - 1  # all but the first test's, sent before it ran
@@ -182,7 +173,7 @@ def test_a_skipped_or_deselected_test_is_never_paired_with_a_fetched_answer(
     deselect = "test_product.py::test_answer[mini-question 3]"
     result = run(pytester, "--deselect", deselect, "--slm-report=r.json")
     result.assert_outcomes(passed=len(QUESTIONS) - 2, skipped=1, deselected=1)
-    asked = _asked(mini)
+    asked = sent_to(mini)
     assert "question 3" not in asked  # deselected: never planned
     assert asked["question 7"] == 1  # fetched before the test skipped itself
     assert "1 fetched, unused" in said(result)
@@ -224,7 +215,7 @@ def test_two_workers_ask_each_request_once(
     _recorded(pytester, gpt4, mini)
     result = run(pytester, "-n", "2", "--slm-report=r.json")
     result.assert_outcomes(passed=len(QUESTIONS))
-    assert _asked(mini) == collections.Counter(QUESTIONS)
+    assert sent_to(mini) == collections.Counter(QUESTIONS)
     assert any(c["fetched_ahead"] for c in _calls(pytester.path / "r.json"))
 
 
@@ -237,20 +228,20 @@ def test_the_cache_reuses_an_answer_only_for_the_same_model_and_body(
     _recorded(pytester, gpt4, mini)
     first = run(pytester, "--slm-cache", "--slm-report=first.json")
     first.assert_outcomes(passed=len(QUESTIONS))
-    assert _asked(mini) == collections.Counter(QUESTIONS)
+    assert sent_to(mini) == collections.Counter(QUESTIONS)
     assert not any(c["cached"] for c in _calls(pytester.path / "first.json"))
 
     mini.requests.clear()
     again = run(pytester, "--slm-cache", "--slm-report=again.json")
     again.assert_outcomes(passed=len(QUESTIONS))
-    assert _asked(mini) == collections.Counter()  # nothing asked: every answer kept
+    assert sent_to(mini) == collections.Counter()  # nothing asked: every answer kept
     calls = _calls(pytester.path / "again.json")
     assert all(c["cached"] for c in calls)
     assert f"answer cache: {len(QUESTIONS)} call(s) answered from it" in said(again)
     assert (pytester.path / ".slam" / ".gitignore").read_text().endswith("*\n")  # never committed
 
     run(pytester, "--slm-report=off.json").assert_outcomes(passed=len(QUESTIONS))
-    assert _asked(mini) == collections.Counter(QUESTIONS)  # not opted in: asked anew
+    assert sent_to(mini) == collections.Counter(QUESTIONS)  # not opted in: asked anew
 
     mini.requests.clear()
     write_project(pytester, gpt4, mini, extra="", key_env=None)
@@ -258,7 +249,7 @@ def test_the_cache_reuses_an_answer_only_for_the_same_model_and_body(
         pytester.path.joinpath("pyproject.toml").read_text().replace("gpt-4o-mini", "gpt-4o-nano")
     )
     run(pytester, "--slm-cache").assert_outcomes(passed=len(QUESTIONS))
-    assert _asked(mini) == collections.Counter(QUESTIONS)  # another model id: not reused
+    assert sent_to(mini) == collections.Counter(QUESTIONS)  # another model id: not reused
 
     mini.requests.clear()
     cleared = subprocess.run(
@@ -267,7 +258,7 @@ def test_the_cache_reuses_an_answer_only_for_the_same_model_and_body(
     )  # fmt: skip
     assert cleared.returncode == 0 and "kept answer(s) removed" in cleared.stdout
     run(pytester, "--slm-cache").assert_outcomes(passed=len(QUESTIONS))
-    assert _asked(mini) == collections.Counter(QUESTIONS)  # cleared: asked again
+    assert sent_to(mini) == collections.Counter(QUESTIONS)  # cleared: asked again
 
 
 def test_ctrl_c_with_fetches_in_flight_ends_them_and_keeps_every_golden(
@@ -338,7 +329,7 @@ def test_a_streaming_product_gets_the_fetched_stream_whole_with_its_usage(
     assert sum(c["fetched_ahead"] for c in calls) == len(QUESTIONS) - 1
     assert all(c["streamed"] for c in calls)
     assert sorted(c["text"] for c in calls) == sorted(f"mini says: {q}" for q in QUESTIONS)
-    assert _asked(mini) == collections.Counter(QUESTIONS)
+    assert sent_to(mini) == collections.Counter(QUESTIONS)
 
 
 def test_a_refresh_fetches_nothing_ahead_and_asks_each_request_once(
@@ -352,7 +343,7 @@ def test_a_refresh_fetches_nothing_ahead_and_asks_each_request_once(
     result.assert_outcomes(passed=len(QUESTIONS))
     assert not re.search(r"mini: \d+ call\(s\) fetched ahead", said(result))
     assert not any(c["fetched_ahead"] for c in _calls(pytester.path / "r.json"))
-    assert _asked(mini) == collections.Counter(QUESTIONS)
+    assert sent_to(mini) == collections.Counter(QUESTIONS)
 
 
 TIMED_SUITE = """
@@ -386,7 +377,7 @@ def test_a_kept_answer_slower_than_the_callers_timeout_is_the_candidates_failure
     result.assert_outcomes(
         failed=3
     )  # old code: passed=3, the kept answers served whatever they took
-    assert _asked(slow) == collections.Counter()  # kept: not asked again
+    assert sent_to(slow) == collections.Counter()  # kept: not asked again
     calls = _calls(pytester.path / "r.json")
     assert len(calls) == 3 and all(c["cached"] and not c["text"] for c in calls)
     assert all("the caller gave up" in (c["error"] or "") for c in calls)

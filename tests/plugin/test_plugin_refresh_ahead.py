@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from plugin_golden_helpers import golden_files, run, write_project
+from plugin_golden_helpers import golden_files, run, sent_to, write_project
 from slam_helpers import PRODUCT, said, wait_for
 
 from pytest_slam.golden.store import GoldenStore
@@ -74,15 +74,6 @@ def _timeless(files: dict[str, bytes]) -> dict[str, str]:
     return {name: TIMING.sub(r'"\1": _', data.decode("utf-8")) for name, data in files.items()}
 
 
-def _asked(fake: FakeOpenAI) -> collections.Counter[str]:
-    """Each chat request the model was sent, by its last message."""
-    return collections.Counter(
-        r.json["messages"][-1]["content"]
-        for r in fake.requests
-        if r.path.endswith("/chat/completions") and r.json
-    )
-
-
 def _answers(root: Path) -> dict[str, tuple[str, str | None]]:
     """Each golden entry's (text, recorded_at), by its request's last message."""
     store = GoldenStore(root / "__slam__", "gpt-4")
@@ -107,7 +98,7 @@ def test_a_refresh_asks_the_reference_ahead_once_each_and_writes_what_one_at_a_t
             write_project(pytester, reference, mini)
             result = run(pytester, "--slm-record=all", *args)
             result.assert_outcomes(passed=len(QUESTIONS))
-        assert _asked(reference) == collections.Counter(QUESTIONS), way  # each once, none twice
+        assert sent_to(reference) == collections.Counter(QUESTIONS), way  # each once, none twice
         assert (reference.peak_in_flight > 1) == (way == "default"), way
         refreshed[way] = _timeless(golden_files(pytester.path))
         assert bool(FETCHED.search(said(result))) == (way == "default"), said(result)
@@ -135,7 +126,7 @@ def test_two_candidates_tests_share_each_reference_request_asked_once(
         toml.write_text(toml.read_text().replace('candidates = ["mini"]', two))
         result = run(pytester, "--slm-record=all")
         result.assert_outcomes(passed=2 * len(QUESTIONS))
-    assert _asked(reference) == collections.Counter(QUESTIONS)
+    assert sent_to(reference) == collections.Counter(QUESTIONS)
     assert reference.peak_in_flight > 1
     assert "fetched, unused" not in said(result)
 
@@ -153,7 +144,7 @@ def test_a_reference_refusing_the_first_calls_with_429_still_records_every_answe
         write_project(pytester, reference, mini)
         result = run(pytester, "--slm-record=all")
         result.assert_outcomes(passed=len(QUESTIONS))
-    assert set(_asked(reference)) == set(QUESTIONS)
+    assert set(sent_to(reference)) == set(QUESTIONS)
     assert "gpt-4: the server refused calls" in said(result)
     answers = _answers(pytester.path)
     assert all(answers[q][0] == f"GPT-4 (May) says: {q}" for q in QUESTIONS)
@@ -172,7 +163,7 @@ def test_a_refresh_asks_a_changed_request_live_and_never_records_the_fetched_one
         result = run(pytester, "--slm-record=all")
         result.assert_outcomes(passed=len(QUESTIONS))
     expected = collections.Counter([*QUESTIONS, "question 5, reworded"])
-    assert _asked(reference) == expected  # the old wording fetched ahead once, the new live once
+    assert sent_to(reference) == expected  # the old wording fetched ahead once, the new live once
     assert "1 fetched, unused" in said(result)
     after = _answers(pytester.path)
     assert after["question 5"] == before["question 5"]  # the fetched answer was never written
@@ -201,7 +192,7 @@ def test_a_failed_fetched_call_fails_its_test_as_a_live_one_does(
             write_project(pytester, reference, mini)
             result = run(pytester, "--slm-record=all", *args)
             result.assert_outcomes(passed=len(QUESTIONS) - 1, failed=1)
-        asked = _asked(reference)
+        asked = sent_to(reference)
         assert asked == collections.Counter([*QUESTIONS, "question 7", "question 7"]), way
         assert (reference.peak_in_flight > 1) == (way == "default"), way
         # the failure's own line (pytest's short summary repeats it, cut to the width outside CI)
