@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from html_helpers import chromium, report_data
 from review_helpers import slam
-from slam_helpers import CHROMIUM
+from slam_helpers import needs_chromium
 
 from pytest_slam.testing import FakeOpenAI
 
@@ -194,9 +194,8 @@ def test_a_pair_outside_the_calibrated_domain_goes_to_the_judge_or_stays_undecid
     assert "band_error has no domain" in text and "run `slam calibrate` again" in text
 
 
-def test_the_html_pair_view_shows_each_verdicts_error_or_unmeasured_and_why_undecided(
-    pytester: pytest.Pytester, servers: tuple[FakeOpenAI, FakeOpenAI], tmp_path: Path
-) -> None:
+def _pair_view(pytester: pytest.Pytester, servers: tuple[FakeOpenAI, FakeOpenAI]) -> Path:
+    """The HTML report of the five kinds of answer, with a measured pass error and none for fails."""
     reference, candidate = servers
     pytester.makepyfile(test_capital=TESTS)
     pytester.makefile(".toml", pyproject=(
@@ -206,8 +205,13 @@ def test_the_html_pair_view_shows_each_verdicts_error_or_unmeasured_and_why_unde
     ))  # fmt: skip
     pytester.runpytest(f"--slm-models={candidate.base_url}#cand", "--slm-html=r.html",
                        "--slm-record=new")  # fmt: skip
-    page = (pytester.path / "r.html").read_text()
-    rows, pairs = report_data(page)
+    return pytester.path / "r.html"
+
+
+def test_the_html_pair_view_shows_each_verdicts_error_or_unmeasured_and_why_undecided(
+    pytester: pytest.Pytester, servers: tuple[FakeOpenAI, FakeOpenAI]
+) -> None:
+    rows, pairs = report_data(_pair_view(pytester, servers).read_text())
     beside = {_test_kind(rows["tests"][r[0]].replace("[", "-")): r[-1] for r in rows["rows"]}
     assert beside == {"same": "certain (error 0)", "words": "error 0.039 (<= 0.047)",
                       "near": "no evidence", "far": "error unmeasured",
@@ -218,11 +222,13 @@ def test_the_html_pair_view_shows_each_verdicts_error_or_unmeasured_and_why_unde
     assert shown[("different", "bands")] == ("error unmeasured", None)  # no fail error measured
     error, why = shown[("undecided", "bands")]
     assert error is None and why.startswith("no evidence: fuzzy 0.")
-    if CHROMIUM is None:
-        pytest.skip(
-            "headless Chromium not installed (apt-get install -y chromium): the data is checked"
-        )
-    dom = chromium(f"{(pytester.path / 'r.html').as_uri()}#open=all", "--dump-dom",
+
+
+@needs_chromium
+def test_the_html_pair_view_renders_each_error_in_a_browser(
+    pytester: pytest.Pytester, servers: tuple[FakeOpenAI, FakeOpenAI], tmp_path: Path
+) -> None:
+    dom = chromium(f"{_pair_view(pytester, servers).as_uri()}#open=all", "--dump-dom",
                    tmp_path=tmp_path)  # fmt: skip
     assert "error 0.039 (&lt;= 0.047)" in dom and "error unmeasured" in dom
     assert "why undecided: no evidence: fuzzy 0." in dom
