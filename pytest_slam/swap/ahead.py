@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from pytest_slam.errors import SlamError
 from pytest_slam.records import ModelSpec
 from pytest_slam.swap import upstream
 from pytest_slam.swap.cache import AnswerCache
@@ -343,7 +344,7 @@ class CandidateQueue(FetchQueue):
         self._finish(planned, result, kept, in_flight, None if result else "stopped")
 
 
-class _Claimed(Exception):
+class _Claimed(SlamError, kind="swap"):
     """Its test claimed it while it waited for a place under the limit: not sent."""
 
 
