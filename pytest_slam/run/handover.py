@@ -156,8 +156,10 @@ def closing_lines(slam: Kept) -> list[str]:
 
 def concurrency_lines(slam: Kept, router: SwapRouter) -> list[str]:
     """Answers fetched ahead (used, unused) and limits a server's refusals lowered; the
-    fetches still queued or in flight end here. Whole lines: the summary wraps them at a terminal
-    and a CI log keeps each whole (plugin.py)."""
+    fetches still queued or in flight end here; wrapped at the terminal's width, as the report's
+    own lines are."""
+    from pytest_slam.report.terminal import fit_lines, terminal_width
+
     lines: list[str] = []
     if slam.ahead is not None:
         slam.ahead.close()
@@ -165,7 +167,7 @@ def concurrency_lines(slam: Kept, router: SwapRouter) -> list[str]:
     lines.extend(line for lim in router.limiters.values() if (line := lim.line()))
     if slam.cache is not None and (line := slam.cache.line()):
         lines.append(line)
-    return lines
+    return fit_lines(lines, terminal_width(slam.config))
 
 
 def original_url(router: SwapRouter | None) -> str:
