@@ -153,21 +153,27 @@ def split_url(base_url: str) -> tuple[str, str, int, str]:
     return parts.scheme, parts.hostname or "127.0.0.1", port, parts.path.rstrip("/")
 
 
-Pool = dict[tuple[str, str, int], http.client.HTTPConnection]
+class Pool(dict[tuple[str, str, int], http.client.HTTPConnection]):
+    """One thread's kept-alive connections; ``closed`` once ``shut_down`` ended them from another
+    thread: from then on this thread sends nothing, and a request the shutdown broke is never
+    taken for a stale connection and sent again (issue 49: Ctrl-C paid for it twice)."""
+
+    closed: bool = False
 
 
 def thread_pool() -> Pool:
     """This thread's kept-alive connections, for ``shut_down`` from another thread."""
     pool: Pool | None = getattr(_local, "pool", None)
     if pool is None:
-        pool = _local.pool = {}
+        pool = _local.pool = Pool()
     return pool
 
 
 def shut_down(pool: Pool) -> None:
     """End every request in flight on another thread's connections (answers fetched ahead when
     the run ends): its blocked read returns, and the server sees the client leave, so an engine
-    stops generating an answer nobody will read."""
+    stops generating an answer nobody will read. The thread sends nothing after it."""
+    pool.closed = True
     for conn in list(pool.values()):
         sock = conn.sock
         if sock is not None:
@@ -229,11 +235,14 @@ def forward(
 
     Sent once: only the caller's own retries send a request again. The one exception is a
     kept-alive connection of this thread's pool that the server had closed while it was idle
-    (``_stale``): the request never reached it, so it goes once more on a fresh connection. A fresh
+    (``_stale``): the request never reached it, so it goes once more on a fresh connection;
+    never when the run's end shut the pool down (``shut_down``), which looks the same. A fresh
     connection that breaks is never retried: the server may have the request already. A
     connection refused is ``UpstreamNotSent``: nothing went out (fleet.py sends it elsewhere).
     """
     scheme, host, port, prefix = split_url(base_url)
+    if thread_pool().closed:  # the run ended this thread's requests: none is sent after that
+        raise UpstreamNotSent("the run ended before this request was sent")
     host_header = host if port == (443 if scheme == "https" else 80) else f"{host}:{port}"
     for attempt in (0, 1):
         conn = _connection(scheme, host, port, timeout)
@@ -253,8 +262,8 @@ def forward(
             _drop(scheme, host, port)
             if isinstance(exc, TimeoutError):
                 raise UpstreamTimeout(f"no answer within {timeout:g} s") from exc
-            if attempt == 0 and reused and _stale(exc):
-                continue
+            if attempt == 0 and reused and _stale(exc) and not thread_pool().closed:
+                continue  # never a request the run's end cut: it may be at the server already
             raise UpstreamUnreachable(f"{type(exc).__name__}: {exc}") from exc
         got = {k.lower(): v for k, v in raw.getheaders()}
         return Response(raw.status, got, raw, pool_key=(scheme, host, port))
