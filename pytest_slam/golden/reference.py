@@ -27,7 +27,7 @@ from typing import Protocol
 from pytest_slam.errors import SlamError
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.golden.keys import request_key
-from pytest_slam.golden.prefetch import ReferenceQueue, reference_request
+from pytest_slam.golden.prefetch import ReferenceQueue
 from pytest_slam.golden.redact import scrub_answer
 from pytest_slam.golden.store import GoldenStore
 from pytest_slam.golden.turns import reference_turn, with_turn
@@ -44,6 +44,7 @@ from pytest_slam.swap.chat import LIMIT_KEYS, ChatResult, Relay, Target, forward
 from pytest_slam.swap.engines.registry import provider_of
 from pytest_slam.swap.limits import Limiter
 from pytest_slam.swap.models import api_key
+from pytest_slam.swap.request import Request, for_reference
 
 RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
 MAX_RETRY_AFTER_S = 30.0
@@ -207,7 +208,8 @@ class ReferenceService:
         # nothing is, calls are asked one at a time as before (no limit to adapt or say)
         limiter, served = self.limiter, provider_of(self.spec).served
         if self.mode == "all" and served and limiter is not None and limiter.ceiling > 1:
-            self.ahead = ReferenceQueue(self.spec, limiter, self._fetch)
+            longest = (self.timeout_s + self.backoff_s * 2**self.retries) * (self.retries + 1)
+            self.ahead = ReferenceQueue(self.spec, limiter, self._fetch, longest)
         else:
             self.limiter = None
 
@@ -440,7 +442,7 @@ class ReferenceService:
                 "replay the recorded answers only (--slm-record=none)"
             )
         target = Target(self.spec, self.spec.base_urls[0], api_key(self.spec), role="reference")
-        request = reference_request(body)
+        request = for_reference(body, self.spec)
         delay, error = self.backoff_s, ""
         for attempt in range(1, self.retries + 2):
             tried = self._attempt(target, request, stop)
@@ -466,7 +468,7 @@ class ReferenceService:
         )
 
     def _attempt(
-        self, target: Target, request: dict[str, JSON], stop: threading.Event | None = None
+        self, target: Target, request: Request, stop: threading.Event | None = None
     ) -> tuple[ChatResult | None, str] | None:
         """One try: the result, or None (with why) when the connection failed or timed out.
 
@@ -476,7 +478,7 @@ class ReferenceService:
         once its hold has passed. Elsewhere one call at a time, as it always was."""
 
         def send() -> ChatResult:
-            return forward_chat(target, request, timeout=self.timeout_s)
+            return forward_chat(target, request.body, timeout=self.timeout_s, sent=request.sent)
 
         try:
             sent = self.limiter.send(send, stop)[0] if self.limiter is not None else send()

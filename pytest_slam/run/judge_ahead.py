@@ -26,8 +26,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
-import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -43,7 +43,7 @@ from pytest_slam.run.checks import Checker, Choice, asks_a_model, choices_of, qu
 from pytest_slam.run.judging import JudgeModel, judge_body, judge_target
 from pytest_slam.run.optin import base_test_id, module_of
 from pytest_slam.run.scoring import ScoringPlan
-from pytest_slam.swap import upstream
+from pytest_slam.swap.broker import TICK_S, Job, Server, patience
 from pytest_slam.swap.chat import forward_chat
 from pytest_slam.swap.limits import Limiter
 from pytest_slam.swap.router import TestContext
@@ -170,8 +170,9 @@ def request_key(body: dict[str, JSON]) -> str:
 
 
 class JudgeAhead:
-    """The judge's requests asked ahead, ``limiter.ceiling`` at a time, kept by exact body until
-    their test's check takes them (``JudgeModel.ahead``)."""
+    """The judge's requests asked ahead on the judge's broker (swap/broker.py: ``limiter.ceiling``
+    workers, pairs in test order), kept by exact body until their test's check takes them
+    (``JudgeModel.ahead``)."""
 
     def __init__(self, checker: Checker, judge: JudgeModel, limiter: Limiter) -> None:
         self.checker, self.judge, self.limiter = checker, judge, limiter
@@ -180,11 +181,9 @@ class JudgeAhead:
         self._index: dict[str, _Asked] = {}  # asked ahead, not yet taken or let go
         self._live: set[str] = set()  # asked by a check (taken or live): never asked ahead after
         self._order = -1  # the test running now
-        self._jobs: queue.Queue[Planned | None] = queue.Queue()
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._pools: list[upstream.Pool] = []
+        self.server = Server(f"judge-{judge.spec.name}", limiter.ceiling)
+        self._stop = self.server.stop
 
     # -- the planning thread ---------------------------------------------------------------------
 
@@ -200,32 +199,19 @@ class JudgeAhead:
     # -- the fetching threads --------------------------------------------------------------------
 
     def fetched(self, planned: Planned) -> None:
-        if not isinstance(planned.context, PairPlan) or self._stop.is_set():
-            return
-        self._jobs.put(planned)
-        with self._lock:
-            if self._threads or self._stop.is_set():  # started, or closed meanwhile
-                return
-            for i in range(self.limiter.ceiling):
-                thread = threading.Thread(target=self._work, name=f"slam-judge-{i}", daemon=True)
-                self._threads.append(thread)
-                thread.start()
+        if isinstance(planned.context, PairPlan):
+            self.server.submit(planned.order, functools.partial(self._work, planned))
 
-    # -- the judge threads -----------------------------------------------------------------------
+    # -- the judge's workers ---------------------------------------------------------------------
 
-    def _work(self) -> None:
-        with self._lock:
-            self._pools.append(upstream.thread_pool())  # what close() ends mid-answer
-        while True:
-            planned = self._jobs.get()
-            if planned is None or self._stop.is_set():
-                return
-            if planned.order < self._order or planned.result is None:
-                continue  # its test has run
-            try:
-                self._judge_pair(planned, planned.result.call)
-            except Exception as exc:  # a fault here is no verdict: its test asks live
-                self._fault(exc)
+    def _work(self, planned: Planned, job: Job[None]) -> None:
+        result = planned.result
+        if planned.order < self._order or result is None:
+            return  # its test has run
+        try:
+            self._judge_pair(planned, result.call)
+        except Exception as exc:  # a fault here is no verdict: its test asks live
+            self._fault(exc)
 
     def _fault(self, exc: Exception) -> None:
         """A pair whose judge request could not be worked out ahead: counted, the first named."""
@@ -292,8 +278,10 @@ class JudgeAhead:
             asked = self._index.pop(key, None)
             if asked is None:
                 return None
-        while not asked.done.wait(timeout=0.5):  # in short waits: a Ctrl-C is heard at once
-            pass
+        until = time.monotonic() + patience(self.judge.timeout())
+        while not asked.done.wait(timeout=TICK_S):  # in short waits: a Ctrl-C is heard at once
+            if time.monotonic() > until:
+                return None  # never answered: asked live
         with self._lock:
             if asked.call is None:  # stopped before it was sent
                 return None
@@ -319,13 +307,9 @@ class JudgeAhead:
         """The end of the run (or an interrupt): nothing more is asked; untaken calls unused."""
         if self._stop.is_set():
             return
-        self._stop.set()
+        self.server.close()
         with self._lock:
-            for pool in self._pools:
-                upstream.shut_down(pool)
             self._let_go(lambda asked: True)
-            for _ in self._threads:
-                self._jobs.put(None)
 
     def lines(self) -> list[str]:
         """The summary's lines: what was asked ahead, and the pairs that could not be."""

@@ -3,16 +3,16 @@ tests will ask it, so pytest's one-test-at-a-time loop no longer feeds a candida
 time.
 
 The run hands over, in test order, each selected test's requests whose body does not depend on an
-earlier answer (``Planned``). Each candidate has worker threads that send them within its limit
-(limits.py) and within a window of the tests about to run, so memory stays flat however long the
-suite. A test's own call is answered from a fetched call only when it is the very request that was
-sent: the same golden key, the same test and the same upstream body (model, cap and seed included);
-the fetched stream is relayed to the caller as the candidate sent it, and the call's record keeps
-the timings measured when it was fetched, with the number of calls in flight then. Anything else is
-asked live, and a request still queued when its test asks for it is taken off the queue and asked
-live: the candidate is never asked one request twice. A fetched answer no test claims is counted
-as "fetched, unused" and never paired. ``FetchQueue`` is that machinery for any model: a refresh's
-reference answers use it too (golden/prefetch.py).
+earlier answer (``Planned``). Each is built once (swap/request.py) and queued on its model's
+broker (broker.py: one scheduler and a bounded pool of workers per server, within its limit and a
+window of the tests about to run). A test's own call is answered from a fetched call only when it
+is the very request that was sent: the same golden key, the same test and the same upstream body
+(model, cap and seed included); the fetched stream is relayed to the caller as the candidate sent
+it, and the call's record keeps the timings measured when it was fetched, with the number of calls
+in flight then. Anything else is asked live, and a request not yet sent when its test asks for it
+is cancelled and asked live: the candidate is never asked one request twice. A fetched answer no
+test claims is counted as "fetched, unused" and never paired. ``Fetches`` is that for any model: a
+refresh's reference answers use it too (golden/prefetch.py).
 """
 
 from __future__ import annotations
@@ -20,30 +20,39 @@ from __future__ import annotations
 import collections
 import json
 import threading
-import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from pytest_slam.errors import SlamError
 from pytest_slam.records import ModelSpec
-from pytest_slam.swap import upstream
+from pytest_slam.swap.broker import Job, Server
 from pytest_slam.swap.cache import AnswerCache
 from pytest_slam.swap.chat import (
     FLIGHT_LABEL,
     ChatResult,
+    Relay,
     Target,
     caller_left,
-    pin_seed,
     stream_events,
-    upstream_body,
 )
 from pytest_slam.swap.limits import Limiter
 from pytest_slam.swap.proxy import RouteError
+from pytest_slam.swap.request import Request, build
 from pytest_slam.swap.upstream import JSONObject
 
 WINDOW_PER_PLACE = 4  # fetched or in flight, unclaimed, per place under a candidate's limit
 MIN_WINDOW = 16
+
+
+@dataclass
+class Fetched:
+    """How a fetched request ended: ``result`` (None: not asked, its test asks live), or
+    ``failure`` (the call failed as a live one would: raised to its claimant)."""
+
+    result: ChatResult | None = None
+    payloads: list[tuple[bytes, bool]] = field(default_factory=list)  # (SSE data, has choices)
+    in_flight: int = 0
+    failure: Exception | None = None
 
 
 @dataclass(eq=False)
@@ -57,26 +66,38 @@ class Planned:
     cap: int | None  # the generation cap the live call would get (chat.generation_cap)
     order: int  # the test's place in the run
     claimant: str = ""  # who may claim it: its test (the default), or any test of a module
-    sent: JSONObject = field(default_factory=dict)  # the upstream body, as the live call's
-    state: str = "queued"  # queued | sending | done | claimed | dropped
-    # its send began (a place under the limit taken): a claim waits for it from then on; before,
-    # its test takes it and asks live, as a live call that never waits for a place would
-    admitted: bool = False
-    result: ChatResult | None = None
-    failure: Exception | None = None  # the call failed as a live one would (raised on claim)
-    payloads: list[tuple[bytes, bool]] = field(default_factory=list)  # (SSE data, has choices)
-    in_flight: int = 0
-    done: threading.Event = field(default_factory=threading.Event)
     # what a follower needs of the test to act on the answer (the run's judge pair, its plan)
     context: object | None = None
+    # after it answered OK: the request that follows it (a conversation's next turn), queued
+    # for the same model; called on a fetching thread, outside every lock
+    follow_up: Callable[[Planned], Planned | None] | None = None
+    request: Request | None = None  # built once when it is queued
+    job: Job[Fetched] | None = None  # its place on its server's broker
 
     def __post_init__(self) -> None:
         self.claimant = self.claimant or self.nodeid
 
     @property
+    def ended(self) -> Fetched:
+        """How its fetch ended; empty while not ended, cancelled, or broken by a fault of ours."""
+        job = self.job
+        if job is None or not job.done() or job.cancelled() or job.exception() is not None:
+            return Fetched()
+        return job.result()
+
+    @property
+    def sent(self) -> JSONObject:
+        return self.request.sent if self.request is not None else {}
+
+    @property
+    def result(self) -> ChatResult | None:
+        return self.ended.result
+
+    @property
     def answered(self) -> bool:
         """The model was asked and the call ended (an answer, or a failure its caller gets)."""
-        return self.result is not None or self.failure is not None
+        ended = self.ended
+        return ended.result is not None or ended.failure is not None
 
 
 class Follower(Protocol):
@@ -93,192 +114,105 @@ class Follower(Protocol):
     def lines(self) -> list[str]: ...
 
 
-Forward = Callable[[Target, JSONObject, Callable[[bytes], None], int | None], ChatResult]
-
-
-class FetchQueue:
-    """One model's planned requests, the threads that fetch them within its limit and a window of
-    the tests about to run, and their claims: what a candidate's answers (``CandidateQueue``) and a
-    refresh's reference answers (golden/prefetch.py) share. A subclass says what is sent
-    (``sent_body``) and how one is fetched (``_fetch``, ending in ``_finish``)."""
+class Fetches:
+    """One model's planned requests on its broker, and their claims: what a candidate's answers
+    (``CandidateQueue``) and a refresh's reference answers (golden/prefetch.py) share. A subclass
+    says what is sent (``request_for``) and how one is fetched (``fetch``)."""
 
     def __init__(self, name: str, limiter: Limiter) -> None:
         self.name, self.limiter = name, limiter
-        self.window = max(MIN_WINDOW, WINDOW_PER_PLACE * limiter.ceiling)
-        self.queue: collections.deque[Planned] = collections.deque()  # to send, in test order
+        window = max(MIN_WINDOW, WINDOW_PER_PLACE * limiter.ceiling)
+        self.server = Server(name, limiter.ceiling, window)
         self.held: collections.deque[Planned] = collections.deque()  # every one not yet passed
-        self.outstanding: list[Planned] = []  # sending or done, not yet claimed or passed
-        self.by_test: dict[tuple[str, str], collections.deque[Planned]] = {}
-        self.fetched = self.used = self.unused = 0
-        self._cond = threading.Condition()
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._pools: list[upstream.Pool] = []
+        self.by_test: dict[tuple[str, str], list[Planned]] = {}
+        self.fetched = self.used = 0
         self.follower: Follower | None = None  # told of each answer fetched for a waiting test
+        self._lock = threading.Lock()
 
-    def sent_body(self, planned: Planned) -> JSONObject:
-        """The body sent upstream for it, as the live call would send it (what a claim matches)."""
+    def request_for(self, planned: Planned) -> Request:
+        """The request sent for it, as the live call would send it (what a claim matches)."""
         raise NotImplementedError
 
-    def _fetch(self, planned: Planned) -> None:
-        """Ask it (ending in ``_finish``)."""
+    def fetch(self, planned: Planned, job: Job[Fetched]) -> Fetched:
+        """Ask it: ``job.sent()`` once its first byte is about to go."""
         raise NotImplementedError
 
     def add(self, planned: Planned) -> None:
-        planned.sent = self.sent_body(planned)
-        with self._cond:
-            self.queue.append(planned)
+        planned.request = self.request_for(planned)
+        with self._lock:
             self.held.append(planned)
-            where = (planned.claimant, planned.key)
-            self.by_test.setdefault(where, collections.deque()).append(planned)
-            self._cond.notify_all()
-        self._start()
+            self.by_test.setdefault((planned.claimant, planned.key), []).append(planned)
+            job = planned.job = self.server.submit(planned.order, lambda j: self.fetch(planned, j))
+        job.add_done_callback(lambda _: self._ended(planned))
 
-    def _start(self) -> None:
-        if self._threads:
+    def _ended(self, planned: Planned) -> None:
+        """A fetch ended (on its worker, outside every lock): counted, its follower told of an
+        answer, and the request that follows it queued."""
+        ended = planned.ended
+        if ended.result is None and ended.failure is None:
             return
-        for i in range(self.limiter.ceiling):
-            thread = threading.Thread(
-                target=self._work, name=f"slam-ahead-{self.name}-{i}", daemon=True
-            )
-            self._threads.append(thread)
-            thread.start()
-
-    def _next(self) -> Planned | None:
-        """The next request to send: the first still queued, once the window has room."""
-        with self._cond:
-            while not self._stop.is_set():
-                while self.queue and self.queue[0].state != "queued":
-                    self.queue.popleft()  # claimed by its test, or passed, before it was sent
-                if self.queue and len(self.outstanding) < self.window:
-                    planned = self.queue.popleft()
-                    planned.state = "sending"
-                    self.outstanding.append(planned)
-                    return planned
-                self._cond.wait(timeout=0.5)
-            return None
-
-    def _admit(self, planned: Planned) -> bool:
-        """Its send begins (its place under the limit taken); False when its test claimed it while
-        it waited for that place: the test asks it live, so it is not sent (never asked twice)."""
-        with self._cond:
-            if planned.state == "claimed":
-                return False
-            planned.admitted = True
-            return True
-
-    def _work(self) -> None:
-        with self._cond:
-            self._pools.append(upstream.thread_pool())  # what close() ends mid-answer
-        while True:
-            planned = self._next()
-            if planned is None:
-                return
-            try:
-                self._fetch(planned)
-            except Exception as exc:  # a fault of ours, not the model's: its test asks it live
-                self._finish(planned, None, [], 0, repr(exc))
-
-    def _finish(
-        self,
-        planned: Planned,
-        result: ChatResult | None,
-        payloads: list[tuple[bytes, bool]],
-        in_flight: int,
-        error: str | None = None,
-        failure: Exception | None = None,
-    ) -> None:
-        """It ended: ``result``, or ``failure`` (the call failed as a live one would: raised to
-        its claimant), or neither (not asked: its test asks live); set under the lock a claim and
-        a move of the run read them under."""
-        with self._cond:
-            planned.result, planned.payloads, planned.in_flight = result, payloads, in_flight
-            if failure is not None:
-                planned.failure = failure
-            if not planned.answered:  # not a call of the model's: its test asks it live
-                planned.state = "dropped" if planned.state != "claimed" else "claimed"
-            elif planned.state == "sending":
-                planned.state = "done"
-            if planned.answered:
-                self.fetched += 1
-                if planned.state == "dropped":  # its test had passed meanwhile
-                    self.unused += 1
-                elif planned.state == "claimed":  # its test was waiting for it
-                    self.used += 1
-            if planned.state in ("dropped", "claimed") and planned in self.outstanding:
-                self.outstanding.remove(planned)
-            if error is not None:
-                planned.payloads = []
-            planned.done.set()
-            self._cond.notify_all()
-            follow = (  # only an answer: nothing to judge in a 500, a timeout or a cut call
-                result is not None
-                and result.call.ok
-                and error is None
-                and planned.state in ("done", "claimed")
-            )
-        if follow and self.follower is not None:
+        with self._lock:
+            self.fetched += 1
+        if ended.result is None or not ended.result.call.ok:
+            return  # nothing to judge or follow in a 500, a timeout or a cut call
+        if self.follower is not None:
             self.follower.fetched(planned)
+        after = planned.follow_up(planned) if planned.follow_up is not None else None
+        if after is not None and not self.server.stop.is_set():
+            self.add(after)
 
     def claim(self, claimant: str, key: str, sent: JSONObject) -> Planned | None:
         """The fetched call for this request of ``claimant`` (its test, or its module), when it is
-        the one sent; a queued one is taken off the queue (asked live) and None returned."""
-        with self._cond:
-            waiting = self.by_test.get((claimant, key))
-            if not waiting:
-                return None
+        the one sent; one not yet sent is cancelled (asked live) and None returned."""
+        with self._lock:
+            waiting = self.by_test.get((claimant, key), [])
             planned = next((p for p in waiting if p.sent == sent), None)
             if planned is None:
                 return None
             waiting.remove(planned)
             if not waiting:  # memory stays flat however many tests the run has
                 del self.by_test[(claimant, key)]
-            state, planned.state = planned.state, "claimed"
-            if planned in self.outstanding:
-                self.outstanding.remove(planned)
-            self._cond.notify_all()
-            if state in ("queued", "dropped") or (state == "sending" and not planned.admitted):
-                return None  # not sent (waiting for a place is no send): asked live
-            if state == "done" and planned.answered:
+        job = planned.job
+        assert job is not None  # set when it was queued
+        self.server.release(job)
+        if job.cancel():
+            return None  # not sent (waiting for a place is no send): asked live
+        job.add_done_callback(lambda _: self._used(planned))
+        return planned
+
+    def _used(self, planned: Planned) -> None:
+        if planned.answered:
+            with self._lock:
                 self.used += 1
-            return planned
 
     def passed(self, order: int) -> None:
         """The run moved to the test at ``order``: what earlier tests never claimed is let go
         (counted unused if it was fetched), which frees its place in the window."""
-        with self._cond:
+        gone = []
+        with self._lock:
             while self.held and self.held[0].order < order:
                 planned = self.held.popleft()
-                if planned.state == "queued":
-                    planned.state = "dropped"
-                elif planned in self.outstanding:
-                    self._let_go(planned)
                 waiting = self.by_test.get((planned.claimant, planned.key))
                 if waiting is not None and planned in waiting:
                     waiting.remove(planned)
                     if not waiting:
                         del self.by_test[(planned.claimant, planned.key)]
-            self._cond.notify_all()
+                    gone.append(planned)
+        for planned in gone:
+            if planned.job is not None:
+                self.server.release(planned.job)
+                planned.job.cancel()  # not sent yet: never sent
 
-    def _let_go(self, planned: Planned) -> None:
-        if planned.state == "done" and planned.answered:
-            self.unused += 1
-        planned.state = "dropped"
-        self.outstanding.remove(planned)
-        planned.result, planned.payloads, planned.failure = None, [], None
+    @property
+    def unused(self) -> int:
+        return self.fetched - self.used
 
     def close(self) -> None:
         """The end of the run (or an interrupt): no more sends; unclaimed answers are unused."""
-        self._stop.set()
-        with self._cond:
-            for pool in self._pools:
-                upstream.shut_down(pool)
-            for planned in list(self.outstanding):
-                self._let_go(planned)
-            self.queue.clear()
+        self.server.close()
+        with self._lock:
             self.held.clear()
             self.by_test.clear()
-            self._cond.notify_all()
 
     def line(self, label: str) -> str | None:
         """The summary's line, when anything was fetched ahead."""
@@ -291,7 +225,10 @@ class FetchQueue:
         )
 
 
-class CandidateQueue(FetchQueue):
+Forward = Callable[[Target, Request, "Relay | None"], ChatResult]
+
+
+class CandidateQueue(Fetches):
     """One candidate's planned requests: sent as its live call would be (model, cap, seed), the
     stream kept for whichever caller claims it, an answer kept in the opt-in cache."""
 
@@ -306,46 +243,35 @@ class CandidateQueue(FetchQueue):
         super().__init__(spec.name, limiter)
         self.spec, self._target, self._forward, self.cache = spec, target, forward, cache
 
-    def sent_body(self, planned: Planned) -> JSONObject:
+    def request_for(self, planned: Planned) -> Request:
         # which server sends it is no part of the body: no replica is picked for it
-        return pin_seed(upstream_body(planned.body, self.spec, planned.cap), "candidate")
+        return build(planned.body, self.spec, "candidate", planned.cap, planned.key)
 
-    def _fetch(self, planned: Planned) -> None:
+    def fetch(self, planned: Planned, job: Job[Fetched]) -> Fetched:
         """Send it under the limit (limits.py: a 429 lowers it and asks again), every chunk kept
         for whichever caller claims it. Stream and usage are asked so that any caller can be
         served; the body sent is the same (``upstream_body`` sets both whatever it is given)."""
-        if self.cache is not None and self.cache.has(self.spec, planned.sent):
-            self._finish(planned, None, [], 0, "kept from an earlier run")  # its test reads it
-            return
+        request = planned.request
+        assert request is not None  # built when it was queued
+        if self.cache is not None and self.cache.has(self.spec, request.sent):
+            return Fetched()  # kept from an earlier run: its test reads it
         kept: list[tuple[bytes, bool]] = []
-        body = {**planned.body, "stream": True, "stream_options": {"include_usage": True}}
+        usage = {"stream": True, "stream_options": {"include_usage": True}}
+        streamed = replace(request, body={**request.body, **usage})
 
         def send() -> ChatResult:
-            if not planned.admitted and not self._admit(planned):
-                raise _Claimed  # its place is given back by the limiter; its test asks live
+            job.sent()  # its test took it while it waited for a place: not sent, asked live
             kept.clear()
-            return self._forward(
-                self._target(self.spec), body, lambda p: kept.append(_kept(p)), planned.cap
-            )
+            return self._forward(self._target(self.spec), streamed, lambda p: kept.append(_kept(p)))
 
         token = FLIGHT_LABEL.set(f"fetched ahead for {planned.nodeid}")
         try:
-            result, in_flight = self.limiter.send(send, self._stop)
-        except _Claimed:
-            self._finish(planned, None, [], 0)
-            return
-        except Exception as exc:  # a fault of the swap, not the candidate's: asked live instead
-            self._finish(planned, None, [], 0, repr(exc))
-            return
+            result, in_flight = self.limiter.send(send, job.stop)
         finally:
             FLIGHT_LABEL.reset(token)
         if result is not None and self.cache is not None:
-            self.cache.put(self.spec, planned.sent, result)
-        self._finish(planned, result, kept, in_flight, None if result else "stopped")
-
-
-class _Claimed(SlamError, kind="swap"):
-    """Its test claimed it while it waited for a place under the limit: not sent."""
+            self.cache.put(self.spec, request.sent, result)
+        return Fetched(result, kept if result is not None else [], in_flight)
 
 
 def _kept(payload: bytes) -> tuple[bytes, bool]:
@@ -371,7 +297,7 @@ class Ahead:
         self.limiters, self._target, self._forward = limiters, target, forward
         self.cache = cache
         self.queues: dict[str, CandidateQueue] = {}
-        self.attached: dict[str, FetchQueue] = {}  # by the summary's label, claimed elsewhere
+        self.attached: dict[str, Fetches] = {}  # by the summary's label, claimed elsewhere
         self.closed = False
         self.follower: Follower | None = None
 
@@ -381,11 +307,11 @@ class Ahead:
         for queue in self.queues.values():
             queue.follower = follower
 
-    def attach(self, label: str, queue: FetchQueue) -> None:
+    def attach(self, label: str, queue: Fetches) -> None:
         """Another model's queue, claimed by its own caller (golden/prefetch.py)."""
         self.attached[label] = queue
 
-    def every(self) -> dict[str, FetchQueue]:
+    def every(self) -> dict[str, Fetches]:
         return {**self.queues, **self.attached}
 
     def plan(self, spec: ModelSpec, planned: Iterable[Planned]) -> None:
@@ -435,11 +361,11 @@ class Ahead:
 
 def replayed(planned: Planned) -> ChatResult:
     """The fetched call as its test's own, marked as fetched with the calls in flight then."""
-    result = planned.result
-    assert result is not None  # claimed entries without a result are asked live
-    result.call.fetched_ahead = True
-    result.call.in_flight = planned.in_flight
-    return result
+    ended = planned.ended
+    assert ended.result is not None  # claimed entries without a result are asked live
+    ended.result.call.fetched_ahead = True
+    ended.result.call.in_flight = ended.in_flight
+    return ended.result
 
 
 def relayed(
@@ -461,11 +387,3 @@ def relayed(
     except OSError:
         caller_left(result.call, stopped=True)
         result.status = 499
-
-
-def waited(planned: Planned, deadline: float | None) -> bool:
-    """Wait for a claimed call still in flight, no longer than the caller would (its timeout)."""
-    if deadline is None:
-        planned.done.wait()
-        return True
-    return planned.done.wait(timeout=max(deadline - time.perf_counter(), 0.0))

@@ -19,8 +19,8 @@ from typing import Concatenate, ParamSpec
 from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON, Call, ModelSpec
 from pytest_slam.swap import upstream
-from pytest_slam.swap.engines.registry import provider_of
 from pytest_slam.swap.fleet import Replicas, send
+from pytest_slam.swap.request import build
 from pytest_slam.swap.upstream import JSONObject
 from pytest_slam.util.textcodec import joined
 
@@ -300,35 +300,6 @@ def structured(body: JSONObject) -> bool:
     return kind in STRUCTURED_FORMATS or bool(body.get("tools") or body.get("functions"))
 
 
-def upstream_body(body: JSONObject, spec: ModelSpec, cap: int | None = None) -> JSONObject:
-    """The request as the target should see it: its own model name, always streamed, with usage;
-    ``cap`` (generation_cap) as its output limit when the caller set none."""
-    out = dict(body)
-    out["model"] = spec.model_id or body.get("model")
-    out["stream"] = True
-    out["stream_options"] = {"include_usage": True}
-    provider = provider_of(spec)
-    if cap is not None:  # hosted OpenAI models (o-series) refuse max_tokens; servers take both
-        out[provider.cap_field] = cap
-    for key, value in provider.request_defaults(spec).items():  # llama.cpp: no prompt cache
-        out.setdefault(key, value)
-    return out
-
-
-CANDIDATE_SEED = 1234  # the seed a candidate request gets when the product set none
-
-
-def pin_seed(payload: JSONObject, role: str) -> JSONObject:
-    """A candidate's sampling pinned: ``seed`` added when the product set none, so a sampling
-    candidate (llama.cpp, vLLM, hosted APIs on a best-effort basis) gives the same answer to the
-    same request from run to run. Its temperature stays what the request says; the reference and
-    the judge are asked as the request says. ``call.request`` never carries it (the golden key
-    is the product's request)."""
-    if role == "candidate" and payload.get("seed") is None:
-        payload["seed"] = CANDIDATE_SEED
-    return payload
-
-
 @dataclass(eq=False)
 class InFlight:
     """A call this process is waiting on, as the run's heartbeat shows it (run/progress.py)."""
@@ -395,6 +366,7 @@ def forward_chat(
     relay: Relay | None = None,
     timeout: float | None = None,
     cap: int | None = None,
+    sent: JSONObject | None = None,
 ) -> ChatResult:
     """Send one chat request to ``target``; relay chunks to a streaming caller; return what was measured.
 
@@ -402,7 +374,8 @@ def forward_chat(
     fault is the call's ``error``, one line naming the model, never an exception. ``cap``: the
     output limit sent for a request that set none (``generation_cap``); ``call.request`` stays the
     product's own body, so the golden key does not change with it. One call, as sent: a
-    candidate's ``n`` > 1 is the router's to split (``choices.forward_candidate``).
+    candidate's ``n`` > 1 is the router's to split (``choices.forward_candidate``). ``sent``: the
+    upstream body when the caller built its request already (``request.build``), else built here.
     """
     call = new_call(target, body, capped=cap is not None, cap=cap)
     timeout = upstream.timeout_for(target.spec) if timeout is None else timeout
@@ -410,7 +383,8 @@ def forward_chat(
     limit = CALLER_DEADLINE.get()
     deadline = None if limit is None else limit.at
     wait = timeout if deadline is None else max(min(timeout, deadline - start), 0.001)
-    sent = pin_seed(upstream_body(body, target.spec, cap), target.role)
+    if sent is None:
+        sent = build(body, target.spec, target.role, cap).sent
 
     def post(url: str) -> upstream.Response:
         call.endpoint = url  # the replica that takes it (another when this one refuses)

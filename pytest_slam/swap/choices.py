@@ -13,7 +13,6 @@ A streaming caller gets the merged completion as a stream once every call has en
 from __future__ import annotations
 
 from pytest_slam.swap.chat import (
-    CANDIDATE_SEED,
     ChatResult,
     Relay,
     Target,
@@ -23,17 +22,17 @@ from pytest_slam.swap.chat import (
     stream_events,
 )
 from pytest_slam.swap.engines.registry import provider_of
+from pytest_slam.swap.request import CANDIDATE_SEED, Request
 from pytest_slam.swap.upstream import JSONObject
 
 
-def forward_candidate(
-    target: Target, body: JSONObject, relay: Relay | None = None, cap: int | None = None
-) -> ChatResult:
-    """A candidate's chat call: ``n`` > 1 through ``forward_n``, any other as one call."""
-    n = body.get("n")
+def forward_candidate(target: Target, request: Request, relay: Relay | None = None) -> ChatResult:
+    """A candidate's chat call: ``n`` > 1 through ``forward_n`` (n requests of their own where
+    the engine lacks it), any other as the one request built for it."""
+    n = request.body.get("n")
     if isinstance(n, int) and not isinstance(n, bool) and n > 1:
-        return forward_n(target, body, relay, None, cap)
-    return forward_chat(target, body, relay, cap=cap)
+        return forward_n(target, request.body, relay, None, request.cap)
+    return forward_chat(target, request.body, relay, cap=request.cap, sent=request.sent)
 
 
 def forward_n(

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from pytest_slam.records import Call, ModelSpec
-from pytest_slam.swap.ahead import Ahead, Planned, relayed, replayed, waited
+from pytest_slam.swap.ahead import Ahead, Planned, relayed, replayed
+from pytest_slam.swap.broker import patience, waited
 from pytest_slam.swap.cache import AnswerCache
 from pytest_slam.swap.chat import (
     CALLER_DEADLINE,
@@ -31,16 +32,15 @@ from pytest_slam.swap.chat import (
     forward_chat,
     generation_cap,
     new_call,
-    pin_seed,
     runaway,
-    upstream_body,
 )
 from pytest_slam.swap.choices import forward_candidate
 from pytest_slam.swap.limits import Limiter
 from pytest_slam.swap.models import OPENAI_URL
 from pytest_slam.swap.proxy import RouteError
+from pytest_slam.swap.request import Request, build
 from pytest_slam.swap.targets import Targets
-from pytest_slam.swap.upstream import JSONObject
+from pytest_slam.swap.upstream import JSONObject, timeout_for
 
 SETTLE_S = 0.5  # at a test's end, how long a call still in flight may take to end on its own
 
@@ -171,7 +171,8 @@ class Upstream:
 
 @dataclass
 class Prepared:
-    """A chat call made ready to forward: who asked, where it goes, its golden key and its cap."""
+    """A chat call made ready to forward: who asked, where it goes, its golden key and its cap,
+    and for a candidate the request built once from them (what is sent, claimed and kept)."""
 
     ctx: TestContext | None
     target: Target
@@ -179,26 +180,24 @@ class Prepared:
     own: bool  # the running test's own candidate: its evidence (else only answered)
     key: str | None = None  # the request's golden key (a paired test's candidate call)
     tokens: int | None = None  # the reference's completion tokens for it, the cap's base
-    cap: int | None = None  # the output limit sent when the product set none
+    request: Request | None = None  # a candidate's, built in ``prepare``
 
     @property
     def candidate(self) -> bool:
         return self.target.role == "candidate"
 
 
-Forward = Callable[[Target, JSONObject, "Relay | None", "int | None"], ChatResult]
+Forward = Callable[[Target, Request, "Relay | None"], ChatResult]
 
 
 def candidate_forward(meter: Meter | None) -> Forward:
     """How a candidate is asked, live or ahead: ``n`` > 1 split where the engine lacks it, and
     GPU energy metered where a GPU serves it."""
 
-    def forward(
-        target: Target, body: JSONObject, relay: Relay | None, cap: int | None
-    ) -> ChatResult:
+    def forward(target: Target, request: Request, relay: Relay | None) -> ChatResult:
         if meter is None:
-            return forward_candidate(target, body, relay, cap)
-        return meter.metered(target.spec, lambda: forward_candidate(target, body, relay, cap))
+            return forward_candidate(target, request, relay)
+        return meter.metered(target.spec, lambda: forward_candidate(target, request, relay))
 
     return forward
 
@@ -331,7 +330,8 @@ class SwapRouter:
             call.key = self._golden_key(ctx, body)
             if self.golden is not None:
                 call.tokens = self.golden.reference_first(ctx, body, call.key)
-        call.cap = generation_cap(body, target.spec, call.tokens, self.cap_factor, self.cap_margin)
+        cap = generation_cap(body, target.spec, call.tokens, self.cap_factor, self.cap_margin)
+        call.request = build(body, target.spec, target.role, cap, call.key)
         if ctx is not None and own:
             self._refuse_a_miss(ctx, body, call.key)
         elif ctx is not None:
@@ -370,12 +370,9 @@ class SwapRouter:
         """The one place an answer not asked now plugs in: sent ahead for this very request, or
         kept from an earlier run (the opt-in cache; what is kept is not fetched again); else it
         is asked live."""
-        if not call.candidate:
+        if call.request is None:
             return forward_chat(call.target, call.body, relay)
-        if self.ahead is None and self.cache is None:
-            return self._live(call, relay)  # nothing fetched or kept: no upstream body to match
-        spec = call.target.spec
-        sent = pin_seed(upstream_body(call.body, spec, call.cap), call.target.role)
+        spec, sent = call.target.spec, call.request.sent
         result = self._fetched(call, sent, relay)
         if result is not None:
             return result
@@ -393,12 +390,13 @@ class SwapRouter:
         planned = self._claimed(call, sent)
         if planned is None:
             return None
-        limit = CALLER_DEADLINE.get()
-        if not planned.done.is_set() and not waited(planned, limit.at if limit else None):
+        limit, job = CALLER_DEADLINE.get(), planned.job
+        assert job is not None  # a claimed request was queued
+        if not waited(job, limit.at if limit else None, patience(timeout_for(call.target.spec))):
             return self._too_late(call, limit, kept=False)
         if planned.result is None:  # the fetch broke off in the swap itself: asked live
             return None
-        return self._not_asked_now(call, replayed(planned), planned.payloads, relay)
+        return self._not_asked_now(call, replayed(planned), planned.ended.payloads, relay)
 
     def _not_asked_now(
         self,
@@ -452,11 +450,12 @@ class SwapRouter:
 
     def _live(self, call: Prepared, relay: Relay | None) -> ChatResult:
         """Asked now, counted among the candidate's calls in flight."""
-        target = call.target
+        target, request = call.target, call.request
+        assert request is not None  # a candidate's, built in ``prepare``
         limiter = self.limiters.get(target.spec.name) or Limiter(target.spec.name, 1)
         limit = CALLER_DEADLINE.get()
         result, in_flight = limiter.send(
-            lambda: self._forward(target, call.body, relay, call.cap),
+            lambda: self._forward(target, request, relay),
             deadline=None if limit is None else limit.at,
         )
         assert result is not None  # a test's own call is never stopped before it is sent

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_slam.compare.policy import EMPTY_REFERENCE
-from pytest_slam.swap.chat import CANDIDATE_SEED
+from pytest_slam.swap.request import CANDIDATE_SEED
 from pytest_slam.testing import FakeOpenAI
 
 PRODUCT = """

@@ -8,9 +8,9 @@ import pytest
 from ext_dist import make_dist
 
 from pytest_slam.metrics.metering import gpu_served
-from pytest_slam.swap.chat import upstream_body
 from pytest_slam.swap.engines import ManagedProvider, Provider, needs_engine, registry
 from pytest_slam.swap.models import PROVIDERS, ModelSpecError, from_table, resolve
+from pytest_slam.swap.request import upstream_body
 
 GPU_BOX = '''
 from pytest_slam.records import ModelSpec

@@ -1,7 +1,7 @@
 """The queue of answers fetched ahead (swap/ahead.py), unit by unit: a real candidate queue asking
-the loopback fake server through the run's own forward, and the base queue's bookkeeping with a
-queue whose fetch is the test's. The plugin runs (tests/plugin/test_plugin_ahead.py) show the
-whole path."""
+the loopback fake server through the run's own forward, and the claims' bookkeeping with a queue
+whose fetch is the test's. The plugin runs (tests/plugin/test_plugin_ahead.py) show the whole
+path; the broker under it is tests/swap/test_swap_broker.py."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from pytest_slam.records import Call, ModelSpec
-from pytest_slam.swap.ahead import CandidateQueue, FetchQueue, Planned
+from pytest_slam.swap.ahead import CandidateQueue, Fetched, Fetches, Planned
+from pytest_slam.swap.broker import Job
 from pytest_slam.swap.chat import ChatResult, Target
 from pytest_slam.swap.limits import Limiter
+from pytest_slam.swap.request import Request
 from pytest_slam.swap.router import candidate_forward
-from pytest_slam.swap.upstream import JSONObject
 from pytest_slam.testing.fake_openai import FakeOpenAI
 
 BODY = {"model": "gpt-4", "messages": [{"role": "user", "content": "Capital of France?"}]}
@@ -40,48 +41,54 @@ def _planned(order: int = 0, nodeid: str = "tests/test_a.py::test_a[mini]") -> P
     return Planned(nodeid, "mini", "k1", dict(BODY), None, order)
 
 
-class Fetched(FetchQueue):
+def _ended(planned: Planned) -> bool:
+    return planned.job is not None and planned.job.done()
+
+
+class Answering(Fetches):
     """A queue whose fetch is ``answer``: the call it ends with, or an exception it raises."""
 
     def __init__(self, answer: Callable[[Planned], Call], threads: int = 2) -> None:
         super().__init__("mini", Limiter("mini", threads))
         self.answer = answer
 
-    def sent_body(self, planned: Planned) -> JSONObject:
-        return dict(planned.body)
+    def request_for(self, planned: Planned) -> Request:
+        return Request(planned.body, dict(planned.body), planned.key)
 
-    def _fetch(self, planned: Planned) -> None:
-        self._finish(planned, ChatResult(self.answer(planned)), [], 1)
+    def fetch(self, planned: Planned, job: Job[Fetched]) -> Fetched:
+        job.sent()
+        return Fetched(ChatResult(self.answer(planned)), [], 1)
 
 
 def test_a_fetch_that_raises_ends_its_request_and_its_test_asks_live() -> None:
-    """A fault of ours outside the fetch's own guard neither kills the worker nor leaves the
-    request "sending" for a test to wait on for ever: it ends unanswered, and the next is sent."""
+    """A fault of ours inside a fetch neither kills the worker nor leaves the request in flight
+    for a test to wait on for ever: it ends unanswered, and the next is sent."""
 
     def answer(planned: Planned) -> Call:
         if planned.order == 0:
             raise RuntimeError("a bug of ours")
         return Call("mini", "candidate", planned.body, text="Paris.")
 
-    queue = Fetched(answer)
+    queue = Answering(answer)
     broken, after = _planned(0), _planned(1, "tests/test_a.py::test_b[mini]")
     try:
         queue.add(broken)
         queue.add(after)
-        assert broken.done.wait(timeout=60) and after.done.wait(timeout=60)
-        assert queue.claim(broken.claimant, broken.key, broken.sent) is None  # asked live
+        _until(lambda: _ended(broken) and _ended(after), "both fetches ended")
+        taken = queue.claim(broken.claimant, broken.key, broken.sent)
         claimed = queue.claim(after.claimant, after.key, after.sent)
     finally:
         queue.close()
+    assert taken is broken and broken.result is None  # no answer: its test asks live
     assert claimed is after and after.result is not None and after.result.call.text == "Paris."
 
 
 def test_a_request_waiting_for_a_place_under_the_limit_is_asked_live_by_its_test(
     mini: FakeOpenAI,
 ) -> None:
-    """Taken off the queue but not yet sent (every place under the limit in use): its test claims
-    nothing and asks live at once, as a live call never waits for a place; the queue then gives
-    its place back without sending it (the candidate is never asked one request twice)."""
+    """Taken by a worker but not yet sent (every place under the limit in use): its test cancels
+    it and asks live at once, as a live call never waits for a place; the worker then gives its
+    place back without sending it (the candidate is never asked one request twice)."""
     spec = ModelSpec("mini", "openai", "gpt-4o-mini", base_urls=[mini.base_url])
     limiter = Limiter("mini", 1)
     queue = CandidateQueue(
@@ -91,27 +98,28 @@ def test_a_request_waiting_for_a_place_under_the_limit_is_asked_live_by_its_test
     planned = _planned()
     try:
         queue.add(planned)
-        _until(lambda: planned.state == "sending", "the worker took it off the queue")
+        _until(lambda: planned.job is not None and planned.job.taken, "a worker took it")
         assert queue.claim(planned.claimant, planned.key, planned.sent) is None  # asked live
-        limiter.leave(200)  # the place is free: the worker gets it, and finds it claimed
-        assert planned.done.wait(timeout=60)
+        limiter.leave(200)  # the place is free: the worker gets it, and finds it cancelled
+        _until(lambda: limiter.in_flight == 0, "the worker gave its place back")
     finally:
         queue.close()
     assert mini.requests == []  # the queue never sent it
-    assert planned.state == "claimed" and not planned.answered
-    assert limiter.in_flight == 0 and queue.fetched == 0  # its place given back
+    assert planned.job is not None and planned.job.cancelled() and not planned.answered
+    assert queue.fetched == 0
 
 
 def test_a_claim_forgets_its_test_s_requests_once_all_are_claimed() -> None:
-    queue = Fetched(lambda planned: Call("mini", "candidate", planned.body, text="Paris."))
+    queue = Answering(lambda planned: Call("mini", "candidate", planned.body, text="Paris."))
     planned = _planned()
     try:
         queue.add(planned)
-        assert planned.done.wait(timeout=60)
+        _until(lambda: _ended(planned), "the fetch ended")
         assert queue.claim(planned.claimant, planned.key, planned.sent) is planned
         assert queue.by_test == {}  # no empty list left per test (10,000 tests: 10,000 of them)
     finally:
         queue.close()
+    assert (queue.fetched, queue.used, queue.unused) == (1, 1, 0)
 
 
 class Told:
@@ -139,17 +147,55 @@ def test_the_follower_is_told_of_answers_only_not_of_failed_calls() -> None:
             return Call("mini", "candidate", planned.body, error="mini answered 500")
         return Call("mini", "candidate", planned.body, text="Paris.")
 
-    queue, follower = Fetched(answer, threads=1), Told()  # one thread: fetched in order
+    queue, follower = Answering(answer, threads=1), Told()  # one worker: fetched in order
     queue.follower = follower
     failed, answered = _planned(0), _planned(1, "tests/test_a.py::test_b[mini]")
     try:
         queue.add(failed)
         queue.add(answered)
-        assert answered.done.wait(timeout=60) and follower.any.wait(timeout=60)
-        # the failed call ended (and was or was not told of) before the answered one was sent
-        assert follower.told[0] == answered.nodeid  # the 500 is not judged ahead
+        assert follower.any.wait(timeout=60)
+        _until(lambda: _ended(failed), "the failed call ended")
     finally:
         queue.close()
+    assert follower.told == [answered.nodeid]  # the 500 is not judged ahead
+
+
+def test_a_follow_up_is_queued_after_an_answer_for_the_same_model() -> None:
+    """``Planned.follow_up`` (the planner's hook for a conversation's next turn): called once the
+    fetched call answered OK, outside the queue's locks; what it returns is fetched and claimed
+    like any planned request. A failed call has no follow-up."""
+
+    def answer(planned: Planned) -> Call:
+        if planned.key == "broken":
+            return Call("mini", "candidate", planned.body, error="mini answered 500")
+        return Call("mini", "candidate", planned.body, text=f"turn {planned.key}")
+
+    followed: list[str] = []
+
+    def next_turn(planned: Planned) -> Planned | None:
+        followed.append(planned.key)
+        assert planned.result is not None  # the answer it follows is there to read
+        said = planned.result.call.text
+        messages = [*BODY["messages"], {"role": "assistant", "content": said}]  # type: ignore[list-item]
+        return Planned(planned.nodeid, "mini", "k2", {**BODY, "messages": messages}, None, 0)
+
+    queue = Answering(answer)
+    first = _planned()
+    first.follow_up = next_turn
+    broken = Planned("tests/test_a.py::test_b[mini]", "mini", "broken", dict(BODY), None, 1)
+    broken.follow_up = next_turn
+    try:
+        queue.add(first)
+        queue.add(broken)
+        _until(lambda: queue.fetched == 3, "both requests and the follow-up fetched")
+        second = queue.by_test[(first.nodeid, "k2")][0]
+        claimed = queue.claim(first.nodeid, "k2", second.sent)
+    finally:
+        queue.close()
+    assert followed == ["k1"]  # not after the 500
+    assert claimed is second and claimed.result is not None
+    assert claimed.result.call.text == "turn k2"
+    assert second.body["messages"][-1] == {"role": "assistant", "content": "turn k1"}  # type: ignore[index]
 
 
 def test_requests_queued_one_by_one_are_sent_to_the_replicas_in_turn() -> None:
@@ -166,7 +212,7 @@ def test_requests_queued_one_by_one_are_sent_to_the_replicas_in_turn() -> None:
             for order in range(4):
                 planned = _planned(order, f"tests/test_a.py::test_{order}[mini]")
                 queue.add(planned)
-                _until(planned.done.is_set, "the request fetched")
+                _until(lambda p=planned: _ended(p), "the request fetched")  # type: ignore[misc]
         finally:
             queue.close()
         assert (len(one.requests), len(two.requests)) == (2, 2)  # old: (0, 4)

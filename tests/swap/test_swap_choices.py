@@ -11,6 +11,7 @@ import pytest
 from pytest_slam.records import ModelSpec
 from pytest_slam.swap.chat import Target, forward_chat
 from pytest_slam.swap.choices import forward_candidate
+from pytest_slam.swap.request import build
 
 ASK = {
     "model": "gpt-4",
@@ -37,7 +38,8 @@ def test_a_sampling_candidate_gives_the_same_answer_twice(smollm2_url: str) -> N
 
 @pytest.mark.parametrize("provider", ["llamacpp", "endpoint"])  # known to lack n; answers 400
 def test_n_choices_from_llama_cpp_are_n_calls_merged(smollm2_url: str, provider: str) -> None:
-    result = forward_candidate(_target(smollm2_url, provider), {**ASK, "n": 2})
+    target = _target(smollm2_url, provider)
+    result = forward_candidate(target, build({**ASK, "n": 2}, target.spec, "candidate"))
     call = result.call
     assert call.ok, call.error
     assert result.completion is not None
