@@ -1,7 +1,8 @@
 """Ctrl-C while answers are fetched ahead (issue 49, "paid twice"): nothing is sent twice.
 
 A real pytest run in its own process group, sent SIGINT twice as a terminal's Ctrl-C is, while
-requests fetched ahead are in flight on kept-alive connections at a loopback fake that holds them.
+requests fetched ahead are in flight on kept-alive connections at a loopback fake that holds them:
+a replay's candidate, and a refresh's reference (``--slm-record=all``).
 Before the fix, the end of the run shut those connections down, the upstream client took the
 shutdown for a server that had closed an idle connection, and sent each request again: a hosted
 candidate (or, in a refresh, the reference) was paid twice. What is checked is what the fake
@@ -35,7 +36,7 @@ import json, os, time, urllib.request, pytest, product
 pytestmark = pytest.mark.slm
 
 def asked():
-    url = os.environ["MINI_URL"].removesuffix("/v1") + "/fake/stats"
+    url = os.environ["WATCH_URL"].removesuffix("/v1") + "/fake/stats"
     with urllib.request.urlopen(url, timeout=5) as answer:
         return json.load(answer)["chat_requests"]
 
@@ -71,7 +72,7 @@ class Holding:
             self.answered += 1
         if wait:
             self.released.wait(60)
-        return "mini says: " + request["messages"][-1]["content"]
+        return "said: " + request["messages"][-1]["content"]
 
 
 def _sent(fake: FakeOpenAI) -> collections.Counter[str]:
@@ -81,15 +82,15 @@ def _sent(fake: FakeOpenAI) -> collections.Counter[str]:
     )
 
 
-def _ctrl_c_twice(pytester: pytest.Pytester, mini: FakeOpenAI) -> tuple[int, str]:
-    """The replay run, interrupted twice once requests fetched ahead are held in flight."""
+def _ctrl_c_twice(pytester: pytest.Pytester, held: FakeOpenAI, *args: str) -> tuple[int, str]:
+    """The run, interrupted twice once requests fetched ahead are held in flight at ``held``."""
     in_flight = pytester.path / "in-flight"
-    env = {**os.environ, "IN_FLIGHT": str(in_flight), "MINI_URL": mini.base_url,
+    env = {**os.environ, "IN_FLIGHT": str(in_flight), "WATCH_URL": held.base_url,
            "WAIT_FOR": str(ANSWERED_AT_ONCE + HELD)}  # fmt: skip
     for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
         env.pop(var, None)
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
-            "--slm-concurrency", str(HELD)]  # fmt: skip
+            "--slm-concurrency", str(HELD), *args]  # fmt: skip
     proc = subprocess.Popen(
         argv,
         cwd=pytester.path,
@@ -115,23 +116,37 @@ def _ctrl_c_twice(pytester: pytest.Pytester, mini: FakeOpenAI) -> tuple[int, str
     return proc.returncode, out
 
 
+@pytest.mark.parametrize("held", ["candidate", "reference"])
 def test_ctrl_c_twice_mid_fetch_sends_no_request_twice_and_keeps_every_golden(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, held: str
 ) -> None:
+    """The candidate's answers fetched ahead in a replay, or the reference's in a refresh (each
+    a paid call to a hosted API): the requests in flight at the Ctrl-C are cut, never resent."""
     holding = Holding()
-    gpt4 = FakeOpenAI(lambda req: "GPT-4 says: " + req["messages"][-1]["content"])
-    with gpt4, FakeOpenAI(holding, model="gpt-4o-mini-2024-07-18") as mini:
+    reference = "GPT-4 says: {}".format
+    with (
+        FakeOpenAI(
+            holding
+            if held == "reference"
+            else lambda req: reference(req["messages"][-1]["content"])
+        ) as gpt4,
+        FakeOpenAI(
+            holding if held == "candidate" else "mini says", model="gpt-4o-mini-2024-07-18"
+        ) as mini,
+    ):
         pytester.makepyfile(product=PRODUCT, test_product=SUITE.format(questions=QUESTIONS))
         write_project(pytester, gpt4, mini)
         run(pytester, "--slm-record=new").assert_outcomes(passed=len(QUESTIONS))
         goldens = golden_files(pytester.path)
-        mini.requests.clear()
+        watched = mini if held == "candidate" else gpt4
+        watched.requests.clear()
         holding.hold()
         try:
-            ret, out = _ctrl_c_twice(pytester, mini)
+            refresh = ["--slm-record=all"] if held == "reference" else []
+            ret, out = _ctrl_c_twice(pytester, watched, *refresh)
         finally:
             holding.released.set()
-        sent = _sent(mini)
+        sent = _sent(watched)
     # the second press may land in pytest's own end of session: interrupted either way
     assert ret in (pytest.ExitCode.INTERRUPTED, -signal.SIGINT), out
     assert sum(sent.values()) >= ANSWERED_AT_ONCE + HELD  # the fetches were under way
