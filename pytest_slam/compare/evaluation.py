@@ -333,12 +333,12 @@ def _ask_ahead(
     group: Sequence[LabelledPair],
     values: Sequence[float | None],
 ) -> None:
-    """The pairs the policy will send to the judge, asked ``judge.concurrency`` at a time before
-    the pairs are decided in order: each verdict lands in the judge's cache, where the decision
-    reads it (a pair already cached is not asked again)."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    """The pairs the policy will send to the judge, asked ``judge.concurrency`` at a time (the
+    judge's broker, swap/broker.py, as the run's judge pairs are) before the pairs are decided in
+    order: each verdict lands in the judge's cache, where the decision reads it (a pair already
+    cached is not asked again)."""
     from pytest_slam.compare.judge import judge_key
+    from pytest_slam.swap.broker import Job, Server
 
     wanted: list[tuple[Mapping[str, Any], LabelledPair]] = []
     for p, value in zip(group, values, strict=True):
@@ -353,8 +353,17 @@ def _ask_ahead(
     if not wanted:
         return
     counts = (judge.seen, judge.replayed, judge.unjudged)
-    with ThreadPoolExecutor(max_workers=judge.concurrency, thread_name_prefix="slam-judge") as pool:
-        list(pool.map(lambda job: _judge_value(judge, job[0], job[1]), wanted))
+
+    def ask(options: Mapping[str, Any], pair: LabelledPair) -> Callable[[Job[object]], object]:
+        return lambda _: _judge_value(judge, options, pair)
+
+    server = Server("judge", judge.concurrency)
+    try:
+        jobs = [server.submit(order, ask(*one)) for order, one in enumerate(wanted)]
+        for job in jobs:
+            job.result()  # its fault raised here, as the pool's map raised it
+    finally:
+        server.close()
     # the decision below reads each of these from the cache: count them there, once, as asked
     judge.seen, judge.replayed, judge.unjudged = counts
     judge.warmed += len(wanted)
