@@ -27,9 +27,9 @@ import functools
 import hashlib
 import itertools
 import threading
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pytest
@@ -43,7 +43,7 @@ from pytest_slam.run.checks import Checker, Choice, asks_a_model, choices_of, qu
 from pytest_slam.run.judging import JudgeModel, judge_body, judge_target
 from pytest_slam.run.optin import base_test_id, module_of
 from pytest_slam.run.scoring import ScoringPlan
-from pytest_slam.swap.broker import TICK_S, Job, Server, patience
+from pytest_slam.swap.broker import Job, Server, patience, waited
 from pytest_slam.swap.chat import forward_chat
 from pytest_slam.swap.limits import Limiter
 from pytest_slam.swap.router import TestContext
@@ -137,15 +137,16 @@ def wanted(
                 faults.append(exc)
 
 
-@dataclass(eq=False)
-class _Asked:
-    """One judge request asked ahead, under its exact body."""
+class _Asked(Future[Call | None]):
+    """One judge request asked ahead, under its exact body: its call (None: stopped before it
+    was sent), which its test's check waits for as any claim of the broker's (``waited``)."""
 
-    order: int  # its test's place in the run
-    call: Call | None = None
-    in_flight: int = 0
-    let_go: bool = False  # its test passed before taking it: unused
-    done: threading.Event = field(default_factory=threading.Event)
+    def __init__(self, order: int) -> None:
+        super().__init__()
+        self.set_running_or_notify_cancel()  # asked from here on: never cancelled
+        self.order = order  # its test's place in the run
+        self.in_flight = 0
+        self.let_go = False  # its test passed before taking it: unused
 
 
 class _ReadOnly:
@@ -256,16 +257,16 @@ class JudgeAhead:
                 lambda: forward_chat(target, body, timeout=timeout), self._stop
             )
         finally:
+            call = result.call if result is not None else None
             with self._lock:
-                asked.call = result.call if result is not None else None
-                if asked.call is not None:
+                if call is not None:
                     self.asked += 1
                     if asked.let_go:
                         self.unused += 1
-                asked.done.set()
-        if asked.call is None or not asked.call.ok:
+                asked.set_result(call)
+        if call is None or not call.ok:
             raise _Live  # its test meets the failure when it takes it
-        return asked.call.text
+        return call.text
 
     # -- the test's thread -----------------------------------------------------------------------
 
@@ -278,16 +279,15 @@ class JudgeAhead:
             asked = self._index.pop(key, None)
             if asked is None:
                 return None
-        until = time.monotonic() + patience(self.judge.timeout())
-        while not asked.done.wait(timeout=TICK_S):  # in short waits: a Ctrl-C is heard at once
-            if time.monotonic() > until:
-                return None  # never answered: asked live
+        if not waited(asked, None, patience(self.judge.timeout())):
+            return None  # never answered: asked live
+        call = asked.result()
+        if call is None:  # stopped before it was sent
+            return None
         with self._lock:
-            if asked.call is None:  # stopped before it was sent
-                return None
             self.used += 1
-        asked.call.fetched_ahead, asked.call.in_flight = True, asked.in_flight
-        return asked.call
+        call.fetched_ahead, call.in_flight = True, asked.in_flight
+        return call
 
     def passed(self, order: int) -> None:
         """The run moved to the test at ``order``: what earlier tests never took is unused."""
@@ -300,7 +300,7 @@ class JudgeAhead:
             if which(asked):
                 del self._index[key]
                 asked.let_go = True
-                if asked.done.is_set() and asked.call is not None:
+                if asked.done() and asked.result() is not None:
                     self.unused += 1
 
     def close(self) -> None:
