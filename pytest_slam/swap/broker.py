@@ -62,9 +62,10 @@ class Job(Future[T], Generic[T]):
 
 
 class Server:
-    """One server's jobs: the heap, the workers (at most ``workers``, made as needed, joined at
-    ``close``) and the window (jobs taken and not yet released by a claim or a passed test), so
-    the answers kept for tests not yet run stay few however long the suite."""
+    """One server's jobs: the heap, the workers (at most ``workers``, one more made while more
+    jobs wait than workers do, joined at ``close``) and the window (jobs taken and not yet
+    released by a claim or a passed test), so the answers kept for tests not yet run stay few
+    however long the suite."""
 
     def __init__(self, name: str, workers: int, window: int | None = None) -> None:
         self.name, self.workers = name, max(1, workers)
@@ -85,8 +86,8 @@ class Server:
                 job.cancel()
                 return job
             heapq.heappush(self._heap, (order, next(self._seq), job))
-            if self._idle == 0 and len(self._threads) < self.workers:
-                self._grow()
+            if len(self._heap) > self._idle and len(self._threads) < self.workers:
+                self._grow()  # more jobs wait than workers do
             self._cond.notify()  # one worker, not all of them
         return job
 
