@@ -137,3 +137,44 @@ def test_a_cache_that_cannot_be_written_is_one_line_and_the_run_goes_on(
     assert f"could not write to {pytester.path / '.slam' / 'cache'} (" in text
     assert "nothing more kept this run (free space there, or `slam cache clear`)" in text
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+STREAMED_TIMED = """
+import os, pytest
+from openai import OpenAI
+
+pytestmark = pytest.mark.slm
+
+@pytest.mark.parametrize("question", ["question 0", "question 1"])
+def test_answer(question):
+    client = OpenAI().with_options(timeout=float(os.environ.get("CALL_TIMEOUT", "600")),
+                                   max_retries=0)
+    stream = client.chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": question}], temperature=0,
+        stream=True)
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+"""
+
+
+def test_a_kept_answer_slower_than_a_streaming_caller_s_timeout_never_reaches_it(
+    pytester: pytest.Pytester, gpt4: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kept answer whose first chunk came after 0.4 s is not streamed to a caller that waits
+    0.2 s for one: a live call would have timed out, so this one does, marked cached."""
+    answer = lambda req: "slow says: " + req["messages"][-1]["content"]  # noqa: E731
+    with FakeOpenAI(answer, latency_s=0.4, ttft_s=0.4) as slow:
+        pytester.makepyfile(test_product=STREAMED_TIMED)
+        write_project(pytester, gpt4, slow)
+        run(pytester, "--slm-record=new").assert_outcomes(passed=2)
+        run(pytester, "--slm-cache").assert_outcomes(passed=2)  # kept, 0.4 s each
+        slow.requests.clear()
+        monkeypatch.setenv("CALL_TIMEOUT", "0.2")
+        result = run(pytester, "--slm-cache", "--slm-report=r.json")
+    result.assert_outcomes(failed=2)  # old code: passed=2, the kept stream relayed at once
+    result.stdout.fnmatch_lines(
+        ["*the caller gave up (its own timeout of 0.2 s) before model 'mini'*"]
+    )
+    assert sent_to(slow) == collections.Counter()  # kept: not asked again
+    calls = _calls(pytester.path / "r.json")
+    assert len(calls) == 2 and all(c["cached"] and not c["text"] for c in calls)
+    assert all("the caller gave up" in (c["error"] or "") for c in calls)
