@@ -98,16 +98,16 @@ def _model_file(value: object) -> Path | None:
     return path if path.is_file() else None
 
 
-def _numbers(obj: object) -> object:
+def whole_numbers(obj: object) -> object:
     """A whole float as an int: ``temperature`` 0 and 0.0 are one request (as a fetched answer's
     match counts them: the body compares equal), so they are one entry. An int stays exact:
     seeds 2**53 and 2**53 + 1 are one float but two requests."""
     if isinstance(obj, float) and obj.is_integer():
         return int(obj)
     if isinstance(obj, dict):
-        return {k: _numbers(v) for k, v in obj.items()}
+        return {k: whole_numbers(v) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_numbers(v) for v in obj]
+        return [whole_numbers(v) for v in obj]
     return obj
 
 
@@ -144,7 +144,7 @@ class AnswerCache:
         self._lock = threading.Lock()  # the counts: the router's and the fetchers' threads
 
     def _path(self, spec: ModelSpec, sent: JSONObject) -> Path:
-        text = identity(spec) + "\n" + dumps(_numbers(sent), sort_keys=True)
+        text = identity(spec) + "\n" + dumps(whole_numbers(sent), sort_keys=True)
         name = hashlib.sha256(text.encode("utf-8")).hexdigest()
         return self.folder / name[:2] / f"{name}.json"
 
