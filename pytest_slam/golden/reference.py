@@ -25,6 +25,7 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from pytest_slam.errors import SlamError
+from pytest_slam.golden import misses
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.golden.keys import request_key
 from pytest_slam.golden.paid import Paid
@@ -265,9 +266,13 @@ class ReferenceService:
         """What the golden file holds for ``body``, read and nothing else: no entry is marked
         visited, no model is asked. The exact entry, else (not under ``--slm-record=all``) the
         reference's turn at call ``turn`` of ``test`` (its key then is not the request's); None
-        when neither is there. ``answer`` adds the visit and the recording."""
+        when neither is there. ``answer`` adds the visit and the recording. A request that is not
+        the one its place holds is noted, so that place is not fetched ahead again for nothing
+        (golden/misses.py)."""
         key = key or request_key(body)
         rec = self.store.lookup(module, key)
+        if rec is None and turn is not None:  # not the request its golden place holds
+            misses.note(self.store, module, test, turn, body)
         if rec is not None or turn is None or self.mode == "all":
             return rec
         return self.reference_turn(module, test, turn, body)

@@ -82,3 +82,60 @@ def test_a_killed_refresh_s_paid_answers_are_used_by_the_next_refresh(
     assert asked == collections.Counter(set(QUESTIONS) - paid_for)  # old code: all 12 again
     assert _texts(pytester.path) == {q: f"GPT-4 (May) says: {q}" for q in QUESTIONS}
     assert list(paid.glob("*.json")) == []  # recorded: no longer kept
+
+
+STAMPED = """
+import json, os, time, urllib.request, pytest, product
+
+pytestmark = pytest.mark.slm
+
+def mini_asked():
+    url = os.environ["MINI_URL"].removesuffix("/v1") + "/fake/stats"
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        return json.load(answer)["chat_requests"]
+
+@pytest.mark.parametrize("question", ["question 0", "question 1", "question 2"])
+def test_answer(question):
+    if question == "question 0":  # the later tests' requests, fetched ahead, have come
+        until = time.monotonic() + 30
+        while mini_asked() < int(os.environ.get("AHEAD", "0")) and time.monotonic() < until:
+            time.sleep(0.05)
+    if question == "question 2":  # a prompt with the time in it: never the recorded one
+        question += " at " + os.environ["STAMP"]
+    assert product.client.chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": question}], temperature=0)
+"""
+
+
+def test_a_request_that_missed_its_golden_is_not_fetched_again_until_the_golden_changes(
+    pytester: pytest.Pytester, mini: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Question 2 is sent with the time in it: no replay finds its golden answer (the test fails
+    and says to record it; the candidate is not asked). Its golden request, fetched ahead in the
+    first replay, was never used; the next replays do not fetch it, until it is recorded anew."""
+    pytester.makepyfile(product=PRODUCT, test_product=STAMPED)
+    monkeypatch.setenv("MINI_URL", mini.base_url)
+    monkeypatch.setenv("STAMP", "09:00")
+    with _answering("GPT-4") as reference:
+        write_project(pytester, reference, mini)
+        run(pytester, "--slm-record=new").assert_outcomes(passed=3)
+        recorded = "question 2 at 09:00"
+        for stamp, ahead, fetched in (("09:05", "2", 1), ("09:10", "1", 0), ("09:15", "1", 0)):
+            mini.requests.clear()
+            monkeypatch.setenv("STAMP", stamp)
+            monkeypatch.setenv("AHEAD", ahead)  # question 1's fetch (and question 2's, once)
+            run(pytester, "--slm-report=r.json").assert_outcomes(passed=2, failed=1)
+            asked = sent_to(mini)
+            assert asked[f"question 2 at {stamp}"] == 0  # a replay miss: refused
+            assert asked[recorded] == fetched, stamp  # old code: fetched every run, unused
+            assert asked["question 1"] == 1
+        # recorded anew (another answer): its place is fetched ahead again
+        run(pytester, "--slm-record=all").assert_outcomes(passed=3)
+    recorded = "question 2 at 09:15"
+    mini.requests.clear()
+    monkeypatch.setenv("STAMP", "09:20")
+    monkeypatch.setenv("AHEAD", "2")
+    with _answering("GPT-4 (May)") as reference:
+        write_project(pytester, reference, mini)
+        run(pytester, "--slm-report=r.json").assert_outcomes(passed=2, failed=1)
+    assert sent_to(mini)[recorded] == 1
