@@ -25,8 +25,10 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from pytest_slam.errors import SlamError
+from pytest_slam.golden import misses
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.golden.keys import request_key
+from pytest_slam.golden.paid import Paid
 from pytest_slam.golden.prefetch import ReferenceQueue
 from pytest_slam.golden.redact import scrub_answer
 from pytest_slam.golden.store import GoldenStore
@@ -199,6 +201,7 @@ class ReferenceService:
     none_recorded: bool | None = None  # no golden file at all (read at the first miss)
     limiter: Limiter | None = None  # the reference's calls in flight (swap/limits.py)
     ahead: ReferenceQueue | None = None  # a refresh's answers fetched ahead (golden/prefetch.py)
+    paid: Paid | None = None  # answers paid for and not yet recorded (golden/paid.py)
 
     def __post_init__(self) -> None:
         self.store.write_through = True  # a paid answer (or judge verdict) is never only in memory
@@ -212,6 +215,7 @@ class ReferenceService:
             self.ahead = ReferenceQueue(self.spec, limiter, self._fetch, longest)
         else:
             self.limiter = None
+        self.paid = Paid(self.store.root, self.spec) if self.mode != "none" else None
 
     @staticmethod
     def key(body: dict[str, JSON]) -> str:
@@ -264,9 +268,13 @@ class ReferenceService:
         """What the golden file holds for ``body``, read and nothing else: no entry is marked
         visited, no model is asked. The exact entry, else (not under ``--slm-record=all``) the
         reference's turn at call ``turn`` of ``test`` (its key then is not the request's); None
-        when neither is there. ``answer`` adds the visit and the recording."""
+        when neither is there. ``answer`` adds the visit and the recording. A request that is not
+        the one its place holds is noted, so that place is not fetched ahead again for nothing
+        (golden/misses.py)."""
         key = key or request_key(body)
         rec = self.store.lookup(module, key)
+        if rec is None and turn is not None:  # not the request its golden place holds
+            misses.note(self.store, module, test, turn, body)
         if rec is not None or turn is None or self.mode == "all":
             return rec
         return self.reference_turn(module, test, turn, body)
@@ -404,21 +412,31 @@ class ReferenceService:
             turns=with_turn({}, test, turn),
         )
         self.store.record(module, rec, test)
+        if self.paid is not None:  # in the golden file now
+            self.paid.spend(body)
         return self.store.lookup(module, key) or rec
 
     def _asked(self, module: str, key: str, body: dict[str, JSON]) -> Call:
         """The reference's answer to ``body``: the call fetched ahead for this very request in a
         refresh (as measured when it was sent; its failure raised as a live one's), else asked."""
         fetched = self.ahead.asked(module, key, body) if self.ahead is not None else None
+        if fetched is None and self.paid is not None:  # paid by an earlier, unfinished refresh
+            fetched = self.paid.take(body)
         return fetched if fetched is not None else self.ask(body)
 
     def _fetch(self, body: dict[str, JSON], stop: threading.Event) -> Call | Exception | None:
         """A call fetched ahead (golden/prefetch.py): the answer, the failure its recording
         raises, or None when the run ended first."""
+        kept = self.paid.take(body) if self.paid is not None else None
+        if kept is not None:  # paid by an earlier refresh that ended before recording it
+            return kept
         try:
-            return self._call(body, stop)
+            call = self._call(body, stop)
         except ReferenceFailed as exc:
             return exc
+        if call is not None and self.paid is not None:  # kept until recorded, a kill or not
+            self.paid.keep(body, call)
+        return call
 
     def ask(self, body: dict[str, JSON]) -> Call:
         """One real call to the reference, retried with exponential backoff on 429, 5xx and timeouts."""

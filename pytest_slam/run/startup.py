@@ -231,6 +231,7 @@ def arm(
             energy,
             say,
             f"--slm-models={slm_models}" if slm_models else "",
+            getattr(config, "workerinput", {}).get("testrunuid"),  # xdist's, for every worker
         )
     )
     tables = Tables.of(settings, scratch=scratch_folder(golden_root))

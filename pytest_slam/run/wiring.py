@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from pytest_slam.golden.embeddings import EmbeddingsService
+from pytest_slam.golden.redact import scrub
 from pytest_slam.golden.reference import ReferenceService
 from pytest_slam.golden.store import GoldenStore
 from pytest_slam.metrics.metering import EnergyMeter
@@ -123,6 +124,7 @@ class SwapInputs:
     energy: EnergyMeter | None = None
     say: Say | None = None
     record_args: str = ""  # so the printed record command selects the same models
+    run: str | None = None  # xdist's id of the run, shared by its workers (the answer cache's)
 
 
 def build_swap(inputs: SwapInputs) -> Swap:
@@ -133,7 +135,7 @@ def build_swap(inputs: SwapInputs) -> Swap:
     reference = golden.service if golden is not None else None
     original = Upstream.from_env(dict(os.environ))
     limits = limiters(inputs.specs, inputs.say)
-    cache = answer_cache(settings, inputs.golden_root)
+    cache = answer_cache(settings, inputs.golden_root, inputs.run)
     ahead = Ahead(limits, inputs.targets.candidate, candidate_forward(inputs.energy), cache)
     router = SwapRouter(
         inputs.specs,
@@ -185,8 +187,9 @@ def limiters(specs: dict[str, ModelSpec], say: Say | None) -> dict[str, Limiter]
     return {name: Limiter(name, spec.concurrency or 1, say) for name, spec in specs.items()}
 
 
-def answer_cache(settings: Settings, golden_root: Path) -> AnswerCache | None:
-    """The candidates' kept answers, when the project opted in (swap/cache.py)."""
+def answer_cache(settings: Settings, golden_root: Path, run: str | None) -> AnswerCache | None:
+    """The candidates' kept answers, when the project opted in (swap/cache.py), scrubbed as the
+    golden files are."""
     if not settings.cache:
         return None
-    return AnswerCache(scratch_folder(golden_root) / FOLDER, settings.cache_ttl_s)
+    return AnswerCache(scratch_folder(golden_root) / FOLDER, scrub, settings.cache_ttl_s, run)

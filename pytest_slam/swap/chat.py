@@ -35,9 +35,20 @@ class Deadline:
     at: float
     timeout_s: float  # the caller's own read timeout, as the product set it
     passed: bool = False
+    on_passed: Callable[[], None] | None = None  # tells a worker-served caller it timed out
+
+    def expire(self) -> None:
+        """The caller's timeout ended before the answer did: it gets no answer."""
+        self.passed = True
+        if self.on_passed is not None:
+            self.on_passed()
 
 
 CALLER_DEADLINE: ContextVar[Deadline | None] = ContextVar("slam_caller_deadline", default=None)
+# The read timeout of a caller a proxy worker serves (a stream, an asyncio caller): a live answer
+# is timed by the caller's own wait, so only an answer not asked now (kept, fetched) is held to
+# it, by the router (a stream's by its first chunk, as a live stream's reader would time it).
+SERVED_DEADLINE: ContextVar[Deadline | None] = ContextVar("slam_served_deadline", default=None)
 
 
 class CallerGaveUp(SlamError, kind="swap"):

@@ -52,7 +52,7 @@ class LocalAnswer:
         self.unconnected: str | None = None  # no connection upstream: "refused" or "timeout"
         self.closed = False  # the caller is gone: writing more is a broken pipe
         self.ended = False
-        self.timed_out = False  # served in place, the caller's own timeout ended it (proxy.py)
+        self.timed_out = False  # the caller's own timeout ended it (proxy.py, ``time_out``)
         self.on_complete: Callable[[], None] | None = None  # the worker is free from here on
         self._head = threading.Lock()
         self._head.acquire()
@@ -112,6 +112,11 @@ class LocalAnswer:
         wake = self._wake
         if wake is not None:
             wake()
+
+    def time_out(self) -> None:
+        """Served by a worker, an answer not asked now took longer than the caller's timeout
+        (router.py): the caller reads a timeout, as it would from a live answer, before the head."""
+        self.timed_out = True
 
     def unreachable(self, why: str, timed_out: bool) -> None:
         """The model could not be connected to: the caller raises its client's connection error

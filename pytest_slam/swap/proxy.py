@@ -51,6 +51,7 @@ from pytest_slam.errors import SlamError
 from pytest_slam.swap import upstream
 from pytest_slam.swap.chat import (
     CALLER_DEADLINE,
+    SERVED_DEADLINE,
     ChatResult,
     Deadline,
     Relay,
@@ -557,6 +558,25 @@ def _as_candidate(body: bytes, target: Target, path: str) -> bytes:
     return json.dumps(data).encode()
 
 
+def _within(
+    job: Callable[[Callable[[], None]], None], answer: LocalAnswer, timeout: float | None
+) -> Callable[[Callable[[], None]], None]:
+    """``job`` for a worker, with the caller's read timeout as ``chat.SERVED_DEADLINE``: an
+    answer not asked now that took longer is not served, and the caller reads its timeout."""
+    if timeout is None:
+        return job
+    limit = Deadline(time.perf_counter() + timeout, timeout, on_passed=answer.time_out)
+
+    def served(release: Callable[[], None]) -> None:
+        token = SERVED_DEADLINE.set(limit)
+        try:
+            job(release)
+        finally:
+            SERVED_DEADLINE.reset(token)
+
+    return served
+
+
 def _nothing() -> None:
     """A served-in-place call has no worker to release."""
 
@@ -703,7 +723,7 @@ class SwapProxy(socketserver.ThreadingTCPServer):
                 CALLER_DEADLINE.reset(token)
             answer.timed_out = limit is not None and limit.passed
         else:
-            self.workers.submit(job)
+            self.workers.submit(_within(job, answer, timeout))
         return answer
 
     def _in_place(self, method: str, target: str, body: bytes) -> bool:

@@ -24,6 +24,7 @@ from pytest_slam.swap.broker import patience, waited
 from pytest_slam.swap.cache import AnswerCache
 from pytest_slam.swap.chat import (
     CALLER_DEADLINE,
+    SERVED_DEADLINE,
     ChatResult,
     Deadline,
     Relay,
@@ -408,9 +409,9 @@ class SwapRouter:
         """An answer fetched ahead or kept, served as a live one would be, unless it took longer
         than the caller's own timeout: a live call would have ended without it, so nothing of it
         reaches the caller and the call is the candidate's failure."""
-        limit = CALLER_DEADLINE.get()
-        e2e = result.call.e2e_ms
-        if limit is not None and e2e is not None and e2e > limit.timeout_s * 1000.0:
+        limit = CALLER_DEADLINE.get() or SERVED_DEADLINE.get()
+        took = result.call.ttft_ms if call.body.get("stream") else result.call.e2e_ms
+        if limit is not None and took is not None and took > limit.timeout_s * 1000.0:
             return self._too_late(call, limit, kept=result.call.cached)
         return self._as_asked(call, result, payloads, relay)
 
@@ -444,7 +445,7 @@ class SwapRouter:
         record = new_call(call.target, call.body, request_key=call.key, fetched_ahead=not kept)
         record.cached = kept
         if limit is not None:
-            limit.passed = True
+            limit.expire()
         caller_left(record, limit.timeout_s if limit is not None else None)
         return ChatResult(record, status=504)
 

@@ -1,0 +1,141 @@
+"""Nothing paid for nothing (issue 51 item 4), end to end: a killed refresh's paid reference
+answers are used by the next refresh (golden/paid.py), and a request that missed its golden is
+not fetched ahead again until its golden changes (golden/misses.py).
+
+Real pytest runs against FakeOpenAI servers that keep every request they were sent: what is
+checked is what each server was asked and what the golden files hold.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from plugin_golden_helpers import run, sent_to, write_project
+from slam_helpers import PRODUCT, wait_for
+
+from pytest_slam.golden.store import GoldenStore
+from pytest_slam.testing import FakeOpenAI
+
+QUESTIONS = [f"question {i}" for i in range(12)]
+SUITE = """
+import os, time, pytest, product
+
+pytestmark = pytest.mark.slm
+
+@pytest.mark.parametrize("question", {questions!r})
+def test_answer(question):
+    if question == "question 0" and os.environ.get("STALL"):
+        time.sleep(120)  # the refresh is killed here, its later answers fetched and paid
+    assert product.client.chat.completions.create(
+        model="gpt-4", messages=[{{"role": "user", "content": question}}], temperature=0)
+"""
+
+
+def _answering(name: str) -> FakeOpenAI:
+    return FakeOpenAI(lambda req: f"{name} says: " + req["messages"][-1]["content"])
+
+
+def _texts(root: Path) -> dict[str, str]:
+    """Each golden entry's first answer, by its request's last message."""
+    store = GoldenStore(root / "__slam__", "gpt-4")
+    entries = store.load("test_product.py").entries.values()
+    return {str(r.request["messages"][-1]["content"]): r.answers[0].text or "" for r in entries}  # type: ignore[index]
+
+
+def test_a_killed_refresh_s_paid_answers_are_used_by_the_next_refresh(
+    pytester: pytest.Pytester, mini: FakeOpenAI
+) -> None:
+    """The refresh is killed (SIGKILL: nothing of it runs after) while its first test stalls and
+    the reference's answers for the later tests have been fetched: the next refresh records
+    those without asking the reference again, and asks it only for the others."""
+    pytester.makepyfile(product=PRODUCT, test_product=SUITE.format(questions=QUESTIONS))
+    with _answering("GPT-4") as reference:
+        write_project(pytester, reference, mini)
+        run(pytester, "--slm-record=new").assert_outcomes(passed=len(QUESTIONS))
+    paid = pytester.path / ".slam" / "paid"
+    with _answering("GPT-4 (May)") as reference:
+        write_project(pytester, reference, mini)
+        argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--slm-record=all"]
+        proc = subprocess.Popen(
+            argv, cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env={**os.environ, "STALL": "1"}, start_new_session=True,
+        )  # fmt: skip
+        try:
+            wait_for(lambda: len(list(paid.glob("*.json"))) >= 8, 60, "answers fetched, kept")
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(60)
+        kept = {json.loads(p.read_text())["call"]["text"] for p in paid.glob("*.json")}
+        paid_for = {t.removeprefix("GPT-4 (May) says: ") for t in kept}
+        assert len(paid_for) >= 8 and sent_to(reference) == collections.Counter(paid_for)
+        reference.requests.clear()
+
+        run(pytester, "--slm-record=all").assert_outcomes(passed=len(QUESTIONS))
+        asked = sent_to(reference)
+    assert asked == collections.Counter(set(QUESTIONS) - paid_for)  # old code: all 12 again
+    assert _texts(pytester.path) == {q: f"GPT-4 (May) says: {q}" for q in QUESTIONS}
+    assert list(paid.glob("*.json")) == []  # recorded: no longer kept
+
+
+STAMPED = """
+import json, os, time, urllib.request, pytest, product
+
+pytestmark = pytest.mark.slm
+
+def mini_asked():
+    url = os.environ["MINI_URL"].removesuffix("/v1") + "/fake/stats"
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        return json.load(answer)["chat_requests"]
+
+@pytest.mark.parametrize("question", ["question 0", "question 1", "question 2"])
+def test_answer(question):
+    if question == "question 0":  # the later tests' requests, fetched ahead, have come
+        until = time.monotonic() + 30
+        while mini_asked() < int(os.environ.get("AHEAD", "0")) and time.monotonic() < until:
+            time.sleep(0.05)
+    if question == "question 2":  # a prompt with the time in it: never the recorded one
+        question += " at " + os.environ["STAMP"]
+    assert product.client.chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": question}], temperature=0)
+"""
+
+
+def test_a_request_that_missed_its_golden_is_not_fetched_again_until_the_golden_changes(
+    pytester: pytest.Pytester, mini: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Question 2 is sent with the time in it: no replay finds its golden answer (the test fails
+    and says to record it; the candidate is not asked). Its golden request, fetched ahead in the
+    first replay, was never used; the next replays do not fetch it, until it is recorded anew."""
+    pytester.makepyfile(product=PRODUCT, test_product=STAMPED)
+    monkeypatch.setenv("MINI_URL", mini.base_url)
+    monkeypatch.setenv("STAMP", "09:00")
+    with _answering("GPT-4") as reference:
+        write_project(pytester, reference, mini)
+        run(pytester, "--slm-record=new").assert_outcomes(passed=3)
+        recorded = "question 2 at 09:00"
+        for stamp, ahead, fetched in (("09:05", "2", 1), ("09:10", "1", 0), ("09:15", "1", 0)):
+            mini.requests.clear()
+            monkeypatch.setenv("STAMP", stamp)
+            monkeypatch.setenv("AHEAD", ahead)  # question 1's fetch (and question 2's, once)
+            run(pytester, "--slm-report=r.json").assert_outcomes(passed=2, failed=1)
+            asked = sent_to(mini)
+            assert asked[f"question 2 at {stamp}"] == 0  # a replay miss: refused
+            assert asked[recorded] == fetched, stamp  # old code: fetched every run, unused
+            assert asked["question 1"] == 1
+        # recorded anew (another answer): its place is fetched ahead again
+        run(pytester, "--slm-record=all").assert_outcomes(passed=3)
+    recorded = "question 2 at 09:15"
+    mini.requests.clear()
+    monkeypatch.setenv("STAMP", "09:20")
+    monkeypatch.setenv("AHEAD", "2")
+    with _answering("GPT-4 (May)") as reference:
+        write_project(pytester, reference, mini)
+        run(pytester, "--slm-report=r.json").assert_outcomes(passed=2, failed=1)
+    assert sent_to(mini)[recorded] == 1
