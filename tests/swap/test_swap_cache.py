@@ -11,7 +11,8 @@ import pytest
 from pytest_slam.golden.redact import scrub
 from pytest_slam.records import Call, ModelSpec
 from pytest_slam.swap.cache import AnswerCache, deterministic, identity
-from pytest_slam.swap.chat import CANDIDATE_SEED, ChatResult
+from pytest_slam.swap.chat import ChatResult
+from pytest_slam.swap.request import CANDIDATE_SEED
 
 
 def _engine(model_path: str, **args: object) -> ModelSpec:
