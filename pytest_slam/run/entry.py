@@ -42,6 +42,7 @@ class TestEntry:
     checker: Checker | None = None
     planner: Planner | None = None  # which requests the tests will send (run/fetching.py)
     order: dict[int, int] = field(default_factory=dict)  # id(item) -> its place in the run
+    _through: int = -1  # the last test planned, in a run without xdist
     # a refresh's reference engine serves its fetches: a serial run starts it before planning
     ensure_engines: Callable[[], None] | None = None
 
@@ -93,15 +94,12 @@ class TestEntry:
         if ahead is None and refresh is None:
             return
         items = item.session.items
-        first = self.planner is None
         planner = self.planner or self._planner(swap, items)
         order = self.order.get(id(item), -1)
         for queue in (ahead, refresh):
             if queue is not None:
                 queue.passed(order)
-        later = self._later(items, order, first)
-        if not later and self.role != "worker" and not first:
-            return
+        later = self._later(items, order, planner.horizon)
         if refresh is not None:
             self._plan_reference(planner, refresh, [(order, item), *later])
         if ahead is not None:
@@ -111,12 +109,14 @@ class TestEntry:
     def _planner(self, swap: Swap, items: list[pytest.Item]) -> Planner:
         """The run's planner, made at its first test; the run's judge pairs are asked ahead too
         where candidates' answers are (run/judge_ahead.py)."""
-        from pytest_slam.run.fetching import Planner
+        from pytest_slam.run.fetching import Planner, horizon
 
         self.order = {id(it): i for i, it in enumerate(items)}
         cap = (self.settings.cap_factor, self.settings.cap_margin)
         assert swap.store is not None  # fetch_ahead's guard
         self.planner = Planner(swap.store, self.specs, self.settings.repeat, cap)
+        models = [*self.specs.values(), *([swap.reference.spec] if swap.reference else [])]
+        self.planner.horizon = horizon(spec.concurrency or 1 for spec in models)
         if swap.router.ahead is not None:
             from pytest_slam.run import judge_ahead
 
@@ -138,13 +138,17 @@ class TestEntry:
         refresh.plan(planner.plan_reference(now, spec, self.settings.samples))
 
     def _later(
-        self, items: list[pytest.Item], order: int, first: bool
+        self, items: list[pytest.Item], order: int, ahead: int
     ) -> list[tuple[int, pytest.Item]]:
-        """The tests to plan after the one at ``order``: under xdist those handed since, each
-        test; else the whole selection, once."""
+        """The tests to plan after the one at ``order``: the next ``ahead`` of the selection not
+        planned yet (under xdist, of those this worker has been handed), so the plan holds a
+        window of the run, never the whole selection at its first test."""
         if self.role == "worker":
-            return [(i, items[i]) for i in xdist_pending(self.config) if i > order]
-        return [(i, items[i]) for i in range(order + 1, len(items))] if first else []
+            pending = [i for i in xdist_pending(self.config) if i > order]
+            return [(i, items[i]) for i in pending[:ahead]]
+        start = max(order + 1, self._through + 1)
+        self._through = max(self._through, min(order + ahead, len(items) - 1))
+        return [(i, items[i]) for i in range(start, self._through + 1)]
 
     def reference_client(self, item: pytest.Item) -> ReferenceClient:
         client = self.swap.reference_client(item) if self.swap is not None else None

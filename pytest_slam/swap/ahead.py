@@ -69,6 +69,9 @@ class Planned:
     done: threading.Event = field(default_factory=threading.Event)
     # what a follower needs of the test to act on the answer (the run's judge pair, its plan)
     context: object | None = None
+    # the request its answer lets the planner foresee (a conversation's next turn: run/fetching.py),
+    # queued for the same model when it answers before its test claims it
+    follow_up: Callable[[Planned], Planned | None] | None = None
 
     def __post_init__(self) -> None:
         self.claimant = self.claimant or self.nodeid
@@ -219,6 +222,11 @@ class FetchQueue:
             )
         if follow and self.follower is not None:
             self.follower.fetched(planned)
+        after = planned.follow_up(planned) if follow and planned.follow_up is not None else None
+        if after is not None:
+            with self._cond:  # unclaimed yet: its test cannot have sent the turn that follows
+                if planned.state == "done" and not self._stop.is_set():
+                    self.add(after)
 
     def claim(self, claimant: str, key: str, sent: JSONObject) -> Planned | None:
         """The fetched call for this request of ``claimant`` (its test, or its module), when it is

@@ -1,27 +1,69 @@
-"""run/fetching.py: which golden requests a test will send, read from its entries (no socket)."""
+"""run/fetching.py and golden/foresee.py: which golden requests a test will send, read from its
+entries by their structure, and a later turn foreseen from an earlier answer (no socket)."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 from golden_helpers import rec, store_at, write_module
+from hypothesis import given
+from hypothesis import strategies as st
 
-from pytest_slam.run.fetching import independent, places
+from pytest_slam.golden.foresee import depends, foreseen
+from pytest_slam.run.fetching import places
 
 MODULE = "tests/test_x.py"
+LABELS = "Classify the sentiment as positive, negative, or neutral. Answer with one word."
 
 
-def test_a_later_request_is_independent_only_without_earlier_answers_in_it() -> None:
-    plain = {"messages": [{"role": "user", "content": "summarize: the earlier answer text"}]}
-    assert independent(plain, [])
-    assert not independent(plain, ["the earlier answer text"])  # it carries an earlier answer
-    assert independent(plain, ["short"])  # too short to tell: not taken as carried
+def _user(*texts: str) -> dict[str, object]:
+    return {"messages": [{"role": "user", "content": t} for t in texts]}
+
+
+def test_a_later_request_depends_only_on_an_answer_carried_whole() -> None:
+    plain = _user("summarize: the earlier answer text")
+    assert not depends(plain, [])
+    assert not depends(plain, ["the earlier answer text"])  # a substring of the instructions
+    assert depends(_user("the earlier answer text"), ["the earlier answer text"])  # a message
+    assert depends(_user("  negative\n"), ["negative"])  # whole, whitespace aside
+    quoted = _user(json.dumps({"previous": "negative", "text": "I hated it"}))
+    assert depends(quoted, ["negative"])  # a JSON field's value
+    nested = _user(json.dumps({"previous": {"label": "negative"}}))
+    assert depends(nested, ['{"label": "negative"}'])  # an answer written as JSON, as a field
+    parts = {"messages": [{"role": "user", "content": [{"type": "text", "text": "negative"}]}]}
+    assert depends(parts, ["negative"])
     with_answer = {
         "messages": [{"role": "assistant", "content": "x"}, {"role": "user", "content": "y"}]
     }
-    assert not independent(with_answer, [])
-    assert not independent({"input": "no messages"}, [])
+    assert depends(with_answer, [])
+    assert depends({"messages": [{"role": "tool", "content": "1", "tool_call_id": "a"}]}, [])
+    assert depends({"input": "no messages"}, [])
+
+
+def test_a_label_classifiers_later_calls_do_not_depend_on_its_labels() -> None:
+    """The held-out product of issue 49: every prompt names the labels, every answer is one;
+    before, an 8-character answer ("positive", "negative") found in a later prompt made it
+    dependent."""
+    answers = ["positive", "negative", "neutral"]
+    for review in ("Great phone", "Terrible battery", "It is a phone"):
+        request = {"messages": [{"role": "system", "content": LABELS},
+                                {"role": "user", "content": review}]}  # fmt: skip
+        assert not depends(request, answers)
+
+
+@given(
+    st.text(min_size=1, max_size=40).filter(lambda t: t.strip() == t and t.strip()),
+    st.text(max_size=40),
+    st.text(max_size=40),
+)
+def test_an_answer_inside_other_text_is_never_a_dependence(
+    answer: str, before: str, after: str
+) -> None:
+    text = f"{before}[{answer}]{after}"  # the answer inside other text, never the whole of it
+    assert not depends(_user(text), [answer])
+    assert depends(_user(text, answer), [answer])  # as a whole message: it is
 
 
 def test_places_are_each_tests_entries_by_call_number_the_latest_first(tmp_path: Path) -> None:
@@ -49,3 +91,60 @@ def test_an_unreadable_golden_file_plans_nothing(tmp_path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("{ not json", encoding="utf-8")
     assert places(folder, MODULE) == {}
+
+
+# -- a later turn foreseen ---------------------------------------------------------------------
+
+TURN_1 = {"model": "gpt-4", "messages": [{"role": "user", "content": "first turn"}]}
+TURN_2 = {
+    "model": "gpt-4",
+    "temperature": 0,
+    "messages": [
+        {"role": "user", "content": "first turn"},
+        {"role": "assistant", "content": "as recorded"},
+        {"role": "user", "content": "second turn"},
+    ],
+}
+
+
+def test_a_conversations_next_turn_carries_the_answer_given_now() -> None:
+    swaps: dict[str, str] = {}
+    body = foreseen(TURN_1, TURN_2, TURN_1, ("given now", None), swaps)
+    assert body == {**TURN_2, "messages": [TURN_1["messages"][0],
+                    {"role": "assistant", "content": "given now"}, TURN_2["messages"][2]]}  # fmt: skip
+    assert swaps == {"as recorded": "given now"}
+    # the same answer as recorded: the very golden request
+    assert foreseen(TURN_1, TURN_2, TURN_1, ("as recorded", None), {}) == TURN_2
+    # a refresh's reference that did not feed the conversation: the recorded answer stays
+    kept = foreseen(TURN_1, TURN_2, TURN_1, ("given now", None), {}, lambda recorded: False)
+    assert kept == TURN_2
+
+
+def test_a_chains_whole_field_carries_the_answer_given_now() -> None:
+    later = _user("Translate to French:", json.dumps({"summary": "as recorded", "n": 1}))
+    body = foreseen(TURN_1, later, TURN_1, ("given now", None), {"as recorded": "given now"})
+    assert body is not None
+    assert json.loads(body["messages"][1]["content"]) == {"summary": "given now", "n": 1}
+    assert body["messages"][1]["content"] == json.dumps({"summary": "given now", "n": 1})
+
+
+def _tool_turns(call_id: str, city: str) -> tuple[dict[str, object], dict[str, object]]:
+    first = {"messages": [{"role": "user", "content": "weather in Paris?"}], "tools": ["t"]}
+    call = {"id": call_id, "type": "function",
+            "function": {"name": "weather", "arguments": json.dumps({"city": city})}}  # fmt: skip
+    second = {**first, "messages": [
+        *first["messages"],
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "content": "sunny"},
+    ]}  # fmt: skip
+    return first, second
+
+
+def test_a_tool_loops_next_turn_when_the_same_tool_is_called_with_the_same_arguments() -> None:
+    first, second = _tool_turns("call_ref", "Paris")
+    _, expected = _tool_turns("call_new", "Paris")
+    same = [{"id": "call_new", "type": "function",
+             "function": {"name": "weather", "arguments": json.dumps({"city": "Paris"})}}]  # fmt: skip
+    assert foreseen(first, second, first, ("", same), {}) == expected  # ids carried over
+    other = [{**same[0], "function": {"name": "weather", "arguments": '{"city": "Rome"}'}}]
+    assert foreseen(first, second, first, ("", other), {}) is None  # its tool answers otherwise
