@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from plugin_golden_helpers import run, write_project
-from slam_helpers import said
+from slam_helpers import PRODUCT, said
 
 from pytest_slam.golden.store import GoldenStore
 from pytest_slam.testing import FakeOpenAI
@@ -257,3 +257,44 @@ def test_a_refresh_fetches_the_references_later_turns_ahead(
     store = GoldenStore(pytester.path / "__slam__", "gpt-4")
     texts = [r.answers[0].text for r in store.load("test_product.py").entries.values()]
     assert len(texts) == CASES * 3 and all(t.startswith("GPT-4 (May) says:") for t in texts)
+
+
+MANY = """
+import pytest, product
+
+pytestmark = pytest.mark.slm
+
+@pytest.mark.parametrize("question", [f"question {i}" for i in range(100)])
+def test_answer(question):
+    assert product.ask(question)
+"""
+COUNTING = """
+import pytest
+from pytest_slam.plugin import STASH
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_call(item):
+    planner = item.config.stash[STASH].entry.planner  # what the run has planned by this test
+    with open("planned.txt", "a", encoding="utf-8") as out:
+        out.write(f"{len(planner._planned)}\\n")
+"""
+
+
+def test_the_plan_holds_a_window_of_the_tests_about_to_run_not_the_selection(
+    pytester: pytest.Pytester,
+) -> None:
+    """At 4 in flight the run plans 32 tests ahead of the running one (run/fetching.horizon):
+    at its first test the plan holds 32 of the 99 after it (before: all 99), and it grows by one
+    a test; every request is still asked once."""
+    pytester.makepyfile(product=PRODUCT, test_product=MANY)
+    with FakeOpenAI(_saying("GPT-4")) as gpt4, FakeOpenAI(_saying("mini")) as mini:
+        write_project(pytester, gpt4, mini)
+        run(pytester, "--slm-record=new").assert_outcomes(passed=100)
+        mini.requests.clear()
+        pytester.makeconftest(COUNTING)
+        result = run(pytester, "-p", "no:randomly", "--slm-concurrency", "4")
+    result.assert_outcomes(passed=100)
+    planned = [int(n) for n in (pytester.path / "planned.txt").read_text().split()]
+    assert planned[0] == 32 and planned[1] == 33  # a window, then one more a test
+    assert planned[-1] == 99  # by the end, every test after the first
+    assert len(_bodies(mini)) == 100 and set(_bodies(mini).values()) == {1}
