@@ -196,9 +196,8 @@ def _answered(
                 merged["function"] = {**fn, "arguments": new_fn.get("arguments")}
             calls.append(merged)
         out["tool_calls"] = calls
-    content = message.get("content")
-    if isinstance(content, str) or given[0]:
-        out["content"] = given[0] if given[0] or isinstance(content, str) else content
+    if isinstance(message.get("content"), str) or given[0]:  # else left as written (None, absent)
+        out["content"] = given[0]
     return out
 
 
