@@ -151,21 +151,27 @@ class Chain:
             ):
                 return None  # nothing left to foresee, or an answer it needs has not come yet
             after = self.waiting.pop(0)
-            before = self.turns.get(after - 1)
-            if before is None or after - 1 not in self.bodies:
-                return None
-            body = foreseen(
-                before.request,
-                self.turns[after].request,
-                self.bodies[after - 1],
-                self.answers[after - 1],
-                self.swaps,
-                functools.partial(self._owns, after - 1),
-            )
+            body = self._foreseen(after)
             if body is None:
                 return None
             self.bodies[after] = body
         return self.make(self, after, body)
+
+    def _foreseen(self, after: int) -> dict[str, JSON] | None:
+        """Call ``after``'s request now, continuing the latest call before it that it continues
+        (a conversation goes on from its last turn; a call beside it may come between)."""
+        for turn in sorted((t for t in self.bodies if t < after), reverse=True):
+            body = foreseen(
+                self.turns[turn].request,
+                self.turns[after].request,
+                self.bodies[turn],
+                self.answers[turn],
+                self.swaps,
+                functools.partial(self._owns, turn),
+            )
+            if body is not None:
+                return body
+        return None
 
     def _owns(self, turn: int, recorded: Answer) -> bool:
         """Whether the answer recorded at call ``turn`` was the answering model's to give: a

@@ -4,6 +4,7 @@ entries by their structure, and a later turn foreseen from an earlier answer (no
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from pathlib import Path
 
@@ -12,7 +13,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_slam.golden.foresee import depends, foreseen
-from pytest_slam.run.fetching import places
+from pytest_slam.golden.keys import request_key
+from pytest_slam.records import JSON, Call, GoldenAnswer, GoldenRecord
+from pytest_slam.run.fetching import Chain, places
+from pytest_slam.swap.ahead import Planned
+from pytest_slam.swap.chat import ChatResult
 
 MODULE = "tests/test_x.py"
 LABELS = "Classify the sentiment as positive, negative, or neutral. Answer with one word."
@@ -148,3 +153,77 @@ def test_a_tool_loops_next_turn_when_the_same_tool_is_called_with_the_same_argum
     assert foreseen(first, second, first, ("", same), {}) == expected  # ids carried over
     other = [{**same[0], "function": {"name": "weather", "arguments": '{"city": "Rome"}'}}]
     assert foreseen(first, second, first, ("", other), {}) is None  # its tool answers otherwise
+
+
+# -- a test's chain: its dependent calls foreseen as the answers come ----------------------------
+
+
+def _entry(messages: list[dict[str, object]], answer: str) -> GoldenRecord:
+    request: dict[str, object] = {"model": "gpt-4", "messages": messages}
+    return GoldenRecord(request_key(request), request, [GoldenAnswer(answer)])
+
+
+def _conversation(fed_by: str) -> dict[int, GoldenRecord]:
+    """Three turns as recorded: the reference answered ``GPT-4 n``, the product's conversation
+    carried ``fed_by n`` (the candidate's answers at recording time, or the reference's)."""
+    turns: dict[int, GoldenRecord] = {}
+    messages: list[dict[str, object]] = []
+    for n in (1, 2, 3):
+        messages = [*messages, {"role": "user", "content": f"question {n}"}]
+        turns[n] = _entry(messages, f"GPT-4 {n}")
+        messages = [*messages, {"role": "assistant", "content": f"{fed_by} {n}"}]
+    return turns
+
+
+def _answered(planned: Planned, text: str) -> Planned:
+    planned.result = ChatResult(Call(model="m", role="candidate", request=planned.body, text=text))
+    return planned
+
+
+def _chain(turns: dict[int, GoldenRecord], own: bool = True) -> tuple[Chain, list[Planned]]:
+    def make(chain: Chain, turn: int, body: dict[str, JSON]) -> Planned:
+        return Planned("t", "m", request_key(body), body, None, turn,
+                       follow_up=functools.partial(chain.answered, turn))  # fmt: skip
+
+    chain = Chain(turns, make, own=own)
+    first = []
+    for turn in turns:
+        if turn == 1 or not depends(turns[turn].request, []):
+            chain.bodies[turn] = turns[turn].request
+            first.append(make(chain, turn, turns[turn].request))
+        else:
+            chain.waiting.append(turn)
+    return chain, first
+
+
+def test_a_conversation_is_foreseen_turn_by_turn_with_the_candidates_answers() -> None:
+    chain, [one] = _chain(_conversation("mini"))
+    two = chain.answered(1, _answered(one, "mini v2 1"))
+    assert two is not None and two.order == 2
+    assert [m["content"] for m in two.body["messages"]] == ["question 1", "mini v2 1", "question 2"]
+    three = chain.answered(2, _answered(two, "mini v2 2"))
+    assert three is not None
+    assert [m["content"] for m in three.body["messages"]][1:4] == ["mini v2 1", "question 2",
+                                                                  "mini v2 2"]  # fmt: skip
+    assert chain.answered(3, _answered(three, "mini v2 3")) is None  # nothing left
+    assert three.key == request_key(three.body)  # what the router keys the product's request by
+
+
+def test_a_dependent_call_waits_for_every_answer_before_it() -> None:
+    turns = {1: _entry([{"role": "user", "content": "a"}], "x"),
+             2: _entry([{"role": "user", "content": "b"}], "y"),
+             3: _entry([{"role": "user", "content": "a"}, {"role": "assistant", "content": "x"},
+                        {"role": "user", "content": "c"}], "z")}  # fmt: skip
+    chain, [one, two] = _chain(turns)
+    assert chain.answered(2, _answered(two, "y")) is None  # call 1 has not answered yet
+    three = chain.answered(1, _answered(one, "x now"))
+    assert three is not None and three.body["messages"][1]["content"] == "x now"
+
+
+def test_a_refresh_foresees_its_own_answers_only_where_the_reference_fed_the_conversation() -> None:
+    fed_by_candidate, _ = _chain(_conversation("mini"), own=False)
+    two = fed_by_candidate.answered(1, _answered(_chain(_conversation("mini"))[1][0], "GPT-4 new"))
+    assert two is not None and two.body == _conversation("mini")[2].request  # as recorded
+    fed_by_reference, [one] = _chain(_conversation("GPT-4"), own=False)
+    two = fed_by_reference.answered(1, _answered(one, "GPT-4 new"))
+    assert two is not None and two.body["messages"][1]["content"] == "GPT-4 new"
