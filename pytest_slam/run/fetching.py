@@ -267,12 +267,11 @@ class Planner:
     ) -> Planned:
         """A candidate's call ``turn`` of a test, with ``body``: capped as its live call would be
         (the reference's answer length where the golden file has this very request)."""
-        rec = chain.turns[turn]
-        key = rec.key if body is rec.request else request_key(body)
+        key = _key(chain.turns[turn], body)
         cap = generation_cap(body, spec, tokens.get(key), *self.cap)
         follow = functools.partial(chain.answered, turn) if chain.waiting else None
-        return Planned(nodeid, spec.name, key, body, cap, order, context=contexts.get(turn),
-                       follow_up=follow)  # fmt: skip
+        context = contexts.get(turn)
+        return Planned(nodeid, spec.name, key, body, cap, order, context=context, follow_up=follow)
 
     def _asks(
         self,
@@ -286,15 +285,16 @@ class Planner:
         body: dict[str, JSON],
     ) -> list[Planned]:
         """A refresh's asks of ``body`` (``samples``), unless a test of its module planned it."""
-        rec = chain.turns[turn]
-        key = rec.key if body is rec.request else request_key(body)
+        key = _key(chain.turns[turn], body)
         with self._lock:  # also called from a fetching thread
             if (module, key) in self._reference_keys:
                 return []
             self._reference_keys.add((module, key))
         follow = functools.partial(chain.answered, turn) if chain.waiting else None
-        return [Planned(nodeid, spec.name, key, body, None, order, module, follow_up=follow)
-                for _ in range(samples)]  # fmt: skip
+        return [
+            Planned(nodeid, spec.name, key, body, None, order, module, follow_up=follow)
+            for _ in range(samples)
+        ]
 
     def _first(self, chain: Chain) -> list[tuple[int, GoldenRecord]]:
         """The test's calls known before any answer, in call order; the others wait in ``chain``
@@ -326,6 +326,12 @@ class Planner:
                 self._modules.popitem(last=False)
         self._modules.move_to_end(module)
         return read
+
+
+def _key(rec: GoldenRecord, body: dict[str, JSON]) -> str:
+    """A planned request's golden key: its entry's as recorded, else the key of the request
+    foreseen (what the router keys the product's request by: golden.keys.request_key)."""
+    return rec.key if body is rec.request else request_key(body)
 
 
 def _first_of(
