@@ -37,13 +37,14 @@ from pytest_slam.swap.ahead import Planned
 from pytest_slam.swap.chat import generation_cap
 
 Places = dict[str, dict[int, GoldenRecord]]  # test -> call number -> the reference's entry there
-PLAN_PER_PLACE, PLAN_MIN = 8, 32  # tests planned ahead, per place under the highest limit
+PLAN_PER_PLACE, PLAN_MIN = 4, 16  # calls planned ahead, per place under the highest limit
 MODULES_KEPT = 4  # modules whose places are kept read (a run moves through its modules in order)
 
 
-def horizon(ceilings: Iterable[int]) -> int:
-    """How many tests ahead of the running one are planned: twice what the busiest model's queue
-    fetches ahead (swap/ahead.py's window), so it never runs dry and never holds the selection."""
+def budget(ceilings: Iterable[int]) -> int:
+    """How many calls ahead of the running test are planned: swap/ahead.py's window of a queue
+    (four per place, at least 16), so a conversation's later turns, foreseen as its earlier
+    answers come, find a place in the window at once, and the plan never holds the selection."""
     return max(PLAN_MIN, PLAN_PER_PLACE * max(ceilings, default=1))
 
 
@@ -195,12 +196,42 @@ class Planner:
     # the test's judge pair of a planned request (judge_ahead.py), worked out in this thread:
     # what a fetched answer's follower needs to ask the judge ahead
     judging: Callable[[pytest.Item, GoldenRecord, ModelSpec], object | None] | None = None
-    horizon: int = PLAN_MIN  # tests planned ahead of the running one (run/entry.py)
+    budget: int = PLAN_MIN  # calls planned ahead of the running test (``take``)
+    through: int = -1  # the last test taken to be planned
     _modules: collections.OrderedDict[str, Module] = field(default_factory=collections.OrderedDict)
     _planned: set[int] = field(default_factory=set)
     _referenced: set[int] = field(default_factory=set)
     _reference_keys: set[tuple[str, str]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _ahead: collections.deque[tuple[int, int]] = field(default_factory=collections.deque)
+    _calls_ahead: int = 0  # the calls of the tests in ``_ahead`` (taken, not yet run)
+
+    def take(
+        self, items: Iterable[tuple[int, pytest.Item]], running: int
+    ) -> list[tuple[int, pytest.Item]]:
+        """The tests of ``items`` (in order, after the one at ``running``) to plan now: as many
+        as keep the calls planned ahead of the running test within ``budget`` (each test's
+        every call, its later turns included; at least one a test), so memory stays flat in the
+        number of tests, and each test is taken once."""
+        while self._ahead and self._ahead[0][0] <= running:
+            self._calls_ahead -= self._ahead.popleft()[1]
+        out: list[tuple[int, pytest.Item]] = []
+        for order, item in items:
+            if self._calls_ahead >= self.budget:
+                break
+            calls = max(1, self._calls(item) * self.repeat)
+            self._ahead.append((order, calls))
+            self._calls_ahead += calls
+            self.through = max(self.through, order)
+            out.append((order, item))
+        return out
+
+    def _calls(self, item: pytest.Item) -> int:
+        name = self._candidate(item)
+        if name is None:
+            return 0
+        places = self._module(module_of(item.nodeid)).places
+        return len(places.get(base_test_id(item.nodeid, name), {}))
 
     def plan(self, items: Iterable[tuple[int, pytest.Item]]) -> dict[str, list[Planned]]:
         """The requests of these (order, item) pairs not planned before, by candidate."""

@@ -283,9 +283,9 @@ def pytest_runtest_call(item):
 def test_the_plan_holds_a_window_of_the_tests_about_to_run_not_the_selection(
     pytester: pytest.Pytester,
 ) -> None:
-    """At 4 in flight the run plans 32 tests ahead of the running one (run/fetching.horizon):
-    at its first test the plan holds 32 of the 99 after it (before: all 99), and it grows by one
-    a test; every request is still asked once."""
+    """At 4 in flight the run plans 16 calls ahead of the running test (run/fetching.budget):
+    at its first test the plan holds 16 of the 99 tests after it (before: all 99), and it grows
+    by one a test; every request is still asked once."""
     pytester.makepyfile(product=PRODUCT, test_product=MANY)
     with FakeOpenAI(_saying("GPT-4")) as gpt4, FakeOpenAI(_saying("mini")) as mini:
         write_project(pytester, gpt4, mini)
@@ -295,6 +295,6 @@ def test_the_plan_holds_a_window_of_the_tests_about_to_run_not_the_selection(
         result = run(pytester, "-p", "no:randomly", "--slm-concurrency", "4")
     result.assert_outcomes(passed=100)
     planned = [int(n) for n in (pytester.path / "planned.txt").read_text().split()]
-    assert planned[0] == 32 and planned[1] == 33  # a window, then one more a test
+    assert planned[0] == 16 and planned[1] == 17  # a window, then one more a test
     assert planned[-1] == 99  # by the end, every test after the first
     assert len(_bodies(mini)) == 100 and set(_bodies(mini).values()) == {1}
