@@ -152,7 +152,10 @@ class Chain:
             ):
                 return None  # nothing left to foresee, or an answer it needs has not come yet
             after = self.waiting.pop(0)
-            body = self._foreseen(after)
+            try:
+                body = self._foreseen(after)
+            except Exception:  # a request it cannot read is not foreseen: its test asks it live
+                body = None
             if body is None:
                 return None
             self.bodies[after] = body
