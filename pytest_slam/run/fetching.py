@@ -58,8 +58,12 @@ def model_of(item: pytest.Item) -> str | None:
 def places(store: GoldenStore, module: str) -> Places:
     """Each test's golden entries by call number, read once per module (the latest recorded
     where a place has several: the one a replay of the same request would meet)."""
+    return _placed(_records(store, module))
+
+
+def _placed(records: list[GoldenRecord]) -> Places:
     out: Places = {}
-    for rec in _records(store, module):
+    for rec in records:
         if not rec.answers:
             continue
         # an entry written before turns were kept names only its tests: a request that holds no
@@ -98,7 +102,7 @@ class Module:
     @classmethod
     def read(cls, store: GoldenStore, module: str) -> Module:
         records = _records(store, module)
-        return cls(places(store, module), {rec.key: _tokens(rec) for rec in records})
+        return cls(_placed(records), {rec.key: _tokens(rec) for rec in records})
 
 
 def answer_of(planned: Planned) -> Answer | None:
