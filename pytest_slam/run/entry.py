@@ -3,7 +3,7 @@ its call, its one-line failure and the Outcome attached to each report (xdist ca
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -83,9 +83,10 @@ class TestEntry:
 
     def fetch_ahead(self, item: pytest.Item) -> None:
         """Before a test runs: what earlier tests left unclaimed is let go, and the requests of
-        the tests after it (all of them, or under xdist those this worker has been handed so
-        far) are queued to be fetched ahead (run/fetching.py, swap/ahead.py); in a refresh, the
-        reference's (golden/prefetch.py), its candidates asked live."""
+        the tests after it (under xdist, of those this worker has been handed so far), as many
+        as the planner's budget of calls ahead takes, are queued to be fetched ahead
+        (run/fetching.py, swap/ahead.py); in a refresh, the reference's (golden/prefetch.py),
+        its candidates asked live."""
         swap = self.swap
         if swap is None or swap.store is None:
             return
@@ -93,15 +94,12 @@ class TestEntry:
         if ahead is None and refresh is None:
             return
         items = item.session.items
-        first = self.planner is None
         planner = self.planner or self._planner(swap, items)
         order = self.order.get(id(item), -1)
         for queue in (ahead, refresh):
             if queue is not None:
                 queue.passed(order)
-        later = self._later(items, order, first)
-        if not later and self.role != "worker" and not first:
-            return
+        later = planner.take(self._later(items, order, planner.through), order)
         if refresh is not None:
             self._plan_reference(planner, refresh, [(order, item), *later])
         if ahead is not None:
@@ -111,12 +109,14 @@ class TestEntry:
     def _planner(self, swap: Swap, items: list[pytest.Item]) -> Planner:
         """The run's planner, made at its first test; the run's judge pairs are asked ahead too
         where candidates' answers are (run/judge_ahead.py)."""
-        from pytest_slam.run.fetching import Planner
+        from pytest_slam.run.fetching import Planner, budget
 
         self.order = {id(it): i for i, it in enumerate(items)}
         cap = (self.settings.cap_factor, self.settings.cap_margin)
         assert swap.store is not None  # fetch_ahead's guard
         self.planner = Planner(swap.store, self.specs, self.settings.repeat, cap)
+        models = [*self.specs.values(), *([swap.reference.spec] if swap.reference else [])]
+        self.planner.budget = budget(spec.concurrency or 1 for spec in models)
         if swap.router.ahead is not None:
             from pytest_slam.run import judge_ahead
 
@@ -138,13 +138,14 @@ class TestEntry:
         refresh.plan(planner.plan_reference(now, spec, self.settings.samples))
 
     def _later(
-        self, items: list[pytest.Item], order: int, first: bool
-    ) -> list[tuple[int, pytest.Item]]:
-        """The tests to plan after the one at ``order``: under xdist those handed since, each
-        test; else the whole selection, once."""
+        self, items: list[pytest.Item], order: int, through: int
+    ) -> Iterator[tuple[int, pytest.Item]]:
+        """The tests after the one at ``order`` not planned yet (the planner has planned up to
+        ``through``), lazily: under xdist those this worker has been handed, else the selection."""
+        start = max(order, through) + 1
         if self.role == "worker":
-            return [(i, items[i]) for i in xdist_pending(self.config) if i > order]
-        return [(i, items[i]) for i in range(order + 1, len(items))] if first else []
+            return ((i, items[i]) for i in xdist_pending(self.config) if i >= start)
+        return ((i, items[i]) for i in range(start, len(items)))
 
     def reference_client(self, item: pytest.Item) -> ReferenceClient:
         client = self.swap.reference_client(item) if self.swap is not None else None

@@ -153,11 +153,14 @@ class Fetches:
             return
         with self._lock:
             self.fetched += 1
+            # a test that took its call before the answer came asks the turn that follows itself
+            unclaimed = planned in self.by_test.get((planned.claimant, planned.key), ())
         if ended.result is None or not ended.result.call.ok:
             return  # nothing to judge or follow in a 500, a timeout or a cut call
         if self.follower is not None:
             self.follower.fetched(planned)
-        after = planned.follow_up(planned) if planned.follow_up is not None else None
+        follow = planned.follow_up if unclaimed else None
+        after = follow(planned) if follow is not None else None
         if after is not None and not self.server.stop.is_set():
             self.add(after)
 

@@ -216,3 +216,40 @@ def test_requests_queued_one_by_one_are_sent_to_the_replicas_in_turn() -> None:
         finally:
             queue.close()
         assert (len(one.requests), len(two.requests)) == (2, 2)  # old: (0, 4)
+
+
+def test_the_request_a_fetched_answer_foresees_is_queued_unless_its_test_took_the_answer() -> None:
+    """``Planned.follow_up`` (a conversation's next turn, run/fetching.py): queued and fetched
+    for the same model when the call answers before its test claims it; not when the test was
+    already waiting for it (the test asks its next turn itself: never asked twice)."""
+    release = threading.Event()
+
+    def answer(planned: Planned) -> Call:
+        if planned.key == "slow":
+            release.wait(timeout=60)
+        return Call("mini", "candidate", planned.body, text=f"answer to {planned.key}")
+
+    def next_turn(planned: Planned) -> Planned:
+        return Planned(planned.nodeid, "mini", f"after {planned.key}", dict(BODY), None, 0)
+
+    queue = Answering(answer)
+    free = Planned("tests/test_a.py::test_a[mini]", "mini", "free", dict(BODY), None, 0,
+                   follow_up=next_turn)  # fmt: skip
+    slow = Planned("tests/test_a.py::test_b[mini]", "mini", "slow", dict(BODY), None, 1,
+                   follow_up=next_turn)  # fmt: skip
+    try:
+        queue.add(free)
+        queue.add(slow)
+        _until(lambda: slow.job is not None and slow.job.running(), "the slow call sent")
+        taken = queue.claim(slow.claimant, "slow", slow.sent)  # its test takes it, unanswered
+        release.set()
+        _until(lambda: _ended(slow), "the slow call answered")
+        _until(lambda: queue.fetched == 3, "the foreseen request of the free call fetched")
+        foreseen = queue.claim(free.claimant, "after free", dict(BODY))
+    finally:
+        queue.close()
+    assert taken is slow
+    assert foreseen is not None and foreseen.result is not None
+    assert foreseen.result.call.text == "answer to after free"
+    assert (slow.claimant, "after slow") not in queue.by_test  # never queued
+    assert queue.fetched == 3
