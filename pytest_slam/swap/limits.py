@@ -329,15 +329,15 @@ class Limiter:
         lowered it; how many calls went alone."""
         if not (self.lowered or (self.adaptive and self.peak > 1)):
             return None
-        probe, limit = self.probe, self.probe.limit
+        probe, limit, peak = self.probe, self.probe.limit, self.peak
         if probe.settled:
-            where = f"settled at {limit} ({probe.why})"
-        elif self.peak < limit:
-            where = f"at most {self.peak}, under the limit of {limit}: the run never filled it"
+            where = f"calls in flight settled at {limit} ({probe.why}); at most {peak} at once"
+        elif peak < limit:
+            where = f"calls in flight at most {peak}, under the limit of {limit}: never filled"
         else:
-            where = f"reached {limit}, still rising when the run ended ({probe.why})"
-        refused = f"; the server refused calls {self.lowered} time(s) (429/503)" * bool(
+            where = f"calls in flight reached {limit}, still rising at the end ({probe.why})"
+        refused = f"the server refused calls {self.lowered} time(s) (429/503); " * bool(
             self.lowered
         )
         alone = f"; {self.alone_sent} sent alone" if self.alone_sent else ""
-        return f"{self.model}: calls in flight {where}{refused}; at most {self.peak} at once{alone}"
+        return f"{self.model}: {refused}{where}{alone}"
