@@ -9,9 +9,12 @@ refused. So the limit is measured, as TCP Vegas and Netflix's concurrency-limits
 - **Slow start.** The first places open one by one (8, then one more per answer, to 16 within the
   first round trip), so a server capped below 16 refuses one or two calls, not eight at once.
 - **A throughput gradient.** Past 16, the limit rises by a quarter while the server's throughput
-  (answered tokens a second, or calls where it reports none) rises by at least ``GAIN`` from one
-  round to the next, each round measured only on calls sent at that limit and only while calls
-  were waiting for a place (a run that cannot fill its places says nothing about the server).
+  rises by at least ``GAIN`` from one round to the next, each round measured only on calls sent
+  at that limit and only while calls were waiting for a place (a run that cannot fill its places
+  says nothing about the server). The throughput of a round is Little's law over its calls: the
+  calls in flight when each was sent over the seconds each took per token of its answer (per
+  call where a server reports no tokens), so a mix of short and long answers, or the run's last
+  stragglers, does not pass for a change of the server's pace.
   When a rise stops paying, the limit goes back to the best it measured and stays there: a
   batching engine settles at its batch, a server slowing with load where more no longer helps.
 - **Refusals.** A 429 or 503 sets the limit to the calls the server was still answering (the cap
@@ -48,9 +51,8 @@ class Probe:
     round: int = 0  # the calls sent at this limit carry its number; earlier ones are not counted
     _count: int = 0
     _busy: int = 0
-    _work: float = 0.0
-    _first: float = 0.0
-    _last: float = 0.0
+    _pace: float = 0.0  # the round's seconds per token, summed over its calls
+    _flight: float = 0.0  # the calls in flight when each was sent, summed
     _best: tuple[int, float] | None = None  # (limit, throughput) of the best round
 
     def __post_init__(self) -> None:
@@ -61,9 +63,10 @@ class Probe:
             self.limit = self.top
             self.why = "as set"
 
-    def answered(self, sent_in: int, busy: bool, work: float, now: float) -> None:
-        """An answer to a call sent in round ``sent_in``; ``busy``: calls were waiting for a
-        place when it came; ``work``: its tokens (1 where none are reported)."""
+    def answered(self, sent_in: int, busy: bool, pace: float, in_flight: int) -> None:
+        """An answer to a call sent in round ``sent_in`` with ``in_flight`` calls in flight;
+        ``busy``: calls were waiting for a place when it came; ``pace``: its seconds per token
+        (per call where none are reported)."""
         if not self.adaptive or self.settled:
             return
         if self.limit < min(INITIAL, self.top, self.cap or self.top):
@@ -74,20 +77,16 @@ class Probe:
             return
         self._count += 1
         self._busy += busy
-        if self._count == 1:
-            self._first = now
-        else:
-            self._work += work
-        self._last = now
-        if self._count >= max(MIN_ROUND, self.limit):
+        self._pace += pace
+        self._flight += in_flight
+        if self._count >= max(MIN_ROUND, self.limit // 2):
             self._end_round()
 
     def _end_round(self) -> None:
-        span = self._last - self._first
-        if self._busy < BUSY * self._count or span <= 0:
+        if self._busy < BUSY * self._count or self._pace <= 0:
             self.next_round()  # the run did not fill its places: nothing learnt
             return
-        rate = self._work / span
+        rate = self._flight / self._pace  # Little: in flight / seconds per token
         best = self._best
         if best is None or rate >= best[1] * GAIN:
             self._best = (self.limit, rate)
@@ -128,4 +127,4 @@ class Probe:
         another limit, or around a call sent alone)."""
         self.round += 1
         self._count = self._busy = 0
-        self._work = 0.0
+        self._pace = self._flight = 0.0

@@ -93,11 +93,13 @@ class Sample:
 
 @dataclass(frozen=True)
 class Place:
-    """One call's place: the calls in flight with it, whether it is alone, the probe's round."""
+    """One call's place: the calls in flight with it, whether it is alone, the probe's round,
+    when it entered."""
 
     in_flight: int
     alone: bool
     round: int
+    start: float
 
 
 @dataclass(eq=False)
@@ -215,7 +217,7 @@ class Limiter:
     def _enter(self, alone: bool) -> Place:
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
-        place = Place(self.in_flight, alone, self.probe.round)
+        place = Place(self.in_flight, alone, self.probe.round, time.monotonic())
         self._local.place = place
         return place
 
@@ -262,18 +264,20 @@ class Limiter:
             if status in THROTTLE_STATUSES:
                 line = self._throttle(status, hold_s)
             elif status < 400 and place is not None:
-                work = float(tokens) if tokens else 1.0
-                self.probe.answered(place.round, busy, work, time.monotonic())
+                pace = (time.monotonic() - place.start) / (tokens or 1)
+                self.probe.answered(place.round, busy, pace, place.in_flight)
             self._wake()
         if line is not None and self.say is not None:
             self.say(line)  # outside the lock: a slow terminal holds no call back
 
     def _throttle(self, status: int, hold_s: float | None) -> str | None:
-        """Lower the limit to the calls the server is still answering and hold fetched calls
-        back; the terminal's line the first time (returned, said outside the lock)."""
+        """Lower the limit to the calls the server is still answering; a refusal under a limit
+        already lowered (a rate, not a cap of calls at once) holds every fetched call back for
+        the hold (the refused call itself always waits it, in ``send``). The terminal's line the
+        first time (returned, said outside the lock)."""
         before, hold = self.probe.limit, hold_of(hold_s)
-        self.hold_until = max(self.hold_until, time.monotonic() + hold)
         if not self.probe.refused(self.in_flight, status):
+            self.hold_until = max(self.hold_until, time.monotonic() + hold)
             return None
         self.lowered += 1
         if self._said:
@@ -312,13 +316,18 @@ class Limiter:
             result.call.alone = place.alone and status < 400
             if result.status != RATE_LIMITED or attempt == THROTTLE_RETRIES:
                 return result, place.in_flight
-            if stop is None and not self._waited(deadline):
-                return result, place.in_flight
+            if not self._waited(hold_of(hold), stop, deadline):
+                stopped = stop is not None and stop.is_set()
+                return (None, 0) if stopped else (result, place.in_flight)
         raise AssertionError("unreachable")  # the loop returns on its last try
 
-    def _waited(self, deadline: float | None) -> bool:
-        """A test's own call waits out the hold, unless its caller would have given up first."""
-        hold = self.held()
+    def _waited(self, hold: float, stop: threading.Event | None, deadline: float | None) -> bool:
+        """A refused call waits out its hold (and any the limiter set) before it is asked again;
+        a test's own call only where its caller would not have given up first (``deadline``),
+        a fetched one until ``stop``."""
+        hold = max(hold, self.held())
+        if stop is not None:
+            return not stop.wait(hold)
         if deadline is not None and time.perf_counter() + hold >= deadline:
             return False
         time.sleep(hold)

@@ -148,7 +148,10 @@ def test_a_retry_after_out_of_bounds_holds_the_default_backoff(hold: float | Non
     assert hold_of(hold) == BACKOFF_S
     limiter, stop = Limiter("m", 4), threading.Event()
     limiter.acquire(stop)
-    limiter.leave(429, hold)
+    limiter.leave(429, hold)  # the first lowers the limit to 1 (a cap: only its retry waits)
+    assert limiter.limit == 1 and limiter.held() == 0
+    limiter.acquire(stop)
+    limiter.leave(429, hold)  # refused at 1: a rate, every fetched call waits
     assert 0 < limiter.held() <= BACKOFF_S
 
 
@@ -159,19 +162,18 @@ def test_a_retry_after_in_bounds_is_honoured_and_read_as_sent() -> None:
 
 
 def test_the_adaptive_limit_starts_slow_reaches_16_and_rises_while_throughput_rises() -> None:
-    """A server whose throughput grows with the calls in flight: the limit climbs past 16; one
-    where it stops growing at 32 (a batching engine's batch): the limit settles near it."""
+    """A batching engine of 32 a step: each token takes a step while the batch has room, and
+    longer by the queue past it; the limit climbs past 16 and settles near the batch, not past
+    it (Little's law over each round's calls: in flight / seconds per token)."""
     probe = Probe(64, adaptive=True)
     assert probe.limit == START
-    now = 0.0
     while probe.limit < INITIAL:
-        probe.answered(probe.round, True, 1.0, now)
+        probe.answered(probe.round, True, 0.02, probe.limit)
     assert probe.limit == INITIAL and not probe.settled
-    for _ in range(40):  # each round: a batch of min(limit, 32) answers per second
+    for _ in range(40):
         limit, sent = probe.limit, probe.round
         for _ in range(limit):
-            now += 1.0 / min(limit, 32)
-            probe.answered(sent, True, 1.0, now)
+            probe.answered(sent, True, 0.02 * max(1.0, limit / 32), limit)
         if probe.settled:
             break
     assert probe.settled and 28 <= probe.limit <= 40, probe.why  # at the batch, not past it
@@ -181,8 +183,8 @@ def test_the_adaptive_limit_starts_slow_reaches_16_and_rises_while_throughput_ri
 def test_a_run_that_does_not_fill_its_places_teaches_the_limit_nothing() -> None:
     probe = Probe(64, adaptive=True)
     probe.limit = INITIAL
-    for i in range(100):
-        probe.answered(probe.round, False, 1.0, float(i))
+    for _ in range(100):
+        probe.answered(probe.round, False, 0.02, 3)
     assert probe.limit == INITIAL and not probe.settled
 
 
