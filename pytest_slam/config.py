@@ -34,7 +34,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from pytest_slam.settings import RECORD_MODES, Settings, SettingsError
+from pytest_slam.settings import MAX_CONCURRENCY, RECORD_MODES, Settings, SettingsError
 from pytest_slam.swap.models import check_table
 from pytest_slam.util.config_keys import did_you_mean
 
@@ -100,7 +100,10 @@ class ModelTable(BaseModel):
         1024, ge=1, description="most output tokens a call without its own limit gets"
     )
     concurrency: int | None = Field(
-        None, ge=1, description="calls in flight at once on this model (overrides [tool.slam])"
+        None,
+        ge=1,
+        le=MAX_CONCURRENCY,
+        description="calls in flight at once on this model (overrides [tool.slam])",
     )
 
 
@@ -411,10 +414,18 @@ _RULES: dict[str, dict[str, Any]] = {  # each key's description, and its bounds 
     ),
     "cache_ttl_s": _rule("seconds a kept candidate answer is reused", gt=0),
     "concurrency": _rule(
-        "calls in flight at once on each candidate, answers fetched ahead included (1: one at a "
-        "time; default 16 for an endpoint, 8 for the embedded engine)",
+        "calls in flight at once on each candidate's server, the test's own call and answers "
+        "fetched ahead included (1: one at a time; default: an endpoint's is found from its "
+        "throughput, starting at 16; 8 for the embedded engine)",
         ge=1,
+        le=MAX_CONCURRENCY,
     ),
+    "alone_first": _rule(
+        "the first calls to each candidate sent alone, nothing else in flight on its server "
+        "(the latency a user meets; 0: none)",
+        ge=0,
+    ),
+    "alone_every": _rule("then every this-many-th call sent alone (0: none past the first)", ge=0),
     "embeddings": _rule("model spec that answers embeddings (default: the original endpoint)"),
     "redirect_hosts": _rule("more hosts whose OpenAI calls are swapped (gateways; `*` patterns)"),
 }

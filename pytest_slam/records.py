@@ -132,6 +132,8 @@ class ModelSpec(Record):
     responses: bool = False  # serves /v1/responses itself: Responses calls are sent as they are
     max_tokens_cap: int = 1024  # hard ceiling of the generation cap (chat.generation_cap)
     concurrency: int | None = None  # calls in flight at once (swap/limits.py); None: its default
+    # nobody set ``concurrency``: an endpoint's limit is found (swap/adaptive.py); set at startup
+    adaptive: bool | None = local_field()
 
 
 # unjudged: judge calls only; runaway: a structured answer cut at its cap from the reference
@@ -182,6 +184,9 @@ class Call(Record):
     # How many calls were in flight on this candidate when this one was sent, itself included
     # (swap/limits.py): latency measured at 8 in flight is not latency at 1. None: not counted.
     in_flight: int | None = None
+    # sent alone: nothing else in flight on its server while it ran (swap/limits.py, the latency
+    # sample a user meets); the report's percentiles read these where there are any
+    alone: bool = False
     fetched_ahead: bool = False  # sent before its test asked (swap/ahead.py), then claimed by it
     # answered from the opt-in answer cache (swap/cache.py): its timings are those of the run
     # that first asked it, not this run's

@@ -28,6 +28,9 @@ class SettingsError(ValueError, SlamError, kind="config"):
     """A bad value in [tool.slam]; the message names the key and the fix."""
 
 
+MAX_CONCURRENCY = 512  # the most calls in flight a user may set on one server
+
+
 @dataclass
 class Settings:
     models: list[str] = field(default_factory=list)
@@ -56,6 +59,11 @@ class Settings:
     cap_margin: int = 64
     max_tokens_cap: int | None = None  # every candidate's ceiling (--slm-max-tokens-cap)
     concurrency: int | None = None  # calls in flight per candidate (swap/limits.py); None: its own
+    # calls sent alone, nothing else in flight on the server: the latency a user meets (swap/
+    # limits.py). Each costs about 1.4 round trips of the run's throughput (the others drained,
+    # then held): 1 in 250 at 16 in flight is about 9% of the wall
+    alone_first: int = 1
+    alone_every: int = 250
     cache: bool = False  # candidates' answers kept between runs (swap/cache.py), opt-in
     cache_ttl_s: float = 7 * 24 * 3600.0
     embeddings: str | None = None

@@ -79,6 +79,8 @@ WRONG_TYPES: dict[str, tuple[str, str]] = {
         "concurrency = 0",
         "[tool.slam] concurrency = 0 must be greater than or equal to 1",
     ),
+    "alone_first": ('alone_first = "3"', "[tool.slam] alone_first = '3' must be a whole number"),
+    "alone_every": ("alone_every = 2.5", "[tool.slam] alone_every = 2.5 must be a whole number"),
     "cache": ('cache = "yes"', "[tool.slam] cache = 'yes' must be true or false"),
     "cache_ttl_s": ("cache_ttl_s = -1", "[tool.slam] cache_ttl_s = -1 must be greater than 0"),
     "redirect_hosts": (
@@ -244,6 +246,18 @@ WRONG_VALUES: dict[str, tuple[str, str]] = {
         "input_per_mtok must be a number of USD >= 0, got -1",
     ),
     "tool.slam not a table": ("", "[tool.slam] = 5 must be a table of settings"),
+    "concurrency above the bound": (
+        "concurrency = 513",
+        "[tool.slam] concurrency = 513 must be less than or equal to 512",
+    ),
+    "a model's concurrency above the bound": (
+        M + "concurrency = 100000",
+        "[tool.slam.models.m] concurrency = 100000 must be less than or equal to 512",
+    ),
+    "negative alone_every": (
+        "alone_every = -1",
+        "[tool.slam] alone_every = -1 must be greater than or equal to 0",
+    ),
 }
 
 UNKNOWN_KEYS: dict[str, tuple[str, str]] = {
@@ -354,6 +368,20 @@ def test_command_line_values_are_checked_with_the_table(pytester: pytest.Pyteste
         "-p", "no:cacheprovider", "--slm-samples=2", "--slm-models=http://127.0.0.1:9/v1#ghost"
     )
     result.assert_outcomes(passed=1)  # the run started with samples = 2
+
+
+@pytest.mark.parametrize("value", ["600", "many"])
+def test_a_concurrency_option_above_the_bound_or_not_a_number_is_one_line(
+    pytester: pytest.Pytester, value: str
+) -> None:
+    _project(pytester, 'reference = "none"')
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--slm-concurrency={value}")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out
+    assert "Traceback" not in out, out
+    lines = [line for line in out.splitlines() if "--slm-concurrency" in line]
+    assert len(lines) == 1 and repr(value) in lines[0], out
+    assert ("at most 512" in lines[0]) == (value == "600"), out
 
 
 def _toml(value: object) -> str:

@@ -6,7 +6,9 @@ Which calls count as a latency measurement:
 - cold-start calls (the first call after an engine started) are summarized on their own, under
   ``cold_start``, and kept out of the ``ok`` percentiles, which would otherwise carry load time;
 - errored calls are summarized on their own, under ``errored`` (how long a failure took);
-- everything else is ``ok``: the numbers a latency budget is checked against.
+- everything else is ``ok``: the numbers a latency budget is checked against; where some of them
+  were sent alone (``alone``: nothing else in flight on the server, swap/limits.py), ``ok`` is
+  those, the latency a user meets, and the others are ``under_load`` (the run's own load).
 
 Input is ``Call.as_dict()`` output (``pytest_slam.records.Call``), so ``tpot_ms`` and
 ``tokens_per_s`` are already derived: ``tpot_ms = (e2e_ms - ttft_ms) / (completion_tokens - 1)``
@@ -72,6 +74,11 @@ def model_latency(calls: list[dict[str, JSON]]) -> dict[str, JSON]:
     counts = {"total": len(calls), "replayed": sum(1 for c in calls if c.get("replayed"))}
     counts.update({b: len(rows) for b, rows in by_bucket.items()})
     result: dict[str, JSON] = {"counts": counts}
+    alone = [c for c in by_bucket["ok"] if c.get("alone")]
+    if alone:
+        loaded = [c for c in by_bucket["ok"] if not c.get("alone")]
+        by_bucket = {**by_bucket, "ok": alone, "under_load": loaded}
+        counts["alone"] = len(alone)
     for bucket, rows in by_bucket.items():
         result[bucket] = _summaries(rows, LATENCY_METRICS)
     return result
@@ -112,6 +119,8 @@ def flatten_model(calls: list[dict[str, JSON]]) -> dict[str, float | None]:
     flat = flatten(latency["ok"])
     flat.update(flatten(latency["cold_start"], "cold_start_"))
     flat.update(flatten(latency["errored"], "errored_"))
+    if "under_load" in latency:
+        flat.update(flatten(latency["under_load"], "under_load_"))
     flat.update(flatten(model_usage(calls)))
     flat.update({f"{name}_calls": n for name, n in latency["counts"].items()})
     return flat

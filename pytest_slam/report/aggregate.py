@@ -155,6 +155,12 @@ class ModelRow(Record):
     # latency at 8 in flight is not latency at 1, so the report and a baseline say which it was
     in_flight_p50: float | None = None
     in_flight_max: int | None = None
+    # the latency a user meets: the measured calls sent alone (Call.alone, swap/limits.py). Where
+    # there are any, every latency figure of the row (what budgets, the gate and a baseline
+    # read) is theirs, and the figures under the run's own load are kept beside them
+    latency_alone: int = 0
+    e2e_p50_loaded_ms: float | None = None
+    e2e_p95_loaded_ms: float | None = None
     ttft_p50_ms: float | None = None
     e2e_p50_ms: float | None = None
     e2e_p95_ms: float | None = None
@@ -562,16 +568,23 @@ def _fill_latency(row: ModelRow, calls: list[Call], derived: bool = True) -> Non
     """Latency of the measured calls (``latency_calls``); ``derived=False`` for recorded golden
     answers, which have TTFT and E2E but no per-token figures of this run."""
     measured = latency_calls(calls)
+    alone = [c for c in measured if c.alone]
+    if alone:  # the figures a user meets; the run's own load beside them
+        loaded = [c.e2e_ms for c in measured if not c.alone]
+        row.latency_alone = len(alone)
+        row.e2e_p50_loaded_ms = _percentile(loaded, 50)
+        row.e2e_p95_loaded_ms = _percentile(loaded, 95)
+    sample = alone or measured
     metrics = LATENCY_METRICS if derived else ("ttft_ms", "e2e_ms")
-    found = {m: summarize(_metric(c, m) for c in measured) for m in metrics}
+    found = {m: summarize(_metric(c, m) for c in sample) for m in metrics}
     row.distributions = {k: v for k, v in found.items() if v.count}
     ttft, e2e = found["ttft_ms"], found["e2e_ms"]
     row.latency_samples = e2e.count  # a curated reference answer has no timing to count
     row.ttft_p50_ms = ttft.p50
     row.e2e_p50_ms, row.e2e_p95_ms = e2e.p50, e2e.p95
     row.e2e_std_ms, row.e2e_cv = e2e.std, e2e.cv
-    row.output_tokens_per_s = _throughput(measured)
-    counts = [c.in_flight for c in measured if c.in_flight is not None]
+    row.output_tokens_per_s = _throughput(sample)
+    counts = [c.in_flight for c in measured if c.in_flight is not None and not c.alone]
     row.in_flight_p50 = _percentile(counts, 50)
     row.in_flight_max = max(counts) if counts else None
 

@@ -112,6 +112,15 @@ def _unscored(row: ModelRow) -> str | None:
     return ", ".join(parts) or None
 
 
+def _under_load(row: ModelRow) -> str:
+    """The p95 under the run's own load, beside the alone one of ``E2E p95`` (``757 ms @16``);
+    ``-`` where the run sent no call alone (``E2E p95`` is then the loaded figure itself)."""
+    if row.e2e_p95_loaded_ms is None:
+        return fmt.NA
+    at = f" @{row.in_flight_max}" if row.in_flight_max else ""
+    return fmt.ms(row.e2e_p95_loaded_ms) + at
+
+
 def _equiv(row: ModelRow) -> str:
     if row.is_reference:
         return "ref"
@@ -300,6 +309,13 @@ MODEL_COLUMNS: tuple[Column, ...] = (
         Terminal("E2E p95", "E2E p95", 2),
         Markdown("E2E p95"),
         Html("E2E p95"),
+    ),
+    Column(
+        "e2e_p95_loaded_ms",
+        lambda r: _under_load(r),
+        Terminal("p95 load", "E2E p95 under the run's own load", 5, optional=True),
+        Markdown("E2E p95 under load", optional=True),
+        Html("E2E p95", sub="under the run's load", optional=True),
     ),
     Column(
         "e2e_cv",

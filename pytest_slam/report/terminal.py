@@ -145,18 +145,32 @@ def _vertical(columns: list[Column], cells: dict[str, list[str]], n: int, width:
 
 
 def concurrency_note(rows: Iterable[ModelRow]) -> str | None:
-    """How the candidates' latency was measured: ``latency at up to 16 calls in flight (mini,
-    median 9)``; None when every call was measured alone."""
-    parts = [
-        f"{r.model} up to {r.in_flight_max}, median {r.in_flight_p50:g}"
-        for r in rows
-        if not r.is_reference and r.in_flight_max and r.in_flight_max > 1 and r.in_flight_p50
-    ]
+    """How the candidates' latency was measured: ``latency measured with calls in flight at once
+    (mini: E2E p95 310 ms alone (3 calls), 757 ms at up to 16 in flight, median 9)``, the alone
+    figure first where the run sent a sample alone (what budgets and the gate read); None when
+    every call was measured alone."""
+    parts = [_measured_at(r) for r in rows if _loaded(r)]
     if not parts:
         return None
     return (
         f"latency measured with calls in flight at once ({'; '.join(parts)}); "
         "--slm-concurrency 1 measures one call at a time"
+    )
+
+
+def _loaded(row: ModelRow) -> bool:
+    return bool(
+        not row.is_reference and row.in_flight_max and row.in_flight_max > 1 and row.in_flight_p50
+    )
+
+
+def _measured_at(row: ModelRow) -> str:
+    at = f"up to {row.in_flight_max}, median {row.in_flight_p50:g}"
+    if not row.latency_alone:
+        return f"{row.model} {at}"
+    return (
+        f"{row.model}: E2E p95 {fmt.ms(row.e2e_p95_ms)} alone ({row.latency_alone} calls), "
+        f"{fmt.ms(row.e2e_p95_loaded_ms)} at {at} in flight"
     )
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_slam.settings import RECORD_MODES
+from pytest_slam.settings import MAX_CONCURRENCY, RECORD_MODES
 
 if TYPE_CHECKING:
     import pytest
@@ -47,6 +47,18 @@ def positive_int(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return value
+
+
+def concurrency(text: str) -> int:
+    """Calls in flight on one server: a whole number from 1 to ``MAX_CONCURRENCY``."""
+    value = positive_int(text)
+    if value > MAX_CONCURRENCY:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is more than {MAX_CONCURRENCY} calls in flight at once; give at most "
+            f"{MAX_CONCURRENCY}, or leave it out and the limit is found from the server's "
+            "throughput"
+        )
     return value
 
 
@@ -315,11 +327,12 @@ def add_options(add: Callable[..., object]) -> None:
         CONCURRENCY,
         dest="slm_concurrency",
         default=None,
-        type=positive_int,
+        type=concurrency,
         metavar="N",
-        help="Calls in flight at once on each candidate, answers fetched ahead of the tests "
-        "included; 1: one call at a time, nothing fetched ahead (default: [tool.slam] "
-        "concurrency, a model's own, else 16 for an endpoint, 8 for the embedded engine)",
+        help="Calls in flight at once on each candidate's server, the test's own call and "
+        "answers fetched ahead included; 1: one call at a time, nothing fetched ahead; at most "
+        f"{MAX_CONCURRENCY} (default: [tool.slam] concurrency, a model's own, else an "
+        "endpoint's found from its throughput, starting at 16; 8 for the embedded engine)",
     )
     add(
         CACHE,

@@ -280,7 +280,8 @@ class Progress:
 
     def _grouped(self, flights: list[InFlight], now: float) -> str:
         """Many calls at once (answers fetched ahead): the test and the oldest call's time first,
-        then one part per model, ``test_x[mini] 20 s: 18 calls in flight: mini (candidate) 16,
+        then one part per model, the running test's own calls apart from those fetched for later
+        tests, ``test_x[mini] 20 s: 18 calls in flight: mini (candidate) 16: 1 the test's own,
         15 fetched ahead; gpt-4 (reference) 2``."""
         by_model: dict[tuple[str, str], list[InFlight]] = {}
         for flight in flights:
@@ -288,9 +289,8 @@ class Progress:
         parts = []
         for (name, role), group in by_model.items():
             ahead = sum(1 for f in group if f.label and f.label.startswith("fetched ahead"))
-            parts.append(
-                f"{name} ({role}) {len(group)}" + (f", {ahead} fetched ahead" if ahead else "")
-            )
+            own = f": {len(group) - ahead} the test's own, {ahead} fetched ahead" if ahead else ""
+            parts.append(f"{name} ({role}) {len(group)}{own}")
         oldest = now - min(f.start for f in flights)
         head = f"{self.test} {oldest:.0f} s: " if self.test else f"{oldest:.0f} s: "
         return head + f"{len(flights)} calls in flight: " + "; ".join(parts)

@@ -20,7 +20,7 @@ from pytest_slam.run.summary import Summary
 from pytest_slam.settings import Settings
 from pytest_slam.swap import models as model_specs
 from pytest_slam.swap.engines import needs_engine
-from pytest_slam.swap.limits import concurrency_of
+from pytest_slam.swap.limits import adapts, concurrency_of
 
 if TYPE_CHECKING:
     from pytest_slam.metrics.metering import EnergyMeter
@@ -69,6 +69,7 @@ def resolve_models(config: pytest.Config, settings: Settings, armed: bool) -> Mo
         if settings.max_tokens_cap is not None:  # one line for every model, the embedded one too
             spec.max_tokens_cap = settings.max_tokens_cap
         # in force, kept on the spec: the report says it, a baseline too
+        spec.adaptive = adapts(spec, override, settings.concurrency)
         spec.concurrency = concurrency_of(spec, override, settings.concurrency)
     reference = judge = None
     if settings.has_reference:
@@ -77,7 +78,8 @@ def resolve_models(config: pytest.Config, settings: Settings, armed: bool) -> Mo
         judge = model_specs.resolve(settings.judge, settings.model_table)
         judge = specs.get(judge.name, judge)
     for other in (reference, judge):  # theirs too: a refresh and the run's judge ask ahead
-        if other is not None:  # (a candidate's own spec as the judge: the same value again)
+        if other is not None and other.adaptive is None:  # a candidate's own: resolved above
+            other.adaptive = adapts(other, override, settings.concurrency)
             other.concurrency = concurrency_of(other, override, settings.concurrency)
     models = Models(specs, reference, judge, _embeddings(settings))
     from pytest_slam.golden.redact import secret_env

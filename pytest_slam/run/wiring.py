@@ -30,7 +30,7 @@ from pytest_slam.swap import models as model_specs
 from pytest_slam.swap import redirect
 from pytest_slam.swap.ahead import Ahead
 from pytest_slam.swap.cache import FOLDER, AnswerCache
-from pytest_slam.swap.limits import Limiter
+from pytest_slam.swap.limits import Limiter, Sample
 from pytest_slam.swap.proxy import SwapProxy
 from pytest_slam.swap.router import SwapRouter, Upstream, candidate_forward
 from pytest_slam.swap.targets import Targets
@@ -134,7 +134,8 @@ def build_swap(inputs: SwapInputs) -> Swap:
     golden = golden_side(inputs)
     reference = golden.service if golden is not None else None
     original = Upstream.from_env(dict(os.environ))
-    limits = limiters(inputs.specs, inputs.say)
+    sample = Sample(inputs.settings.alone_first, inputs.settings.alone_every)
+    limits = limiters(inputs.specs, inputs.say, sample)
     cache = answer_cache(settings, inputs.golden_root, inputs.run)
     ahead = Ahead(limits, inputs.targets.candidate, candidate_forward(inputs.energy), cache)
     router = SwapRouter(
@@ -177,14 +178,17 @@ def golden_side(inputs: SwapInputs) -> Golden | None:
         settings.reference_timeout_s,
         record_args=inputs.record_args,
         # a refresh fetches within it (golden/prefetch.py)
-        limiter=Limiter(spec.name, spec.concurrency or 1, inputs.say),
+        limiter=Limiter.of(spec, inputs.say),
     )
     return Golden(store, service)
 
 
-def limiters(specs: dict[str, ModelSpec], say: Say | None) -> dict[str, Limiter]:
-    """Each candidate's calls in flight under its concurrency (swap/limits.py)."""
-    return {name: Limiter(name, spec.concurrency or 1, say) for name, spec in specs.items()}
+def limiters(
+    specs: dict[str, ModelSpec], say: Say | None, sample: Sample | None = None
+) -> dict[str, Limiter]:
+    """Each candidate's calls in flight under its concurrency, with the calls it sends alone
+    (swap/limits.py)."""
+    return {name: Limiter.of(spec, say, sample) for name, spec in specs.items()}
 
 
 def answer_cache(settings: Settings, golden_root: Path, run: str | None) -> AnswerCache | None:

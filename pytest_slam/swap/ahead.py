@@ -224,7 +224,7 @@ class Fetches:
         unused = f"; {self.unused} fetched, unused" if self.unused else ""
         return (
             f"{label}: {self.fetched} call(s) fetched ahead, {self.used} used{unused} "
-            f"(up to {self.limiter.peak} at once, concurrency {self.limiter.ceiling})"
+            f"(up to {self.limiter.peak} at once, concurrency {self.limiter.limit})"
         )
 
 

@@ -447,13 +447,14 @@ def forward_chat(
 
 def hold_seconds(headers: dict[str, str]) -> float | None:
     """The wait a refusing server asked for: ``retry-after-ms`` (OpenAI's, finer) first, then
-    ``retry-after`` in seconds (its HTTP-date form is rare from model APIs: None)."""
+    ``retry-after`` in seconds (its HTTP-date form is rare from model APIs: None). As sent: a
+    negative, NaN or absurd one is the limiter's to bound (limits.hold_of), not a 0 s hold."""
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
         try:
             value = float(headers.get(name) or "")
         except ValueError:
             continue
-        return max(0.0, value * scale)
+        return value * scale
     return None
 
 

@@ -1,15 +1,28 @@
-"""How many calls one candidate has in flight, and how that limit adapts to a provider's refusals.
+"""How many calls one server has in flight: at most its limit, the running test's call first.
 
-A hosted API or a batching engine answers many requests at once; asking it one at a time wastes most
-of its throughput. Each candidate gets a limit (``concurrency``): answers fetched ahead (ahead.py)
-wait for a free place under it; a test's own call never waits (it is already the slowest path), but
-it counts, so the limit is what the server sees. A 429 or 503 halves the limit and holds new
-fetches back for the Retry-After it named (or a short backoff), as Inspect's adaptive connections
-do; after a run of answered calls the limit climbs back by one, never past what was configured.
+A hosted API or a batching engine answers many requests at once; asking it one at a time wastes
+most of its throughput. Each model gets a limit (``concurrency``), the calls at the server at once,
+a test's own call included (before, a test's own call skipped it: 8 meant 9 at the server).
+Where nobody set one, an endpoint's limit is found from its throughput and its refusals
+(adaptive.py); a managed engine keeps its slots' count. Who gets a free place:
+
+- **the running test's call first**: a test's own call waits only for a place, never behind a
+  call fetched for a later test; on a managed engine (``reserve``) fetched calls use at most
+  limit - 1, so one slot is always the running test's (8 fetched answers once filled the embedded
+  engine's 8 slots and the test's own call timed out);
+- **a sample sent alone** (``Sample``): the first calls and every so many, sent with nothing else
+  in flight on the server (the limiter drains and holds the others), so the latency a user meets
+  is measured beside the latency under the run's own load (``Call.alone``);
+- **waiters woken one at a time**, each by the place it waits for (no wake-up of every thread on
+  every answer); a refusal's hold (its Retry-After, within bounds) holds fetched calls back.
+
+The limiter never writes to the terminal while it holds its lock.
 """
 
 from __future__ import annotations
 
+import collections
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -17,12 +30,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pytest_slam.records import ModelSpec
+from pytest_slam.swap.adaptive import INITIAL, TOP, Probe
 from pytest_slam.swap.engines import needs_engine
 
 if TYPE_CHECKING:
     from pytest_slam.swap.chat import ChatResult
 
-ENDPOINT_CONCURRENCY = 16  # a hosted API or a server of the user's own (Inspect keeps 10)
+ENDPOINT_CONCURRENCY = INITIAL  # a hosted API or a server of the user's own: where it starts
 # A managed engine: llama.cpp serving SmolLM2 on 2 cores answered 40 calls in 18.2 s at 1 slot,
 # 18.2 s at 2, 15.1 s at 4 and 10.3 s at 8 (slots = calls in flight; bench/README.md section 25),
 # so the embedded engine gets 8; vLLM batches hundreds.
@@ -31,13 +45,13 @@ DEFAULT_ENGINE_CONCURRENCY = 8
 THROTTLE_STATUSES = frozenset({429, 503})  # lower the limit (503: still the candidate's failure)
 RATE_LIMITED = 429  # not the model's answer but the load this run made: asked again
 THROTTLE_RETRIES = 8
-BACKOFF_S = 1.0  # a refusal without Retry-After holds fetches back this long
-MAX_HOLD_S = 30.0
-RECOVER_AFTER = 8  # answered calls in a row that raise a lowered limit by one
+BACKOFF_S = 1.0  # a refusal's hold without a usable Retry-After
+MAX_HOLD_S = 30.0  # a Retry-After above it is taken for a mistake: the default backoff
+WAIT_S = 0.5  # a waiter looks at its stop event this often (a guard, not the wake-up)
 
 
 def default_concurrency(spec: ModelSpec) -> int:
-    """The limit a model gets when nobody set one (README, "Concurrency")."""
+    """The limit a model gets when nobody set one (an endpoint's: where it starts adapting)."""
     if needs_engine(spec):
         return ENGINE_CONCURRENCY.get(spec.provider, DEFAULT_ENGINE_CONCURRENCY)
     return ENDPOINT_CONCURRENCY
@@ -52,79 +66,230 @@ def concurrency_of(spec: ModelSpec, override: int | None, run_default: int | Non
     return default_concurrency(spec)
 
 
-@dataclass
+def adapts(spec: ModelSpec, override: int | None, run_default: int | None) -> bool:
+    """Whether the model's limit is found rather than set: an endpoint nobody gave a number."""
+    explicit = (override, spec.concurrency, run_default)
+    return all(value is None for value in explicit) and not needs_engine(spec)
+
+
+def hold_of(hold_s: float | None) -> float:
+    """The hold a refusal sets: its Retry-After when it is a number of seconds in bounds, else
+    the default backoff (a negative, NaN or absurd value once held nothing, or for hours)."""
+    if hold_s is None or not math.isfinite(hold_s) or not 0 <= hold_s <= MAX_HOLD_S:
+        return BACKOFF_S
+    return hold_s
+
+
+@dataclass(frozen=True)
+class Sample:
+    """Which calls are sent alone: the first ``first`` and every ``every``-th (0: none)."""
+
+    first: int = 0
+    every: int = 0
+
+    def takes(self, number: int) -> bool:
+        return number <= self.first or (self.every > 0 and number % self.every == 0)
+
+
+@dataclass(frozen=True)
+class Place:
+    """One call's place: the calls in flight with it, whether it is alone, the probe's round,
+    when it entered."""
+
+    in_flight: int
+    alone: bool
+    round: int
+    start: float
+
+
+@dataclass(eq=False)
 class Limiter:
-    """One candidate's calls in flight (fetched and live) under its adaptive limit."""
+    """One server's calls in flight (a test's own and fetched ones) under its limit."""
 
     model: str
-    ceiling: int  # the configured concurrency
+    ceiling: int  # the most places: the configured concurrency, or the adaptive limit's top
     say: Callable[[str], None] | None = None  # one terminal line, the first time it lowers
-    limit: int = 0
+    adaptive: bool = False  # nobody set a number: the limit is found (adaptive.py)
+    reserve: bool = False  # a managed engine: one place kept for the running test's call
+    sample: Sample = field(default_factory=Sample)
     in_flight: int = 0
     peak: int = 0
     lowered: int = 0  # how often a refusal lowered the limit
+    alone_sent: int = 0  # calls sent alone (the latency sample)
     hold_until: float = 0.0
-    _answered: int = 0
-    _cond: threading.Condition = field(default_factory=threading.Condition)
+    probe: Probe = field(init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _own: collections.deque[threading.Condition] = field(default_factory=collections.deque)
+    _fetched: collections.deque[threading.Condition] = field(default_factory=collections.deque)
+    _granted: int = 0
+    _alone: bool = False  # a call sent alone is draining the others or in flight
+    _drainer: threading.Condition | None = None
+    _said: bool = False
+    _local: threading.local = field(default_factory=threading.local)
 
     def __post_init__(self) -> None:
-        self.limit = self.limit or self.ceiling
+        self.probe = Probe(self.ceiling, self.adaptive)
+
+    @classmethod
+    def of(
+        cls,
+        spec: ModelSpec,
+        say: Callable[[str], None] | None = None,
+        sample: Sample | None = None,
+    ) -> Limiter:
+        """The limiter of a resolved model (run/startup.py set its ``concurrency`` and whether
+        it adapts): an adaptive one may rise to ``TOP``; an engine keeps a place for a test."""
+        adaptive = bool(spec.adaptive)
+        ceiling = TOP if adaptive else spec.concurrency or 1
+        return cls(spec.name, ceiling, say, adaptive, needs_engine(spec), sample or Sample())
+
+    @property
+    def limit(self) -> int:
+        """The places now: where the probe has the limit (at most ``ceiling``)."""
+        return self.probe.limit
+
+    # -- places ------------------------------------------------------------------------------
 
     def acquire(self, stop: threading.Event) -> int | None:
-        """A place for a fetched call: waits for one under the limit and past any hold; returns
-        the calls in flight with it, or None once ``stop`` is set."""
-        with self._cond:
-            while not stop.is_set():
-                wait = self.hold_until - time.monotonic()
-                if wait <= 0 and self.in_flight < self.limit:
-                    return self._enter()
-                self._cond.wait(timeout=min(max(wait, 0.05), 0.5))
-            return None
+        """A place for a fetched call: waits for one (behind every test's own call, past any
+        hold); returns the calls in flight with it, or None once ``stop`` is set."""
+        place = self._place(False, stop)
+        return None if place is None else place.in_flight
 
     def enter(self) -> int:
-        """A test's own call: never waits for a place; returns the calls in flight with it."""
-        with self._cond:
-            return self._enter()
+        """A test's own call: waits only for a place (first in line); the calls in flight with
+        it."""
+        place = self._place(True, None)
+        assert place is not None  # only a stop event ends a wait
+        return place.in_flight
+
+    def _place(self, own: bool, stop: threading.Event | None, retry: bool = False) -> Place | None:
+        with self._lock:
+            queue = self._own if own else self._fetched
+            me = threading.Condition(self._lock)
+            queue.append(me)
+            try:
+                while queue[0] is not me or not self._room(own):
+                    if stop is not None and stop.is_set():
+                        return None
+                    me.wait(self._timeout(own))
+                queue.popleft()
+                alone = self.ceiling > 1 and not retry and self._sampled()
+                if alone and not self._drain(me, stop):
+                    return None
+                return self._enter(alone)
+            finally:
+                if me in queue:
+                    queue.remove(me)
+                self._wake()
+
+    def _room(self, own: bool) -> bool:
+        """Whether a call of this kind may enter now (the lock held)."""
+        if self._alone:
+            return False
+        limit = self.probe.limit
+        if own:
+            return self.in_flight < limit
+        if self._own or time.monotonic() < self.hold_until:
+            return False
+        kept = 1 if self.reserve and limit > 1 else 0
+        return self.in_flight < limit - kept
+
+    def _timeout(self, own: bool) -> float:
+        held = self.hold_until - time.monotonic()
+        return WAIT_S if own or held <= 0 else min(held, WAIT_S)
+
+    def _sampled(self) -> bool:
+        self._granted += 1
+        return self.sample.takes(self._granted)
+
+    def _drain(self, me: threading.Condition, stop: threading.Event | None) -> bool:
+        """Hold every other call back until none is in flight: this one goes alone."""
+        self._alone, self._drainer = True, me
+        while self.in_flight:
+            if stop is not None and stop.is_set():
+                self._alone, self._drainer = False, None
+                return False
+            me.wait(WAIT_S)
+        self._drainer = None
+        return True
+
+    def _enter(self, alone: bool) -> Place:
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        place = Place(self.in_flight, alone, self.probe.round, time.monotonic())
+        self._local.place = place
+        return place
+
+    def _wake(self) -> None:
+        """Wake the one waiter a free place is for: a test's own call first (the lock held)."""
+        if self._alone:
+            if self._drainer is not None and not self.in_flight:
+                self._drainer.notify()
+        elif self._own and self._room(True):
+            self._own[0].notify()
+        elif self._fetched and self._room(False):
+            self._fetched[0].notify()
+
+    def waiting(self) -> tuple[int, int]:
+        """Calls waiting for a place: the tests' own, and fetched ones."""
+        with self._lock:
+            return len(self._own), len(self._fetched)
 
     def held(self) -> float:
         """Seconds a refusal still holds calls back (a test's own call retried waits them)."""
-        with self._cond:
+        with self._lock:
             return max(0.0, self.hold_until - time.monotonic())
 
-    def _enter(self) -> int:
-        self.in_flight += 1
-        self.peak = max(self.peak, self.in_flight)
-        return self.in_flight
-
-    def leave(self, status: int, hold_s: float | None = None) -> None:
-        """A call ended with ``status``: a refusal lowers the limit, an answer may raise it."""
-        with self._cond:
+    def leave(
+        self,
+        status: int,
+        hold_s: float | None = None,
+        *,
+        tokens: int | None = None,
+        place: Place | None = None,
+    ) -> None:
+        """A call ended with ``status`` (``tokens``: its answer's): a refusal lowers the limit,
+        an answer tells the probe. ``place``: the one this thread entered last, by default."""
+        place = place or getattr(self._local, "place", None)
+        self._local.place = None
+        line = None
+        with self._lock:
+            busy = bool(self._own or self._fetched)
             self.in_flight -= 1
+            if place is not None and place.alone:
+                self._alone = False
+                self.alone_sent += 1
+                self.probe.next_round()  # the drain is no measure of the server
             if status in THROTTLE_STATUSES:
-                self._throttle(status, hold_s)
-            elif status < 400:
-                self._answered += 1
-                if self._answered >= RECOVER_AFTER and self.limit < self.ceiling:
-                    self.limit += 1
-                    self._answered = 0
-            self._cond.notify_all()
+                line = self._throttle(status, hold_s)
+            elif status < 400 and place is not None:
+                pace = (time.monotonic() - place.start) / (tokens or 1)
+                self.probe.answered(place.round, busy, pace, place.in_flight)
+            self._wake()
+        if line is not None and self.say is not None:
+            self.say(line)  # outside the lock: a slow terminal holds no call back
 
-    def _throttle(self, status: int, hold_s: float | None) -> None:
-        """Halve the limit once per refusal spell (the calls already in flight refused together
-        are one signal, not many) and hold new calls back for its Retry-After."""
-        before, self._answered = self.limit, 0
-        now = time.monotonic()
-        hold = min(BACKOFF_S if hold_s is None else hold_s, MAX_HOLD_S)
-        if now >= self.hold_until:
-            self.limit = max(1, self.limit // 2)
-            self.lowered += 1
-        self.hold_until = max(self.hold_until, now + hold)
-        if self.lowered == 1 and before != self.limit and self.say is not None:
-            self.say(
-                f"{self.model} answered {status}: calls in flight lowered {before} -> {self.limit}, "
-                f"waiting {hold:.3g} s; the run goes on (set [tool.slam.models.{self.model}] "
-                "concurrency lower to start there)"
-            )
+    def _throttle(self, status: int, hold_s: float | None) -> str | None:
+        """Lower the limit to the calls the server is still answering; a refusal under a limit
+        already lowered (a rate, not a cap of calls at once) holds every fetched call back for
+        the hold (the refused call itself always waits it, in ``send``). The terminal's line the
+        first time (returned, said outside the lock)."""
+        before, hold = self.probe.limit, hold_of(hold_s)
+        if not self.probe.refused(self.in_flight, status):
+            self.hold_until = max(self.hold_until, time.monotonic() + hold)
+            return None
+        self.lowered += 1
+        if self._said:
+            return None
+        self._said = True
+        return (
+            f"{self.model} answered {status}: calls in flight lowered {before} -> "
+            f"{self.probe.limit}, waiting {hold:.3g} s; the run goes on (set "
+            f"[tool.slam.models.{self.model}] concurrency lower to start there)"
+        )
+
+    # -- one call ----------------------------------------------------------------------------
 
     def send(
         self,
@@ -132,40 +297,56 @@ class Limiter:
         stop: threading.Event | None = None,
         deadline: float | None = None,
     ) -> tuple[ChatResult | None, int]:
-        """One call under this limit, fetched (``stop``: waits for a place) or a test's own (no
-        wait), the same way: counted in flight, and asked again after a 429 once the hold it
-        set has passed (a test's own call never waits past its caller's ``deadline``, a
-        perf_counter moment). Returns the result (None: stopped first) and the calls in flight
-        with the try that gave it."""
+        """One call under this limit, fetched (``stop``: behind the tests' own calls) or a test's
+        own (first in line), the same way: counted in flight, marked when it went alone, and
+        asked again after a 429 once the hold it set has passed (a test's own call never waits
+        past its caller's ``deadline``, a perf_counter moment). Returns the result (None:
+        stopped first) and the calls in flight with the try that gave it."""
         for attempt in range(THROTTLE_RETRIES + 1):
-            in_flight = self.acquire(stop) if stop is not None else self.enter()
-            if in_flight is None:
+            place = self._place(stop is None, stop, retry=attempt > 0)  # a retry is never alone
+            if place is None:
                 return None, 0
-            status, hold = 502, None
+            status, hold, tokens = 502, None, None
             try:
                 result = send()
                 status, hold = result.status, result.hold_s
+                tokens = result.call.completion_tokens
             finally:
-                self.leave(status, hold)
+                self.leave(status, hold, tokens=tokens, place=place)
+            result.call.alone = place.alone and status < 400
             if result.status != RATE_LIMITED or attempt == THROTTLE_RETRIES:
-                return result, in_flight
-            if stop is None and not self._waited(deadline):
-                return result, in_flight
+                return result, place.in_flight
+            if not self._waited(hold_of(hold), stop, deadline):
+                stopped = stop is not None and stop.is_set()
+                return (None, 0) if stopped else (result, place.in_flight)
         raise AssertionError("unreachable")  # the loop returns on its last try
 
-    def _waited(self, deadline: float | None) -> bool:
-        """A test's own call waits out the hold, unless its caller would have given up first."""
-        hold = self.held()
+    def _waited(self, hold: float, stop: threading.Event | None, deadline: float | None) -> bool:
+        """A refused call waits out its hold (and any the limiter set) before it is asked again;
+        a test's own call only where its caller would not have given up first (``deadline``),
+        a fetched one until ``stop``."""
+        hold = max(hold, self.held())
+        if stop is not None:
+            return not stop.wait(hold)
         if deadline is not None and time.perf_counter() + hold >= deadline:
             return False
         time.sleep(hold)
         return True
 
     def line(self) -> str | None:
-        """The summary's line when a refusal lowered the limit during the run."""
-        if not self.lowered:
+        """The summary's line: where the limit settled and why, when it adapted or a refusal
+        lowered it; how many calls went alone."""
+        if not (self.lowered or (self.adaptive and self.peak > 1)):
             return None
-        return (
-            f"{self.model}: the server refused calls {self.lowered} time(s) (429/503); calls in "
-            f"flight adapted from {self.ceiling} (now {self.limit}, at most {self.peak} at once)"
+        probe, limit, peak = self.probe, self.probe.limit, self.peak
+        if probe.settled:
+            where = f"calls in flight settled at {limit} ({probe.why}); at most {peak} at once"
+        elif peak < limit:
+            where = f"calls in flight at most {peak}, under the limit of {limit}: never filled"
+        else:
+            where = f"calls in flight reached {limit}, still rising at the end ({probe.why})"
+        refused = f"the server refused calls {self.lowered} time(s) (429/503); " * bool(
+            self.lowered
         )
+        alone = f"; {self.alone_sent} sent alone" if self.alone_sent else ""
+        return f"{self.model}: {refused}{where}{alone}"

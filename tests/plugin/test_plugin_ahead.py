@@ -50,6 +50,7 @@ def test_answer(question):
     assert product.client.chat.completions.create(
         model="gpt-4", messages=[{{"role": "user", "content": question}}], temperature=0, **extra)
 """
+NONE_ALONE = "alone_first = 0"  # no call sent alone first (swap/limits.py's latency sample)
 CONVERSATION = """
 import pytest
 from openai import OpenAI
@@ -104,6 +105,7 @@ def test_a_replay_fetches_ahead_and_asks_each_request_once(
     # machine of any speed
     with FakeOpenAI(answer, model="gpt-4o-mini-2024-07-18", latency_s=0.01, batch=32) as mini:
         _recorded(pytester, gpt4, mini, monkeypatch)
+        write_project(pytester, gpt4, mini, extra=NONE_ALONE)  # two at once from the first
         mini.hold()
         releaser = threading.Thread(target=lambda: (mini.wait_queued(2, 60), mini.release()))
         releaser.start()
@@ -271,7 +273,7 @@ def test_ctrl_c_with_fetches_in_flight_ends_them_and_keeps_every_golden(
     golden = {p: p.read_bytes() for p in (pytester.path / "__slam__").rglob("*") if p.is_file()}
     answer = lambda req: "slow says: " + req["messages"][-1]["content"]  # noqa: E731
     with FakeOpenAI(answer, latency_s=30.0) as slow:
-        write_project(pytester, gpt4, slow)
+        write_project(pytester, gpt4, slow, extra=NONE_ALONE)  # not 30 s alone first
         argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"]
         proc = subprocess.Popen(
             argv, cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

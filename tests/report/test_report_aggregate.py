@@ -200,3 +200,58 @@ def test_no_note_when_a_verdict_was_asked_for(change: str) -> None:
 def test_short_answers_or_samples_still_have_no_verdict_but_no_length_warning(change: str) -> None:
     (note,) = _similarity_run(change).notes
     assert note.startswith("no verdict: 5 pair(s)") and "median reference answer" not in note
+
+
+def _loaded_run() -> list[dict]:
+    """gpt-4o-mini's four tests: two calls sent alone (300, 320 ms) and six at 16 in flight
+    (700-800 ms), as a run with an alone sample leaves them."""
+    e2e = [(300, True), (700, False), (720, False), (740, False), (320, True), (760, False),
+           (780, False), (800, False)]  # fmt: skip
+    calls = [
+        synth.call(
+            synth.MINI,
+            "ok",
+            50,
+            ms,
+            10,
+            5,
+            None,
+            key=f"k{i}",
+            alone=alone,
+            in_flight=1 if alone else 16,
+        )
+        for i, (ms, alone) in enumerate(e2e)
+    ]
+    return [
+        synth.outcome(synth.MINI, test, "passed", calls[2 * i : 2 * i + 2], [])
+        for i, test in enumerate(synth.TESTS)
+    ]
+
+
+def test_the_latency_a_user_meets_is_the_alone_sample_with_the_loaded_one_beside() -> None:
+    """Budgets, the gate and a baseline read the row's percentiles: those of the calls sent
+    alone; the latency under the run's own load is kept beside them, in the row and the note."""
+    from pytest_slam.metrics.latency import flatten_model
+    from pytest_slam.report.terminal import concurrency_note
+
+    outcomes = _loaded_run()
+    row = aggregate(outcomes, synth.run_info((synth.MINI,))).row(synth.MINI)
+    assert row is not None and row.latency_alone == 2 and row.latency_samples == 2
+    assert row.e2e_p95_ms == pytest.approx(319.0)  # over 300 and 320 only
+    assert row.e2e_p95_loaded_ms == pytest.approx(795.0) and row.in_flight_max == 16
+    note = concurrency_note([row])
+    assert note is not None
+    assert "gpt-4o-mini: E2E p95 319 ms alone (2 calls), 795 ms at up to 16" in note
+    flat = flatten_model([c for o in outcomes for c in o["calls"]])
+    assert flat["p95_e2e_ms"] == pytest.approx(319.0)  # what [tool.slam.budget] checks
+    assert flat["under_load_p95_e2e_ms"] == pytest.approx(795.0)
+
+
+def test_without_an_alone_sample_the_latency_is_every_measured_call() -> None:
+    outcomes = _loaded_run()
+    for o in outcomes:
+        for c in o["calls"]:
+            c["alone"] = False
+    row = aggregate(outcomes, synth.run_info((synth.MINI,))).row(synth.MINI)
+    assert row is not None and row.latency_alone == 0 and row.latency_samples == 8
+    assert row.e2e_p95_loaded_ms is None and row.e2e_p95_ms == pytest.approx(793.0)
