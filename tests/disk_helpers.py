@@ -23,6 +23,15 @@ import pytest
 
 SLAM = (sys.executable, "-m", "pytest_slam.cli")
 PYTEST = (sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly")
+# How each failed write ends its one line (util/files.py WriteFailed)
+TOO_LARGE = (
+    "[Errno 27] File too large; free space or raise the file-size limit (ulimit -f) and run "
+    "again: nothing was changed"
+)
+READ_ONLY_FS = (
+    "[Errno 30] Read-only file system; make that folder writable (the file system is read-only) "
+    "and run again: nothing was changed"
+)
 # A 1 KiB limit: pytest and Python write nothing that large (their .pyc writes fail silently),
 # while a golden file, a report or a journal is larger.
 SMALL = 1024

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from disk_helpers import (
     PYTEST,
+    READ_ONLY_FS,
+    TOO_LARGE,
     files_under,
     needs_read_only_mount,
     no_traceback,
@@ -60,10 +62,7 @@ def test_a_refresh_on_a_full_disk_says_each_file_keeps_the_old_and_the_next_run_
     no_traceback(full)
     out = full.stdout
     assert full.returncode == EXIT_INCOMPLETE, out[-3000:]
-    fix = (
-        "[Errno 27] File too large; free space or raise the file-size limit (ulimit -f) and "
-        "run again: nothing was changed"
-    )
+    fix = TOO_LARGE
     for what, path in (
         ("golden answers", PRODUCT_FILE.as_posix()),
         ("JSON report", "r.json"),
@@ -94,11 +93,7 @@ def test_a_refresh_with_a_read_only_golden_folder_says_so_and_the_next_run_recov
     ro = run_read_only([*PYTEST, "--slm-record=all"], root, [root / GOLDEN])
     no_traceback(ro)
     assert ro.returncode == EXIT_INCOMPLETE, ro.stdout[-3000:] + ro.stderr[-2000:]
-    line = (
-        f"golden answers not written: could not write {PRODUCT_FILE.as_posix()}: [Errno 30] "
-        "Read-only file system; make that folder writable (the file system is read-only) and "
-        "run again: nothing was changed"
-    )
+    line = f"golden answers not written: could not write {PRODUCT_FILE.as_posix()}: {READ_ONLY_FS}"
     assert line in ro.stdout
     assert files_under(root / "__slam__") == goldens
     assert (root / ".slam" / "appendlog").is_dir()  # the paid answers, kept for the next run

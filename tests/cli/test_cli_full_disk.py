@@ -1,0 +1,84 @@
+"""``slam`` commands on a full disk and with a read-only folder (disk_helpers.py): each output
+they write (a merged report, the promote's journal and golden files) is written whole or said in
+one line naming the file, the error and the fix, exit 2, nothing changed; run again with space,
+the same command does its work.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from disk_helpers import (
+    READ_ONLY_FS,
+    TOO_LARGE,
+    files_under,
+    needs_read_only_mount,
+    no_traceback,
+    run_full,
+    run_read_only,
+)
+from slam_helpers import MINI_PYPROJECT, PRODUCT, REPORTED_TESTS, SLAM
+
+from pytest_slam.testing import FakeOpenAI
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, fake_gpt4: Any) -> pytest.Pytester:
+    """A recorded product suite and its run's JSON report, ``run.json``."""
+    with FakeOpenAI(lambda req: "Mini says: " + req["messages"][-1]["content"].upper()) as mini:
+        pytester.makepyfile(product=PRODUCT, test_product=REPORTED_TESTS)
+        pytester.makefile(".toml", pyproject=MINI_PYPROJECT.format(
+            reference=fake_gpt4.base_url, candidate=mini.base_url))  # fmt: skip
+        result = pytester.runpytest("-p", "no:cacheprovider", "--slm-record=new",
+                                    "--slm-report=run.json")  # fmt: skip
+        assert result.ret == 0, result.stdout.str()
+        yield pytester
+
+
+# command, the file it names when it cannot write, what must exist after a run with space
+COMMANDS = {
+    "report merge -o": (
+        ["report", "merge", "run.json", "-o", "out/m.json", "--unsigned"], "out/m.json",
+        "out/m.json"),
+    "golden promote (its journal)": (
+        ["golden", "promote", "mini", "--report", "run.json"], ".slam/locks/__slam__.journal",
+        "__slam__/gpt-4/test_product.json"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_a_command_on_a_full_disk_is_one_line_and_nothing_changed(project, name: str) -> None:
+    argv, named, made = COMMANDS[name]
+    (project.path / "out").mkdir()
+    before = files_under(project.path)
+    full = run_full([*SLAM, *argv], project.path, limit=100)
+    no_traceback(full)
+    assert full.returncode == 2, full.stdout + full.stderr
+    lines = full.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].endswith(f"could not write {named}: {TOO_LARGE}"), lines
+    after = files_under(project.path)
+    assert {k: v for k, v in after.items() if k in before} == before  # every old file intact
+    assert not [k for k in after if k not in before and not k.startswith(".slam/locks/")]
+
+    again = project.run(*SLAM, *argv)
+    assert again.ret == 0, again.stderr.str()
+    assert (project.path / made).exists()
+
+
+@needs_read_only_mount
+def test_a_promote_into_a_read_only_golden_folder_is_one_line(project) -> None:
+    golden = project.path / "__slam__" / "gpt-4"
+    before = files_under(project.path / "__slam__")
+    argv = [*SLAM, "golden", "promote", "mini", "--report", "run.json"]
+    ro = run_read_only(argv, project.path, [project.path / "__slam__"])
+    no_traceback(ro)
+    assert ro.returncode == 2, ro.stdout + ro.stderr
+    (line,) = ro.stderr.splitlines()
+    assert re.fullmatch(
+        rf"slam golden: could not write __slam__/\S+: {re.escape(READ_ONLY_FS)}", line
+    )
+    assert files_under(project.path / "__slam__") == before
+    assert not (project.path / ".slam" / "locks" / "__slam__.journal").exists()  # rolled back
+    assert project.run(*argv).ret == 0 and golden.is_dir()
