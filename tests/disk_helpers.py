@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+from patience import patient
 
 SLAM = (sys.executable, "-m", "pytest_slam.cli")
 PYTEST = (sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly")
@@ -51,7 +52,7 @@ def run_full(
     """``argv`` run in ``cwd`` as on a full disk: no file may grow past ``limit`` bytes."""
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200"}
     return subprocess.run(
-        list(argv), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+        list(argv), cwd=cwd, env=env, capture_output=True, text=True, timeout=patient(timeout),
         preexec_fn=_limited(limit),
     )  # fmt: skip
 
@@ -66,7 +67,7 @@ def run_read_only(
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200"}
     return subprocess.run(
         ["unshare", "-rm", "sh", "-c", f'{mounts} && exec "$@"', "sh", *argv],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=patient(timeout),
     )  # fmt: skip
 
 

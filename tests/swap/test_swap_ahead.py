@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from patience import patient
 
 from pytest_slam.records import Call, ModelSpec
 from pytest_slam.swap.ahead import CandidateQueue, FetchQueue, Planned
@@ -30,7 +31,7 @@ def mini() -> Iterator[FakeOpenAI]:
 
 def _until(condition: Callable[[], bool], what: str) -> None:
     """Wait for another thread to get somewhere (a guard against a hang, not a timing)."""
-    give_up = time.monotonic() + 60
+    give_up = time.monotonic() + patient(60)
     while not condition():
         assert time.monotonic() < give_up, f"never happened: {what}"
         time.sleep(0.01)
@@ -68,7 +69,7 @@ def test_a_fetch_that_raises_ends_its_request_and_its_test_asks_live() -> None:
     try:
         queue.add(broken)
         queue.add(after)
-        assert broken.done.wait(timeout=60) and after.done.wait(timeout=60)
+        assert broken.done.wait(timeout=patient(60)) and after.done.wait(timeout=patient(60))
         assert queue.claim(broken.claimant, broken.key, broken.sent) is None  # asked live
         claimed = queue.claim(after.claimant, after.key, after.sent)
     finally:
@@ -94,7 +95,7 @@ def test_a_request_waiting_for_a_place_under_the_limit_is_asked_live_by_its_test
         _until(lambda: planned.state == "sending", "the worker took it off the queue")
         assert queue.claim(planned.claimant, planned.key, planned.sent) is None  # asked live
         limiter.leave(200)  # the place is free: the worker gets it, and finds it claimed
-        assert planned.done.wait(timeout=60)
+        assert planned.done.wait(timeout=patient(60))
     finally:
         queue.close()
     assert mini.requests == []  # the queue never sent it
@@ -107,7 +108,7 @@ def test_a_claim_forgets_its_test_s_requests_once_all_are_claimed() -> None:
     planned = _planned()
     try:
         queue.add(planned)
-        assert planned.done.wait(timeout=60)
+        assert planned.done.wait(timeout=patient(60))
         assert queue.claim(planned.claimant, planned.key, planned.sent) is planned
         assert queue.by_test == {}  # no empty list left per test (10,000 tests: 10,000 of them)
     finally:
@@ -145,7 +146,7 @@ def test_the_follower_is_told_of_answers_only_not_of_failed_calls() -> None:
     try:
         queue.add(failed)
         queue.add(answered)
-        assert answered.done.wait(timeout=60) and follower.any.wait(timeout=60)
+        assert answered.done.wait(timeout=patient(60)) and follower.any.wait(timeout=patient(60))
         # the failed call ended (and was or was not told of) before the answered one was sent
         assert follower.told[0] == answered.nodeid  # the 500 is not judged ahead
     finally:
