@@ -167,12 +167,14 @@ def merged_lines(before: list[str], payloads: list[dict[str, Any]]) -> list[str]
 
 def visits(ended: Ended, merged: Merged, payloads: list[dict[str, Any]]) -> Visits:
     """The report's ``visits``: what shards need to be merged and judged for staleness."""
+    from pytest_slam.run.runid import run_identity
     from pytest_slam.run.shardvisits import shard_visits
 
     partial = ended.partial_reason(own_selection=True)
     node_ids = ended.roles.selection.node_ids
     status = ended.facts.status
-    return shard_visits(payloads, merged.visited, merged.covered, partial, node_ids, status)
+    run = run_identity(ended.roles.selection.rootpath)
+    return shard_visits(payloads, merged.visited, merged.covered, partial, node_ids, status, run)
 
 
 OPT_IN = (
