@@ -82,3 +82,22 @@ def test_a_promote_into_a_read_only_golden_folder_is_one_line(project) -> None:
     assert files_under(project.path / "__slam__") == before
     assert not (project.path / ".slam" / "locks" / "__slam__.journal").exists()  # rolled back
     assert project.run(*argv).ret == 0 and golden.is_dir()
+
+
+def test_a_prune_on_a_full_disk_keeps_every_entry_and_its_trash_is_one_line(project) -> None:
+    """The prune's trash (what it removes, kept first so it can be undone) cannot be written:
+    nothing is removed; with space, the same command prunes."""
+    project.makepyfile(test_product=REPORTED_TESTS.split("def test_password")[0])
+    assert project.runpytest("-p", "no:cacheprovider").ret == 0  # the stale entry is found
+    before = files_under(project.path / "__slam__")
+    full = run_full([*SLAM, "golden", "prune"], project.path, limit=100)
+    no_traceback(full)
+    assert full.returncode == 2, full.stdout + full.stderr
+    (line,) = full.stderr.splitlines()
+    assert re.fullmatch(
+        rf"slam golden: could not write \.slam/trash/\S+\.jsonl: {re.escape(TOO_LARGE)}", line
+    ), line
+    assert files_under(project.path / "__slam__") == before
+    assert not list((project.path / ".slam" / "trash").glob("*.jsonl"))  # none torn
+    again = project.run(*SLAM, "golden", "prune")
+    assert again.ret == 0 and files_under(project.path / "__slam__") != before
