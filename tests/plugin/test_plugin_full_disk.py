@@ -102,3 +102,24 @@ def test_a_refresh_with_a_read_only_golden_folder_says_so_and_the_next_run_recov
     again.assert_outcomes(passed=3)
     assert again.ret == 0
     assert _texts(root / PRODUCT_FILE) == {BAD}
+
+
+@needs_read_only_mount
+def test_a_run_whose_scratch_folder_is_read_only_is_refused_before_any_call(
+    recorded: pytest.Pytester,
+) -> None:
+    """The scratch folder (locks, append logs, the stale report) read-only: no answer could be
+    kept nor any file locked, so the run refuses at its start, in one line, before paying."""
+    root = recorded.path
+    before = files_under(root)
+    ro = run_read_only([*PYTEST, "--slm-record=all"], root, [root / ".slam"])
+    no_traceback(ro)
+    assert ro.returncode == pytest.ExitCode.USAGE_ERROR, ro.stdout[-3000:] + ro.stderr[-2000:]
+    assert ro.stderr.strip().splitlines()[-1] == (
+        f"ERROR: pytest-slam: could not write .slam/golden-stale.json: {READ_ONLY_FS}"
+    )
+    assert files_under(root) == before
+
+    again = run(recorded, "--slm-record=all")
+    assert again.ret == 0
+    assert _texts(root / PRODUCT_FILE) == {BAD}
