@@ -101,3 +101,23 @@ def test_a_prune_on_a_full_disk_keeps_every_entry_and_its_trash_is_one_line(proj
     assert not list((project.path / ".slam" / "trash").glob("*.jsonl"))  # none torn
     again = project.run(*SLAM, "golden", "prune")
     assert again.ret == 0 and files_under(project.path / "__slam__") != before
+
+
+def test_the_merge_driver_install_on_a_full_disk_keeps_gitattributes_whole(
+    pytester: pytest.Pytester,
+) -> None:
+    """``.gitattributes`` was rewritten in place: a full disk left it cut short (the user's own
+    lines lost). Now it is written whole or left as it was, and the command says which file."""
+    import subprocess
+
+    subprocess.run(["git", "init", "-q"], cwd=pytester.path, check=True)
+    own = "".join(f"docs/{n}/*.md linguist-documentation\n" for n in range(8))  # > 100 bytes
+    (pytester.path / ".gitattributes").write_text(own, encoding="utf-8")
+    full = run_full([*SLAM, "golden", "merge-driver", "--install"], pytester.path, limit=100)
+    no_traceback(full)
+    assert full.returncode == 2, full.stdout + full.stderr
+    assert full.stderr == f"slam golden: could not write .gitattributes: {TOO_LARGE}\n"
+    assert (pytester.path / ".gitattributes").read_text(encoding="utf-8") == own
+    again = pytester.run(*SLAM, "golden", "merge-driver", "--install")
+    assert again.ret == 0
+    assert (pytester.path / ".gitattributes").read_text(encoding="utf-8").startswith(own)
