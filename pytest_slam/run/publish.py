@@ -24,7 +24,7 @@ from pytest_slam.run.exitstatus import Exit, unwritten_exit
 from pytest_slam.run.judge_stage import Judged
 from pytest_slam.run.unvisited import write_report
 from pytest_slam.settings import Settings
-from pytest_slam.util.files import WriteFailed, append_text, writing
+from pytest_slam.util.files import append_text, writing
 
 if TYPE_CHECKING:
     from pytest_slam.report.aggregate import Verdict
@@ -45,7 +45,8 @@ class Writer:
 def publish(judged: Judged) -> Exit:
     """Every wanted writer, in the table's order; then the summary; the exit status as judged,
     or incomplete when a file could not be written (``WriteFailed``, caught here for every
-    writer: its one line names the file, the error and the fix)."""
+    writer: its one line names the file, the error and the fix; a shard key that cannot be read,
+    ``ShardKeyError``, leaves the JSON report unwritten the same way)."""
     body: list[str] = []
     tail: list[str] = []
     unwritten = judged.collected.gathered.unwritten
@@ -53,7 +54,7 @@ def publish(judged: Judged) -> Exit:
         if writer.wanted(judged):
             try:
                 (tail if writer.tail else body).extend(writer.write(judged))
-            except WriteFailed as exc:
+            except OSError as exc:  # WriteFailed (its file, error, fix), or a shard key unread
                 unwritten.append(f"{writer.name} not written: {exc}")
     summary = judged.collected.gathered.summary
     summary.extend(judged.collected.gathered.lines)

@@ -123,3 +123,17 @@ def test_a_run_whose_scratch_folder_is_read_only_is_refused_before_any_call(
     again = run(recorded, "--slm-record=all")
     assert again.ret == 0
     assert _texts(root / PRODUCT_FILE) == {BAD}
+
+
+def test_a_report_its_shard_key_cannot_sign_is_one_line_and_the_run_incomplete(
+    recorded: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A report that is not written for want of its key is a report not written, as on a full
+    disk: one line, and the exit status says the run is incomplete (it was 0)."""
+    monkeypatch.setenv("SLAM_SHARD_KEY_FILE", "no.key")
+    result = run(recorded, "--slm-report=r.json")
+    result.assert_outcomes(passed=3)
+    assert result.ret == EXIT_INCOMPLETE
+    result.stdout.fnmatch_lines(["JSON report not written: SLAM_SHARD_KEY_FILE no.key: cannot "
+                                 "read the shard key (No such file or directory)"])  # fmt: skip
+    assert not (recorded.path / "r.json").exists()
