@@ -40,10 +40,8 @@ def run_identity(rootdir: Path) -> str | None:
 def _commit(rootdir: Path) -> str | None:
     """The commit checked out at ``rootdir``, or None (not a git checkout, no git)."""
     try:
-        done = subprocess.run(
-            ["git", "rev-parse", "--verify", "-q", "HEAD"],
-            cwd=rootdir, capture_output=True, text=True, timeout=30, check=False,
-        )  # fmt: skip
+        argv = ["git", "rev-parse", "--verify", "-q", "HEAD"]
+        done = subprocess.run(argv, cwd=rootdir, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
     commit = done.stdout.strip()
