@@ -137,3 +137,18 @@ def test_a_report_its_shard_key_cannot_sign_is_one_line_and_the_run_incomplete(
     result.stdout.fnmatch_lines(["JSON report not written: SLAM_SHARD_KEY_FILE no.key: cannot "
                                  "read the shard key (No such file or directory)"])  # fmt: skip
     assert not (recorded.path / "r.json").exists()
+
+
+def test_under_xdist_a_workers_unwritten_golden_file_is_said_by_the_controller(
+    recorded: pytest.Pytester,
+) -> None:
+    """A worker flushes its own goldens: the file it could not write crosses to the controller
+    in its payload, which says it once and ends the run incomplete."""
+    root = recorded.path
+    goldens = files_under(root / "__slam__")
+    full = run_full([*PYTEST, "-p", "xdist", "-n", "2", "--slm-record=all"], root)
+    no_traceback(full)
+    assert full.returncode == EXIT_INCOMPLETE, full.stdout[-3000:]
+    line = f"golden answers not written: could not write {PRODUCT_FILE.as_posix()}: {TOO_LARGE}"
+    assert full.stdout.count(line) == 1, full.stdout[-3000:]
+    assert files_under(root / "__slam__") == goldens
