@@ -32,6 +32,7 @@ KINDS: dict[str, str] = {
     "calibrate": "labels or a configuration that calibration cannot use",
     "report": "a report file that cannot be read or merged",
     "review": "a human review file that cannot be read or written",
+    "write": "a file that could not be written (a full disk, a read-only folder): nothing changed",
 }
 
 

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from patience import patient
 from slam_helpers import CHROMIUM
 
 from pytest_slam.report.htmldata import unpack
@@ -52,6 +53,6 @@ def chromium(url: str, *args: str, tmp_path: Path) -> str:
         "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,2000",
         "--virtual-time-budget=10000", *args, url,
     ]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=patient(120), check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout

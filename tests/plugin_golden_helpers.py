@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from patience import patient
 from slam_helpers import PRODUCT
 
 from pytest_slam.testing import FakeOpenAI
@@ -77,7 +78,9 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 def slam(pytester: pytest.Pytester, *args: str) -> subprocess.CompletedProcess[str]:
     """The ``slam`` command, run in the project folder as a user runs it."""
     argv = [sys.executable, "-m", "pytest_slam.cli", *args]
-    return subprocess.run(argv, cwd=pytester.path, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        argv, cwd=pytester.path, capture_output=True, text=True, timeout=patient(120)
+    )
 
 
 def golden_files(root: Path) -> dict[str, bytes]:

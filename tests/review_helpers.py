@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from patience import patient
 from slam_helpers import CHROMIUM, wait_for
 
 from pytest_slam.records import Score
@@ -127,7 +128,7 @@ def review_server(cwd: Path, *args: str, browser: Path | None = None) -> Iterato
         yield line.split(" open ", 1)[1].split()[0]
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait(timeout=patient(30))
 
 
 def http(
@@ -244,9 +245,9 @@ class Browser:
         with contextlib.suppress(OSError):
             os.write(self._in, json.dumps({"id": 0, "method": "Browser.close"}).encode() + b"\0")
         try:
-            self.proc.wait(timeout=20)
+            self.proc.wait(timeout=patient(20))
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            self.proc.wait(timeout=20)
+            self.proc.wait(timeout=patient(20))
         os.close(self._in)
         os.close(self._out)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from patience import patient
 
 from pytest_slam.swap.models import resolve
 from pytest_slam.swap.proxy import SwapProxy
@@ -108,13 +109,14 @@ def said(result: pytest.RunResult) -> str:
 
 
 def wait_for(condition: Callable[[], object], seconds: float, what: str) -> None:
-    """Poll ``condition`` until it holds; fail naming ``what`` (a bound on waiting, not a timing check)."""
-    deadline = time.monotonic() + seconds
+    """Poll ``condition`` until it holds; fail naming ``what`` (a bound on waiting, not a timing
+    check, scaled to the machine's load: patience.py)."""
+    deadline = time.monotonic() + patient(seconds)
     while time.monotonic() < deadline:
         if condition():
             return
         time.sleep(0.1)
-    raise AssertionError(f"gave up waiting {seconds:.0f} s for {what}")
+    raise AssertionError(f"gave up waiting {patient(seconds):.0f} s for {what}")
 
 
 # Two opted-in tests of PRODUCT, for runs whose report is what is under test.

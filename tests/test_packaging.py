@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from patience import patient
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "pytest_slam"
@@ -45,7 +46,7 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copy2(ROOT / name, source / name)
     out = tmp_path_factory.mktemp("dist")
     argv = [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(source)]
-    built = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    built = subprocess.run(argv, capture_output=True, text=True, timeout=patient(300))
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     return out
 

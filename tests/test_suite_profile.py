@@ -42,3 +42,18 @@ def test_slow_draws_pass_with_the_profile_and_fail_without(
     without = pytester.runpytest_subprocess("-p", "no:slam")  # Hypothesis' own defaults
     without.assert_outcomes(failed=1)
     without.stdout.fnmatch_lines(["*FailedHealthCheck*"])
+
+
+def test_waits_scale_with_the_load_or_the_factor_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    """patience.py: a bound on waiting grows on a busy machine (issue 51: a fixed 120 s
+    subprocess timeout failed a test at load 20 that passes alone in 19 s)."""
+    import os
+
+    from patience import MOST, PATIENCE_ENV, patient
+
+    monkeypatch.setenv(PATIENCE_ENV, "3")
+    assert patient(120) == 360
+    monkeypatch.delenv(PATIENCE_ENV)
+    per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
+    assert patient(120) == pytest.approx(120 * min(MOST, max(1.0, per_core)), rel=0.5)
+    assert 120 <= patient(120) <= 120 * MOST

@@ -158,11 +158,30 @@ def cmd_stats(args: argparse.Namespace) -> int:
     try:
         if args.recover:
             _recover(store_root(args))
+        else:
+            _say_unfinished(store_root(args))
         rows = stats(store_root(args))
     except GoldenError as exc:
         return _fail(exc)
     print(json.dumps([asdict(r) for r in rows], indent=2) if args.json else format_stats(rows))
     return 0
+
+
+def _say_unfinished(root: Path) -> None:
+    """A killed store-wide change (its journal left) makes every replay refuse; the stats name it
+    and the command that recovers it, on stderr (``--json`` stays parseable), before the rows."""
+    from pytest_slam.golden.journal import RECOVER_COMMAND, unfinished
+    from pytest_slam.util.files import scratch_folder
+
+    left = unfinished(root, scratch_folder(root) / "locks")
+    if left is not None:
+        print(
+            f"slam golden: {root}: {left} did not finish (killed?): some golden files hold its "
+            f"answers and others do not, and every replay refuses until it is recovered. Fix: "
+            f"run `{RECOVER_COMMAND}` (it keeps the change if it had written every file, else "
+            "rolls it back)",
+            file=sys.stderr,
+        )
 
 
 def _recover(root: Path) -> None:

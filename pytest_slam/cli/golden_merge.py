@@ -269,6 +269,8 @@ def attributes_line(golden_root: Path) -> str:
 
 def _install(args: argparse.Namespace) -> int:
     """Write the ``.gitattributes`` line (once) and the repository's ``git config``."""
+    from pytest_slam.util.files import atomic_write
+
     try:
         top = Path(_git("rev-parse", "--show-toplevel"))
         root = Path(getattr(args, "project_root", None) or DEFAULT_ROOT).absolute()
@@ -284,7 +286,7 @@ def _install(args: argparse.Namespace) -> int:
         text = attributes.read_text(encoding="utf-8") if attributes.exists() else ""
         if line not in text.splitlines():
             ending = "" if not text or text.endswith("\n") else "\n"
-            attributes.write_text(f"{text}{ending}{line}\n", encoding="utf-8")
+            atomic_write(attributes, f"{text}{ending}{line}\n")  # whole or as it was
         _git("config", f"merge.{DRIVER}.name", DRIVER_NAME)
         _git("config", f"merge.{DRIVER}.driver", DRIVER_COMMAND)
     except (GoldenError, OSError) as exc:

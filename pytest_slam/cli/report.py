@@ -161,11 +161,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         written = _write_merged(args, merged)
-    except OSError as exc:
-        print(
-            f"slam report merge: cannot write ({exc.strerror or exc}); pass writable paths",
-            file=sys.stderr,
-        )
+    except OSError as exc:  # WriteFailed: the file, the error and the fix
+        print(f"slam report merge: {exc}", file=sys.stderr)
         return EXIT_USAGE
     width = shutil.get_terminal_size((100, 20)).columns
     for line in [*render_table(merged.verdict, width), *gate_lines(merged.verdict)]:

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.records import utc_moment
-from pytest_slam.util.files import atomic_write, ignore_scratch_folder
+from pytest_slam.util.files import atomic_write, ignore_scratch_folder, writing
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock
@@ -233,7 +233,8 @@ def _lock(lock_dir: Path) -> BaseFileLock:
     from filelock import FileLock  # light, but only writers need it
 
     lock_path = store_lock_path(lock_dir)
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with writing(lock_path):
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
     ignore_scratch_folder(lock_path.parent.parent)
     return FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S)
 
@@ -259,13 +260,14 @@ def store_locked(
 
     lock = _lock(lock_dir)
     try:
-        if waiting is not None:
-            try:
-                lock.acquire(timeout=0)
-            except Timeout:
-                waiting()
-        if not lock.is_locked:
-            lock.acquire()
+        with writing(lock.lock_file):  # a lock file that cannot be made: a read-only folder
+            if waiting is not None:
+                try:
+                    lock.acquire(timeout=0)
+                except Timeout:
+                    waiting()
+            if not lock.is_locked:
+                lock.acquire()
     except Timeout:
         raise GoldenError(
             f"{root}: could not take the store lock {lock.lock_file} in {LOCK_TIMEOUT_S:.0f}s; "

@@ -51,7 +51,13 @@ from pytest_slam.golden.keys import canonical_request, request_key
 from pytest_slam.golden.lazy import index_golden
 from pytest_slam.golden.turns import at_place, merged_turns, with_turn
 from pytest_slam.records import GoldenRecord
-from pytest_slam.util.files import atomic_write, ignore_scratch_folder, scratch_folder
+from pytest_slam.util.files import (
+    WriteFailed,
+    atomic_write,
+    ignore_scratch_folder,
+    scratch_folder,
+    writing,
+)
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock
@@ -150,6 +156,9 @@ class GoldenStore:
         # rewrite a tracked file behind the user's back); ``notes`` says so.
         self.fold_logs = True
         self.notes: list[str] = []
+        # Files ``flush`` could not write (a full disk, a read-only folder): their answers stay in
+        # the append log or are lost with this process, and the run says it is incomplete.
+        self.unwritten: list[WriteFailed] = []
 
     def path_for(self, module: str) -> Path:
         return self.dir / module_relpath(module)
@@ -239,7 +248,8 @@ class GoldenStore:
 
         ``rec.request`` is stored canonical; ``rec.key`` may be empty and is then computed, but a
         key that does not match the request is a bug in the caller and raises ``ValueError``.
-        A write that fails (``GoldenError``) leaves the record buffered for ``flush`` to retry.
+        A write that fails (``GoldenError``, or ``WriteFailed``: a full disk) leaves the record
+        buffered for ``flush`` to retry; the call that paid for it goes on.
         """
         module = normalize_module(module)
         request = canonical_request(rec.request)
@@ -252,9 +262,14 @@ class GoldenStore:
         rec = dataclasses.replace(rec, key=key, request=request, tests=sorted(tests), turns=turns)
         self._pending.setdefault(module, {})[key] = rec
         self.mark_used(module, key, test)
-        logged = self.write_through and self._txn() is None and self._append(module, rec)
-        if self.write_through and not logged:  # inside a transaction, every write is staged
-            self.save(module)
+        if not self.write_through:
+            return
+        try:
+            logged = self._txn() is None and self._append(module, rec)
+            if not logged:  # inside a transaction, every write is staged
+                self.save(module)
+        except WriteFailed:
+            pass  # kept buffered: ``flush`` writes it, or says which file it could not
 
     def _append(self, module: str, rec: GoldenRecord) -> bool:
         """Log one record under the module's lock; False when the golden file is due a rewrite."""
@@ -284,7 +299,8 @@ class GoldenStore:
 
         lock_path = self.lock_dir / self.dir.name / module_relpath(module)
         lock_path = lock_path.with_name(lock_path.name + ".lock")
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        with writing(lock_path):
+            lock_path.parent.mkdir(parents=True, exist_ok=True)
         ignore_scratch_folder(self.lock_dir.parent)
         return FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S)
 
@@ -376,11 +392,16 @@ class GoldenStore:
 
         lock = self._lock(module)
         try:
-            with store_locked(self.root, self.lock_dir) as recovered, lock:
-                if recovered:
-                    self.recovered.append(recovered)
-                    self._mine.clear()  # files this store wrote may have been rolled back
-                yield
+            with store_locked(self.root, self.lock_dir) as recovered:
+                with writing(lock.lock_file):  # a lock file that cannot be made
+                    lock.acquire()
+                try:
+                    if recovered:
+                        self.recovered.append(recovered)
+                        self._mine.clear()  # files this store wrote may have been rolled back
+                    yield
+                finally:
+                    lock.release()
         except Timeout:
             raise GoldenError(
                 f"{self.path_for(module)}: could not take the lock {lock.lock_file} in "
@@ -419,14 +440,18 @@ class GoldenStore:
         """Write every module still buffered, and fold the test names of later visits into the
         files this store wrote; returns every file this store changed, in order.
 
-        A broken file is left alone (never overwritten) and reported after the others are written.
+        A broken file is left alone (never overwritten) and reported after the others are written;
+        a file that could not be written (``WriteFailed``) is kept in ``unwritten``.
         """
         errors = []
+        self.unwritten.clear()
         for module in sorted(set(self._pending) | self._written):
             try:
                 self.save(module)
             except GoldenError as exc:
                 errors.append(exc)
+            except WriteFailed as exc:
+                self.unwritten.append(exc)
         if len(errors) == 1:
             raise errors[0]
         if errors:

@@ -13,7 +13,6 @@ prune of files nobody changed since gives them back byte for byte (the file form
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,13 @@ from pytest_slam.golden.redact import scrub
 from pytest_slam.golden.store import GoldenStore, is_test_module, normalize_module
 from pytest_slam.records import GoldenRecord, utc_moment
 from pytest_slam.util import textcodec
-from pytest_slam.util.files import ignore_scratch_folder, scratch_folder
+from pytest_slam.util.files import (
+    WriteFailed,
+    append_text,
+    ignore_scratch_folder,
+    scratch_folder,
+    writing,
+)
 
 TRASH_SCHEMA = "pytest-slam/golden-trash/1"
 
@@ -58,16 +63,14 @@ class Trash:
             + "\n"
             for rec in records
         ]
-        with open(self._open(), "a", encoding="utf-8") as handle:
-            handle.writelines(lines)
-            handle.flush()
-            os.fsync(handle.fileno())
+        append_text(self._open(), "".join(lines))  # whole or not at all: WriteFailed
         self.count += len(records)
 
     def _open(self) -> Path:
         if self.path is None:
             folder = trash_dir(self.root)
-            folder.mkdir(parents=True, exist_ok=True)
+            with writing(folder):
+                folder.mkdir(parents=True, exist_ok=True)
             ignore_scratch_folder(folder.parent)
             path = folder / f"{self.stamp}.jsonl"
             header = {
@@ -76,8 +79,12 @@ class Trash:
                 "root": Path(self.root).name,
                 "removed_at": self.stamp,
             }
-            with open(path, "x", encoding="utf-8") as handle:  # "x": never mixes two prunes
-                handle.write(json.dumps(header) + "\n")
+            try:
+                with writing(path), open(path, "x", encoding="utf-8") as handle:  # "x": never
+                    handle.write(json.dumps(header) + "\n")  # two prunes in one file
+            except WriteFailed:
+                path.unlink(missing_ok=True)  # no torn trash file for a restore to pick
+                raise
             self.path = path
         return self.path
 

@@ -81,12 +81,29 @@ def load_shards(paths: Sequence[str | os.PathLike[str]], trust: Trust) -> list[R
         for path in paths:
             report = _load_shard(path)
             _check_signature(str(path), report, trust)
+            if report.visits is not None:  # an earlier merge's unverified shards stay named
+                trust.unverified.extend(report.visits.unverified)
             reports.append(report)
     if not reports:
         raise MergeError(
             "no shard reports given; pass the JSON files the shards' --slm-report wrote"
         )
+    _check_one_run([str(p) for p in paths], reports)
     return reports
+
+
+def _check_one_run(paths: list[str], reports: list[Report]) -> None:
+    """Every shard carries its run's identity in its signed visits (run/runid.py): a shard of
+    another run (an older artifact) would merge its outcomes as this run's."""
+    first = reports[0].visits.run if reports[0].visits else None
+    for path, report in zip(paths[1:], reports[1:], strict=True):
+        run = report.visits.run if report.visits else None
+        if run != first:
+            raise MergeError(
+                f"{path} is a shard of another run than {paths[0]} (run {run or 'unnamed'}, not "
+                f"{first or 'unnamed'}); merge only the reports of one run's shards (give its "
+                "shards one SLAM_RUN_ID where the CI has no run id)"
+            )
 
 
 def _load_shard(path: str | os.PathLike[str]) -> Report:
@@ -172,6 +189,7 @@ def merge(reports: Sequence[Report], unverified: Sequence[str] = ()) -> Merged:
         verdict = aggregate(outcomes, run)
         if unverified:
             verdict.notes.append(unverified_note(unverified))
+            visits.unverified = list(unverified)  # signed with the merge: a re-merge says so
         missing = _missing(visits)
         status = EXIT_INCOMPLETE if missing else visits.exitstatus
         why = _shard_incomplete(names, reports) or missing

@@ -32,7 +32,10 @@ class Visits(Record):
     what pytest collected before deselection (``-k``, ``--deselect``, pytest-split), ``selected``
     what it then ran; ``narrowed`` the node ids given on the command line, whose modules were
     collected only in part. ``complete`` says the run ran its own selection to its end
-    (``partial`` says why not); ``exitstatus`` is pytest's, before the gate.
+    (``partial`` says why not); ``exitstatus`` is pytest's, before the gate. ``run``: the run's
+    identity (run/runid.py), the same in every shard of one run, so a merge refuses another
+    run's shard; ``unverified``: of a merged report, the shards it let in by ``--unsigned``,
+    kept inside what it signs so a later merge of it still says so.
     """
 
     visited: dict[str, list[str]] = field(default_factory=dict)  # module -> golden keys
@@ -45,6 +48,8 @@ class Visits(Record):
     narrowed: list[str] = field(default_factory=list)
     exitstatus: int = 0
     shards: list[str] = field(default_factory=list)  # a merged report: the shard files, in order
+    run: str | None = None
+    unverified: list[str] = field(default_factory=list)
 
     def missing(self) -> list[str]:
         """Collected tests that no shard ran: a shard is missing, or deselected them."""
@@ -77,6 +82,7 @@ def merge_visits(shards: Iterable[tuple[str, Visits]]) -> Visits:
     it whole or the shards together ran every test a shard collected of it (pytest-split)."""
     named = list(shards)
     out = Visits(complete=all(v.complete for _, v in named), shards=[n for n, _ in named])
+    out.run = named[0][1].run if named else None  # one run's shards (report/merge.py checks)
     visited: dict[str, set[str]] = {}
     for name, v in named:
         for module, keys in v.visited.items():

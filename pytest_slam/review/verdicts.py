@@ -21,7 +21,7 @@ from pytest_slam.golden.fileformat import CONFLICT_MARKERS
 from pytest_slam.golden.redact import scrub_text
 from pytest_slam.golden.store import GoldenStore, module_relpath
 from pytest_slam.records import JSON, utc_now
-from pytest_slam.util.files import atomic_write, ignore_scratch_folder
+from pytest_slam.util.files import atomic_write, ignore_scratch_folder, writing
 from pytest_slam.util.textcodec import dumps
 
 SUFFIX = ".review.jsonl"
@@ -126,11 +126,17 @@ def save_verdicts(store: GoldenStore, module: str, new: list[HumanVerdict]) -> P
     path = review_path(store, module)
     lock_path = store.lock_dir / store.dir.name / module_relpath(module)
     lock_path = lock_path.with_name(lock_path.name.removesuffix(".json") + ".review.lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with writing(lock_path):  # a read-only folder: WriteFailed, its one line
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
     ignore_scratch_folder(store.lock_dir.parent)
+    lock = FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S)
     try:
-        with FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S):
+        with writing(lock_path):
+            lock.acquire()
+        try:
             atomic_write(path, dump_lines(merge(read_verdicts(path), new)))
+        finally:
+            lock.release()
     except Timeout:
         raise ReviewError(
             f"{path}: could not take the lock {lock_path} in {LOCK_TIMEOUT_S:.0f}s; another "

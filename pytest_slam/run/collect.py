@@ -20,6 +20,7 @@ from pytest_slam.run.ended import Choices, Ended, Setup
 from pytest_slam.run.exitstatus import Reached
 from pytest_slam.run.summary import Summary
 from pytest_slam.run.unvisited import Merged, Stale, find_stale
+from pytest_slam.util.files import WriteFailed
 
 if TYPE_CHECKING:
     from pytest_slam.golden.store import GoldenStore
@@ -38,6 +39,9 @@ class Gathered:
     payload: dict[str, JSON] | None = None  # a worker's, for the controller
     workeroutput: dict[str, object] | None = None  # xdist's, on a worker
     visits: Visits | None = None  # the JSON report's, when one is written
+    # What the run could not write (a full disk, a read-only folder), one line each, this
+    # process's and its workers', then publish's own: the run is incomplete (exitstatus.py)
+    unwritten: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -61,18 +65,21 @@ class Collected:
 def collect(ended: Ended) -> Collected:
     """This process's goldens flushed, then a worker's payload, or the merged run and its stale."""
     roles = ended.roles
-    lines = [*ended.swap.said]
+    lines, unwritten = [*ended.swap.said], list[str]()
     if roles.role != "controller":
-        lines.extend(flush(roles.store, roles.summary))
-    own = payload(ended, [*roles.summary.lines, *lines])
+        lines.extend(flush(roles.store, roles.summary, unwritten))
+    own = payload(ended, [*roles.summary.lines, *lines], unwritten)
     if roles.role == "worker":
         gathered = Gathered(roles.summary, lines, payload=own, workeroutput=ended.workeroutput)
         return _collected(ended, "worker", gathered)
     payloads = [own, *roles.accounting.worker_payloads]
     lines.extend(merged_lines([*roles.summary.lines, *lines], payloads[1:]))
+    unwritten = merged_lines([], [{"summary": p.get("unwritten") or []} for p in payloads])
     if ended.choices.collectonly:
-        return _collected(ended, "collect-only", Gathered(roles.summary, lines))
-    return _merged_run(ended, lines, payloads)
+        return _collected(
+            ended, "collect-only", Gathered(roles.summary, lines, unwritten=unwritten)
+        )
+    return _merged_run(ended, lines, payloads, unwritten)
 
 
 def _collected(ended: Ended, reached: Reached, gathered: Gathered, **more: Any) -> Collected:
@@ -80,7 +87,9 @@ def _collected(ended: Ended, reached: Reached, gathered: Gathered, **more: Any) 
     return Collected(reached, status, ended.setup, ended.choices, rootpath, gathered, **more)
 
 
-def _merged_run(ended: Ended, lines: list[str], payloads: list[dict[str, Any]]) -> Collected:
+def _merged_run(
+    ended: Ended, lines: list[str], payloads: list[dict[str, Any]], unwritten: list[str]
+) -> Collected:
     """The run as one, workers merged: its outcomes, stale entries, visits and run info."""
     roles, facts, settings = ended.roles, ended.facts, ended.setup.settings
     merged = Merged.of(roles.role, payloads)
@@ -92,6 +101,7 @@ def _merged_run(ended: Ended, lines: list[str], payloads: list[dict[str, Any]]) 
         stale=stale,
         hint=nothing_opted_in(ended, payloads),
         visits=visits(ended, merged, payloads) if outcomes and settings.report else None,
+        unwritten=unwritten,
     )
     return _collected(
         ended,
@@ -105,8 +115,9 @@ def _merged_run(ended: Ended, lines: list[str], payloads: list[dict[str, Any]]) 
     )
 
 
-def flush(store: GoldenStore | None, summary: Summary) -> list[str]:
-    """Write this process's recorded answers (each file once, under its lock, atomically)."""
+def flush(store: GoldenStore | None, summary: Summary, unwritten: list[str]) -> list[str]:
+    """Write this process's recorded answers (each file once, under its lock, atomically); a file
+    that could not be written is one line in ``unwritten`` (the run is incomplete)."""
     if store is None:
         return []
     lines: list[str] = []
@@ -115,6 +126,10 @@ def flush(store: GoldenStore | None, summary: Summary) -> list[str]:
     except GoldenError as exc:
         lines.append(f"golden files not written: {exc}")
         written = []
+    except WriteFailed as exc:  # the store lock itself could not be made
+        store.unwritten.append(exc)
+        written = []
+    unwritten.extend(f"golden answers not written: {exc}" for exc in store.unwritten)
     # a killed promote or prune found and recovered by this run's writes: say so
     said = [*store.recovered, *store.notes]
     lines.extend(line.removeprefix("slam golden: ") for line in said)
@@ -122,8 +137,9 @@ def flush(store: GoldenStore | None, summary: Summary) -> list[str]:
     return lines
 
 
-def payload(ended: Ended, lines: list[str]) -> dict[str, JSON]:
-    """What this process saw, as a worker hands it to the controller (``lines``: its summary)."""
+def payload(ended: Ended, lines: list[str], unwritten: list[str]) -> dict[str, JSON]:
+    """What this process saw, as a worker hands it to the controller (``lines``: its summary;
+    ``unwritten``: the files it could not write)."""
     store, roles = ended.roles.store, ended.roles
     visited = store.visited if store is not None else {}
     return {
@@ -132,6 +148,7 @@ def payload(ended: Ended, lines: list[str]) -> dict[str, JSON]:
         "coverage": roles.selection.covered(),
         "deselected": roles.selection.deselected_count,  # a worker's -k/-m: the run is partial
         "summary": list(lines),
+        "unwritten": list(unwritten),
         "unswapped": ended.swap.unswapped,
         **ended.shard_ids,  # this process's collected and selected ids (run/shardvisits.py)
     }
@@ -150,12 +167,14 @@ def merged_lines(before: list[str], payloads: list[dict[str, Any]]) -> list[str]
 
 def visits(ended: Ended, merged: Merged, payloads: list[dict[str, Any]]) -> Visits:
     """The report's ``visits``: what shards need to be merged and judged for staleness."""
+    from pytest_slam.run.runid import run_identity
     from pytest_slam.run.shardvisits import shard_visits
 
     partial = ended.partial_reason(own_selection=True)
     node_ids = ended.roles.selection.node_ids
     status = ended.facts.status
-    return shard_visits(payloads, merged.visited, merged.covered, partial, node_ids, status)
+    run = run_identity(ended.roles.selection.rootpath)
+    return shard_visits(payloads, merged.visited, merged.covered, partial, node_ids, status, run)
 
 
 OPT_IN = (

@@ -15,6 +15,7 @@ from pytest_slam.report.gate_result import GateResult
 from pytest_slam.run.options import EXIT_GATE_FAILED
 
 EXIT_OK = 0  # pytest.ExitCode.OK
+EXIT_INCOMPLETE = 2  # pytest.ExitCode.INTERRUPTED: the run did not end whole
 
 # How far the end of a pytest run went: "off" (the swap not armed), a "worker" (it hands its
 # payload to its controller), "collect-only", "nothing reported" (no outcome: no verdict), or
@@ -67,3 +68,19 @@ def gated_exitstatus(result: GateResult | None, exitstatus: int) -> int:
 def gate_failed_line(result: GateResult) -> str:
     why = "is incomplete" if result.incomplete else "did not pass"
     return f"exit status {EXIT_GATE_FAILED}: the tests passed, the gate {why}"
+
+
+def unwritten_exit(decided: Exit, unwritten: list[str]) -> Exit:
+    """A run that could not write what it keeps (a golden file, a report, a saved run: a full
+    disk, a read-only folder) is incomplete, whatever its tests and gate said: ``EXIT_INCOMPLETE``,
+    as an interrupted run, so CI never takes its missing files for a pass. Only a status more
+    serious than that (internal error 3, usage error 4) stays. ``unwritten``: one line each,
+    said above the status's own line."""
+    if not unwritten or decided.status in (3, 4):
+        return decided
+    count = len(unwritten)
+    line = (
+        f"exit status {EXIT_INCOMPLETE}: the run is incomplete, {count} file(s) could not be "
+        "written (said above); the next run, with space, writes them"
+    )
+    return Exit(EXIT_INCOMPLETE, decided.reached, line)

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_slam.records import JSON, Outcome
-from pytest_slam.run import options
-from pytest_slam.run.exitstatus import Exit
+from pytest_slam.run.exitstatus import Exit, unwritten_exit
 from pytest_slam.run.judge_stage import Judged
 from pytest_slam.run.unvisited import write_report
 from pytest_slam.settings import Settings
+from pytest_slam.util.files import append_text, writing
 
 if TYPE_CHECKING:
     from pytest_slam.report.aggregate import Verdict
@@ -43,21 +43,32 @@ class Writer:
 
 
 def publish(judged: Judged) -> Exit:
-    """Every wanted writer, in the table's order; then the summary; the exit status as judged."""
+    """Every wanted writer, in the table's order; then the summary; the exit status as judged,
+    or incomplete when a file could not be written (``WriteFailed``, caught here for every
+    writer: its one line names the file, the error and the fix; a shard key that cannot be read,
+    ``ShardKeyError``, leaves the JSON report unwritten the same way)."""
     body: list[str] = []
     tail: list[str] = []
+    unwritten = judged.collected.gathered.unwritten
     for writer in WRITERS:
         if writer.wanted(judged):
-            (tail if writer.tail else body).extend(writer.write(judged))
+            try:
+                (tail if writer.tail else body).extend(writer.write(judged))
+            except OSError as exc:  # WriteFailed (its file, error, fix), or a shard key unread
+                unwritten.append(f"{writer.name} not written: {exc}")
     summary = judged.collected.gathered.summary
     summary.extend(judged.collected.gathered.lines)
     summary.extend(body)
+    exit_ = unwritten_exit(judged.exit, unwritten)
+    summary.extend(unwritten)
     if judged.verdict is not None:
-        _verdict_lines(judged, judged.verdict, tail)
-    return judged.exit
+        _verdict_lines(judged, judged.verdict, tail, exit_)
+    elif exit_.line and exit_ is not judged.exit:
+        summary.extend([exit_.line])
+    return exit_
 
 
-def _verdict_lines(judged: Judged, verdict: Verdict, tail: list[str]) -> None:
+def _verdict_lines(judged: Judged, verdict: Verdict, tail: list[str], exit_: Exit) -> None:
     """The verdict table leads the summary; the diff, the saved run and the gate close it."""
     from pytest_slam.report.baseline import format_diff
     from pytest_slam.report.terminal import final_line, fit_lines, gate_lines, render_table
@@ -67,7 +78,7 @@ def _verdict_lines(judged: Judged, verdict: Verdict, tail: list[str]) -> None:
         *(format_diff(judged.diff) if judged.diff is not None else []),
         *tail,
         *gate_lines(verdict),
-        *([judged.exit.line] if judged.exit.line else []),
+        *([exit_.line] if exit_.line else []),
     ]
     summary.extend(fit_lines(judged.human, width))
     summary.lead(render_table(verdict, width))
@@ -134,14 +145,10 @@ def drop_older_reports(settings: Settings) -> list[str]:
     return lines
 
 
-def _report_file(kind: str, path: str, flag: str, write: Callable[[], object]) -> list[str]:
-    """A report file's line; a write that fails now (disk full, folder removed) is said, not a
-    traceback."""
-    try:
-        return [f"{kind} report: {write()}"]
-    except OSError as exc:
-        why = exc.strerror or exc
-        return [f"{kind} report not written to {path} ({why}); give {flag} a writable path"]
+def _report_file(kind: str, write: Callable[[], object]) -> list[str]:
+    """A report file's line; a write that fails now (disk full, folder removed) raises
+    ``WriteFailed``, said by ``publish``, not a traceback."""
+    return [f"{kind} report: {write()}"]
 
 
 def _json(judged: Judged) -> list[str]:
@@ -151,7 +158,7 @@ def _json(judged: Judged) -> list[str]:
     verdict, visits, rows = judged.verdict, collected.gathered.visits, judged.rows
     hook = collected.setup.hook
     write = partial(write_json, hook, path, verdict, judged.outcomes, visits, rows)
-    return _report_file("JSON", path, options.REPORT, write)
+    return _report_file("JSON", write)
 
 
 def _html(judged: Judged) -> list[str]:
@@ -165,7 +172,7 @@ def _html(judged: Judged) -> list[str]:
     auto = collected.choices.baseline == AUTO
     trend = history(runs_dir(collected.rootpath)) if auto else None
     write = partial(write_html, path, verdict, outcomes, history=trend)
-    return _report_file("HTML", path, options.HTML, write)
+    return _report_file("HTML", write)
 
 
 def _step_summary(judged: Judged) -> list[str]:
@@ -174,11 +181,7 @@ def _step_summary(judged: Judged) -> list[str]:
 
     path = os.environ["GITHUB_STEP_SUMMARY"]
     assert judged.verdict is not None  # wanted
-    try:
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(render_markdown(judged.verdict, judged.diff) + "\n")
-    except OSError as exc:
-        return [f"GITHUB_STEP_SUMMARY={path} not written ({exc.strerror or exc})"]
+    append_text(path, render_markdown(judged.verdict, judged.diff) + "\n")  # GitHub's file
     return []
 
 
@@ -191,18 +194,13 @@ def _autosave(judged: Judged) -> list[str]:
     folder = runs_dir(collected.rootpath)
     first = "no earlier run to compare with; " if judged.diff is None else ""
     shown = collected.gathered.summary.shown
-    try:
+    with writing(folder):
         path = claim_next(folder)
-        try:
-            write_json(collected.setup.hook, path, judged.verdict, judged.outcomes)
-        except BaseException:
-            path.unlink(missing_ok=True)
-            raise
-    except OSError as exc:
-        return [
-            f"baseline auto: {first}this run not saved in {shown(folder)} "
-            f"({exc.strerror or exc}); make that folder writable"
-        ]
+    try:
+        write_json(collected.setup.hook, path, judged.verdict, judged.outcomes)
+    except BaseException:
+        path.unlink(missing_ok=True)  # no empty run left for the next to compare with
+        raise
     return [f"baseline auto: {first}this run saved as {shown(path)}"]
 
 

@@ -148,9 +148,13 @@ class SlamSession:
             return
         if self.role != "worker" and self.settings.has_reference:
             from pytest_slam.golden.stale import mark_run_started
+            from pytest_slam.util.files import WriteFailed
 
             root = Path(self.config.rootpath) / self.settings.golden_dir
-            mark_run_started(root, self.settings.reference)
+            try:
+                mark_run_started(root, self.settings.reference)
+            except WriteFailed as exc:  # a read-only scratch folder: no lock, no answer kept
+                raise pytest.UsageError(f"pytest-slam: {exc}") from None
         if self.role == "controller":
             try:
                 self.engines.start()

@@ -62,11 +62,13 @@ def shard_visits(
     partial: str | None,
     narrowed: list[str],
     exitstatus: int,
+    run: str | None = None,
 ) -> Visits:
     """The run's visits: golden keys by module, modules run whole, failures, completeness, ids.
 
     ``payloads``: this process's and each xdist worker's (finish.py ``_payload``); ``partial``:
-    why the run's own selection did not run to its end (None: it did).
+    why the run's own selection did not run to its end (None: it did); ``run``: the run's
+    identity (run/runid.py).
     """
     from pytest_slam.golden.redact import scrub
     from pytest_slam.report.visits import Visits
@@ -81,6 +83,7 @@ def shard_visits(
         selected=sorted({n for data in payloads for n in data.get("selected", [])}),
         narrowed=sorted(narrowed),
         exitstatus=int(exitstatus),
+        run=run,
     )
     plain = visits.as_dict()
     scrubbed = scrub(plain)  # a secret in a test's parameters never reaches the report

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.run.summary import Summary
+from pytest_slam.util.files import WriteFailed
 
 if TYPE_CHECKING:
     from pytest_slam.golden.store import GoldenStore
@@ -134,6 +135,8 @@ def write_report(stale: Stale) -> list[str]:
     try:
         if stale.entries or path.exists() or store.dir.is_dir():
             write_stale_report(path, store.reference, stale.entries, stale.partial)
+    except WriteFailed:
+        raise  # said by publish, where every writer's failure is: the run is incomplete
     except (GoldenError, OSError) as exc:
         return [f"stale golden entries not checked: {exc}"]
     return stale.lines

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from golden_helpers import MODULE, rec, store_at
+from patience import patient
 
 from pytest_slam.golden.store import GoldenStore
 
@@ -133,7 +134,7 @@ def test_four_workers_logging_one_module_keep_every_answer(tmp_path):
     for proc in procs:
         proc.start()
     for proc in procs:
-        proc.join(timeout=120)
+        proc.join(timeout=patient(120))
     assert [p.exitcode for p in procs] == [0] * WORKERS
     store = durable_at(tmp_path)
     texts = sorted(store.lookup(MODULE, rec(f"w{w} q{i}").key).answers[0].text  # type: ignore[union-attr]

@@ -6,6 +6,8 @@ import json
 import multiprocessing
 from pathlib import Path
 
+from patience import patient
+
 from pytest_slam.golden.keys import request_key
 from pytest_slam.golden.store import GoldenStore
 from pytest_slam.records import GoldenAnswer, GoldenRecord
@@ -37,7 +39,7 @@ def test_four_processes_flushing_one_file_keep_all_200_entries(tmp_path):
     for proc in procs:
         proc.start()
     for proc in procs:
-        proc.join(timeout=120)
+        proc.join(timeout=patient(120))
     assert [p.exitcode for p in procs] == [0] * WORKERS
     path = GoldenStore(root, "openai:gpt-4").path_for(MODULE)
     doc = json.loads(path.read_text(encoding="utf-8"))

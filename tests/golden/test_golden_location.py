@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from patience import patient
 
 from pytest_slam.testing import FakeOpenAI
 
@@ -98,7 +99,7 @@ def test_a_flat_layout_product_with_committed_goldens_still_builds(
     env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
     argv = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
             "--no-index", "-w", str(dist), str(pytester.path)]  # fmt: skip
-    built = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+    built = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=patient(300))
     assert built.returncode == 0, built.stdout + built.stderr
     (wheel,) = dist.glob("app-0.1.0-*.whl")
     tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from patience import patient
 
 from pytest_slam.golden.fileformat import GoldenFileError, read_golden
 from pytest_slam.golden.keys import request_key
@@ -45,7 +46,7 @@ def record(root: Path, *calls: tuple[GoldenRecord, str]) -> Path:
 
 def slam(cwd: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "pytest_slam.cli", *map(str, args)]
-    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=patient(120))
 
 
 SHARED_EARLY = rec("Opening hours?", "9 to 5.", "2026-01-01T10:00:00Z", T1)

@@ -18,6 +18,7 @@ import textwrap
 from pathlib import Path
 
 from golden_helpers import rec
+from patience import patient
 
 from pytest_slam.golden.fileformat import read_golden
 from pytest_slam.golden.journal import JOURNAL_SCHEMA, journal_path
@@ -34,7 +35,7 @@ def slam(cwd: Path, *args: str | Path, **popen: object) -> subprocess.Popen[str]
 
 
 def finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
-    out, err = proc.communicate(timeout=WAIT_S)
+    out, err = proc.communicate(timeout=patient(WAIT_S))
     return proc.returncode, out, err
 
 
@@ -86,7 +87,7 @@ def test_a_merge_waits_for_a_writer_holding_the_store_and_loses_none_of_its_answ
         assert writer.stdin is not None
         writer.stdin.write("\n")
         writer.stdin.close()
-        writer.wait(timeout=WAIT_S)
+        writer.wait(timeout=patient(WAIT_S))
     code, _, err = finish(merge)
     assert writer.returncode == 0
     assert code == 0, said + err

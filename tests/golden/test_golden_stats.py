@@ -61,3 +61,44 @@ def test_stats_rows_and_table(tmp_path):
 def test_no_files(tmp_path):
     assert stats(tmp_path / "missing") == []
     assert format_stats([]) == "no golden files"
+
+
+def test_stats_name_a_killed_store_wide_change_and_the_command_that_recovers_it(tmp_path):
+    """What a promote killed between two replaces leaves (its journal, one file already new):
+    every replay refuses, so the stats say so and name the command; after it, nothing is said."""
+    import hashlib
+    import json
+    import subprocess
+    import sys
+
+    from golden_helpers import MODULE, rec
+
+    from pytest_slam.golden.journal import JOURNAL_SCHEMA, journal_path
+
+    store = GoldenStore(tmp_path / "__slam__", "gpt-4", write_through=True)
+    store.record(MODULE, rec("a"), "t::a")
+    store.flush()
+    path = store.path_for(MODULE)
+    before, new = path.read_text(encoding="utf-8"), "half-promoted\n"
+    files = [{"path": path.relative_to(store.root).as_posix(), "before": before,
+              "after": hashlib.blake2b(new.encode(), digest_size=16).hexdigest()}]  # fmt: skip
+    journal = {"schema": JOURNAL_SCHEMA, "what": "promote", "started": "2026-12-01T12:00:00Z"}
+    journal_path(store.root, store.lock_dir).write_text(json.dumps({**journal, "files": files}))
+    path.write_text(new + "x", encoding="utf-8")  # a second file not yet replaced: rolled back
+
+    def slam_stats(*more: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "pytest_slam.cli", "golden", "stats", "--root", "__slam__"]
+        return subprocess.run([*argv, *more], cwd=tmp_path, capture_output=True, text=True)
+
+    said = slam_stats("--json")
+    assert said.returncode == 0 and json.loads(said.stdout)  # the rows, still parseable
+    assert said.stderr == (
+        "slam golden: __slam__: a promote started 2026-12-01T12:00:00Z did not finish (killed?): "
+        "some golden files hold its answers and others do not, and every replay refuses until it "
+        "is recovered. Fix: run `slam golden stats --recover` (it keeps the change if it had "
+        "written every file, else rolls it back)\n"
+    )
+    recovered = slam_stats("--recover")
+    assert recovered.returncode == 0 and "rolled back" in recovered.stderr
+    assert path.read_text(encoding="utf-8") == before
+    assert slam_stats().stderr == ""

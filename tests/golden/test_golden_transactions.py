@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from patience import patient
 from slam_helpers import PRODUCT
 
 from pytest_slam.golden.fileformat import read_golden
@@ -132,7 +133,7 @@ def slam(pytester: pytest.Pytester, *args: str) -> subprocess.Popen[str]:
 
 
 def finish(proc: subprocess.Popen[str]) -> tuple[int, list[str], list[str]]:
-    out, err = proc.communicate(timeout=WAIT_S)
+    out, err = proc.communicate(timeout=patient(WAIT_S))
     return proc.returncode, out.splitlines(), err.splitlines()
 
 
@@ -194,7 +195,7 @@ def unwind(pytester: pytest.Pytester, undos: Undos) -> None:
                 cwd=pytester.path,
                 capture_output=True,
                 text=True,
-                timeout=WAIT_S,
+                timeout=patient(WAIT_S),
             )
             if done.returncode == 0:
                 left.discard(name)
@@ -276,7 +277,7 @@ def test_a_promote_killed_at_any_moment_leaves_the_old_store_or_the_new(recorded
                 time.sleep(0.0005)
             time.sleep(rng.uniform(0, 0.02))
         victim.send_signal(signal.SIGKILL)
-        victim.communicate(timeout=WAIT_S)
+        victim.communicate(timeout=patient(WAIT_S))
         found_journal += journal.exists()
 
         code, out, err = finish(promote(pytester, "mini"))
@@ -398,7 +399,7 @@ def test_a_second_promote_names_the_first_and_an_undo_out_of_order_refuses(recor
 
     out_of_order = subprocess.run(
         [sys.executable, "-m", "pytest_slam.cli", *undos.commands[mini][1:]],
-        cwd=pytester.path, capture_output=True, text=True, timeout=WAIT_S,
+        cwd=pytester.path, capture_output=True, text=True, timeout=patient(WAIT_S),
     )  # fmt: skip
     assert out_of_order.returncode == 2 and len(out_of_order.stderr.splitlines()) == 1
     assert "changed since the promote that kept baseline" in out_of_order.stderr

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from patience import patient
 
 from pytest_slam.compare.diskcache import DiskCache
 from pytest_slam.metrics import catalog
@@ -109,7 +110,7 @@ def test_without_genai_prices_the_dated_table_is_used() -> None:
         capture_output=True,
         text=True,
         check=True,
-        timeout=60,
+        timeout=patient(60),
     ).stdout
     as_of, source, by, gpt4o_input, gpt5_unpriced = json.loads(out)
     assert (as_of, by, gpt4o_input, gpt5_unpriced) == (PRICE_AS_OF, "table", 2.5, True)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from patience import patient
 from plugin_golden_helpers import run, sent_to, write_project
 from slam_helpers import PRODUCT, said, wait_for
 
@@ -256,7 +257,7 @@ def test_the_cache_reuses_an_answer_only_for_the_same_model_and_body(
     mini.requests.clear()
     cleared = subprocess.run(
         [sys.executable, "-m", "pytest_slam.cli", "cache", "clear"],
-        cwd=pytester.path, capture_output=True, text=True, timeout=60,
+        cwd=pytester.path, capture_output=True, text=True, timeout=patient(60),
     )  # fmt: skip
     assert cleared.returncode == 0 and "kept answer(s) removed" in cleared.stdout
     run(pytester, "--slm-cache").assert_outcomes(passed=len(QUESTIONS))
@@ -282,7 +283,7 @@ def test_ctrl_c_with_fetches_in_flight_ends_them_and_keeps_every_golden(
         try:
             wait_for(lambda: len(slow.requests) >= 8, 60, "answers fetched ahead, in flight")
             os.killpg(proc.pid, signal.SIGINT)
-            out, _ = proc.communicate(timeout=60)
+            out, _ = proc.communicate(timeout=patient(60))
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from ext_dist import make_dist
+from patience import patient
 from slam_helpers import said
 
 from pytest_slam.testing import FakeOpenAI
@@ -255,7 +256,7 @@ def test_a_hanging_scorer_is_a_named_failure_at_its_deadline_and_the_run_ends(
     pytester.makepyfile(test_capital=TESTS)
     # a subprocess: the hung score's thread is left behind in it, not in this process
     result = pytester.runpytest_subprocess(
-        f"--slm-models={candidate.base_url}#cand", "--slm-record=new", timeout=300
+        f"--slm-models={candidate.base_url}#cand", "--slm-record=new", timeout=patient(300)
     )
     result.assert_outcomes(failed=3)
     lines = _failure_lines(result, "gave no score within 0.5 s")

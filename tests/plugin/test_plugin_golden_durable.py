@@ -19,6 +19,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from patience import patient
 from plugin_golden_helpers import GOLDEN, SUITE, entries, run, write_project
 from slam_helpers import PRODUCT, wait_for
 
@@ -61,7 +62,7 @@ def slam_script(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     script = Path(sys.executable).with_name("slam")
     assert script.exists(), f"the slam console script is not installed beside {sys.executable}"
     return subprocess.run(
-        [str(script), *args], cwd=cwd, capture_output=True, text=True, timeout=120
+        [str(script), *args], cwd=cwd, capture_output=True, text=True, timeout=patient(120)
     )
 
 
@@ -141,7 +142,7 @@ def test_ctrl_c_at_any_moment_keeps_every_entry_and_prune_refuses(
             wait_for(lambda: marker.exists() or proc.poll() is not None, 120, f"{moment}")
         assert proc.poll() is None, proc.communicate()[0]
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends
-        out = proc.communicate(timeout=180)[0]
+        out = proc.communicate(timeout=patient(180))[0]
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -177,7 +178,7 @@ def test_serial_run_killed_mid_recording_keeps_every_answer_recorded_before(pyte
             wait_for(lambda: reference.hits >= 4 or proc.poll() is not None, 120, "4 calls")
             assert proc.poll() is None, proc.communicate()[0]
             os.killpg(proc.pid, signal.SIGKILL)  # a CI cancel: no handler, no finally runs
-            proc.communicate(timeout=60)
+            proc.communicate(timeout=patient(60))
         finally:
             release.set()
             if proc.poll() is None:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from patience import patient
 from plugin_golden_helpers import (
     GOLDEN,
     PRODUCT,
@@ -39,7 +40,7 @@ def write_modules(pytester: pytest.Pytester, modules: dict[str, tuple[str, ...]]
 
 def git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     argv = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args]
-    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=60)
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=patient(60))
 
 
 def merge_conflict(repo: Path, path: Path, old: str) -> None:
@@ -170,11 +171,11 @@ def test_ctrl_c_while_recording_leaves_every_golden_file_valid(pytester, mini, w
             text=True,
             start_new_session=True,  # its own process group, as a terminal's foreground job
         )
-        deadline = time.monotonic() + 300  # a safety net against a hang, not a speed check
+        deadline = time.monotonic() + patient(300)  # a safety net against a hang, not a speed check
         while reference.hits < 4 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole group
-        out, _ = proc.communicate(timeout=300)
+        out, _ = proc.communicate(timeout=patient(300))
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
     assert "stale golden entries not checked: the run was interrupted" in out
     folder = pytester.path / GOLDEN

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from patience import patient
 from plugin_golden_helpers import write_project
 from slam_helpers import PRODUCT
 
@@ -110,7 +111,7 @@ def copy_of(project: Path, to: Path) -> Path:
 def record(folder: Path, *node_ids: str) -> None:
     """A real pytest run in ``folder`` that records the reference's answers for ``node_ids``."""
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--slm-record=new", *node_ids]
-    done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=patient(300))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "golden answers written:" in done.stdout
 
@@ -143,7 +144,7 @@ def test_three_shards_merged_are_the_serial_recording(project, tmp_path, fake_gp
 
     argv = [sys.executable, "-m", "pytest_slam.cli", "golden", "merge", "-o", "merged/__slam__",
             *(f"shard-{i}/__slam__" for i in (1, 2, 3))]  # fmt: skip
-    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=patient(120))
     assert done.returncode == 0, done.stderr
     assert done.stdout == "merged 3 inputs: 2 golden files, 10 entries -> merged/__slam__\n"
     merged = goldens(tmp_path / "merged")
@@ -165,7 +166,7 @@ def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProce
         "PATH": f"{repo.parent / 'bin'}{os.pathsep}{os.environ['PATH']}",
     }
     done = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+                          timeout=patient(120))  # fmt: skip
     assert done.returncode == 0 or not check, done.stdout + done.stderr
     return done
 
@@ -260,6 +261,6 @@ def test_the_same_request_answered_differently_on_two_branches_is_left_in_confli
     )
     assert git(repo, "status", "--porcelain").stdout.splitlines() == [f"UU {GOLDEN}"]
     replay = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", HELP],
-                            cwd=repo, capture_output=True, text=True, timeout=300)  # fmt: skip
+                            cwd=repo, capture_output=True, text=True, timeout=patient(300))  # fmt: skip
     assert replay.returncode == 1
     assert f"{GOLDEN}:" in replay.stdout and "unresolved git merge conflict marker" in replay.stdout

@@ -10,6 +10,7 @@ import shlex
 import subprocess
 import sys
 
+from patience import patient
 from plugin_golden_helpers import GOLDEN, QUESTIONS, SUITE, entries, make_suite, run, slam
 from slam_helpers import PRODUCT
 
@@ -133,7 +134,7 @@ def shell(cwd, line: str) -> subprocess.CompletedProcess[str]:
     path = f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}"
     env = {**os.environ, "PATH": path}
     return subprocess.run(line, shell=True, cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+                          timeout=patient(120))  # fmt: skip
 
 
 def test_the_undo_command_a_prune_prints_works_as_printed(pytester, fake_gpt4, mini):

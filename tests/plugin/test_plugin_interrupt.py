@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from patience import patient
 from slam_helpers import wait_for
 
 from pytest_slam.report.aggregate import Verdict
@@ -89,7 +90,7 @@ def _ctrl_c(pytester: pytest.Pytester, when: str, *args: str) -> tuple[int, str,
         # the engine is ready and the first test reported (seen once in CI-like runs).
         time.sleep(0.5 if when == "test" else 0.05)
         os.killpg(proc.pid, signal.SIGINT)
-        out, _ = proc.communicate(timeout=120)
+        out, _ = proc.communicate(timeout=patient(120))
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

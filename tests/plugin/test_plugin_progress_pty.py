@@ -22,6 +22,7 @@ import termios
 import time
 
 import pytest
+from patience import patient
 
 from pytest_slam.testing import FakeOpenAI
 
@@ -51,7 +52,7 @@ def run_in_pty(args: list[str], cwd: os.PathLike[str], seconds: float = 300) -> 
     proc = subprocess.Popen(args, cwd=cwd, stdin=slave, stdout=slave, stderr=slave, env=env)
     os.close(slave)
     out = b""
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + patient(seconds)
     try:
         while time.monotonic() < deadline:
             ready, _, _ = select.select([master], [], [], 1.0)
@@ -71,7 +72,7 @@ def run_in_pty(args: list[str], cwd: os.PathLike[str], seconds: float = 300) -> 
     finally:
         if proc.poll() is None:
             proc.kill()
-        proc.wait(timeout=30)
+        proc.wait(timeout=patient(30))
         os.close(master)
     return ANSI.sub("", out.decode(errors="replace")).replace("\r\n", "\n").split("\n")
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from patience import patient
 from plugin_golden_helpers import golden_files, run, sent_to, write_project
 from slam_helpers import PRODUCT, said, wait_for
 
@@ -239,7 +240,7 @@ def test_ctrl_c_mid_refresh_keeps_what_was_written_and_writes_nothing_fetched(
             wait_for(lambda: len(reference.requests) >= 8, 60, "reference answers fetched ahead")
             wait_for(lambda: len(mini.requests) >= 3, 60, "the first three tests' candidate calls")
             os.killpg(proc.pid, signal.SIGINT)
-            out, _ = proc.communicate(timeout=60)
+            out, _ = proc.communicate(timeout=patient(60))
         finally:
             released.set()
             if proc.poll() is None:

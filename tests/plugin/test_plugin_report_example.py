@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from patience import patient
 from slam_helpers import CHROMIUM, needs_chromium
 
 from pytest_slam.report.charts import COLORS, REF_COLOR
@@ -33,7 +34,7 @@ def example_run(
            "-k", "customer_is", f"--slm-report={out / 'run.json'}",
            f"--slm-html={out / 'run.html'}"]  # fmt: skip
     done = subprocess.run(
-        cmd, cwd=EXAMPLE, capture_output=True, text=True, timeout=600, check=False
+        cmd, cwd=EXAMPLE, capture_output=True, text=True, timeout=patient(600), check=False
     )
     return done, out
 
@@ -64,7 +65,7 @@ def test_chromium_screenshot_shows_the_quality_cost_chart(example_run) -> None:
            "--no-first-run", "--disable-background-networking", "--disable-component-update",
            f"--user-data-dir={out / 'profile'}", "--window-size=1280,1100",
            f"--screenshot={shot}", (out / "run.html").as_uri()]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=patient(120), check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     pixels = decode_png(shot.read_bytes())
     assert pixels.shape == (1100, 1280, 3)

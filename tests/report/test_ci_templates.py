@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 import yaml
 from merge_helpers import project, rows
+from patience import patient
 
 from pytest_slam.run.options import EXIT_GATE_FAILED
 from pytest_slam.testing import FakeOpenAI
@@ -69,7 +70,7 @@ def environ(**extra: str) -> dict[str, str]:
 def bash(script: str, cwd: Path, env: dict[str, str]) -> int:
     """A step's script as both CIs run it: bash, stopping at the first failing command or pipe."""
     argv = ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script]
-    return subprocess.run(argv, cwd=cwd, env=env, timeout=300).returncode
+    return subprocess.run(argv, cwd=cwd, env=env, timeout=patient(300)).returncode
 
 
 def in_parallel(job: Callable[[int], Job], indices: Iterable[int]) -> list[tuple[int, Job]]:

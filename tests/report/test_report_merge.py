@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 from merge_helpers import MODULES, SUITE, project, rows
+from patience import patient
 
 from pytest_slam.report.aggregate import latency_calls
 from pytest_slam.report.jsonreport import load_report
@@ -37,7 +38,9 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 def slam(pytester: pytest.Pytester, *args: str) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "pytest_slam.cli", *args]
-    return subprocess.run(argv, cwd=pytester.path, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        argv, cwd=pytester.path, capture_output=True, text=True, timeout=patient(300)
+    )
 
 
 def node_ids(cases: int) -> list[str]:

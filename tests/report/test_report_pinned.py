@@ -132,7 +132,10 @@ def _normalized(value: Any, root: str, key: str = "") -> Any:
     return value
 
 
-def test_the_report_of_a_fixed_run_is_pinned(pytester: pytest.Pytester) -> None:
+def test_the_report_of_a_fixed_run_is_pinned(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLAM_RUN_ID", "pinned")  # visits.run: not the CI's run id or commit
     with (
         FakeOpenAI(_answer("ref")) as ref,
         FakeOpenAI(_answer("close")) as close,

@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from patience import patient
 from review_helpers import http, make_project, processes_holding, review_server, run_suite, slam
 from slam_helpers import wait_for
 
@@ -152,7 +153,7 @@ def test_the_argv_scan_sees_other_processes(tmp_path) -> None:
         assert [pid for pid, _ in processes_holding(marker)] == [sleeper.pid]
     finally:
         sleeper.kill()
-        sleeper.wait(timeout=30)
+        sleeper.wait(timeout=patient(30))
 
 
 def test_stats_say_how_many_more_reviews_a_band_or_the_judge_needs(pytester) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from patience import patient
 from review_helpers import http, make_project, review_server
 
 from pytest_slam.golden.store import GoldenStore
@@ -70,7 +71,7 @@ def test_two_reviewers_posting_at_once_lose_no_verdict(pytester) -> None:
         for t in threads:
             t.start()
         for t in threads:
-            t.join(timeout=60)
+            t.join(timeout=patient(60))
         assert statuses == [200] * 12
         assert ids(http(ana)[1]) == [] and 'data-done="6"' in http(ben)[1]
     path = project / "__slam__/gpt-4/test_product.review.jsonl"
@@ -124,7 +125,7 @@ def in_process(project: Path, request_s: float) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
-        thread.join(timeout=30)
+        thread.join(timeout=patient(30))
 
 
 def trickle(
@@ -194,8 +195,10 @@ def test_another_users_process_is_refused_even_with_the_token(pytester) -> None:
     with review_server(project, "--reviewer", "ana") as address:
         argv = [str(SYSTEM_PYTHON), "-c", script]
         nobody = subprocess.run(argv, input=address, user=65534, capture_output=True, text=True,
-                                timeout=60)  # fmt: skip
-        same_user = subprocess.run(argv, input=address, capture_output=True, text=True, timeout=60)
+                                timeout=patient(60))  # fmt: skip
+        same_user = subprocess.run(
+            argv, input=address, capture_output=True, text=True, timeout=patient(60)
+        )
     assert nobody.stdout.strip() == (
         "403 forbidden: this review server serves only the user who started `slam review`"
     ), nobody.stderr

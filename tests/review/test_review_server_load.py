@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from patience import patient
 from review_helpers import http, pair
 
 from pytest_slam.golden.store import GoldenStore
@@ -39,11 +40,11 @@ def test_eighty_concurrent_verdict_posts_are_all_answered_and_saved(tmp_path: Pa
         for t in posts:
             t.start()
         for t in posts:
-            t.join(timeout=120)
+            t.join(timeout=patient(120))
     finally:
         server.shutdown()
         server.server_close()
-        thread.join(timeout=30)
+        thread.join(timeout=patient(30))
     failed = {pid: a for pid, a in answers.items() if not (isinstance(a, tuple) and a[0] == 200)}
     first = list(failed.values())[:3]
     assert len(answers) == POSTS and not failed, f"{len(failed)} of {POSTS} failed: {first}"

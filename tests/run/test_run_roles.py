@@ -328,6 +328,7 @@ def test_a_worker_publishes_its_visits_coverage_and_lines(tmp_path: Path) -> Non
         "coverage": [MODULE],
         "deselected": 0,
         "summary": [],
+        "unwritten": [],  # the files it could not write: none here
         "unswapped": 3,
     }
 

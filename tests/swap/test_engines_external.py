@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from ext_dist import make_dist
+from patience import patient
 
 from pytest_slam.swap.engines import registry
 from pytest_slam.swap.models import ModelSpecError, from_table
@@ -295,7 +296,7 @@ def test_an_engine_whose_start_hangs_exits_or_returns_junk_is_one_line_and_the_r
     )
     pytester.makepyfile(test_ext=CALLS_IT)
     # a subprocess: a hung start() is left behind on its thread in it, not in this process
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=300)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=patient(300))
     result.assert_outcomes(failed=1)
     out = result.stdout.str() + result.stderr.str()
     assert "INTERNALERROR" not in out and "Traceback" not in out, out

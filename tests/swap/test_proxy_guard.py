@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from patience import patient
 from slam_helpers import PRODUCT, swap_proxy, write_pyproject
 
 from pytest_slam.swap.peer import owner_uid
@@ -58,7 +59,7 @@ def test_answer():
     port = urlsplit(os.environ["OPENAI_BASE_URL"]).port
     scrubbed = {"PATH": os.environ.get("PATH", "")}  # not the run's environment: no secret, no key
     done = subprocess.run([sys.executable, "attacker.py", str(port)], env=scrubbed,
-                          capture_output=True, text=True, timeout=120, check=True)
+                          capture_output=True, text=True, timeout=patient(120), check=True)
     with socket.create_connection(("127.0.0.1", port)) as sock:  # a raw socket, no secret
         sock.sendall(b"POST /v1/chat/completions HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 2\\r\\n\\r\\n{}")
         raw = sock.recv(65536)
@@ -150,8 +151,8 @@ def test_another_users_process_is_refused_even_with_the_secret(
     )
     path = f"/{proxy.secret}/v1/models"
     argv = [str(SYSTEM_PYTHON), "-c", script, str(proxy.server_address[1]), path]
-    nobody = subprocess.run(argv, user=65534, capture_output=True, text=True, timeout=60)
-    same_user = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    nobody = subprocess.run(argv, user=65534, capture_output=True, text=True, timeout=patient(60))
+    same_user = subprocess.run(argv, capture_output=True, text=True, timeout=patient(60))
     assert (nobody.stdout.strip(), same_user.stdout.strip()) == ("401", "200"), nobody.stderr
     assert upstream.hits == 1
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 import requests.adapters
+from patience import patient
 from slam_helpers import said
 
 from pytest_slam.swap import redirect, stacks
@@ -82,7 +83,7 @@ def test_requests_imported_while_a_redirect_is_in_force_is_wrapped_as_it_is_impo
     fake: FakeOpenAI,
 ) -> None:
     argv = [sys.executable, "-c", _IMPORTED_LATE, fake.base_url]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=patient(60), check=False)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {
         "answer": ANSWER,  # the call reached the proxy (api.openai.com is never asked)
@@ -107,7 +108,7 @@ print("requests" in stacks.installed(), "requests" in sys.modules, watching, sys
 
 def test_a_redirect_never_imports_a_library_the_process_did_not() -> None:
     argv = [sys.executable, "-c", _NEVER_IMPORTED]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=patient(60), check=True)
     assert done.stdout.split() == ["True", "False", "True", "True"]
 
 
@@ -128,7 +129,7 @@ def test_a_library_that_is_not_installed_is_not_watched() -> None:
     """Only an installed library can be imported later: the finder is not armed for the others,
     so a run without requests passes no import of its tests through it."""
     argv = [sys.executable, "-c", _NOT_INSTALLED]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=patient(60), check=True)
     assert done.stdout.split() == ["['httpx']", "True"]
 
 

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from patience import patient
 
 from pytest_slam.records import Call, ModelSpec
 from pytest_slam.swap.ahead import CandidateQueue, Fetched, Fetches, Planned
@@ -31,7 +32,7 @@ def mini() -> Iterator[FakeOpenAI]:
 
 def _until(condition: Callable[[], bool], what: str) -> None:
     """Wait for another thread to get somewhere (a guard against a hang, not a timing)."""
-    give_up = time.monotonic() + 60
+    give_up = time.monotonic() + patient(60)
     while not condition():
         assert time.monotonic() < give_up, f"never happened: {what}"
         time.sleep(0.01)
@@ -153,7 +154,7 @@ def test_the_follower_is_told_of_answers_only_not_of_failed_calls() -> None:
     try:
         queue.add(failed)
         queue.add(answered)
-        assert follower.any.wait(timeout=60)
+        assert follower.any.wait(timeout=patient(60))
         _until(lambda: _ended(failed), "the failed call ended")
     finally:
         queue.close()
@@ -226,7 +227,7 @@ def test_the_request_a_fetched_answer_foresees_is_queued_unless_its_test_took_th
 
     def answer(planned: Planned) -> Call:
         if planned.key == "slow":
-            release.wait(timeout=60)
+            release.wait(timeout=patient(60))
         return Call("mini", "candidate", planned.body, text=f"answer to {planned.key}")
 
     def next_turn(planned: Planned) -> Planned:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import openai
 import pytest
+from patience import patient
 
 from pytest_slam.testing import FakeOpenAI, count_tokens
 
@@ -308,7 +309,7 @@ def test_cli_prints_base_url_serves_and_stops_on_sigterm() -> None:
         with openai.OpenAI(base_url=base_url, api_key="sk-test") as client:
             reply = client.chat.completions.create(model="m", messages=MESSAGES)
         proc.terminate()
-        _, stderr = proc.communicate(timeout=10)
+        _, stderr = proc.communicate(timeout=patient(10))
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -320,7 +321,7 @@ def test_cli_prints_base_url_serves_and_stops_on_sigterm() -> None:
 
 def test_cli_port_in_use_is_one_readable_error(fake: FakeOpenAI) -> None:
     command = [sys.executable, "-m", "pytest_slam.testing.fake_openai", "--port", str(fake.port)]
-    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=30)
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=patient(30))
     assert result.returncode == 2 and result.stdout == ""
     assert f"cannot listen on 127.0.0.1:{fake.port}" in result.stderr
     assert "pick another --port, or 0" in result.stderr and "Traceback" not in result.stderr
@@ -387,7 +388,7 @@ def test_batching_engine_streams_the_answer_once_its_steps_are_done() -> None:
 
 
 def test_default_mode_answers_every_request_at_once() -> None:
-    together = threading.Barrier(5, timeout=30)
+    together = threading.Barrier(5, timeout=patient(30))
 
     def answer(request: dict) -> str:
         together.wait()  # breaks (a 500) unless all five are being answered at the same time
@@ -414,7 +415,7 @@ def test_stop_releases_a_request_queued_in_the_batching_engine() -> None:
     asker.start()
     assert fake.wait_queued(1)
     fake.stop()
-    asker.join(timeout=30)
+    asker.join(timeout=patient(30))
     assert not asker.is_alive() and len(failed) == 1 and fake.batches == []
 
 
@@ -453,7 +454,7 @@ def test_cli_batch_mode_serves_in_steps_and_reports_stats() -> None:
             after = client.get(f"{root}/fake/stats", cast_to=object)
     finally:
         proc.terminate()
-        proc.communicate(timeout=10)
+        proc.communicate(timeout=patient(10))
     # One at a time: each request held its place for two 10 ms steps, alone.
     assert stats == {"chat_requests": 3, "distinct_chat_bodies": 2, "peak_in_flight": 1,
                      "steps": 6, "peak_batch": 1}  # fmt: skip

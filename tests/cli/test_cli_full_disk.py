@@ -1,0 +1,123 @@
+"""``slam`` commands on a full disk and with a read-only folder (disk_helpers.py): each output
+they write (a merged report, the promote's journal and golden files) is written whole or said in
+one line naming the file, the error and the fix, exit 2, nothing changed; run again with space,
+the same command does its work.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from disk_helpers import (
+    READ_ONLY_FS,
+    TOO_LARGE,
+    files_under,
+    needs_read_only_mount,
+    no_traceback,
+    run_full,
+    run_read_only,
+)
+from slam_helpers import MINI_PYPROJECT, PRODUCT, REPORTED_TESTS, SLAM
+
+from pytest_slam.testing import FakeOpenAI
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, fake_gpt4: Any) -> pytest.Pytester:
+    """A recorded product suite and its run's JSON report, ``run.json``."""
+    with FakeOpenAI(lambda req: "Mini says: " + req["messages"][-1]["content"].upper()) as mini:
+        pytester.makepyfile(product=PRODUCT, test_product=REPORTED_TESTS)
+        pytester.makefile(".toml", pyproject=MINI_PYPROJECT.format(
+            reference=fake_gpt4.base_url, candidate=mini.base_url))  # fmt: skip
+        result = pytester.runpytest("-p", "no:cacheprovider", "--slm-record=new",
+                                    "--slm-report=run.json")  # fmt: skip
+        assert result.ret == 0, result.stdout.str()
+        yield pytester
+
+
+# command, the file it names when it cannot write, what must exist after a run with space
+COMMANDS = {
+    "report merge -o": (
+        ["report", "merge", "run.json", "-o", "out/m.json", "--unsigned"], "out/m.json",
+        "out/m.json"),
+    "golden promote (its journal)": (
+        ["golden", "promote", "mini", "--report", "run.json"], ".slam/locks/__slam__.journal",
+        "__slam__/gpt-4/test_product.json"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_a_command_on_a_full_disk_is_one_line_and_nothing_changed(project, name: str) -> None:
+    argv, named, made = COMMANDS[name]
+    (project.path / "out").mkdir()
+    before = files_under(project.path)
+    full = run_full([*SLAM, *argv], project.path, limit=100)
+    no_traceback(full)
+    assert full.returncode == 2, full.stdout + full.stderr
+    lines = full.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].endswith(f"could not write {named}: {TOO_LARGE}"), lines
+    after = files_under(project.path)
+    assert {k: v for k, v in after.items() if k in before} == before  # every old file intact
+    assert not [k for k in after if k not in before and not k.startswith(".slam/locks/")]
+
+    again = project.run(*SLAM, *argv)
+    assert again.ret == 0, again.stderr.str()
+    assert (project.path / made).exists()
+
+
+@needs_read_only_mount
+def test_a_promote_into_a_read_only_golden_folder_is_one_line(project) -> None:
+    golden = project.path / "__slam__" / "gpt-4"
+    before = files_under(project.path / "__slam__")
+    argv = [*SLAM, "golden", "promote", "mini", "--report", "run.json"]
+    ro = run_read_only(argv, project.path, [project.path / "__slam__"])
+    no_traceback(ro)
+    assert ro.returncode == 2, ro.stdout + ro.stderr
+    (line,) = ro.stderr.splitlines()
+    assert re.fullmatch(
+        rf"slam golden: could not write __slam__/\S+: {re.escape(READ_ONLY_FS)}", line
+    )
+    assert files_under(project.path / "__slam__") == before
+    assert not (project.path / ".slam" / "locks" / "__slam__.journal").exists()  # rolled back
+    assert project.run(*argv).ret == 0 and golden.is_dir()
+
+
+def test_a_prune_on_a_full_disk_keeps_every_entry_and_its_trash_is_one_line(project) -> None:
+    """The prune's trash (what it removes, kept first so it can be undone) cannot be written:
+    nothing is removed; with space, the same command prunes."""
+    project.makepyfile(test_product=REPORTED_TESTS.split("def test_password")[0])
+    assert project.runpytest("-p", "no:cacheprovider").ret == 0  # the stale entry is found
+    before = files_under(project.path / "__slam__")
+    full = run_full([*SLAM, "golden", "prune"], project.path, limit=100)
+    no_traceback(full)
+    assert full.returncode == 2, full.stdout + full.stderr
+    (line,) = full.stderr.splitlines()
+    assert re.fullmatch(
+        rf"slam golden: could not write \.slam/trash/\S+\.jsonl: {re.escape(TOO_LARGE)}", line
+    ), line
+    assert files_under(project.path / "__slam__") == before
+    assert not list((project.path / ".slam" / "trash").glob("*.jsonl"))  # none torn
+    again = project.run(*SLAM, "golden", "prune")
+    assert again.ret == 0 and files_under(project.path / "__slam__") != before
+
+
+def test_the_merge_driver_install_on_a_full_disk_keeps_gitattributes_whole(
+    pytester: pytest.Pytester,
+) -> None:
+    """``.gitattributes`` was rewritten in place: a full disk left it cut short (the user's own
+    lines lost). Now it is written whole or left as it was, and the command says which file."""
+    import subprocess
+
+    subprocess.run(["git", "init", "-q"], cwd=pytester.path, check=True)
+    own = "".join(f"docs/{n}/*.md linguist-documentation\n" for n in range(8))  # > 100 bytes
+    (pytester.path / ".gitattributes").write_text(own, encoding="utf-8")
+    full = run_full([*SLAM, "golden", "merge-driver", "--install"], pytester.path, limit=100)
+    no_traceback(full)
+    assert full.returncode == 2, full.stdout + full.stderr
+    assert full.stderr == f"slam golden: could not write .gitattributes: {TOO_LARGE}\n"
+    assert (pytester.path / ".gitattributes").read_text(encoding="utf-8") == own
+    again = pytester.run(*SLAM, "golden", "merge-driver", "--install")
+    assert again.ret == 0
+    assert (pytester.path / ".gitattributes").read_text(encoding="utf-8").startswith(own)
