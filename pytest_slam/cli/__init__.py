@@ -51,16 +51,23 @@ def project_settings(cwd: Path) -> Settings:
 
 
 def refresh(pytest_args: list[str]) -> int:
-    """Run the suite in record-all mode: the real reference answers every request again.
+    """Run the suite in record-all mode: the real reference answers every request again (only
+    the reference, unless the arguments ask for candidates: ``options.reference_only``).
 
-    A store-wide change killed earlier is recovered first (one line, ``golden.journal``); the
-    run's every write then holds the store lock, so no promote or prune lands in the middle of one.
+    ``slam config check`` runs first and a refresh stops on its lines (exit 2): a paid recording
+    should not start on a table that fails later. A store-wide change killed earlier is recovered
+    first (one line, ``golden.journal``); the run's every write then holds the store lock, so no
+    promote or prune lands in the middle of one.
     """
+    from pytest_slam.cli.config_docs import cmd_check
     from pytest_slam.cli.golden import _fail, say_recovered
     from pytest_slam.golden.fileformat import GoldenError
     from pytest_slam.golden.journal import journal_path
     from pytest_slam.golden.store import GoldenStore
 
+    checked = cmd_check()
+    if checked != exits.OK:
+        return checked
     settings = project_settings(Path.cwd())
     store = GoldenStore(Path(settings.golden_dir), settings.reference)
     try:

@@ -489,12 +489,17 @@ class ReferenceService:
         return sent, sent.call.error or ""
 
     def chat(
-        self, ctx: CallerContext | None, body: dict[str, JSON], relay: Relay | None
+        self,
+        ctx: CallerContext | None,
+        body: dict[str, JSON],
+        relay: Relay | None,
+        role: str = "reference",
     ) -> ChatResult:
         """Serve the ``gpt4_reference`` client: the golden answer, as the API would return it.
 
         A miss or a failed recording becomes an API error carrying the message, so the test's
-        client raises it instead of a bare connection error.
+        client raises it instead of a bare connection error. ``role`` ``candidate``: the test's
+        own call in a run that records the reference only (its tests run on the reference).
         """
         from pytest_slam.swap.proxy import RouteError
 
@@ -509,7 +514,7 @@ class ReferenceService:
         ans = rec.answers[0]
         call = Call(
             model=self.spec.name,
-            role="reference",
+            role=role,
             request=body,
             text=ans.text,
             finish_reason=ans.finish_reason,

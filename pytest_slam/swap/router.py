@@ -61,7 +61,7 @@ class GoldenSide(Protocol):
     ) -> tuple[str, str] | None: ...
 
     def chat(
-        self, ctx: TestContext | None, body: JSONObject, relay: Relay | None
+        self, ctx: TestContext | None, body: JSONObject, relay: Relay | None, role: str = ...
     ) -> ChatResult: ...
 
 
@@ -222,8 +222,11 @@ class SwapRouter:
         limiters: dict[str, Limiter] | None = None,
         cache: AnswerCache | None = None,
         cap: tuple[float, int] = (2.0, 64),  # [tool.slam] cap_factor, cap_margin
+        recording: ModelSpec | None = None,
     ) -> None:
         self.models = models
+        # the reference, in a run that records it only: its tests' calls are the golden side's
+        self.recording = recording
         self.original = original
         self.active: TestContext | None = None
         self.targets = targets or Targets()
@@ -304,6 +307,8 @@ class SwapRouter:
             if self.golden is None:
                 raise RouteError(404, "pytest-slam: no reference model is configured")
             return self.golden.chat(ctx, body, relay)
+        if self.golden is not None and self._recorded_only(route):
+            return self.golden.chat(ctx, body, relay, role="candidate")
         call = self.prepare(ctx, route, body)
         flight = call.ctx.begin(call.target, body, call.key) if call.ctx and call.own else None
         try:
@@ -315,6 +320,15 @@ class SwapRouter:
                 call.ctx.end(flight, flight.call)
             raise
         return self.account(call, flight, result, gone)
+
+    def _recorded_only(self, route: str) -> bool:
+        """A call of a test that runs on the reference in a run recording it only: answered (and
+        recorded) by the golden side, once, as the test's own call (so it is paired and shown)."""
+        return (
+            self.recording is not None
+            and self.active is not None
+            and (self._spec(route) is self.recording)
+        )
 
     # -- prepare -----------------------------------------------------------------------------
 
