@@ -50,6 +50,15 @@ def project_settings(cwd: Path) -> Settings:
         raise SystemExit(exits.BAD_INPUT) from None
 
 
+def help_settings(cwd: Path) -> Settings:
+    """The project's settings for a help text's defaults; the built-in ones when the table is
+    bad: `slam ... --help` is how a user finds the fix, so it never fails on the table."""
+    try:
+        return from_table(read_table(cwd / "pyproject.toml"), root=cwd)
+    except SettingsError:
+        return Settings()
+
+
 def refresh(pytest_args: list[str]) -> int:
     """Run the suite in record-all mode: the real reference answers every request again (only
     the reference, unless the arguments ask for candidates: ``options.reference_only``).
@@ -275,8 +284,15 @@ def main(argv: list[str] | None = None) -> int:
         argv.insert(
             1, "render"
         )  # `slam report RUN.json` is short for `slam report render RUN.json`
-    # `slam config ...` reads the table itself (check lists every problem), or not at all
-    settings = Settings() if argv[:1] == ["config"] else project_settings(Path.cwd())
+    # `slam config ...` reads the table itself (check lists every problem), or not at all; help
+    # is printed whatever the table holds (its defaults then are the built-in ones)
+    asks_help = argv[:1] == ["help"] or bool({"-h", "--help"} & set(argv))
+    if argv[:1] == ["config"]:
+        settings = Settings()
+    elif asks_help:
+        settings = help_settings(Path.cwd())
+    else:
+        settings = project_settings(Path.cwd())
     args = build_parser(settings).parse_args(argv)
     try:
         return int(args.func(args))
