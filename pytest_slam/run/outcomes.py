@@ -313,6 +313,18 @@ _FIXES = {
         "in the request, or raise [tool.slam] cap_factor / cap_margin or max_tokens_cap."
     ),
 }
+# the product's own client (or its framework: the agents SDK, LiteLLM) ended the call, not ours
+CALLER_TIMEOUT_FIX = (
+    "The product's own client timeout ended it, not the model's timeout_s: raise the timeout the "
+    "product (or its framework) sets, or choose a faster candidate."
+)
+
+
+def failure_fix(call: Call) -> str | None:
+    """The fix a failed call's one line ends with; None for a failure that is the product's."""
+    from pytest_slam.swap.chat import left_by_caller
+
+    return CALLER_TIMEOUT_FIX if left_by_caller(call) else _FIXES.get(call.error_kind or "")
 
 
 def shortened(
@@ -358,7 +370,7 @@ def one_line_failure(ctx: TestContext | None, failed: bool) -> str | None:
         turn, _key, message = ctx.misses[0]
         return f"pytest-slam: call {turn}: {message}"
     for call in ctx.calls:
-        fix = _FIXES.get(call.error_kind or "")
+        fix = failure_fix(call)
         if fix:
             return f"pytest-slam: {call.error}. {fix}"
     return None
