@@ -378,8 +378,48 @@ def one_line_failure(ctx: TestContext | None, failed: bool) -> str | None:
 
 def problems_message(model: str, problems: list[str]) -> str:
     """The failure of a test whose own assertions passed and whose swap checks did not: the first
-    reason on the first line (pytest's short summary shows only that line), the rest under it."""
-    return f"pytest-slam ({model}): " + "\n  ".join(problems)
+    reason on the first line, its first fact first (pytest's short summary shows only that line,
+    cut at the terminal's width after the node id: ``pytest-slam (near): cal…`` showed none),
+    who said it after it, the rest under it."""
+    return said_by(model, "\n  ".join(problems))
+
+
+def said_by(model: str, text: str) -> str:
+    """``text`` with who said it after its first line: ``(pytest-slam, MODEL)``."""
+    first, newline, rest = text.partition("\n")
+    return f"{first} (pytest-slam, {model}){newline}{rest}"
+
+
+class OneFailure:
+    """A failed test's report text (``TestReport.longrepr``) whose short-summary message is its
+    first line. pytest shows a string longrepr whole in the short summary on CI (``CI=true``), so
+    a near miss's table was printed twice, under the failure and again in the summary; this is
+    printed whole under the failure only (pytest calls ``toterminal``; JUnit and xdist ``str``)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.reprcrash = _Crash(text.split("\n", 1)[0])
+
+    def toterminal(self, tw: object) -> None:
+        tw.line(self.text)  # type: ignore[attr-defined]
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class _Crash:
+    """What pytest's short summary reads of a longrepr: ``reprcrash.message``."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+def one_line_in_summary(report: pytest.TestReport) -> None:
+    """A swapped test's failure text of several lines (``report.slam`` set: its outcome, on the
+    report as xdist ships it) keeps only its first line for pytest's short summary."""
+    text = report.longrepr
+    if report.failed and isinstance(text, str) and "\n" in text and hasattr(report, "slam"):
+        report.longrepr = OneFailure(text)  # type: ignore[assignment]
 
 
 def verdict_failure(ctx: TestContext | None, verdict: TestVerdict | None) -> str | None:
