@@ -118,6 +118,8 @@ def configure(config: pytest.Config) -> SlamSession:
     settings = from_table(table, cli, root=rootpath)
     armed = settings.configured or "candidates" in cli or bool(config.getini("slm_paths"))
     only = options.reference_only(config.option, settings)
+    if only:  # its one row is the reference against its own answers: nothing for a gate to judge
+        settings.gate, settings.baseline = {}, {}
     models = resolve_models(config, settings, armed, only)
     role = process_role(config)
     selection = _selection(config, settings, armed, role, list(models.specs))
