@@ -297,11 +297,18 @@ class ReferenceService:
         return self.completion_tokens(ctx.module, body, key)
 
     def miss_before(
-        self, ctx: CallerContext, body: dict[str, JSON], turn: int, key: str | None = None
+        self,
+        ctx: CallerContext,
+        body: dict[str, JSON],
+        turn: int,
+        key: str | None = None,
+        follows: int | None = None,
     ) -> tuple[str, str] | None:
         """In replay, ``(key, message)`` when ``body`` has no golden answer at call ``turn`` of the
         test, found before the candidate is asked (the lookup needs only the request); None when
-        it has one, when the mode records, or when the file is unreadable (the pairing says)."""
+        it has one, when the mode records, or when the file is unreadable (the pairing says).
+        ``follows``: the earlier call of the test whose candidate answer the request carries (a
+        framework's retry): then the message says so, and never to record it."""
         if self.mode != "none":
             return None
         try:
@@ -311,6 +318,8 @@ class ReferenceService:
                 return None
         except (GoldenError, ValueError):
             return None
+        if follows is not None:
+            return key, retry_message(follows)
         return key, self._missing_message(ctx.module, key, ctx.nodeid, turn)
 
     def completion_tokens(
@@ -531,6 +540,21 @@ class ReferenceService:
         )
         ctx.add(call)
         return ChatResult(call, completion=completion_from(rec))
+
+
+RETRY_MARK = "a framework's retry"  # run/outcomes.py adds the first call's verdict after it
+
+
+def retry_message(follows: int) -> str:
+    """A replay miss on a request that carries the candidate's own answer to call ``follows``:
+    the reference never saw that answer, so no golden answer exists, and recording one would ask
+    the reference to continue the candidate's conversation. Call ``follows`` is where to look."""
+    return (
+        f"no golden answer: this request carries the candidate's answer to call {follows} "
+        f"({RETRY_MARK} after it, e.g. instructor asking again after prose to a tool request), "
+        "a conversation the reference never had; do not record it: call "
+        f"{follows}'s answer is the failure"
+    )
 
 
 def _shown(path: Path) -> Path:

@@ -328,7 +328,10 @@ def failure_fix(call: Call) -> str | None:
 
 
 def shortened(
-    item: pytest.Item, ctx: TestContext | None, call: pytest.CallInfo[None]
+    item: pytest.Item,
+    ctx: TestContext | None,
+    call: pytest.CallInfo[None],
+    verdict: TestVerdict | None = None,
 ) -> pytest.ExceptionInfo[BaseException] | None:
     """Before pytest builds a failed call's report: when the failure is one ``one_line_failure``
     words, ``call.excinfo`` becomes that line as a ``pytest.fail`` without a traceback, and the
@@ -346,7 +349,7 @@ def shortened(
         return None
     if item.get_closest_marker("xfail") is not None:
         return None
-    line = one_line_failure(ctx, failed=True)
+    line = one_line_failure(ctx, failed=True, verdict=verdict)
     if line is None:
         return None
     try:
@@ -356,7 +359,9 @@ def shortened(
     return excinfo
 
 
-def one_line_failure(ctx: TestContext | None, failed: bool) -> str | None:
+def one_line_failure(
+    ctx: TestContext | None, failed: bool, verdict: TestVerdict | None = None
+) -> str | None:
     """A candidate that could not answer fails its tests with one readable line, not a traceback.
 
     Only server-side failures (``Call.error_kind``) are shortened: an HTTP error status is the
@@ -368,12 +373,27 @@ def one_line_failure(ctx: TestContext | None, failed: bool) -> str | None:
         return ctx.engine_error
     if ctx.misses:  # refused before the candidate was asked: the record command is the fix
         turn, _key, message = ctx.misses[0]
-        return f"pytest-slam: call {turn}: {message}"
+        return f"pytest-slam: call {turn}: {message}" + _retried(message, turn, verdict)
     for call in ctx.calls:
         fix = failure_fix(call)
         if fix:
             return f"pytest-slam: {call.error}. {fix}"
     return None
+
+
+def _retried(message: str, turn: int, verdict: TestVerdict | None) -> str:
+    """After a framework's retry miss (golden/reference.retry_message), the verdict of the call
+    it retried, which the terminal printed nowhere: ``; call 1: candidate called no tool ...``."""
+    from pytest_slam.golden.reference import RETRY_MARK
+
+    if RETRY_MARK not in message or verdict is None:
+        return ""
+    earlier = [p for p in verdict.problems if p.startswith("call ") and not _at(p, turn)]
+    return f"; {earlier[0]}" if earlier else ""
+
+
+def _at(problem: str, turn: int) -> bool:
+    return problem.startswith(f"call {turn}: ")
 
 
 def problems_message(model: str, problems: list[str]) -> str:

@@ -57,7 +57,12 @@ class GoldenSide(Protocol):
     ) -> int | None: ...
 
     def miss_before(
-        self, ctx: TestContext, body: JSONObject, turn: int, key: str | None
+        self,
+        ctx: TestContext,
+        body: JSONObject,
+        turn: int,
+        key: str | None,
+        follows: int | None = ...,
     ) -> tuple[str, str] | None: ...
 
     def chat(
@@ -371,7 +376,9 @@ class SwapRouter:
             return
         with ctx.lock:
             turn = len(ctx.calls) + len(ctx.flights) + 1
-        miss = self.golden.miss_before(ctx, body, turn, key)
+            earlier = list(ctx.calls)
+        follows = holds_an_answer_of(body, earlier)
+        miss = self.golden.miss_before(ctx, body, turn, key, follows)
         if miss is None:
             return
         with ctx.lock:
@@ -504,6 +511,34 @@ class SwapRouter:
             raise RouteError(404, "pytest-slam: this route does not serve embeddings")
         self._spec(route)  # an unknown route is refused as for any other call
         return self.embedder.serve(self.active, body, headers)
+
+
+def holds_an_answer_of(body: JSONObject, calls: list[Call]) -> int | None:
+    """The number (1-based) of the first of this test's candidate ``calls`` whose answer the
+    request carries as an assistant message, or None: a framework asking again after the
+    candidate's answer (instructor after prose to a tool request), a conversation the reference
+    never had, so it has no golden answer to find or to record."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return None
+    said = [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant"]
+    for number, call in enumerate(calls, start=1):
+        if call.role == "candidate" and call.ok and any(_is_answer(m, call) for m in said):
+            return number
+    return None
+
+
+def _is_answer(message: dict[str, object], call: Call) -> bool:
+    """Whether an assistant message is ``call``'s answer: its text, or its tool calls' arguments."""
+    text = message.get("content")
+    if isinstance(text, str) and text.strip() and text.strip() == call.text.strip():
+        return True
+    sent = message.get("tool_calls")
+    if not isinstance(sent, list) or not sent or not call.tool_calls:
+        return False
+    args = [(t.get("function") or {}).get("arguments") for t in sent if isinstance(t, dict)]
+    answered = [(t.get("function") or t).get("arguments") for t in call.tool_calls]
+    return args == answered
 
 
 def _passthrough_spec(original: Upstream) -> ModelSpec:
