@@ -233,13 +233,15 @@ def cut_message(ctx: TestContext | None) -> str | None:
 
 
 def failed_calls_message(nodeid: str, model: str, calls: list[Call], failed: list[Call]) -> str:
-    """One line: how many of the test's calls the candidate failed, of which kinds, the first."""
+    """One line: the first failed call's reason first (a report's row shows a message's start:
+    a runaway's reason was past its cut), then how many of the test's calls the candidate failed,
+    of which kinds, and who says so."""
     kinds = Counter(c.error_kind or "error" for c in failed)
     shown = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
     return (
-        f"pytest-slam: {nodeid}: {len(failed)} of {len(calls)} call(s) to {model} failed "
+        f"{failed[0].error}; {len(failed)} of {len(calls)} call(s) to {model} failed "
         f"({shown}), so the test counts as failed for {model}, also when the product caught "
-        f"the error: {failed[0].error}"
+        f"the error (pytest-slam, {nodeid})"
     )
 
 
