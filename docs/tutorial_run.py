@@ -29,6 +29,7 @@ COMMAND = "python docs/tutorial_run.py"
 
 PRODUCT = '''\
 """The product: support tickets triaged by a hosted model through the OpenAI SDK."""
+
 from openai import OpenAI
 
 client = OpenAI()
