@@ -430,10 +430,14 @@ class OneFailure:
 
 
 class _Crash:
-    """What pytest's short summary reads of a longrepr: ``reprcrash.message``."""
+    """What pytest reads of a longrepr's crash: ``message`` (the short summary), ``str`` of it
+    (``--tb=line``)."""
 
     def __init__(self, message: str) -> None:
         self.message = message
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def one_line_in_summary(report: pytest.TestReport) -> None:

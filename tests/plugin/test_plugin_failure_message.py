@@ -120,6 +120,13 @@ def test_the_short_summary_shows_the_first_fact_once(
     assert "- call 1: equivalence 0" in summary, summary
     if "COLUMNS" in env:
         assert len(summary) <= 80, summary
+        return
+    with FakeOpenAI("Enterprise") as ref, FakeOpenAI("The Pro plan") as near:  # --tb=line
+        pytester.makefile(".toml", pyproject=f'[tool.slam]\nreference = "{ref.base_url}#gpt-4"\n')
+        lined = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", f"--slm-models={near.base_url}#near", "--tb=line"
+        )  # fmt: skip
+    lined.stdout.fnmatch_lines(["call 1: equivalence 0.00 < 1.00 (exact)*(pytest-slam, near)"])
 
 
 FRAMEWORK = """
