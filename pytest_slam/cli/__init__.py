@@ -50,17 +50,33 @@ def project_settings(cwd: Path) -> Settings:
         raise SystemExit(exits.BAD_INPUT) from None
 
 
-def refresh(pytest_args: list[str]) -> int:
-    """Run the suite in record-all mode: the real reference answers every request again.
+def help_settings(cwd: Path) -> Settings:
+    """The project's settings for a help text's defaults; the built-in ones when the table is
+    bad: `slam ... --help` is how a user finds the fix, so it never fails on the table."""
+    try:
+        return from_table(read_table(cwd / "pyproject.toml"), root=cwd)
+    except SettingsError:
+        return Settings()
 
-    A store-wide change killed earlier is recovered first (one line, ``golden.journal``); the
-    run's every write then holds the store lock, so no promote or prune lands in the middle of one.
+
+def refresh(pytest_args: list[str]) -> int:
+    """Run the suite in record-all mode: the real reference answers every request again (only
+    the reference, unless the arguments ask for candidates: ``options.reference_only``).
+
+    ``slam config check`` runs first and a refresh stops on its lines (exit 2): a paid recording
+    should not start on a table that fails later. A store-wide change killed earlier is recovered
+    first (one line, ``golden.journal``); the run's every write then holds the store lock, so no
+    promote or prune lands in the middle of one.
     """
+    from pytest_slam.cli.config_docs import cmd_check
     from pytest_slam.cli.golden import _fail, say_recovered
     from pytest_slam.golden.fileformat import GoldenError
     from pytest_slam.golden.journal import journal_path
     from pytest_slam.golden.store import GoldenStore
 
+    checked = cmd_check()
+    if checked != exits.OK:
+        return checked
     settings = project_settings(Path.cwd())
     store = GoldenStore(Path(settings.golden_dir), settings.reference)
     try:
@@ -268,8 +284,15 @@ def main(argv: list[str] | None = None) -> int:
         argv.insert(
             1, "render"
         )  # `slam report RUN.json` is short for `slam report render RUN.json`
-    # `slam config ...` reads the table itself (check lists every problem), or not at all
-    settings = Settings() if argv[:1] == ["config"] else project_settings(Path.cwd())
+    # `slam config ...` reads the table itself (check lists every problem), or not at all; help
+    # is printed whatever the table holds (its defaults then are the built-in ones)
+    asks_help = argv[:1] == ["help"] or bool({"-h", "--help"} & set(argv))
+    if argv[:1] == ["config"]:
+        settings = Settings()
+    elif asks_help:
+        settings = help_settings(Path.cwd())
+    else:
+        settings = project_settings(Path.cwd())
     args = build_parser(settings).parse_args(argv)
     try:
         return int(args.func(args))

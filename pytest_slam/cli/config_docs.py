@@ -134,7 +134,7 @@ def add_commands(config: argparse.ArgumentParser) -> None:
         sub.add_parser(name, help=text, description=text)
     for name, func in (("schema", _cmd_schema), ("reference", _cmd_reference)):
         sub.choices[name].set_defaults(func=func)
-    sub.choices["check"].set_defaults(func=_cmd_check)
+    sub.choices["check"].set_defaults(func=cmd_check)
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
@@ -147,7 +147,7 @@ def _cmd_reference(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_check(args: argparse.Namespace) -> int:
+def cmd_check(args: argparse.Namespace | None = None) -> int:
     """Every problem in one run, each one line on stderr, exit 2: the table's own (each key,
     section key and model table apart), then what a run of the rest would need (config_check.py)."""
     from pytest_slam.cli import exits

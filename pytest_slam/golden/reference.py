@@ -307,11 +307,18 @@ class ReferenceService:
         return self.completion_tokens(ctx.module, body, key)
 
     def miss_before(
-        self, ctx: CallerContext, body: dict[str, JSON], turn: int, key: str | None = None
+        self,
+        ctx: CallerContext,
+        body: dict[str, JSON],
+        turn: int,
+        key: str | None = None,
+        follows: int | None = None,
     ) -> tuple[str, str] | None:
         """In replay, ``(key, message)`` when ``body`` has no golden answer at call ``turn`` of the
         test, found before the candidate is asked (the lookup needs only the request); None when
-        it has one, when the mode records, or when the file is unreadable (the pairing says)."""
+        it has one, when the mode records, or when the file is unreadable (the pairing says).
+        ``follows``: the earlier call of the test whose candidate answer the request carries (a
+        framework's retry): then the message says so, and never to record it."""
         if self.mode != "none":
             return None
         try:
@@ -321,6 +328,8 @@ class ReferenceService:
                 return None
         except (GoldenError, ValueError):
             return None
+        if follows is not None:
+            return key, retry_message(follows)
         return key, self._missing_message(ctx.module, key, ctx.nodeid, turn)
 
     def completion_tokens(
@@ -509,12 +518,17 @@ class ReferenceService:
         return sent, sent.call.error or ""
 
     def chat(
-        self, ctx: CallerContext | None, body: dict[str, JSON], relay: Relay | None
+        self,
+        ctx: CallerContext | None,
+        body: dict[str, JSON],
+        relay: Relay | None,
+        role: str = "reference",
     ) -> ChatResult:
         """Serve the ``gpt4_reference`` client: the golden answer, as the API would return it.
 
         A miss or a failed recording becomes an API error carrying the message, so the test's
-        client raises it instead of a bare connection error.
+        client raises it instead of a bare connection error. ``role`` ``candidate``: the test's
+        own call in a run that records the reference only (its tests run on the reference).
         """
         from pytest_slam.swap.proxy import RouteError
 
@@ -529,7 +543,7 @@ class ReferenceService:
         ans = rec.answers[0]
         call = Call(
             model=self.spec.name,
-            role="reference",
+            role=role,
             request=body,
             text=ans.text,
             finish_reason=ans.finish_reason,
@@ -546,6 +560,21 @@ class ReferenceService:
         )
         ctx.add(call)
         return ChatResult(call, completion=completion_from(rec))
+
+
+RETRY_MARK = "a framework's retry"  # run/outcomes.py adds the first call's verdict after it
+
+
+def retry_message(follows: int) -> str:
+    """A replay miss on a request that carries the candidate's own answer to call ``follows``:
+    the reference never saw that answer, so no golden answer exists, and recording one would ask
+    the reference to continue the candidate's conversation. Call ``follows`` is where to look."""
+    return (
+        f"no golden answer: this request carries the candidate's answer to call {follows} "
+        f"({RETRY_MARK} after it, e.g. instructor asking again after prose to a tool request), "
+        "a conversation the reference never had; do not record it: call "
+        f"{follows}'s answer is the failure"
+    )
 
 
 def _shown(path: Path) -> Path:

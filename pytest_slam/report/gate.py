@@ -272,12 +272,25 @@ def _not_swapped(row: ModelRow) -> Breach:
     return Breach(row.model, NOT_SWAPPED_RULE, row.tests_not_swapped, 0, message)
 
 
+# What a rule's metric needs, said where it was not measured (a new team's gate, copied from the
+# tutorial, failed every unpriced candidate with a bare "not measured": issue 52)
+NEEDS = {
+    "max_cost_ratio": (
+        "; a cost ratio needs the prices of {model} and of the reference: set hourly_usd (its "
+        "machine's USD per hour) in [tool.slam.models.{model}], or its per-token prices in "
+        "[tool.slam.prices.{model}]; or leave max_cost_ratio out of the gate"
+    ),
+}
+
+
 def _check_rule(
     row: ModelRow, rule: str, attr: str, kind: str, show: Callable[[float], str], limit: float
 ) -> Breach | None:
     measured = getattr(row, attr)
     if measured is None:
-        return Breach(row.model, rule, None, limit, f"{rule}: not measured (limit {show(limit)})")
+        needs = NEEDS.get(rule, "").format(model=row.model)
+        message = f"{rule}: not measured (limit {show(limit)}){needs}"
+        return Breach(row.model, rule, None, limit, message)
     broken = measured < limit if kind == "min" else measured > limit
     if not broken:
         return None

@@ -91,14 +91,12 @@ class Accounting:
                 f"the request, or raise [tool.slam] cap_factor / cap_margin or {CAP_OPTION}"
             )
         if ran:
-            lines.append(
-                f"structured cap: the candidate ran away in {len(ran)} test(s) ({_shown(ran)}): a "
-                f"JSON or tool answer hit the cap derived from the reference's answer (at least "
-                f"{STRUCTURED_FACTOR:g} x its tokens + {STRUCTURED_MARGIN}, and what a whole answer "
-                "of the request's own schema needs) and was stopped there before it was whole "
-                "JSON, a failed call of the candidate; set "
-                "max_tokens in the request, or raise [tool.slam] cap_factor / cap_margin or "
-                f"{CAP_OPTION}"
+            lines.append(  # as short as the generation cap's line above (issue 52)
+                f"structured cap: the candidate ran away in {len(ran)} test(s) ({_shown(ran)}): "
+                f"a JSON or tool answer was not whole at the cap derived from the reference's "
+                f"({STRUCTURED_FACTOR:g} x its tokens + {STRUCTURED_MARGIN}, or what the schema "
+                "needs), a failed call; set max_tokens in the request, or raise [tool.slam] "
+                f"cap_factor / cap_margin or {CAP_OPTION}"
             )
         return lines
 

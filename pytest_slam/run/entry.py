@@ -200,7 +200,7 @@ class TestEntry:
             return None
         from pytest_slam.run.outcomes import shortened
 
-        return shortened(item, item.stash.get(CTX, None), call)
+        return shortened(item, item.stash.get(CTX, None), call, item.stash.get(VERDICT, None))
 
     def annotate(
         self, item: pytest.Item, report: pytest.TestReport, crash: str | None = None
@@ -242,8 +242,8 @@ class TestEntry:
         # An extra attribute, as pytest's own ``TestReport(**extra)`` sets them: xdist ships it.
         vars(report)["slam"] = outcome
         attach_junit_properties(item, report, outcome)
-        line = one_line_failure(ctx, report.failed)
         verdict = item.stash.get(VERDICT, None)
+        line = one_line_failure(ctx, report.failed, verdict)
         if line:
             report.longrepr = line
         elif report.failed and report.when == "call":

@@ -8,12 +8,13 @@ Help text rule (as in pytest-xdist): capital first letter; a period only between
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_slam.settings import MAX_CONCURRENCY, RECORD_MODES
+from pytest_slam.settings import MAX_CONCURRENCY, RECORD_MODES, Settings
 
 if TYPE_CHECKING:
     import pytest
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 MODELS = "--slm-models"
 RECORD = "--slm-record"
 REFRESH = "--slm-refresh-golden"
+WITH_CANDIDATES = "--slm-with-candidates"
 PRUNE = "--slm-prune"
 REFERENCE = "--slm-reference"
 GOLDEN_DIR = "--slm-golden-dir"
@@ -213,6 +215,14 @@ def add_options(add: Callable[..., object]) -> None:
         "new_episodes read as new, rewrite as all)",
     )
     add(
+        WITH_CANDIDATES,
+        dest="slm_with_candidates",
+        action="store_true",
+        default=False,
+        help=f"With {RECORD}: run the candidates too (default: a recording run asks only the "
+        f"reference, unless {MODELS} names candidates)",
+    )
+    add(
         REFRESH,
         dest="slm_refresh",
         action="store_true",
@@ -380,6 +390,31 @@ def overrides(option: argparse.Namespace, table: Mapping[str, Any] | None = None
         if value is not None:
             out[key] = value
     return out
+
+
+WITH_CANDIDATES_ENV = "SLAM_WITH_CANDIDATES"  # 1: as --slm-with-candidates, for every run
+
+
+def reference_only(option: argparse.Namespace, settings: Settings) -> bool:
+    """Whether this run records the reference's answers and asks no candidate: a recording run
+    (``--slm-record``, a refresh) that has a reference and was not asked for candidates, by
+    ``--slm-models``, ``--slm-with-candidates`` or ``$SLAM_WITH_CANDIDATES=1``. Recording is for
+    goldens: running every candidate too cost a user 544 s of SmolLM2 (issue 52)."""
+    if settings.record == "none" or not settings.has_reference:
+        return False
+    if getattr(option, "slm_models", None) or getattr(option, "slm_with_candidates", False):
+        return False
+    return os.environ.get(WITH_CANDIDATES_ENV, "").strip() not in ("1", "true", "yes")
+
+
+def reference_only_line(reference: str, candidates: list[str]) -> str:
+    """What a reference-only recording run says once, with how to run the candidates."""
+    names = ", ".join(candidates) or "the default"
+    return (
+        f"pytest-slam: recorded the reference ({reference}) only; the candidates ({names}) were "
+        f"not run: `pytest` replays them against these goldens, or add {WITH_CANDIDATES} to "
+        "record and run them in one go"
+    )
 
 
 def check_writable(path: str | None, flag: str) -> str | None:

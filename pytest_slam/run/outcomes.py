@@ -233,13 +233,15 @@ def cut_message(ctx: TestContext | None) -> str | None:
 
 
 def failed_calls_message(nodeid: str, model: str, calls: list[Call], failed: list[Call]) -> str:
-    """One line: how many of the test's calls the candidate failed, of which kinds, the first."""
+    """One line: the first failed call's reason first (a report's row shows a message's start:
+    a runaway's reason was past its cut), then how many of the test's calls the candidate failed,
+    of which kinds, and who says so."""
     kinds = Counter(c.error_kind or "error" for c in failed)
     shown = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
     return (
-        f"pytest-slam: {nodeid}: {len(failed)} of {len(calls)} call(s) to {model} failed "
+        f"{failed[0].error}; {len(failed)} of {len(calls)} call(s) to {model} failed "
         f"({shown}), so the test counts as failed for {model}, also when the product caught "
-        f"the error: {failed[0].error}"
+        f"the error (pytest-slam, {nodeid})"
     )
 
 
@@ -313,10 +315,25 @@ _FIXES = {
         "in the request, or raise [tool.slam] cap_factor / cap_margin or max_tokens_cap."
     ),
 }
+# the product's own client (or its framework: the agents SDK, LiteLLM) ended the call, not ours
+CALLER_TIMEOUT_FIX = (
+    "The product's own client timeout ended it, not the model's timeout_s: raise the timeout the "
+    "product (or its framework) sets, or choose a faster candidate."
+)
+
+
+def failure_fix(call: Call) -> str | None:
+    """The fix a failed call's one line ends with; None for a failure that is the product's."""
+    from pytest_slam.swap.chat import left_by_caller
+
+    return CALLER_TIMEOUT_FIX if left_by_caller(call) else _FIXES.get(call.error_kind or "")
 
 
 def shortened(
-    item: pytest.Item, ctx: TestContext | None, call: pytest.CallInfo[None]
+    item: pytest.Item,
+    ctx: TestContext | None,
+    call: pytest.CallInfo[None],
+    verdict: TestVerdict | None = None,
 ) -> pytest.ExceptionInfo[BaseException] | None:
     """Before pytest builds a failed call's report: when the failure is one ``one_line_failure``
     words, ``call.excinfo`` becomes that line as a ``pytest.fail`` without a traceback, and the
@@ -334,7 +351,7 @@ def shortened(
         return None
     if item.get_closest_marker("xfail") is not None:
         return None
-    line = one_line_failure(ctx, failed=True)
+    line = one_line_failure(ctx, failed=True, verdict=verdict)
     if line is None:
         return None
     try:
@@ -344,7 +361,9 @@ def shortened(
     return excinfo
 
 
-def one_line_failure(ctx: TestContext | None, failed: bool) -> str | None:
+def one_line_failure(
+    ctx: TestContext | None, failed: bool, verdict: TestVerdict | None = None
+) -> str | None:
     """A candidate that could not answer fails its tests with one readable line, not a traceback.
 
     Only server-side failures (``Call.error_kind``) are shortened: an HTTP error status is the
@@ -356,18 +375,77 @@ def one_line_failure(ctx: TestContext | None, failed: bool) -> str | None:
         return ctx.engine_error
     if ctx.misses:  # refused before the candidate was asked: the record command is the fix
         turn, _key, message = ctx.misses[0]
-        return f"pytest-slam: call {turn}: {message}"
+        return f"pytest-slam: call {turn}: {message}" + _retried(message, turn, verdict)
     for call in ctx.calls:
-        fix = _FIXES.get(call.error_kind or "")
+        fix = failure_fix(call)
         if fix:
             return f"pytest-slam: {call.error}. {fix}"
     return None
 
 
+def _retried(message: str, turn: int, verdict: TestVerdict | None) -> str:
+    """After a framework's retry miss (golden/reference.retry_message), the verdict of the call
+    it retried, which the terminal printed nowhere: ``; call 1: candidate called no tool ...``."""
+    from pytest_slam.golden.reference import RETRY_MARK
+
+    if RETRY_MARK not in message or verdict is None:
+        return ""
+    earlier = [p for p in verdict.problems if p.startswith("call ") and not _at(p, turn)]
+    return f"; {earlier[0]}" if earlier else ""
+
+
+def _at(problem: str, turn: int) -> bool:
+    return problem.startswith(f"call {turn}: ")
+
+
 def problems_message(model: str, problems: list[str]) -> str:
     """The failure of a test whose own assertions passed and whose swap checks did not: the first
-    reason on the first line (pytest's short summary shows only that line), the rest under it."""
-    return f"pytest-slam ({model}): " + "\n  ".join(problems)
+    reason on the first line, its first fact first (pytest's short summary shows only that line,
+    cut at the terminal's width after the node id: ``pytest-slam (near): cal…`` showed none),
+    who said it after it, the rest under it."""
+    return said_by(model, "\n  ".join(problems))
+
+
+def said_by(model: str, text: str) -> str:
+    """``text`` with who said it after its first line: ``(pytest-slam, MODEL)``."""
+    first, newline, rest = text.partition("\n")
+    return f"{first} (pytest-slam, {model}){newline}{rest}"
+
+
+class OneFailure:
+    """A failed test's report text (``TestReport.longrepr``) whose short-summary message is its
+    first line. pytest shows a string longrepr whole in the short summary on CI (``CI=true``), so
+    a near miss's table was printed twice, under the failure and again in the summary; this is
+    printed whole under the failure only (pytest calls ``toterminal``; JUnit and xdist ``str``)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.reprcrash = _Crash(text.split("\n", 1)[0])
+
+    def toterminal(self, tw: object) -> None:
+        tw.line(self.text)  # type: ignore[attr-defined]
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class _Crash:
+    """What pytest reads of a longrepr's crash: ``message`` (the short summary), ``str`` of it
+    (``--tb=line``)."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def one_line_in_summary(report: pytest.TestReport) -> None:
+    """A swapped test's failure text of several lines (``report.slam`` set: its outcome, on the
+    report as xdist ships it) keeps only its first line for pytest's short summary."""
+    text = report.longrepr
+    if report.failed and isinstance(text, str) and "\n" in text and hasattr(report, "slam"):
+        report.longrepr = OneFailure(text)  # type: ignore[assignment]
 
 
 def verdict_failure(ctx: TestContext | None, verdict: TestVerdict | None) -> str | None:

@@ -14,7 +14,9 @@ has run longer than the interval (``--slm-heartbeat`` / ini ``slm_heartbeat``, s
 it off) it says one line for all of them: how many tests are done of how many (``3 of 7 tests``), then
 the test (or engine, for its warm-up call) and its oldest call's time, then each call's model,
 role, tokens so far (and time, after the first). A call is named again at twice its age (10 s,
-20 s, 40 s, ...), so a slow run says a few lines, not one per call every interval.
+20 s, 40 s, ...); calls fetched ahead, which start one after another, are named again no sooner
+than the oldest of them in the last line has run again as long; so a slow run says a few lines,
+not one per call every interval.
 
 Under xdist the controller speaks for its workers. A worker's calls run while its test runs, and
 xdist has no live channel from a worker's test to the controller (its events are fixed: reports,
@@ -99,6 +101,7 @@ class Progress:
         self._owed: Owed = ""  # a heartbeat ended pytest's line: reopen it for its next result
         self._beats: dict[InFlight, int] = {}  # how many times each long call was named
         self._names: dict[InFlight, str] = {}  # the test (or engine) each call belongs to
+        self._quiet_until = 0.0  # no line for calls fetched ahead before this (perf_counter)
         self._socket: socket.socket | None = None
         self._secret = secrets.token_hex(16)
         self._to: tuple[str, int] | None = None  # a worker's controller
@@ -240,13 +243,20 @@ class Progress:
                 self._names.setdefault(flight, flight.label or self.label or self.test or "")
             self._beats = {f: self._beats.get(f, 0) for f in flights}
             self._names = {f: self._names[f] for f in flights}
-            if not any(now >= self._due(f) for f in flights):
+            # calls fetched ahead start one after another, each due on its own schedule, and
+            # said a line at every step of each (45 lines for 2 tests, issue 52): one of them is
+            # due only once the oldest named in the last line has run again as long
+            quiet = now < self._quiet_until
+            if not any(now >= self._due(f) for f in flights if not (quiet and _fetched(f))):
                 return
             long = [f for f in flights if now - f.start >= self.interval_s]
             for flight in long:
                 while now >= self._due(flight):
                     self._beats[flight] += 1
             self.say(self.line(long, now), beat=True)
+            fetched = [f.start for f in long if _fetched(f)]
+            if fetched:
+                self._quiet_until = now + max(self.interval_s, now - min(fetched))
 
     def _due(self, flight: InFlight) -> float:
         return flight.start + self.interval_s * float(2 ** self._beats[flight])
@@ -330,6 +340,11 @@ class Progress:
             self.test = None
             self.done += 1
             return (yield)
+
+
+def _fetched(flight: InFlight) -> bool:
+    """A call fetched ahead of its test (swap/ahead.py labels it so)."""
+    return bool(flight.label and flight.label.startswith("fetched ahead"))
 
 
 def end_pytest_line(terminal: pytest.TerminalReporter) -> Owed:

@@ -71,7 +71,9 @@ def _repeat(slam: SlamSession, item: pytest.Function) -> Generator[None, object,
             ctx.calls = every_call
     item.stash[RESULT] = result
     if not result.reached:
-        pytest.fail(f"pytest-slam ({ctx.model.name}): {result.message()}", pytrace=False)
+        from pytest_slam.run.outcomes import said_by
+
+        pytest.fail(said_by(ctx.model.name, result.message()), pytrace=False)
     return True
 
 

@@ -173,6 +173,9 @@ class SlamSession:
         return self.selection.is_swapped(item)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        from pytest_slam.run.outcomes import one_line_in_summary
+
+        one_line_in_summary(report)  # a near miss's table once, under its failure (CI=true)
         self.accounting.logreport(report)
 
     # -- the end ---------------------------------------------------------------------------------------

@@ -55,13 +55,17 @@ class Models:
         return [*self.specs.values(), self.reference, self.judge]
 
 
-def resolve_models(config: pytest.Config, settings: Settings, armed: bool) -> Models:
+def resolve_models(
+    config: pytest.Config, settings: Settings, armed: bool, reference_only: bool = False
+) -> Models:
     """Resolve every model spec up front, so a typo fails at the door as a usage error.
 
-    ``pytest_slam_models`` (hookspecs.py) may edit the candidate list first.
+    ``pytest_slam_models`` (hookspecs.py) may edit the candidate list first. A run that records
+    the reference only (``options.reference_only``) runs its tests once, on the reference: no
+    candidate is resolved, so none is started.
     """
-    names = list(settings.models or [model_specs.DEFAULT_MODEL])
-    if armed:
+    names = [] if reference_only else list(settings.models or [model_specs.DEFAULT_MODEL])
+    if armed and not reference_only:
         config.hook.pytest_slam_models(config=config, models=names)
     specs = {s.name: s for s in model_specs.resolve_all(names, settings.model_table)}
     override = getattr(config.option, "slm_concurrency", None)
@@ -81,6 +85,8 @@ def resolve_models(config: pytest.Config, settings: Settings, armed: bool) -> Mo
         if other is not None and other.adaptive is None:  # a candidate's own: resolved above
             other.adaptive = adapts(other, override, settings.concurrency)
             other.concurrency = concurrency_of(other, override, settings.concurrency)
+    if reference_only and reference is not None:
+        specs = {reference.name: reference}  # the router answers it from the golden side
     models = Models(specs, reference, judge, _embeddings(settings))
     from pytest_slam.golden.redact import secret_env
 
@@ -113,18 +119,24 @@ def configure(config: pytest.Config) -> SlamSession:
     rootpath = Path(config.rootpath)
     settings = from_table(table, cli, root=rootpath)
     armed = settings.configured or "candidates" in cli or bool(config.getini("slm_paths"))
-    models = resolve_models(config, settings, armed)
+    only = options.reference_only(config.option, settings)
+    if only:  # its one row is the reference against its own answers: nothing for a gate to judge
+        settings.gate, settings.baseline = {}, {}
+    models = resolve_models(config, settings, armed, only)
     role = process_role(config)
     selection = _selection(config, settings, armed, role, list(models.specs))
     summary = Summary(rootpath)
     note = options.record_note(config.option)
     if note and role != "worker":
         summary.append(note)
+    if only and armed and role != "worker" and models.reference is not None:
+        named = settings.models or [model_specs.DEFAULT_MODEL]
+        summary.append(options.reference_only_line(models.reference.name, named))
     allowed_hosts = options.allowed_hosts(config)
     started = utc_now()
     progress = open_progress(config, role) if armed else None
     errors: dict[str, str] = {}  # model name -> why its engine did not start
-    candidates = list(models.specs.values())
+    candidates = [] if only else list(models.specs.values())  # the reference's own engine: below
     engines = Engines(
         config,
         settings,

@@ -153,6 +153,7 @@ def build_swap(inputs: SwapInputs) -> Swap:
         limiters=limits,
         cache=cache,
         cap=(settings.cap_factor, settings.cap_margin),
+        recording=_recorded_only(inputs),
     )
     if reference is not None and reference.ahead is not None:  # a refresh: closed and counted
         # with the candidates' (its own recordings claim them)
@@ -161,6 +162,13 @@ def build_swap(inputs: SwapInputs) -> Swap:
     swap = Swap(router, SwapProxy(router).start(), golden, ahead, cache, limits, hosts)
     swap.point_env()
     return swap
+
+
+def _recorded_only(inputs: SwapInputs) -> ModelSpec | None:
+    """The reference when the run's tests run on it (a recording run asked for no candidate:
+    run/startup.py resolve_models), else None."""
+    spec = inputs.reference_spec
+    return spec if spec is not None and inputs.specs.get(spec.name) is spec else None
 
 
 def golden_side(inputs: SwapInputs) -> Golden | None:

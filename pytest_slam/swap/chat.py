@@ -458,6 +458,15 @@ def hold_seconds(headers: dict[str, str]) -> float | None:
     return None
 
 
+CALLER_LEFT = ("the caller gave up", "the caller stopped reading")  # caller_left's words
+
+
+def left_by_caller(call: Call) -> bool:
+    """Whether the call's timeout was its caller's own (``caller_left``), not the model's
+    ``timeout_s``: the fix is then the product's client timeout, not the model table."""
+    return call.error_kind == "timeout" and (call.error or "").startswith(CALLER_LEFT)
+
+
 def caller_left(call: Call, timeout_s: float | None = None, stopped: bool = False) -> None:
     """The product's client gave up (its own read timeout) before this call's answer reached it:
     the product never saw the answer (``stopped``: not all of a stream), so the call is a failed

@@ -58,11 +58,16 @@ class GoldenSide(Protocol):
     ) -> int | None: ...
 
     def miss_before(
-        self, ctx: TestContext, body: JSONObject, turn: int, key: str | None
+        self,
+        ctx: TestContext,
+        body: JSONObject,
+        turn: int,
+        key: str | None,
+        follows: int | None = ...,
     ) -> tuple[str, str] | None: ...
 
     def chat(
-        self, ctx: TestContext | None, body: JSONObject, relay: Relay | None
+        self, ctx: TestContext | None, body: JSONObject, relay: Relay | None, role: str = ...
     ) -> ChatResult: ...
 
 
@@ -222,8 +227,11 @@ class SwapRouter:
         limiters: dict[str, Limiter] | None = None,
         cache: AnswerCache | None = None,
         cap: tuple[float, int] = (2.0, 64),  # [tool.slam] cap_factor, cap_margin
+        recording: ModelSpec | None = None,
     ) -> None:
         self.models = models
+        # the reference, in a run that records it only: its tests' calls are the golden side's
+        self.recording = recording
         self.original = original
         self.active: TestContext | None = None
         self.targets = targets or Targets()
@@ -304,6 +312,8 @@ class SwapRouter:
             if self.golden is None:
                 raise RouteError(404, "pytest-slam: no reference model is configured")
             return self.golden.chat(ctx, body, relay)
+        if self.golden is not None and self._recorded_only(route):
+            return self.golden.chat(ctx, body, relay, role="candidate")
         call = self.prepare(ctx, route, body)
         flight = call.ctx.begin(call.target, body, call.key) if call.ctx and call.own else None
         try:
@@ -315,6 +325,15 @@ class SwapRouter:
                 call.ctx.end(flight, flight.call)
             raise
         return self.account(call, flight, result, gone)
+
+    def _recorded_only(self, route: str) -> bool:
+        """A call of a test that runs on the reference in a run recording it only: answered (and
+        recorded) by the golden side, once, as the test's own call (so it is paired and shown)."""
+        return (
+            self.recording is not None
+            and self.active is not None
+            and (self._spec(route) is self.recording)
+        )
 
     # -- prepare -----------------------------------------------------------------------------
 
@@ -358,7 +377,9 @@ class SwapRouter:
             return
         with ctx.lock:
             turn = len(ctx.calls) + len(ctx.flights) + 1
-        miss = self.golden.miss_before(ctx, body, turn, key)
+            earlier = list(ctx.calls)
+        follows = holds_an_answer_of(body, earlier)
+        miss = self.golden.miss_before(ctx, body, turn, key, follows)
         if miss is None:
             return
         with ctx.lock:
@@ -490,6 +511,34 @@ class SwapRouter:
             raise RouteError(404, "pytest-slam: this route does not serve embeddings")
         self._spec(route)  # an unknown route is refused as for any other call
         return self.embedder.serve(self.active, body, headers)
+
+
+def holds_an_answer_of(body: JSONObject, calls: list[Call]) -> int | None:
+    """The number (1-based) of the first of this test's candidate ``calls`` whose answer the
+    request carries as an assistant message, or None: a framework asking again after the
+    candidate's answer (instructor after prose to a tool request), a conversation the reference
+    never had, so it has no golden answer to find or to record."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return None
+    said = [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant"]
+    for number, call in enumerate(calls, start=1):
+        if call.role == "candidate" and call.ok and any(_is_answer(m, call) for m in said):
+            return number
+    return None
+
+
+def _is_answer(message: dict[str, object], call: Call) -> bool:
+    """Whether an assistant message is ``call``'s answer: its text, or its tool calls' arguments."""
+    text = message.get("content")
+    if isinstance(text, str) and text.strip() and text.strip() == call.text.strip():
+        return True
+    sent = message.get("tool_calls")
+    if not isinstance(sent, list) or not sent or not call.tool_calls:
+        return False
+    args = [(t.get("function") or {}).get("arguments") for t in sent if isinstance(t, dict)]
+    answered = [(t.get("function") or t).get("arguments") for t in call.tool_calls]
+    return args == answered
 
 
 def _passthrough_spec(original: Upstream) -> ModelSpec:

@@ -51,7 +51,7 @@ def test_pass_rate_against_pass_fraction(
         return
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
-        "*pytest-slam (SmolLM2-135M-Instruct): passed 2 of 4 runs (rate 0.50), below pass_fraction 1.00",
+        "*passed 2 of 4 runs (rate 0.50), below pass_fraction 1.00 (pytest-slam, SmolLM2-135M-Instruct)",
         "*run 2: AssertionError: fails on every other run",
         "*run 4: AssertionError: fails on every other run",
     ])  # fmt: skip

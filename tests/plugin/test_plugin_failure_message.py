@@ -77,9 +77,56 @@ def test_answer():
             "-rf",
         )  # fmt: skip
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(
-        ["FAILED test_answer.py::test_answer[[]near[]] - pytest-slam (near): call 1: equiva*"]
-    )
+    result.stdout.fnmatch_lines(["FAILED test_answer.py::test_answer[[]near[]] - call 1: equiva*"])
+
+
+TWO_CALLS = """
+import pytest, openai
+
+pytestmark = [pytest.mark.slm, pytest.mark.slm_equivalence(by="exact")]
+
+def test_answer():
+    client = openai.OpenAI()
+    for question in ("Which plan?", "Which region?"):
+        r = client.chat.completions.create(
+            model="gpt-4", messages=[{"role": "user", "content": question}])
+        assert r.choices[0].message.content
+"""
+
+
+@pytest.mark.parametrize("env", [{"CI": "true"}, {"COLUMNS": "80"}], ids=["CI", "80 columns"])
+def test_the_short_summary_shows_the_first_fact_once(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, env: dict[str, str]
+) -> None:
+    """A reason of several lines is printed whole under the failure and by its first line in
+    the short summary, on CI too (it was printed twice); at 80 columns that line shows the first
+    fact (the failed call and its measure), not ``pytest-slam (near): cal…``."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    if "CI" not in env:
+        monkeypatch.delenv("CI", raising=False)
+    pytester.makepyfile(test_answer=TWO_CALLS)
+    with FakeOpenAI("Enterprise") as ref, FakeOpenAI("The Pro plan") as near:
+        pytester.makefile(".toml", pyproject=f'[tool.slam]\nreference = "{ref.base_url}#gpt-4"\n')
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", f"--slm-models={near.base_url}#near", "--slm-record=new",
+            "-rf",
+        )  # fmt: skip
+    result.assert_outcomes(failed=1)
+    out = result.stdout.lines
+    second = [i for i, line in enumerate(out) if line.strip().startswith("call 2: equivalence")]
+    assert len(second) == 1, result.stdout.str()  # the second reason once, under the failure
+    [summary] = [line for line in out if line.startswith("FAILED ")]
+    assert "- call 1: equivalence 0" in summary, summary
+    if "COLUMNS" in env:
+        assert len(summary) <= 80, summary
+        return
+    with FakeOpenAI("Enterprise") as ref, FakeOpenAI("The Pro plan") as near:  # --tb=line
+        pytester.makefile(".toml", pyproject=f'[tool.slam]\nreference = "{ref.base_url}#gpt-4"\n')
+        lined = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", f"--slm-models={near.base_url}#near", "--tb=line"
+        )  # fmt: skip
+    lined.stdout.fnmatch_lines(["call 1: equivalence 0.00 < 1.00 (exact)*(pytest-slam, near)"])
 
 
 FRAMEWORK = """

@@ -15,6 +15,8 @@ def test_help_lists_every_option_in_one_group(pytester: pytest.Pytester) -> None
             "  --slm-models=A,B,...*Run opted-in tests once per model: names from*",
             "*--slm-record={none,new,all}*",
             "*Golden answers: none replays only (default, for CI);*",
+            "  --slm-with-candidates",
+            "*With --slm-record: run the candidates too*",
             "  --slm-refresh-golden*Short for --slm-record=all",
             "  --slm-prune*Remove golden entries that no test asked for in this*",
             "  --slm-reference=SPEC*",
@@ -47,7 +49,7 @@ def test_help_lists_every_option_in_one_group(pytester: pytest.Pytester) -> None
         for value in vars(options).values()
         if isinstance(value, str) and value.startswith("--")
     ]
-    assert all(f.startswith("--slm-") for f in flags) and len(flags) == 18
+    assert all(f.startswith("--slm-") for f in flags) and len(flags) == 19
     assert all(f in result.stdout.str() for f in flags)
 
 

@@ -304,3 +304,25 @@ def test_a_ci_log_gets_the_engine_lines_whole(
     assert any(len(ln) > 80 for ln in engine), engine  # longer than the width, and whole
     model_file = next(ln for ln in engine if "model file" in ln)
     assert re.search(r"SmolLM2-135M-Instruct\S*\.gguf \(\d+ MB\)$", model_file), model_file
+
+
+MANY_SUITE = LONG_SUITE.replace("[1, 2]", "range(6)")
+
+
+def test_calls_fetched_ahead_do_not_flood_the_heartbeat(
+    pytester: pytest.Pytester, slow: FakeOpenAI, fake_gpt4: FakeOpenAI
+) -> None:
+    """Six slow calls fetched ahead two at a time start one pair after another, each named on its
+    own schedule: the run said a line at nearly every beat. A line now follows the last no sooner
+    than the oldest call it named has run again as long (issue 52)."""
+    long_project(pytester, slow)
+    pytester.makepyfile(test_slow=MANY_SUITE)
+    toml = pytester.path / "pyproject.toml"
+    toml.write_text(toml.read_text().replace('"none"', f'"{fake_gpt4.base_url}#gpt-4"'))
+    pytester.runpytest_subprocess("--slm-record=new", "--slm-heartbeat=0")  # the goldens
+    result = pytester.runpytest_subprocess("--slm-heartbeat=0.5", "--slm-concurrency=2")
+    result.assert_outcomes(passed=6)
+    beats = [ln for ln in result.outlines if ln.startswith("pytest-slam: ") and "(candidate)" in ln]
+    assert beats, result.stdout.str()
+    # about 3 x 2.6 s of calls: lines at 0.5, 1, 2 s, then about one a 2.6 s round
+    assert len(beats) <= 7, "\n".join(beats)

@@ -185,3 +185,5 @@ reference = "{ref.base_url}#gpt-4"
     joined = " ".join(" ".join(block).split())
     assert "(test_json.py::test_classify[runaway])" in joined  # the test id whole
     assert joined.endswith("[tool.slam] max_tokens_cap = N)"), joined
+    # no longer than the generation cap's note beside it (it was 629 characters in one run)
+    assert len(joined) - len("(test_json.py::test_classify[runaway])") < 360, len(joined)

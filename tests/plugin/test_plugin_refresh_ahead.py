@@ -200,7 +200,9 @@ def test_a_failed_fetched_call_fails_its_test_as_a_live_one_does(
         lines = [
             line
             for line in result.outlines
-            if line.startswith("pytest-slam (mini)") and "recording from reference" in line
+            if line.startswith("call ")
+            and line.endswith("(pytest-slam, mini)")
+            and "recording from reference" in line
         ]
         failures[way] = [line.replace(reference.base_url, "URL") for line in lines]
         assert _answers(pytester.path)["question 7"] == before["question 7"], way

@@ -92,6 +92,7 @@ reference = "{ref.base_url}#gpt-4"
     assert call["completion_tokens"] == cap and call["finish_reason"] == "length"  # stopped there
     assert ran["outcome"] == "failed" and named in ran["message"]
     assert "call(s) to runaway failed (runaway 1)" in ran["message"]
+    assert ran["message"].startswith(named)  # the reason first, where a row's cut shows it
     kept = by_model["neat"]
     assert kept["outcome"] == "passed" and kept["message"] is None
     assert not kept["calls"][0]["cut_by_cap"] and kept["calls"][0]["finish_reason"] == "stop"

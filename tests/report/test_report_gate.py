@@ -102,7 +102,12 @@ def test_unmeasured_metric_is_a_breach_not_a_pass() -> None:
             p["reference_cost_usd"] = None
     verdict = aggregate(outcomes, synth.run_info((synth.QWEN,)))
     (entry,) = evaluate(Gate(max_cost_ratio=0.1), verdict).models
-    assert entry.breaches[0].message == "max_cost_ratio: not measured (limit 0.10x)"
+    message = entry.breaches[0].message
+    assert message.startswith("max_cost_ratio: not measured (limit 0.10x); a cost ratio needs ")
+    # what the rule needs, named for this model (issue 52: a bare "not measured" said no fix)
+    model = entry.model
+    assert f"hourly_usd (its machine's USD per hour) in [tool.slam.models.{model}]" in message
+    assert message.endswith("or leave max_cost_ratio out of the gate")
 
 
 def test_session_budget_breaches_fail_the_gate(verdict) -> None:
