@@ -67,9 +67,24 @@ def pack(outcome: Mapping[str, JSON]) -> str:
     return json.dumps(_slim(outcome, Outcome), ensure_ascii=False, separators=(",", ":"))
 
 
-def unpack(kept: str | Mapping[str, JSON]) -> Outcome:
-    """The Outcome that ``pack`` was given (a dict, from an older or a hand-made report, as it is)."""
-    return Outcome.from_dict(json.loads(kept) if isinstance(kept, str) else kept)
+def unpack(kept: str | Mapping[str, JSON], strings: dict[str, str] | None = None) -> Outcome:
+    """The Outcome that ``pack`` was given (a dict, from an older or a hand-made report, as it is).
+
+    ``strings``: the strings read so far; each string read again (a model's name, an endpoint, a
+    system prompt, a golden file's path, an answer given twice) is that one object, not a copy."""
+    data = json.loads(kept) if isinstance(kept, str) else kept
+    return Outcome.from_dict(data if strings is None else _shared(data, strings))
+
+
+def _shared(value: Any, strings: dict[str, str]) -> Any:
+    kind = type(value)
+    if kind is str:
+        return strings.setdefault(value, value)
+    if kind is dict:
+        return {k: _shared(v, strings) for k, v in value.items()}
+    if kind is list:
+        return [_shared(v, strings) for v in value]
+    return value
 
 
 class KeptOutcomes(MutableSequence[dict[str, JSON]]):
@@ -120,8 +135,10 @@ class KeptOutcomes(MutableSequence[dict[str, JSON]]):
     __hash__ = None  # type: ignore[assignment]
 
     def records(self) -> Iterator[Outcome]:
-        """Each kept outcome as its record, in the order kept."""
-        return (unpack(s) for s in self._items)
+        """Each kept outcome as its record, in the order kept; the records share their strings
+        (the end of a run holds them all at once)."""
+        strings: dict[str, str] = {}
+        return (unpack(s, strings) for s in self._items)
 
     def having(self, *needles: str) -> list[dict[str, JSON]]:
         """The outcomes whose packed text holds one of ``needles``, as dicts: a field is in the
