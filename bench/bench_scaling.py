@@ -1,6 +1,7 @@
 """Throughput with pytest-xdist workers against a serial run, by hand.
 
     python bench/bench_scaling.py [--cases 400] [--latency-ms 50] [--repeats 3]
+    python bench/bench_scaling.py --sizes 1000,10000,50000   # memory and time at size (issue 53)
 
 400 calls to a server that answers every request after a fixed 50 ms (FakeOpenAI in its own
 process serves requests concurrently, on threads), run by the overhead bench's suite opted in to
@@ -10,6 +11,10 @@ the table shows what xdist gives by itself and what the plugin keeps of it. Thro
 per second of wall time for the whole ``python -m pytest`` process, start-up and reports included.
 Each arm is also run with no tests: that fixed cost (interpreters, imports, workers starting) is
 what 2 cores cannot hide, and the last column is the speed-up once it is taken off both sides.
+
+``--sizes`` instead measures one serial run per arm at each case count, zero latency: peak memory,
+wall and CPU of the raw loop, ``-p no:slam`` and the plugin with its JSON report, the plugin's
+KiB a test over ``-p no:slam`` and the growth per step (bench/_at_size.py).
 """
 
 from __future__ import annotations
@@ -41,7 +46,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--cases", type=int, default=400, help="Calls (one per test)")
     parser.add_argument("--latency-ms", type=float, default=50.0, help="Server latency per call")
     parser.add_argument("--repeats", type=int, default=3, help="Rounds of every arm")
+    parser.add_argument("--sizes", help="Case counts (1000,10000,50000): memory at size instead")
     args = parser.parse_args(argv)
+    if args.sizes:
+        return at_size([int(n) for n in args.sizes.split(",")], argv)
     header("Scaling with xdist workers", "python bench/bench_scaling.py " + " ".join(argv))
     root = Path(tempfile.mkdtemp(prefix="slam-bench-scaling-"))
     walls: dict[tuple[bool, int, int], Sample] = {}
@@ -63,6 +71,29 @@ def main(argv: list[str]) -> int:
                     wall = run(root, envs[(plugin, n)], workers, plugin)
                     walls.setdefault((plugin, workers, n), Sample()).add(wall)
         report(walls, args)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    footer()
+    return 0
+
+
+def at_size(sizes: list[int], argv: list[str]) -> int:
+    """One serial run of each arm at each size, smallest first (bench/_at_size.py)."""
+    import _at_size
+
+    header("Memory and time at size", "python bench/bench_scaling.py " + " ".join(argv))
+    root = Path(tempfile.mkdtemp(prefix="slam-bench-size-"))
+    try:
+        with fake_server(answer=CANDIDATE_ANSWER, model="small-model") as candidate, \
+                fake_server(answer=REFERENCE_ANSWER) as reference:  # fmt: skip
+            write_suite(root, candidate, reference)
+            direct = {"OPENAI_BASE_URL": candidate, "OPENAI_API_KEY": "sk-bench"}
+            env_on, env_off = clean_env(), clean_env(**direct)
+            recorded = {**env_on, "BENCH_CASES": str(max(sizes))}
+            run_timed([*PYTEST, "--slm-record=new"], root, recorded)
+            found = _at_size.measure(root, sizes, env_on, env_off)
+        print("\n### One run per arm at each size (zero latency, serial)\n")
+        _at_size.show(found)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     footer()

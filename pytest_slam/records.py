@@ -91,6 +91,8 @@ def records(cls: type[T], items: Iterable[T | Mapping[str, JSON]]) -> list[T]:
 class Record:
     """Mixin: ``as_dict`` / ``from_dict`` that ignore unknown keys (newer writers, older readers)."""
 
+    __slots__ = ()  # so a record declared with slots has none of a per-instance dict
+
     # List fields that hold records, by the record type ``from_dict`` rebuilds them as.
     NESTED: ClassVar[Mapping[str, type[Record]]] = {}
 
@@ -140,7 +142,7 @@ class ModelSpec(Record):
 ERROR_KINDS = ("unreachable", "timeout", "http", "fault", "runaway", "unjudged")
 
 
-@dataclass
+@dataclass(slots=True)  # a run holds one per call until its end: 40 fields, no dict each
 class Call(Record):
     """One chat completion as served to the product, with what was measured about it.
 

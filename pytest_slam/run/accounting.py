@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from pytest_slam.report.packed import KeptOutcomes
 from pytest_slam.run.selection import Selection
 
 
@@ -20,11 +21,17 @@ class Accounting:
     """What the tests of this run came to, in the process that reports (a worker keeps no outcomes)."""
 
     role: str
-    outcomes: list[dict[str, Any]] = field(default_factory=list)  # one final Outcome per test
+    # one final Outcome per test, packed (report/packed.py): a kilobyte a test, not ten
+    outcomes: KeptOutcomes = field(default_factory=KeptOutcomes)
     failed_tests: set[str] = field(default_factory=set)  # failed or skipped in any phase
     finished: set[str] = field(default_factory=set)  # tests whose teardown was reported
     worker_payloads: list[dict[str, Any]] = field(default_factory=list)  # finish._payload's
     workers_lost: int = 0  # xdist workers that sent nothing: their golden visits are unknown
+
+    def __post_init__(self) -> None:
+        given: Any = self.outcomes
+        if not isinstance(given, KeptOutcomes):  # given as dicts (a test, a tool)
+            self.outcomes = KeptOutcomes(given)
 
     def logreport(self, report: pytest.TestReport) -> None:
         from pytest_slam.run.outcomes import keep_final
@@ -81,8 +88,10 @@ class Accounting:
         from pytest_slam.run.outcomes import CAP_OPTION
         from pytest_slam.swap.chat import STRUCTURED_FACTOR, STRUCTURED_MARGIN
 
-        cut = self._tests_with(lambda c: c.get("cut_by_cap") and c.get("error_kind") is None)
-        ran = self._tests_with(lambda c: c.get("error_kind") == "runaway")
+        cut = self._tests_with(
+            '"capped":true', lambda c: c.get("cut_by_cap") and c.get("error_kind") is None
+        )
+        ran = self._tests_with('"runaway"', lambda c: c.get("error_kind") == "runaway")
         lines = []
         if cut:
             lines.append(
@@ -100,9 +109,11 @@ class Accounting:
             )
         return lines
 
-    def _tests_with(self, found: Callable[[dict[str, Any]], object]) -> list[str]:
-        """The node ids of the tests with a call that ``found`` picks."""
-        return [o["nodeid"] for o in self.outcomes if any(found(c) for c in o.get("calls", ()))]
+    def _tests_with(self, needle: str, found: Callable[[dict[str, Any]], object]) -> list[str]:
+        """The node ids of the tests with a call that ``found`` picks (among those whose packed
+        text holds ``needle``: the others have none)."""
+        kept = self.outcomes.having(needle)
+        return [o["nodeid"] for o in kept if any(found(c) for c in o.get("calls", ()))]
 
     def calls_of(self, model: str) -> list[dict[str, Any]]:
         """Every call the tests made on ``model`` (the session budget's flat aggregate)."""

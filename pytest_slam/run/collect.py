@@ -8,6 +8,7 @@ one output, ``Collected``, which the judge reads and hands on to publish.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,7 +58,7 @@ class Collected:
     gathered: Gathered
     outcomes: list[Outcome] = field(default_factory=list)  # the tests' and the engines' starts
     info: RunInfo | None = None
-    test_outcomes: list[dict[str, Any]] = field(default_factory=list)  # the tests' (budgets)
+    test_outcomes: Sequence[dict[str, Any]] = ()  # the tests' (budgets), packed: read once each
     stopped: str | bool = False  # pytest's word, when its session is known
     workers_lost: int = 0
 
@@ -94,7 +95,8 @@ def _merged_run(
     roles, facts, settings = ended.roles, ended.facts, ended.setup.settings
     merged = Merged.of(roles.role, payloads)
     stale = find_stale(ended, merged) if settings.has_reference else None
-    outcomes = records(Outcome, [*roles.accounting.outcomes, *ended.swap.engine_outcomes])
+    kept = roles.accounting.outcomes.records()
+    outcomes = [*kept, *records(Outcome, ended.swap.engine_outcomes)]
     gathered = Gathered(
         roles.summary,
         lines,

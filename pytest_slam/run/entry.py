@@ -229,6 +229,7 @@ class TestEntry:
 
     def _annotate(self, item: pytest.Item, report: pytest.TestReport, crash: str | None) -> None:
         from pytest_slam.report.junit_props import attach as attach_junit_properties
+        from pytest_slam.report.packed import pack
         from pytest_slam.run.outcomes import (
             build_outcome,
             calls_account,
@@ -240,7 +241,8 @@ class TestEntry:
         ctx = item.stash.get(CTX, None)
         outcome = build_outcome(item, report, ctx, item.stash.get(VERDICT, None), crash)
         # An extra attribute, as pytest's own ``TestReport(**extra)`` sets them: xdist ships it.
-        vars(report)["slam"] = outcome
+        # Packed (report/packed.py): the run keeps every report, and this string is what it keeps.
+        vars(report)["slam"] = pack(outcome)
         attach_junit_properties(item, report, outcome)
         verdict = item.stash.get(VERDICT, None)
         line = one_line_failure(ctx, report.failed, verdict)

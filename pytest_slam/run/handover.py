@@ -146,7 +146,7 @@ def closing_lines(slam: Kept) -> list[str]:
         if slam.accounting.outcomes:  # a run that swapped nothing never loads the checks
             from pytest_slam.run.checks import diverged_lines
 
-            lines.extend(diverged_lines(slam.accounting.outcomes))
+            lines.extend(diverged_lines(slam.accounting.outcomes.having('"diverged_at"')))
         if slam.settings.golden_dir_legacy:
             from pytest_slam.settings import MOVE_GOLDENS
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pytest_slam.records import JSON, Outcome, records
+from pytest_slam.records import JSON, Outcome
 from pytest_slam.run.collect import Collected
 from pytest_slam.run.exitstatus import Exit, run_exit
 from pytest_slam.run.summary import shown
@@ -32,7 +32,8 @@ class Judged:
     verdict: Verdict | None = None
     diff: BaselineDiff | None = None
     outcomes: list[Outcome] = field(default_factory=list)  # as the files hold them: scrubbed
-    rows: list[dict[str, JSON]] = field(default_factory=list)  # the same, as plain data
+    # the same, as plain data, when the run made them (None: each is made as it is written)
+    rows: list[dict[str, JSON]] | None = None
     human: list[str] = field(default_factory=list)  # the committed blind-review verdicts
 
 
@@ -96,15 +97,20 @@ def budget_breaches(collected: Collected, verdict: Verdict) -> list[str]:
     return session_budget_breaches(setup.tables.budget, models, collected.test_outcomes, verdict)
 
 
-def scrubbed(outcomes: list[Outcome]) -> tuple[list[Outcome], list[dict[str, JSON]]]:
+def scrubbed(outcomes: list[Outcome]) -> tuple[list[Outcome], None]:
     """The outcomes as the files hold them: a key quoted in a prompt or an answer never reaches a
-    report. Scrubbed once, for every file; the records are rebuilt only when a secret was found
-    (scrub hands back what it was given)."""
+    report. Scrubbed once, for every file, one outcome at a time: a record is rebuilt only when a
+    secret was found in it (scrub hands back what it was given). No plain copy of the whole run
+    is kept: at 5,000 tests it was most of the end's peak memory (issue 53); the writers make
+    each outcome's dict as they write it."""
     from pytest_slam.golden.redact import scrub
 
-    plain: list[dict[str, JSON]] = [o.as_dict() for o in outcomes]
-    clean: list[dict[str, JSON]] = scrub(plain)
-    return (outcomes if clean is plain else records(Outcome, clean)), clean
+    clean: list[Outcome] = []
+    for outcome in outcomes:
+        plain = outcome.as_dict()
+        found = scrub(plain)
+        clean.append(outcome if found is plain else Outcome.from_dict(found))
+    return clean, None
 
 
 def human_review(collected: Collected, verdict: Verdict) -> list[str]:

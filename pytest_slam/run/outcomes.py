@@ -24,8 +24,10 @@ followed instead of counting the test twice.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import MutableSequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
@@ -39,6 +41,7 @@ from pytest_slam.report.aggregate import (
     NOT_SWAPPED,
     OUTCOME_SEVERITY,
 )
+from pytest_slam.report.packed import KeptOutcomes, unpack
 from pytest_slam.run.optin import base_test_id
 from pytest_slam.run.scoring import plain_mark
 
@@ -265,11 +268,11 @@ class _Positions:
     """
 
     def __init__(self) -> None:
-        self.outcomes: list[OutcomeDict] | None = None
+        self.outcomes: MutableSequence[OutcomeDict] | None = None
         self.length = 0
         self.index: dict[JSON, int] = {}
 
-    def of(self, outcomes: list[OutcomeDict]) -> dict[JSON, int]:
+    def of(self, outcomes: MutableSequence[OutcomeDict]) -> dict[JSON, int]:
         if self.outcomes is not outcomes or self.length != len(outcomes):
             self.outcomes, self.length = outcomes, len(outcomes)
             self.index = {o["nodeid"]: i for i, o in enumerate(outcomes)}  # the last one wins
@@ -279,11 +282,16 @@ class _Positions:
 _POSITIONS = _Positions()
 
 
-def keep_final(outcomes: list[OutcomeDict], payload: OutcomeDict, report: Phase) -> None:
-    """Add one test phase's Outcome to ``outcomes``, keeping one final Outcome per nodeid."""
+def keep_final(
+    outcomes: MutableSequence[OutcomeDict], payload: OutcomeDict | str, report: Phase
+) -> None:
+    """Add one test phase's Outcome to ``outcomes``, keeping one final Outcome per nodeid.
+    ``payload``: its dict, or packed as the report carries it (report/packed.py), kept so."""
     if report.outcome == "rerun":
         return  # pytest-rerunfailures runs it again; the last attempt decides
-    nodeid = payload["nodeid"]
+    head: OutcomeDict = json.loads(payload) if isinstance(payload, str) else payload
+    kept: Any = payload if isinstance(outcomes, KeptOutcomes) else unpack(payload).as_dict()
+    nodeid = head["nodeid"]
     index = _POSITIONS.of(outcomes)
     at = index.get(nodeid)
     if at is not None and outcomes[at]["nodeid"] != nodeid:  # changed behind our back
@@ -291,18 +299,19 @@ def keep_final(outcomes: list[OutcomeDict], payload: OutcomeDict, report: Phase)
         index = _POSITIONS.of(outcomes)
         at = index.get(nodeid)
     if at is not None:
-        if report.when != "teardown" or _worse(payload, outcomes[at]):
-            outcomes[at] = payload
+        if report.when != "teardown" or _worse(head, outcomes[at]):
+            outcomes[at] = kept
         return
     index[nodeid] = len(outcomes)
-    outcomes.append(payload)
+    outcomes.append(kept)
     _POSITIONS.length = len(outcomes)
 
 
 def _worse(new: OutcomeDict, old: OutcomeDict) -> bool:
     worst = len(OUTCOME_SEVERITY)
-    return OUTCOME_SEVERITY.get(str(new.get("outcome")), worst) > OUTCOME_SEVERITY.get(
-        str(old.get("outcome")), worst
+    # a packed outcome leaves out its default, "passed" (report/packed.py)
+    return OUTCOME_SEVERITY.get(str(new.get("outcome", "passed")), worst) > OUTCOME_SEVERITY.get(
+        str(old.get("outcome", "passed")), worst
     )
 
 

@@ -214,9 +214,13 @@ def write_json(
 ) -> Path:
     """The JSON report, after ``pytest_slam_report`` (hookspecs.py) had its say on the document.
     ``rows``: the outcomes as plain data already, in their order (``report_dict``)."""
+    from pytest_slam.report import jsonreport
     from pytest_slam.report.jsonreport import report_dict, report_text
     from pytest_slam.util.files import atomic_write
 
+    if rows is None and not hook.pytest_slam_report.get_hookimpls():
+        # nobody edits the document: streamed, one outcome at a time (the same bytes)
+        return jsonreport.write_json(path, verdict, outcomes, visits)
     document = report_dict(verdict, outcomes, visits, rows)
     hook.pytest_slam_report(document=document)
     return atomic_write(path, report_text(document))

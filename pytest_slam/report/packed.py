@@ -1,0 +1,151 @@
+"""A finished test's Outcome as one compact string: what the run keeps of it until the end.
+
+A run held each finished test's Outcome as plain dicts (a 40-key dict per call, its request, its
+pairs and scores): about 9.6 KiB a test, 26 KiB a test over ``-p no:slam`` at 5,000 cases with
+the rest of the run (issue 53). Kept as the JSON of its non-default fields instead, it is one
+string of about 1 KiB, read back one outcome at a time when the end of the run walks them.
+
+``pack`` drops each field of ``Outcome``, ``Call``, ``Pair`` and ``Score`` that holds its
+default (the same value of the same type) and the keys derived from the others (``tpot_ms``,
+``passed``...); ``unpack`` reads it back as the record, whose ``as_dict`` is the dict ``pack``
+was given. The string is plain JSON text (``ensure_ascii=False``, so a lone surrogate stays
+one: ``run/crossing.py`` carries it across xdist as it carries any model text).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Iterator, Mapping, MutableSequence
+from typing import Any, overload
+
+from pytest_slam.records import JSON, Call, Outcome, Pair, Record, Score
+
+_MISSING = object()
+
+
+def _defaults(cls: type[Record]) -> dict[str, Any]:
+    """Each field of ``cls`` that has a default, with that default (a factory's made once)."""
+    found: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            found[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            found[f.name] = f.default_factory()
+    return found
+
+
+# Keys ``as_dict`` derives from the fields: never kept, made again by ``unpack``.
+_DERIVED = {Call: ("tpot_ms", "tokens_per_s", "cut_by_cap"), Score: ("passed",)}
+_KINDS: dict[type[Record], dict[str, Any]] = {
+    cls: _defaults(cls) for cls in (Outcome, Call, Pair, Score)
+}
+_NESTED: dict[type[Record], dict[str, type[Record]]] = {
+    Outcome: {"calls": Call, "pairs": Pair},
+    Pair: {"scores": Score},
+}
+
+
+def _slim(data: Mapping[str, JSON], cls: type[Record]) -> dict[str, JSON]:
+    defaults, derived, nested = _KINDS[cls], _DERIVED.get(cls, ()), _NESTED.get(cls, {})
+    out: dict[str, JSON] = {}
+    for name, value in data.items():
+        if name in derived:
+            continue
+        default = defaults.get(name, _MISSING)
+        if default is not _MISSING and type(value) is type(default) and value == default:
+            continue
+        inner = nested.get(name)
+        if inner is not None and isinstance(value, list):
+            value = [_slim(v, inner) if isinstance(v, Mapping) else v for v in value]
+        out[name] = value
+    return out
+
+
+def pack(outcome: Mapping[str, JSON]) -> str:
+    """An Outcome's dict (``Outcome.as_dict()``) as its compact JSON string."""
+    return json.dumps(_slim(outcome, Outcome), ensure_ascii=False, separators=(",", ":"))
+
+
+def unpack(kept: str | Mapping[str, JSON], strings: dict[str, str] | None = None) -> Outcome:
+    """The Outcome that ``pack`` was given (a dict, from an older or a hand-made report, as it is).
+
+    ``strings``: the strings read so far; each string read again (a model's name, an endpoint, a
+    system prompt, a golden file's path, an answer given twice) is that one object, not a copy."""
+    data = json.loads(kept) if isinstance(kept, str) else kept
+    return Outcome.from_dict(data if strings is None else _shared(data, strings))
+
+
+def _shared(value: Any, strings: dict[str, str]) -> Any:
+    kind = type(value)
+    if kind is str:
+        return strings.setdefault(value, value)
+    if kind is dict:
+        return {k: _shared(v, strings) for k, v in value.items()}
+    if kind is list:
+        return [_shared(v, strings) for v in value]
+    return value
+
+
+class KeptOutcomes(MutableSequence[dict[str, JSON]]):
+    """The run's final outcomes, one packed string each; read as the dicts they were packed from.
+
+    A list of ``Outcome.as_dict()`` to its readers (an item is unpacked when it is read, one at a
+    time), so what a run holds while its tests run grows by about a kilobyte a test.
+    ``records()`` reads them as Outcome records, without the dict in between.
+    """
+
+    def __init__(self, items: Iterable[Mapping[str, JSON] | str] = ()) -> None:
+        self._items: list[str] = [_packed(item) for item in items]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, JSON]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, JSON]]: ...
+    def __getitem__(self, index: int | slice) -> dict[str, JSON] | list[dict[str, JSON]]:
+        if isinstance(index, slice):
+            return [unpack(s).as_dict() for s in self._items[index]]
+        return unpack(self._items[index]).as_dict()
+
+    @overload
+    def __setitem__(self, index: int, value: Mapping[str, JSON] | str) -> None: ...
+    @overload
+    def __setitem__(self, index: slice, value: Any) -> None: ...
+    def __setitem__(self, index: int | slice, value: Any) -> None:
+        if isinstance(index, slice):
+            self._items[index] = [_packed(v) for v in value]
+        else:
+            self._items[index] = _packed(value)
+
+    def __delitem__(self, index: int | slice) -> None:
+        del self._items[index]
+
+    def insert(self, index: int, value: Mapping[str, JSON] | str) -> None:
+        self._items.insert(index, _packed(value))
+
+    def __iter__(self) -> Iterator[dict[str, JSON]]:
+        return (unpack(s).as_dict() for s in self._items)
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == list(other) if isinstance(other, list | KeptOutcomes) else False
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def records(self) -> Iterator[Outcome]:
+        """Each kept outcome as its record, in the order kept; the records share their strings
+        (the end of a run holds them all at once)."""
+        strings: dict[str, str] = {}
+        return (unpack(s, strings) for s in self._items)
+
+    def having(self, *needles: str) -> list[dict[str, JSON]]:
+        """The outcomes whose packed text holds one of ``needles``, as dicts: a field is in the
+        text only when it is not its default (``"diverged_at"``, ``"capped":true``), so a reader
+        of the few outcomes with one unpacks those alone, not every test of the run."""
+        return [unpack(s).as_dict() for s in self._items if any(n in s for n in needles)]
+
+
+def _packed(value: Mapping[str, JSON] | str) -> str:
+    return value if isinstance(value, str) else pack(value)
