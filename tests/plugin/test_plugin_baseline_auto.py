@@ -65,7 +65,7 @@ def test_second_run_compares_with_the_first_and_catches_a_regression(project) ->
     second.stdout.fnmatch_lines([
         f"baseline: .slam/runs/{one}",
         "regressions: 3",
-        "  - mini: equivalence_mean 1.00 -> *",
+        "  - mini: equivalence_all_calls 1.00 -> *",
         f"baseline auto: this run saved as .slam/runs/{two}",
         "gate: FAIL*",
     ])  # fmt: skip
