@@ -126,6 +126,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         + ", ".join(n.split()[-1] for n in SCORERS)
         + " (default: all installed)",
     )
+    parser.add_argument(
+        "--modules",
+        help="comma-separated test modules (tests/test_faq.py) the labels stand for besides their "
+        "own: the bands decide those modules' pairs too (default: only the labels' modules)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the table, write nothing")
     parser.add_argument(
         "--progress",
@@ -174,6 +179,32 @@ def labelled(args: argparse.Namespace) -> list[LabelledPair]:
     if args.report:
         return pairs_from_reviews(args.report, args.root, args.reference)
     return pairs_from_goldens(args.root, args.reference)
+
+
+def covered(args: argparse.Namespace) -> list[str]:
+    """``--modules``: each a test module of the project (a file under pyproject.toml's folder)."""
+    names = [n.strip() for n in (args.modules or "").split(",") if n.strip()]
+    root = Path(args.pyproject).resolve().parent
+    for name in names:
+        if not name.endswith(".py") or not (root / name).is_file():
+            raise CalibrationRefused(
+                f"--modules {name}: no such test module in {root}; name a test file by its path "
+                "from the project's folder (tests/test_faq.py), as the labels' module does"
+            )
+    return names
+
+
+def check_label_modules(pairs: list[LabelledPair], args: argparse.Namespace, what: str) -> None:
+    """Labels whose modules are all missing from the project were made for another one: bands
+    measured on them would decide none of its pairs (or, scoped wrongly, every pair)."""
+    named = sorted({p.module for p in pairs if p.module})
+    root = Path(args.pyproject).resolve().parent
+    if named and not any((root / m).is_file() for m in named):
+        shown = ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
+        raise CalibrationRefused(
+            f"{what}: its labels' modules ({shown}) match no test module in {root}; give each "
+            "label the path of its test file from the project's folder (tests/test_qa.py)"
+        )
 
 
 def label_source(args: argparse.Namespace) -> str:
@@ -241,6 +272,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
                 "or a run's report whose answers 'slam review' judged (--report RUN.json)"
             )
     targets = targets_of(args)
+    if args.evaluate or args.labels:  # a file's modules; goldens' and reviews' are the project's
+        check_label_modules(pairs, args, f"--evaluate {args.evaluate or args.labels}")
     _, doc = read_pyproject(args.pyproject)
     judge, aids = judge_of(args), aids_of(args)
     if judge is not None:
@@ -267,7 +300,10 @@ def run_calibrate(args: argparse.Namespace) -> int:
     if not args.dry_run:
         check_target(args.pyproject)  # a path the table cannot go to: said before any work
     _, doc = read_pyproject(args.pyproject)  # a broken file is refused before any work
+    covers = covered(args)
     pairs = labelled(args)
+    if args.labels:  # a file's modules; the goldens' and the reviews' are the project's own
+        check_label_modules(pairs, args, f"--labels {args.labels}")
     results = calibrate(
         pairs,
         targets,
@@ -275,6 +311,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         scorers_of(args),
         aids=aids_of(args),
         source=label_source(args),
+        covers=covers,
     )
     kept = kept_keys(doc)
     text = table_text(results, targets, kept)

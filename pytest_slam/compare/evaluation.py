@@ -37,7 +37,7 @@ from pytest_slam.compare.calibrate import (
     score_column,
 )
 from pytest_slam.compare.decide import Rule, layered
-from pytest_slam.compare.domain import UNKNOWN, domain_unknown
+from pytest_slam.compare.domain import SCOPE_UNKNOWN, UNKNOWN, domain_unknown, scope_unknown
 from pytest_slam.compare.judge import Complete, JudgeCache
 from pytest_slam.compare.named import describe_name
 from pytest_slam.compare.policy import OUTSIDE, Policy, decide_pair
@@ -134,10 +134,12 @@ def evaluate(
     for module, group in groups.items():
         scope = _evaluable_scope(equivalence, module, judge)
         tally.scopes.append(scope)
-        decided = _decide_scope(scope, group, judge, aids)
+        decided = _decide_scope(scope, group, judge, aids, module)
         for p, (row, value, score) in zip(group, decided, strict=True):
             tally.add(scope, place[id(p)], row, value, score, judge_unset=judge is None)
     extra = tally.extra()
+    if groups and "" not in groups:  # every label names its module: the features measured
+        extra["modules"] = sorted(groups)
     measured = errors_by_evidence(tally.rows) | extra
     if judge is None or not judge.seen:
         return measured
@@ -197,6 +199,8 @@ class _Tally:
         extra |= {"judge_unset": self.unasked} if self.unasked else {}
         if any(domain_unknown({"band_error": s.band_error or {}}) for s in self.scopes):
             extra["domain_unknown"] = True
+        if any(scope_unknown({"band_error": s.band_error or {}}) for s in self.scopes):
+            extra["scope_unknown"] = True
         return extra
 
 
@@ -252,6 +256,8 @@ def judge_error_table(result: Mapping[str, Any], measured_on: str) -> dict[str, 
             table[side] = round(error["value"], 4)
             table[f"{side}_upper"] = round(error["high"], 4)
     table |= {"n": judged["decided"], "measured_on": measured_on}
+    if result.get("modules"):  # the features it was measured on: its error holds there only
+        table["domain"] = {"modules": list(result["modules"])}
     return table | {"pass_certified": bool(judge["pass"]), "fail_certified": bool(judge["fail"])}
 
 
@@ -263,16 +269,21 @@ def unset_line(unasked: int) -> str:
 
 
 def _decide_scope(
-    scope: Scope, group: Sequence[LabelledPair], judge: JudgeSetup | None, aids: Aids
+    scope: Scope,
+    group: Sequence[LabelledPair],
+    judge: JudgeSetup | None,
+    aids: Aids,
+    module: str = "",
 ) -> list[tuple[Judged, float | None, Score]]:
-    """Each pair decided by the one policy (``policy.decide_pair``) under its scope, the judge's
-    value where it decided, and the pair's Score. The judge's sides are certified afterwards, on
-    these very pairs (``certify_judge``), so here its verdicts count as given."""
+    """Each pair (of test module ``module``) decided by the one policy (``policy.decide_pair``)
+    under its scope, the judge's value where it decided, and the pair's Score. The judge's sides
+    are certified afterwards, on these very pairs (``certify_judge``), so here its verdicts count
+    as given."""
     rule = Rule(
         scope.bands.at_least, scope.bands.fail_below, str(scope.options.get("mode", "grade"))
     )
     measured = {"band_error": scope.band_error} if scope.band_error else {}
-    policy = Policy(scope.by, rule, scope.then, measured, True, scope.by_judge)
+    policy = Policy(scope.by, rule, scope.then, measured, True, scope.by_judge, module)
     values: Sequence[float | None]
     if scope.by_judge:
         values = [None] * len(group)  # asked per pair, only where the policy needs it
@@ -483,6 +494,8 @@ def evaluation_text(result: Mapping[str, Any]) -> str:
         )
     if result.get("domain_unknown"):
         lines.append(UNKNOWN)
+    if result.get("scope_unknown"):
+        lines.append(SCOPE_UNKNOWN)
     if result.get("judge_unset"):
         lines.append(unset_line(result["judge_unset"]))
     judge = result.get("judge")

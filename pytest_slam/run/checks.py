@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_slam.compare.bands import DIFFERENT
-from pytest_slam.compare.domain import UNKNOWN, domain_unknown
+from pytest_slam.compare.domain import SCOPE_UNKNOWN, UNKNOWN, domain_unknown, scope_unknown
 from pytest_slam.compare.policy import EMPTY, Policy, decide_pair
 from pytest_slam.compare.scorer import ScorerError
 from pytest_slam.golden.reference import ReferenceService
@@ -168,9 +168,10 @@ class Checker:
 
         call = ctx.calls[pair.call_index]
         cands, refs = choices_of(call, pair, rec)
-        policy = self.policy_of(plan)
-        if domain_unknown(plan.measured) and UNKNOWN not in self.summary:
-            self.summary.append(UNKNOWN)
+        policy = self.policy_of(plan, ctx.module)
+        for unknown, line in ((domain_unknown, UNKNOWN), (scope_unknown, SCOPE_UNKNOWN)):
+            if unknown(plan.measured) and line not in self.summary:
+                self.summary.append(line)
         scores = []
         for index, (cand, ref) in enumerate(itertools.zip_longest(cands, refs)):
             # a choice only one side has is the other side's blank answer, decided by the one
@@ -194,8 +195,8 @@ class Checker:
             scores.append(score)
         return scores
 
-    def policy_of(self, plan: ScoringPlan) -> Policy:
-        """The verdict policy of a test's plan (``compare/policy.py``)."""
+    def policy_of(self, plan: ScoringPlan, module: str) -> Policy:
+        """The verdict policy of a test's plan in test module ``module`` (``compare/policy.py``)."""
         return Policy(
             plan.by,
             plan.rule,
@@ -203,6 +204,7 @@ class Checker:
             plan.measured,
             self.accept_uncertified_judge,
             asks_a_model(plan),
+            module,
         )
 
     def _human_verdict(self, ctx: TestContext, key: str, answer: str) -> tuple[str, str] | None:

@@ -120,7 +120,7 @@ def wanted(
     ans = rec.answers[0]
     side = Pair(0, rec.key, "", ans.text, reference_tool_calls=ans.tool_calls)
     cands, refs = choices_of(call, side, rec)
-    policy = checker.policy_of(plan)
+    policy = checker.policy_of(plan, pair.ctx.module)
     for cand, ref in itertools.zip_longest(cands, refs):
         if cand is None or ref is None:
             continue
