@@ -63,6 +63,7 @@ from pytest_slam.settings import Settings
 from pytest_slam.util.files import scratch_folder
 
 MIN_RESAMPLES = 100
+SIDES = (("equivalent", "pass"), ("different", "fail"))  # a need's side, its certification key
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -285,7 +286,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
         result["judge_error"] = table
     print(json.dumps(result, indent=2) if args.format == "json" else evaluation_text(result))
     if args.format != "json":
-        print("\n".join(labels_needed(pairs, targets, args, result.get("evidence", {}))))
+        judged = result.get("judge") or {}
+        sides = {("judge", s): bool(judged[k]) for s, k in SIDES if k in judged}
+        print("\n".join(labels_needed(pairs, targets, args, result.get("evidence", {}), sides)))
     if table is not None and args.format != "json":
         print(
             "what a run needs to state the judge's measured error (and to leave a side that is "
@@ -320,7 +323,12 @@ def run_calibrate(args: argparse.Namespace) -> int:
     print(text, end="")
     if not args.dry_run:
         print(f"written to {args.pyproject}")
-    print("\n".join(labels_needed(pairs, targets, args)))
+    chosen = results[0].chosen  # the top-level bands: certified on which side
+    bands = {
+        ("bands", "equivalent"): chosen is not None and chosen.at_least is not None,
+        ("bands", "different"): chosen is not None and bool(chosen.fail_below),
+    }
+    print("\n".join(labels_needed(pairs, targets, args, certified=bands)))
     return 0
 
 
@@ -329,6 +337,7 @@ def labels_needed(
     targets: Targets,
     args: argparse.Namespace,
     evidence: dict[str, Any] | None = None,
+    certified: dict[tuple[str, str], bool] | None = None,
 ) -> list[str]:
     """How many labelled pairs of each kind the bands and the judge need at these targets, how
     many there are, how many more to review (``compare.needed``). Only the pairs the bands or
@@ -337,7 +346,8 @@ def labels_needed(
     good = sum(p.label for p in pairs)
     judged = (evidence or {}).get("judge")
     called = (judged["equivalent"], judged["different"]) if judged else None
-    return needs_lines(targets, len(scorers_of(args)), good, len(pairs) - good, called)
+    sides = dict(certified or {})
+    return needs_lines(targets, len(scorers_of(args)), good, len(pairs) - good, called, sides)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

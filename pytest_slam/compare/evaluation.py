@@ -40,7 +40,7 @@ from pytest_slam.compare.decide import Rule, layered
 from pytest_slam.compare.domain import SCOPE_UNKNOWN, UNKNOWN, domain_unknown, scope_unknown
 from pytest_slam.compare.judge import Complete, JudgeCache
 from pytest_slam.compare.named import describe_name
-from pytest_slam.compare.policy import OUTSIDE, Policy, decide_pair
+from pytest_slam.compare.policy import NOT_CERTIFIED, OUTSIDE, Policy, decide_pair
 from pytest_slam.compare.verdict_error import Judged, errors_by_evidence
 from pytest_slam.errors import SlamError
 from pytest_slam.records import Score
@@ -168,6 +168,7 @@ class _Tally:
     outside: int = 0  # pairs the bands would decide, outside the domain they were measured on
     verdicts: dict[int, dict[str, Any]] = field(default_factory=dict)  # by place in ``pairs``
     scopes: list[Scope] = field(default_factory=list)
+    places: list[int] = field(default_factory=list)  # each row's place in ``pairs``
 
     def add(
         self,
@@ -179,6 +180,7 @@ class _Tally:
         judge_unset: bool,
     ) -> None:
         self.rows.append(row)
+        self.places.append(at)
         if value is not None:
             self.judged.append((value, row))
         self.unasked += row.evidence is None and "judge" in scope.then and judge_unset
@@ -219,8 +221,12 @@ def _with_judge(
     counted = tally.rows
     if not judge.accept_uncertified:
         counted = _uncertified_undecided(tally.rows, certified)
-        pairs = zip(tally.rows, counted, strict=True)
-        certified["left_undecided"] = sum(a is not b for a, b in pairs)
+        left = [i for i, (a, b) in enumerate(zip(tally.rows, counted, strict=True)) if a is not b]
+        certified["left_undecided"] = len(left)
+        for i in left:  # the per-pair list says what the totals count: undecided, and why
+            said = tally.verdicts[tally.places[i]]
+            why = NOT_CERTIFIED.format(verdict=said["verdict"])
+            said.update(verdict=UNDECIDED, decided_by=None, why_undecided=why)
     certified |= {"accepted": judge.accept_uncertified, "model": judge.model}
     certified |= {"asked": judge.asked, "replayed": judge.replayed, "unjudged": judge.unjudged}
     return (
