@@ -306,6 +306,13 @@ class Checker:
             context["question"] = question_of(call.request)
         if "model" in needs:
             context["cache"] = self._judge_cache(ctx, rec) if rec is not None else None
+            # a model is asked about the texts as the report and the golden file keep them
+            # (secrets scrubbed): never shown a key, and `slam rescore`, which reads those
+            # files, finds the verdict under the same key (judged_texts)
+            candidate, reference, question = judged_texts(
+                candidate, reference, context.get("question")
+            )
+            context |= {"question": question} if "question" in needs else {}
         made = len(self.judge.calls) if self.judge is not None else 0
         score = scorer.score(candidate, reference, **context)
         if "model" in needs:
@@ -542,6 +549,18 @@ def why_different(score: Score) -> str:
         )
     limit = score.threshold if score.threshold is not None else 0.0
     return f"equivalence {score.value:.2f} < {limit:.2f} ({score.scorer}): {score.explanation}"
+
+
+def judged_texts(
+    candidate: str, reference: str, question: str | None
+) -> tuple[str, str, str | None]:
+    """The texts a model-asking scorer (the judge) is given and its verdict is cached under: as
+    the JSON report and the golden file keep them, secrets scrubbed, so a rescore of the report
+    decides on the text the run decided on (issue 50)."""
+    from pytest_slam.golden.redact import scrub_text
+
+    said = scrub_text(question) if question is not None else None
+    return scrub_text(candidate), scrub_text(reference), said
 
 
 @dataclass

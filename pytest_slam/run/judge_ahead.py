@@ -39,7 +39,14 @@ from pytest_slam.compare.policy import decide_pair
 from pytest_slam.compare.scorer import ScorerError
 from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON, Call, GoldenRecord, ModelSpec, Pair, Score
-from pytest_slam.run.checks import Checker, Choice, asks_a_model, choices_of, question_of
+from pytest_slam.run.checks import (
+    Checker,
+    Choice,
+    asks_a_model,
+    choices_of,
+    judged_texts,
+    question_of,
+)
 from pytest_slam.run.judging import JudgeModel, judge_body, judge_target
 from pytest_slam.run.optin import base_test_id, module_of
 from pytest_slam.run.scoring import ScoringPlan
@@ -246,7 +253,8 @@ class JudgeAhead:
             if twin is None:
                 continue  # another scorer that asks a model: asked by its test
             try:  # the check's own code: its messages, its cache read; the verdict is dropped
-                twin.score(want.candidate, want.reference, question=question, cache=cache)
+                texts = judged_texts(want.candidate, want.reference, question)  # as the check
+                twin.score(texts[0], texts[1], question=texts[2], cache=cache)
             except Exception:  # _Live, unreadable, failed: its test asks live
                 continue
         for exc in faults:
