@@ -77,6 +77,9 @@ class _Value:
     def review(self) -> tuple[str, str] | None:
         return None
 
+    def why_no_judge(self) -> str | None:
+        return None
+
 
 class Tally:
     """Pairs applied, decided by the bands, called each way and wrongly, and what was stated."""

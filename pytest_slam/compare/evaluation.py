@@ -41,7 +41,7 @@ from pytest_slam.compare.domain import SCOPE_UNKNOWN, UNKNOWN, domain_unknown, s
 from pytest_slam.compare.judge import Complete, JudgeCache
 from pytest_slam.compare.named import describe_name
 from pytest_slam.compare.policy import NOT_CERTIFIED, OUTSIDE, Policy, decide_pair
-from pytest_slam.compare.verdict_error import Judged, errors_by_evidence
+from pytest_slam.compare.verdict_error import LabelVerdict, errors_by_evidence
 from pytest_slam.errors import SlamError
 from pytest_slam.records import Score
 
@@ -162,8 +162,10 @@ def _evaluable_scope(
 class _Tally:
     """What the pairs' verdicts add up to, scope after scope."""
 
-    rows: list[Judged] = field(default_factory=list)
-    judged: list[tuple[float, Judged]] = field(default_factory=list)  # the judge's value of each
+    rows: list[LabelVerdict] = field(default_factory=list)
+    judged: list[tuple[float, LabelVerdict]] = field(
+        default_factory=list
+    )  # the judge's value of each
     unasked: int = 0  # pairs the cascade would give the judge, where no judge is set
     outside: int = 0  # pairs the bands would decide, outside the domain they were measured on
     verdicts: dict[int, dict[str, Any]] = field(default_factory=dict)  # by place in ``pairs``
@@ -174,7 +176,7 @@ class _Tally:
         self,
         scope: Scope,
         at: int,
-        row: Judged,
+        row: LabelVerdict,
         value: float | None,
         score: Score,
         judge_unset: bool,
@@ -234,7 +236,9 @@ def _with_judge(
     )
 
 
-def _uncertified_undecided(rows: list[Judged], certified: Mapping[str, Any]) -> list[Judged]:
+def _uncertified_undecided(
+    rows: list[LabelVerdict], certified: Mapping[str, Any]
+) -> list[LabelVerdict]:
     """The rows with the judge's verdicts on an uncertified side made undecided."""
     drop = {
         v for v, ok in ((EQUIVALENT, certified["pass"]), (DIFFERENT, certified["fail"])) if not ok
@@ -280,7 +284,7 @@ def _decide_scope(
     judge: JudgeSetup | None,
     aids: Aids,
     module: str = "",
-) -> list[tuple[Judged, float | None, Score]]:
+) -> list[tuple[LabelVerdict, float | None, Score]]:
     """Each pair (of test module ``module``) decided by the one policy (``policy.decide_pair``)
     under its scope, the judge's value where it decided, and the pair's Score. The judge's sides
     are certified afterwards, on these very pairs (``certify_judge``), so here its verdicts count
@@ -300,7 +304,7 @@ def _decide_scope(
             raise CalibrationRefused(f"[tool.slam.equivalence]: {exc}") from None
     if judge is not None and judge.concurrency > 1 and judge.cache is not None:
         _ask_ahead(judge, policy, scope, group, values)
-    out: list[tuple[Judged, float | None, Score]] = []
+    out: list[tuple[LabelVerdict, float | None, Score]] = []
     for p, value in zip(group, values, strict=True):
         evidence = _Evidence(scope, p, value, judge)
         try:
@@ -309,7 +313,7 @@ def _decide_scope(
             score = Score(scope.by, 0.0, "the judge gave no readable verdict", verdict=UNDECIDED)
             score.why_undecided = score.explanation
         decided = score.verdict in (EQUIVALENT, DIFFERENT)
-        row = Judged(p.label, score.verdict, score.decided_by if decided else None)
+        row = LabelVerdict(p.label, score.verdict, score.decided_by if decided else None)
         judge_value = evidence.judged if score.decided_by == "judge" else None
         out.append((row, judge_value, score))
     return out
@@ -340,6 +344,9 @@ class _Probe:
         raise _Wanted({})
 
     def review(self) -> tuple[str, str] | None:
+        return None
+
+    def why_no_judge(self) -> str | None:
         return None
 
 
@@ -416,6 +423,9 @@ class _Evidence:
     def review(self) -> tuple[str, str] | None:
         return None
 
+    def why_no_judge(self) -> str | None:
+        return None
+
 
 def _judge_value(judge: JudgeSetup, options: Mapping[str, Any], p: LabelledPair) -> float | None:
     """The judge's 0..1 value of one pair (None: no readable verdict, twice), asked once: a
@@ -449,7 +459,7 @@ def _judge_value(judge: JudgeSetup, options: Mapping[str, Any], p: LabelledPair)
     return score.value
 
 
-def certify_judge(judged: Sequence[tuple[float, Judged]], targets: Targets) -> dict[str, Any]:
+def certify_judge(judged: Sequence[tuple[float, LabelVerdict]], targets: Targets) -> dict[str, Any]:
     """Learn then Test on the judge's values: the certified bands, and whether each side of what
     the judge decided lies inside them (every pair it called equivalent in the certified pass band;
     every pair it called different in the certified fail band)."""

@@ -69,6 +69,10 @@ class Evidence(Protocol):
         """A person's stored verdict and why; None when none is stored."""
         ...
 
+    def why_no_judge(self) -> str | None:
+        """Why ``judge()`` gave no verdict, with the fix (None: nothing to add)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Policy:
@@ -169,7 +173,7 @@ def _cascade(policy: Policy, score: Score, evidence: Evidence) -> str | None:
         if step == "judge":
             judged = evidence.judge()
             if judged is None:
-                why = why or _judge_missing(evidence)
+                why = why or evidence.why_no_judge()
                 continue
             Rule(judge_mode="grade").apply(judged)
             score.replayed = judged.replayed
@@ -182,11 +186,6 @@ def _cascade(policy: Policy, score: Score, evidence: Evidence) -> str | None:
         if score.verdict != UNDECIDED:
             return None
     return why
-
-
-def _judge_missing(evidence: Evidence) -> str | None:
-    said = getattr(evidence, "judge_missing", None)
-    return said if isinstance(said, str) else None
 
 
 def _unless_certified(policy: Policy, score: Score) -> str | None:

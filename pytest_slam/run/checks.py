@@ -609,6 +609,9 @@ class _RunEvidence:
             )
         return None
 
+    def why_no_judge(self) -> str | None:
+        return self.judge_missing
+
     def review(self) -> tuple[str, str] | None:
         from pytest_slam.review.pairs import answer_text
 

@@ -112,6 +112,9 @@ class _Probe:
     def review(self) -> tuple[str, str] | None:
         raise _Live  # a stored review before the judge: read in the test's thread
 
+    def why_no_judge(self) -> str | None:
+        return None
+
 
 def wanted(
     checker: Checker, pair: PairPlan, call: Call, faults: list[Exception] | None = None
