@@ -71,6 +71,9 @@ class _Value:
     def review(self) -> tuple[str, str] | None:
         return None
 
+    def why_no_judge(self) -> str | None:
+        return None
+
 
 def score_all(pairs: list[LabelledPair], aids: Aids) -> Columns:
     """Every scorer ``slam calibrate`` tries here, semantic's embeddings kept in ``aids``."""

@@ -113,6 +113,11 @@ class MeasuredDomain(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
     scope: str | None = Field(None, description="the labels: their test modules, or their file")
+    modules: list[str] | None = Field(
+        None,
+        description="the test modules (features) it holds on: another module's pairs are not "
+        "decided by it (unset: unknown, every module)",
+    )
     reference_chars: list[int] | None = Field(
         None, min_length=2, max_length=2, description="[shortest, longest] reference, characters"
     )

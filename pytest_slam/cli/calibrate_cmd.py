@@ -63,6 +63,7 @@ from pytest_slam.settings import Settings
 from pytest_slam.util.files import scratch_folder
 
 MIN_RESAMPLES = 100
+SIDES = (("equivalent", "pass"), ("different", "fail"))  # a need's side, its certification key
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -126,6 +127,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         + ", ".join(n.split()[-1] for n in SCORERS)
         + " (default: all installed)",
     )
+    parser.add_argument(
+        "--modules",
+        help="comma-separated test modules (tests/test_faq.py) the labels stand for besides their "
+        "own: the bands decide those modules' pairs too (default: only the labels' modules)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the table, write nothing")
     parser.add_argument(
         "--progress",
@@ -174,6 +180,32 @@ def labelled(args: argparse.Namespace) -> list[LabelledPair]:
     if args.report:
         return pairs_from_reviews(args.report, args.root, args.reference)
     return pairs_from_goldens(args.root, args.reference)
+
+
+def covered(args: argparse.Namespace) -> list[str]:
+    """``--modules``: each a test module of the project (a file under pyproject.toml's folder)."""
+    names = [n.strip() for n in (args.modules or "").split(",") if n.strip()]
+    root = Path(args.pyproject).resolve().parent
+    for name in names:
+        if not name.endswith(".py") or not (root / name).is_file():
+            raise CalibrationRefused(
+                f"--modules {name}: no such test module in {root}; name a test file by its path "
+                "from the project's folder (tests/test_faq.py), as the labels' module does"
+            )
+    return names
+
+
+def check_label_modules(pairs: list[LabelledPair], args: argparse.Namespace, what: str) -> None:
+    """Labels whose modules are all missing from the project were made for another one: bands
+    measured on them would decide none of its pairs (or, scoped wrongly, every pair)."""
+    named = sorted({p.module for p in pairs if p.module})
+    root = Path(args.pyproject).resolve().parent
+    if named and not any((root / m).is_file() for m in named):
+        shown = ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
+        raise CalibrationRefused(
+            f"{what}: its labels' modules ({shown}) match no test module in {root}; give each "
+            "label the path of its test file from the project's folder (tests/test_qa.py)"
+        )
 
 
 def label_source(args: argparse.Namespace) -> str:
@@ -241,6 +273,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
                 "or a run's report whose answers 'slam review' judged (--report RUN.json)"
             )
     targets = targets_of(args)
+    if args.evaluate or args.labels:  # a file's modules; goldens' and reviews' are the project's
+        check_label_modules(pairs, args, f"--evaluate {args.evaluate or args.labels}")
     _, doc = read_pyproject(args.pyproject)
     judge, aids = judge_of(args), aids_of(args)
     if judge is not None:
@@ -252,7 +286,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
         result["judge_error"] = table
     print(json.dumps(result, indent=2) if args.format == "json" else evaluation_text(result))
     if args.format != "json":
-        print("\n".join(labels_needed(pairs, targets, args, result.get("evidence", {}))))
+        judged = result.get("judge") or {}
+        sides = {("judge", s): bool(judged[k]) for s, k in SIDES if k in judged}
+        print("\n".join(labels_needed(pairs, targets, args, result.get("evidence", {}), sides)))
     if table is not None and args.format != "json":
         print(
             "what a run needs to state the judge's measured error (and to leave a side that is "
@@ -267,7 +303,10 @@ def run_calibrate(args: argparse.Namespace) -> int:
     if not args.dry_run:
         check_target(args.pyproject)  # a path the table cannot go to: said before any work
     _, doc = read_pyproject(args.pyproject)  # a broken file is refused before any work
+    covers = covered(args)
     pairs = labelled(args)
+    if args.labels:  # a file's modules; the goldens' and the reviews' are the project's own
+        check_label_modules(pairs, args, f"--labels {args.labels}")
     results = calibrate(
         pairs,
         targets,
@@ -275,6 +314,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         scorers_of(args),
         aids=aids_of(args),
         source=label_source(args),
+        covers=covers,
     )
     kept = kept_keys(doc)
     text = table_text(results, targets, kept)
@@ -283,7 +323,12 @@ def run_calibrate(args: argparse.Namespace) -> int:
     print(text, end="")
     if not args.dry_run:
         print(f"written to {args.pyproject}")
-    print("\n".join(labels_needed(pairs, targets, args)))
+    chosen = results[0].chosen  # the top-level bands: certified on which side
+    bands = {
+        ("bands", "equivalent"): chosen is not None and chosen.at_least is not None,
+        ("bands", "different"): chosen is not None and bool(chosen.fail_below),
+    }
+    print("\n".join(labels_needed(pairs, targets, args, certified=bands)))
     return 0
 
 
@@ -292,6 +337,7 @@ def labels_needed(
     targets: Targets,
     args: argparse.Namespace,
     evidence: dict[str, Any] | None = None,
+    certified: dict[tuple[str, str], bool] | None = None,
 ) -> list[str]:
     """How many labelled pairs of each kind the bands and the judge need at these targets, how
     many there are, how many more to review (``compare.needed``). Only the pairs the bands or
@@ -300,7 +346,8 @@ def labels_needed(
     good = sum(p.label for p in pairs)
     judged = (evidence or {}).get("judge")
     called = (judged["equivalent"], judged["different"]) if judged else None
-    return needs_lines(targets, len(scorers_of(args)), good, len(pairs) - good, called)
+    sides = dict(certified or {})
+    return needs_lines(targets, len(scorers_of(args)), good, len(pairs) - good, called, sides)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

@@ -221,7 +221,10 @@ def calibrate_scope(
     resamples: int,
     aids: Aids = NO_AIDS,
     source: str = "",
+    covers: Sequence[str] = (),
 ) -> ScopeResult:
+    """The bands of one scope (a module, or ``TOP``), their error and the domain they were
+    measured on; ``covers``: test modules the user names as like these labels."""
     # an identical answer or a blank side is settled before the bands in a run (policy): their
     # error and domain are measured on the pairs they decide, and on nothing else
     labelled = pairs
@@ -238,8 +241,18 @@ def calibrate_scope(
             [p.candidate for p in pairs],
             [p.reference for p in pairs],
             columns[chosen.scorer],
+            modules=features(pairs, covers),
         )
     return result
+
+
+def features(pairs: Sequence[LabelledPair], covers: Sequence[str] = ()) -> list[str] | None:
+    """The test modules (features) bands measured on ``pairs`` hold on: the labels' own modules
+    and those the user names (``covers``); None, unknown, when a label has no module and none is
+    named (the bands then decide every module, as before, and the summary says so)."""
+    if any(not p.module for p in pairs):
+        return sorted(set(covers)) or None
+    return sorted({p.module for p in pairs} | set(covers))
 
 
 def scope_text(scope: str, pairs: Sequence[LabelledPair], source: str) -> str:
@@ -261,8 +274,10 @@ def calibrate(
     module_min: int = MODULE_MIN_PAIRS,
     aids: Aids = NO_AIDS,
     source: str = "",
+    covers: Sequence[str] = (),
 ) -> list[ScopeResult]:
     """The top-level result first, then each module that certified bands on its own labels.
+    The top-level bands hold on the labels' modules and those in ``covers`` (``features``).
 
     A module with ``module_min`` labels is calibrated on them alone; one whose labels certify no
     band joins the rest under the top-level table (a module's table updates the top level, so it
@@ -285,5 +300,5 @@ def calibrate(
     if len(own) == 1 and not rest:
         own, rest = [], list(pairs)  # one module holds every label: the top-level table is its
     rest = rest if len(rest) >= MIN_PAIRS else list(pairs)
-    top = calibrate_scope(TOP, rest, targets, scorers, resamples, aids, source)
+    top = calibrate_scope(TOP, rest, targets, scorers, resamples, aids, source, covers)
     return [top, *own]

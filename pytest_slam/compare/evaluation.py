@@ -37,11 +37,11 @@ from pytest_slam.compare.calibrate import (
     score_column,
 )
 from pytest_slam.compare.decide import Rule, layered
-from pytest_slam.compare.domain import UNKNOWN, domain_unknown
+from pytest_slam.compare.domain import SCOPE_UNKNOWN, UNKNOWN, domain_unknown, scope_unknown
 from pytest_slam.compare.judge import Complete, JudgeCache
 from pytest_slam.compare.named import describe_name
-from pytest_slam.compare.policy import OUTSIDE, Policy, decide_pair
-from pytest_slam.compare.verdict_error import Judged, errors_by_evidence
+from pytest_slam.compare.policy import NOT_CERTIFIED, OUTSIDE, Policy, decide_pair
+from pytest_slam.compare.verdict_error import LabelVerdict, errors_by_evidence
 from pytest_slam.errors import SlamError
 from pytest_slam.records import Score
 
@@ -134,10 +134,12 @@ def evaluate(
     for module, group in groups.items():
         scope = _evaluable_scope(equivalence, module, judge)
         tally.scopes.append(scope)
-        decided = _decide_scope(scope, group, judge, aids)
+        decided = _decide_scope(scope, group, judge, aids, module)
         for p, (row, value, score) in zip(group, decided, strict=True):
             tally.add(scope, place[id(p)], row, value, score, judge_unset=judge is None)
     extra = tally.extra()
+    if groups and "" not in groups:  # every label names its module: the features measured
+        extra["modules"] = sorted(groups)
     measured = errors_by_evidence(tally.rows) | extra
     if judge is None or not judge.seen:
         return measured
@@ -160,23 +162,27 @@ def _evaluable_scope(
 class _Tally:
     """What the pairs' verdicts add up to, scope after scope."""
 
-    rows: list[Judged] = field(default_factory=list)
-    judged: list[tuple[float, Judged]] = field(default_factory=list)  # the judge's value of each
+    rows: list[LabelVerdict] = field(default_factory=list)
+    judged: list[tuple[float, LabelVerdict]] = field(
+        default_factory=list
+    )  # the judge's value of each
     unasked: int = 0  # pairs the cascade would give the judge, where no judge is set
     outside: int = 0  # pairs the bands would decide, outside the domain they were measured on
     verdicts: dict[int, dict[str, Any]] = field(default_factory=dict)  # by place in ``pairs``
     scopes: list[Scope] = field(default_factory=list)
+    places: list[int] = field(default_factory=list)  # each row's place in ``pairs``
 
     def add(
         self,
         scope: Scope,
         at: int,
-        row: Judged,
+        row: LabelVerdict,
         value: float | None,
         score: Score,
         judge_unset: bool,
     ) -> None:
         self.rows.append(row)
+        self.places.append(at)
         if value is not None:
             self.judged.append((value, row))
         self.unasked += row.evidence is None and "judge" in scope.then and judge_unset
@@ -197,6 +203,8 @@ class _Tally:
         extra |= {"judge_unset": self.unasked} if self.unasked else {}
         if any(domain_unknown({"band_error": s.band_error or {}}) for s in self.scopes):
             extra["domain_unknown"] = True
+        if any(scope_unknown({"band_error": s.band_error or {}}) for s in self.scopes):
+            extra["scope_unknown"] = True
         return extra
 
 
@@ -215,8 +223,12 @@ def _with_judge(
     counted = tally.rows
     if not judge.accept_uncertified:
         counted = _uncertified_undecided(tally.rows, certified)
-        pairs = zip(tally.rows, counted, strict=True)
-        certified["left_undecided"] = sum(a is not b for a, b in pairs)
+        left = [i for i, (a, b) in enumerate(zip(tally.rows, counted, strict=True)) if a is not b]
+        certified["left_undecided"] = len(left)
+        for i in left:  # the per-pair list says what the totals count: undecided, and why
+            said = tally.verdicts[tally.places[i]]
+            why = NOT_CERTIFIED.format(verdict=said["verdict"])
+            said.update(verdict=UNDECIDED, decided_by=None, why_undecided=why)
     certified |= {"accepted": judge.accept_uncertified, "model": judge.model}
     certified |= {"asked": judge.asked, "replayed": judge.replayed, "unjudged": judge.unjudged}
     return (
@@ -224,7 +236,9 @@ def _with_judge(
     )
 
 
-def _uncertified_undecided(rows: list[Judged], certified: Mapping[str, Any]) -> list[Judged]:
+def _uncertified_undecided(
+    rows: list[LabelVerdict], certified: Mapping[str, Any]
+) -> list[LabelVerdict]:
     """The rows with the judge's verdicts on an uncertified side made undecided."""
     drop = {
         v for v, ok in ((EQUIVALENT, certified["pass"]), (DIFFERENT, certified["fail"])) if not ok
@@ -252,6 +266,8 @@ def judge_error_table(result: Mapping[str, Any], measured_on: str) -> dict[str, 
             table[side] = round(error["value"], 4)
             table[f"{side}_upper"] = round(error["high"], 4)
     table |= {"n": judged["decided"], "measured_on": measured_on}
+    if result.get("modules"):  # the features it was measured on: its error holds there only
+        table["domain"] = {"modules": list(result["modules"])}
     return table | {"pass_certified": bool(judge["pass"]), "fail_certified": bool(judge["fail"])}
 
 
@@ -263,16 +279,21 @@ def unset_line(unasked: int) -> str:
 
 
 def _decide_scope(
-    scope: Scope, group: Sequence[LabelledPair], judge: JudgeSetup | None, aids: Aids
-) -> list[tuple[Judged, float | None, Score]]:
-    """Each pair decided by the one policy (``policy.decide_pair``) under its scope, the judge's
-    value where it decided, and the pair's Score. The judge's sides are certified afterwards, on
-    these very pairs (``certify_judge``), so here its verdicts count as given."""
+    scope: Scope,
+    group: Sequence[LabelledPair],
+    judge: JudgeSetup | None,
+    aids: Aids,
+    module: str = "",
+) -> list[tuple[LabelVerdict, float | None, Score]]:
+    """Each pair (of test module ``module``) decided by the one policy (``policy.decide_pair``)
+    under its scope, the judge's value where it decided, and the pair's Score. The judge's sides
+    are certified afterwards, on these very pairs (``certify_judge``), so here its verdicts count
+    as given."""
     rule = Rule(
         scope.bands.at_least, scope.bands.fail_below, str(scope.options.get("mode", "grade"))
     )
     measured = {"band_error": scope.band_error} if scope.band_error else {}
-    policy = Policy(scope.by, rule, scope.then, measured, True, scope.by_judge)
+    policy = Policy(scope.by, rule, scope.then, measured, True, scope.by_judge, module)
     values: Sequence[float | None]
     if scope.by_judge:
         values = [None] * len(group)  # asked per pair, only where the policy needs it
@@ -283,7 +304,7 @@ def _decide_scope(
             raise CalibrationRefused(f"[tool.slam.equivalence]: {exc}") from None
     if judge is not None and judge.concurrency > 1 and judge.cache is not None:
         _ask_ahead(judge, policy, scope, group, values)
-    out: list[tuple[Judged, float | None, Score]] = []
+    out: list[tuple[LabelVerdict, float | None, Score]] = []
     for p, value in zip(group, values, strict=True):
         evidence = _Evidence(scope, p, value, judge)
         try:
@@ -292,7 +313,7 @@ def _decide_scope(
             score = Score(scope.by, 0.0, "the judge gave no readable verdict", verdict=UNDECIDED)
             score.why_undecided = score.explanation
         decided = score.verdict in (EQUIVALENT, DIFFERENT)
-        row = Judged(p.label, score.verdict, score.decided_by if decided else None)
+        row = LabelVerdict(p.label, score.verdict, score.decided_by if decided else None)
         judge_value = evidence.judged if score.decided_by == "judge" else None
         out.append((row, judge_value, score))
     return out
@@ -323,6 +344,9 @@ class _Probe:
         raise _Wanted({})
 
     def review(self) -> tuple[str, str] | None:
+        return None
+
+    def why_no_judge(self) -> str | None:
         return None
 
 
@@ -408,6 +432,9 @@ class _Evidence:
     def review(self) -> tuple[str, str] | None:
         return None
 
+    def why_no_judge(self) -> str | None:
+        return None
+
 
 def _judge_value(judge: JudgeSetup, options: Mapping[str, Any], p: LabelledPair) -> float | None:
     """The judge's 0..1 value of one pair (None: no readable verdict, twice), asked once: a
@@ -441,7 +468,7 @@ def _judge_value(judge: JudgeSetup, options: Mapping[str, Any], p: LabelledPair)
     return score.value
 
 
-def certify_judge(judged: Sequence[tuple[float, Judged]], targets: Targets) -> dict[str, Any]:
+def certify_judge(judged: Sequence[tuple[float, LabelVerdict]], targets: Targets) -> dict[str, Any]:
     """Learn then Test on the judge's values: the certified bands, and whether each side of what
     the judge decided lies inside them (every pair it called equivalent in the certified pass band;
     every pair it called different in the certified fail band)."""
@@ -492,6 +519,8 @@ def evaluation_text(result: Mapping[str, Any]) -> str:
         )
     if result.get("domain_unknown"):
         lines.append(UNKNOWN)
+    if result.get("scope_unknown"):
+        lines.append(SCOPE_UNKNOWN)
     if result.get("judge_unset"):
         lines.append(unset_line(result["judge_unset"]))
     judge = result.get("judge")

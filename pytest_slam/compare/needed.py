@@ -7,15 +7,25 @@ acceptable, since its error is small), a fail band that many (nearly all unaccep
 the confidence over the scorers ``slam calibrate`` tries (Bonferroni); the judge is certified on
 its own (``evaluation.certify_judge``), so it needs fewer, but they must be pairs *it called*
 equivalent (or different). At the defaults (pass error <= 0.05, fail error <= 0.10, 95%): a judge
-needs 233 pairs it called equivalent and 114 it called different; bands chosen among 5 scorers
-need 424 and 195.
+needs 230 pairs it called equivalent and 114 it called different; bands chosen among 5 scorers
+need 395 and 195 (each the exact smallest count the rule allows, ``sequence_start``).
+
+A count is only "enough" where it can certify: a side whose evaluation had the pairs and still
+was not certified (its error on them is above the target) says so, not "enough".
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pytest_slam.compare.bandselect import Targets, sequence_start
+
+NOT_ENOUGH = (
+    "as many as the rule needs, yet not certified: its error on them is above the target; label "
+    "more pairs of the kind it gets wrong, or loosen the target (--max-pass-error, "
+    "--max-fail-error)"
+)
 
 
 @dataclass(frozen=True)
@@ -68,8 +78,10 @@ def needs_lines(
     acceptable: int,
     unacceptable: int,
     judge_called: tuple[int, int] | None = None,
+    certified: Mapping[tuple[str, str], bool] | None = None,
 ) -> list[str]:
-    """What a user reads: per evidence and side, needed, had, and how many more to label."""
+    """What a user reads: per evidence and side, needed, had, and how many more to label;
+    ``certified``: (evidence, side) -> whether it was certified, where that was measured."""
     at = (
         f"pass error <= {targets.max_pass_error:g}, fail error <= {targets.max_fail_error:g} at "
         f"{1 - targets.delta:.0%}"
@@ -86,6 +98,8 @@ def needs_lines(
             what = "pairs the judge called " + need.side
             whose = f"the judge's {need.side}"
         more = f"review {need.more} more" if need.more else "enough"
+        if not need.more and (certified or {}).get((need.evidence, need.side)) is False:
+            more = NOT_ENOUGH
         has = (
             f"has at most {need.has}"
             if need.evidence == "judge" and judge_called is None

@@ -34,7 +34,7 @@ from pytest_slam.compare.decide import (
     uncertified,
     verdict_error,
 )
-from pytest_slam.compare.domain import band_domain_note
+from pytest_slam.compare.domain import band_domain_note, outside_features
 from pytest_slam.records import Score
 
 OUTSIDE = "not decided by the bands"  # in the explanation of a pair outside their domain
@@ -69,6 +69,10 @@ class Evidence(Protocol):
         """A person's stored verdict and why; None when none is stored."""
         ...
 
+    def why_no_judge(self) -> str | None:
+        """Why ``judge()`` gave no verdict, with the fix (None: nothing to add)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Policy:
@@ -81,6 +85,18 @@ class Policy:
     measured: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
     accept_uncertified_judge: bool = False
     asks_model: bool = False  # the scorer calls a model: never asked about an identical answer
+    # the test module (feature) of the pairs it decides ("" unknown): bands and a judge's error
+    # measured on other modules do not hold on it (domain.py)
+    module: str = ""
+
+    @property
+    def errors_here(self) -> Mapping[str, Mapping[str, object]]:
+        """What was measured and holds on this module: a judge's error measured on other
+        features is left out (its verdicts here are unmeasured, not certified by it)."""
+        judge = self.measured.get("judge_error")
+        if judge is None or not outside_features(judge, self.module):
+            return self.measured
+        return {k: v for k, v in self.measured.items() if k != "judge_error"}
 
 
 def is_blank(text: str) -> bool:
@@ -128,7 +144,8 @@ def decide_pair(
     policy.rule.apply(score)
     why = _unless_certified(policy, score)
     if score.decided_by in ("bands", "threshold") and not same:
-        outside = band_domain_note(policy.measured.get("band_error"), candidate, reference, score)
+        band_error = policy.measured.get("band_error")
+        outside = band_domain_note(band_error, candidate, reference, score, policy.module)
         if outside is not None:
             why = outside
             score.explanation = f"{score.explanation}; {outside}: {OUTSIDE}"
@@ -144,7 +161,7 @@ def decide_pair(
         why = _cascade(policy, score, evidence) or why
         if score.verdict == UNDECIDED:
             score.why_undecided = why or NO_EVIDENCE.format(what=_between(score))
-    score.error, score.error_upper = verdict_error(score, policy.measured)
+    score.error, score.error_upper = verdict_error(score, policy.errors_here)
     return score
 
 
@@ -156,7 +173,7 @@ def _cascade(policy: Policy, score: Score, evidence: Evidence) -> str | None:
         if step == "judge":
             judged = evidence.judge()
             if judged is None:
-                why = why or _judge_missing(evidence)
+                why = why or evidence.why_no_judge()
                 continue
             Rule(judge_mode="grade").apply(judged)
             score.replayed = judged.replayed
@@ -171,15 +188,10 @@ def _cascade(policy: Policy, score: Score, evidence: Evidence) -> str | None:
     return why
 
 
-def _judge_missing(evidence: Evidence) -> str | None:
-    said = getattr(evidence, "judge_missing", None)
-    return said if isinstance(said, str) else None
-
-
 def _unless_certified(policy: Policy, score: Score) -> str | None:
     """A judge's verdict on a side its evaluation could not certify is no verdict: the pair stays
     undecided (and goes on down the cascade) unless the project accepts it. Returns the reason."""
-    if policy.accept_uncertified_judge or not uncertified(score, policy.measured):
+    if policy.accept_uncertified_judge or not uncertified(score, policy.errors_here):
         return None
     why = NOT_CERTIFIED.format(verdict=score.verdict)
     score.explanation = f"{score.explanation}; {why}, so undecided"
@@ -215,6 +227,11 @@ CAUSES: dict[str, tuple[str, str]] = {
         "the judge's ",
         "label more pairs (`slam review`) until `slam calibrate --evaluate` certifies the judge "
         "(it prints how many it needs), or set [tool.slam] accept_uncertified_judge = true",
+    ),
+    "outside the calibrated features": (
+        "outside the features",
+        "label this feature's own answers (`slam review`, `slam calibrate`: its module gets "
+        'bands of its own), or send its pairs to the judge (then = ["judge"])',
     ),
     "outside the calibrated domain": (
         "outside what the bands",

@@ -23,9 +23,9 @@ EVIDENCE_ORDER = ("exact", "empty", "structure", "threshold", "bands", "judge", 
 
 
 @dataclass(frozen=True)
-class Judged:
+class LabelVerdict:
     """One labelled pair's verdict: its label, the verdict (None or "undecided": not decided) and
-    the evidence that decided it."""
+    the evidence that decided it. (Not the run's end stage, ``run.judge_stage.Judged``.)"""
 
     label: int
     verdict: str | None
@@ -39,7 +39,7 @@ def error_of(wrong: int, of: int, level: float = 0.95) -> dict[str, Any]:
     return {"value": wrong / of if of else None, "low": low, "high": high, "wrong": wrong, "of": of}
 
 
-def tally(rows: Iterable[Judged], level: float = 0.95) -> dict[str, Any]:
+def tally(rows: Iterable[LabelVerdict], level: float = 0.95) -> dict[str, Any]:
     """``{"decided", "equivalent", "different", "pass_error", "fail_error"}`` of these rows."""
     passed = failed = pass_wrong = fail_wrong = 0
     for r in rows:
@@ -58,7 +58,7 @@ def tally(rows: Iterable[Judged], level: float = 0.95) -> dict[str, Any]:
     }
 
 
-def errors_by_evidence(rows: Iterable[Judged], level: float = 0.95) -> dict[str, Any]:
+def errors_by_evidence(rows: Iterable[LabelVerdict], level: float = 0.95) -> dict[str, Any]:
     """The overall tally (with ``pairs`` and ``undecided``) and ``evidence``: one tally per
     evidence that decided at least one pair, in the cascade's order (cheapest first)."""
     rows = list(rows)

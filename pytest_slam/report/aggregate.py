@@ -112,6 +112,9 @@ class ModelRow(Record):
     pairs: int = 0
     missing_golden: int = 0
     equivalence_mean: float | None = None
+    # the mean over every candidate call: a failed call (an error, a timeout, a runaway) counts 0,
+    # so a model whose near misses became failures reads worse, not better (baseline, history)
+    equivalence_all_calls: float | None = None
     equivalence_worst: float | None = None
     equivalence_by_scorer: dict[str, float] = field(default_factory=dict)
     # bootstrap 95% intervals over requests (equivalence) and tests (pass rate): uncertainty.py
@@ -221,8 +224,10 @@ class PerTestRow(Record):
     outcome: str  # the worst of its runs: error > failed > passed > skipped
     runs: int = 1
     calls: int = 0
+    calls_errored: int = 0
     missing_golden: int = 0
     equivalence_mean: float | None = None
+    equivalence_all_calls: float | None = None  # a failed call counted 0 (ModelRow's)
     equivalence_worst: float | None = None
     e2e_p95_ms: float | None = None
     ttft_p50_ms: float | None = None
@@ -394,6 +399,9 @@ def model_row(model: str, outcomes: list[Outcome], ref_cost: float | None) -> Mo
     _count_calls(row, calls)
     row.cold_starts = sum(1 for o in outcomes for c in o.candidate_calls() if c.cold_start)
     _fill_equivalence(row, [p for o in tests for p in o.pairs])
+    row.equivalence_all_calls = all_calls_mean(
+        row.equivalence_mean, _valued(tests), row.calls_errored
+    )
     _fill_verdicts(row, [p for o in tests for p in o.pairs])
     _fill_intervals(row, tests)
     _fill_judge(row, [c for o in tests for c in o.calls if c.role == "judge"])
@@ -455,6 +463,18 @@ def _fill_equivalence(row: ModelRow, pairs: list[Pair]) -> None:
         for score in [] if pair.missing else pair.scores:
             by_scorer.setdefault(score.scorer, []).append(score.value)
     row.equivalence_by_scorer = {k: sum(v) / len(v) for k, v in sorted(by_scorer.items())}
+
+
+def _valued(outcomes: list[Outcome]) -> int:
+    return sum(1 for o in outcomes for p in o.pairs if p.equivalence is not None)
+
+
+def all_calls_mean(mean: float | None, valued: int, failed: int) -> float | None:
+    """The mean equivalence with each failed candidate call counted 0: a failed call gave no
+    answer a user could use, so leaving it out would read a run of runaways as a gain."""
+    if valued + failed == 0:
+        return None
+    return (mean or 0.0) * valued / (valued + failed)
 
 
 CHEAP = ("exact", "threshold", "bands", "structure")  # evidence that decides before the judge
@@ -698,14 +718,17 @@ def _test_row(test: str, model: str, runs: list[Outcome]) -> PerTestRow:
     calls = [c for o in runs for c in o.candidate_calls()]
     values = [v for v in (p.equivalence for p in pairs) if v is not None]
     measured = latency_calls(calls)
+    failed = sum(1 for c in calls if c.error is not None)
     return PerTestRow(
         test=test,
         model=model,
         outcome=worst.outcome,
         runs=len(runs),
         calls=len(calls),
+        calls_errored=failed,
         missing_golden=sum(1 for p in pairs if p.missing),
         equivalence_mean=_mean(values),
+        equivalence_all_calls=all_calls_mean(_mean(values), len(values), failed),
         equivalence_worst=min(values) if values else None,
         e2e_p95_ms=_percentile([c.e2e_ms for c in measured], 95),
         ttft_p50_ms=_percentile([c.ttft_ms for c in measured], 50),

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from pytest_slam.records import utc_moment
+from pytest_slam.report.trend import History, saved_run, when
 from pytest_slam.util.files import ignore_scratch_folder
 
 AUTO = "auto"  # the --slm-baseline value
@@ -62,9 +63,10 @@ def claim_next(folder: Path) -> Path:
 HISTORY_RUNS = 30  # the saved runs a report's trend chart reads, the last ones
 
 
-def history(folder: Path, limit: int = HISTORY_RUNS) -> list[tuple[str, dict[str, float]]]:
-    """The saved runs' mean equivalence per candidate, oldest first, each labelled by its number
-    (``0003``): the report's trend chart. A run that cannot be read is left out."""
+def history(folder: Path, limit: int = HISTORY_RUNS) -> History:
+    """The saved runs' metrics per candidate (``trend.METRICS``), oldest first, each labelled by
+    its number (``0003``) and dated by its name's UTC stamp: the report's history charts. A run
+    that cannot be read is left out."""
     import json
 
     found = []
@@ -73,11 +75,8 @@ def history(folder: Path, limit: int = HISTORY_RUNS) -> list[tuple[str, dict[str
             rows = json.loads(path.read_text(encoding="utf-8")).get("models") or []
         except (OSError, ValueError, AttributeError):
             continue
-        means = {
-            str(r["model"]): float(r["equivalence_mean"])
-            for r in rows
-            if isinstance(r, dict) and isinstance(r.get("equivalence_mean"), int | float)
-        }
-        if means:
-            found.append((f"{number:04d}", means))
+        stamp = path.stem.split("_", 1)[1]
+        run = saved_run(f"{number:04d}", when(stamp), rows if isinstance(rows, list) else [])
+        if run is not None:
+            found.append(run)
     return found

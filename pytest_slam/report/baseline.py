@@ -1,7 +1,8 @@
 """Compare this run with an earlier JSON report: what regressed and what improved.
 
 Per model and per test, three rules with tolerances from ``[tool.slam.baseline]``: mean
-equivalence down by more than ``equivalence_drop`` (absolute), E2E p95 up by more than
+equivalence over every candidate call (a failed, cut-off or runaway call counted 0:
+``equivalence_all_calls``) down by more than ``equivalence_drop`` (absolute), E2E p95 up by more than
 ``latency_increase_pct`` percent and more than ``latency_increase_ms`` (so a few milliseconds of
 jitter on a fast model never count), cost per call up by more than ``cost_increase_pct`` percent;
 the mirror images are improvements.
@@ -73,7 +74,9 @@ class Change(Record):
     """One metric of one model (``test`` None) or one test that moved beyond tolerance."""
 
     model: str
-    metric: str  # equivalence_mean | e2e_p95_ms | cost_per_call_usd | outcome
+    # equivalence_all_calls (equivalence_mean against an older baseline) | e2e_p95_ms |
+    # cost_per_call_usd | outcome
+    metric: str
     old: float | str | None  # the baseline's value: a number, or an outcome
     new: float | str | None
     kind: str  # "regressed" | "improved"
@@ -205,9 +208,9 @@ def _check(
     at another concurrency, not compared."""
     tol = diff.tolerances
     cost = "cost_usd" if isinstance(new, PerTestRow) else "cost_per_call_usd"
-    equivalence = _drop(old.equivalence_mean, new.equivalence_mean)
+    quality = _quality(old, new)
     rules = (
-        ("equivalence_mean", equivalence, tol.equivalence_drop),
+        (quality, _drop(getattr(old, quality), getattr(new, quality)), tol.equivalence_drop),
         ("e2e_p95_ms", _rise_pct(old.e2e_p95_ms, new.e2e_p95_ms), tol.latency_increase_pct),
         (cost, _rise_pct(getattr(old, cost), getattr(new, cost)), tol.cost_increase_pct),
     )
@@ -223,6 +226,14 @@ def _check(
         if kind:
             change = Change(model, metric, getattr(old, metric), getattr(new, metric), kind, test)
             (diff.regressions if kind == "regressed" else diff.improvements).append(change)
+
+
+def _quality(old: ModelRow | PerTestRow, new: ModelRow | PerTestRow) -> str:
+    """The equivalence compared: over every call (a failed one counted 0) where both reports
+    have it, so near misses that became runaways read as the drop they are; a baseline written
+    before that figure existed is compared on the mean over scored pairs."""
+    both = old.equivalence_all_calls is not None and new.equivalence_all_calls is not None
+    return "equivalence_all_calls" if both else "equivalence_mean"
 
 
 def _too_few(old: ModelRow | PerTestRow, new: ModelRow | PerTestRow, tol: Tolerances) -> bool:
@@ -275,7 +286,7 @@ def _show(metric: str, value: float | str | None) -> str:
         return fmt.ms(value)
     if metric.startswith("cost"):
         return fmt.usd(value)
-    if metric == "equivalence_mean":
+    if metric.startswith("equivalence"):
         return fmt.score(value)
     return str(value)
 

@@ -1,8 +1,9 @@
 """Small hand-written SVG charts for the HTML report: no plotting library, no network.
 
 Two charts decide a swap: quality versus cost (each model a labelled point, the reference a
-distinct diamond) and latency distributions (box plots of E2E and TTFT per model). Every label
-is escaped here, because the result is inserted into the page as markup.
+distinct diamond) and latency distributions (box plots of E2E and TTFT per model); the run
+history is ``trend.py``, on the same frame. Every label is escaped here, because the result is
+inserted into the page as markup.
 """
 
 from __future__ import annotations
@@ -62,11 +63,11 @@ def quality_cost_svg(rows: list[ModelRow]) -> str:
     lo, hi = _decades([p.x for p in points] or [1.0])
     sx = _log_scale(lo, hi, LEFT, W - RIGHT)
     y_ticks = _y_ticks(min((p.y for p in points), default=0.5) - 0.02)  # no point on the axis
-    sy = _lin_scale(y_ticks[0], 1.0, H - BOTTOM, TOP)
-    parts = [_open("quality-cost", "Mean equivalence against cost per model")]
+    sy = lin_scale(y_ticks[0], 1.0, H - BOTTOM, TOP)
+    parts = [open_svg("quality-cost", "Mean equivalence against cost per model")]
     parts += _grid_x([10.0**e for e in range(lo, hi + 1)], sx, show)
-    parts += _grid_y(y_ticks, sy)
-    parts.append(_axis_titles(title, "mean equivalence to reference"))
+    parts += grid_y(y_ticks, sy)
+    parts.append(axis_titles(title, "mean equivalence to reference"))
     parts += [_point(p, sx(p.x), sy(p.y), show) for p in points]
     unpriced = [r.model for r in rows if r.is_reference and r.model in skipped]
     if unpriced:  # a curated or unpriced reference is still the yardstick: its line at 1
@@ -98,11 +99,11 @@ def _log_scale(lo_exp: int, hi_exp: int, out_lo: float, out_hi: float) -> Scale:
     return lambda v: out_lo + (math.log10(v) - lo_exp) / span * (out_hi - out_lo)
 
 
-def _lin_scale(lo: float, hi: float, out_lo: float, out_hi: float) -> Scale:
+def lin_scale(lo: float, hi: float, out_lo: float, out_hi: float) -> Scale:
     return lambda v: out_lo + (v - lo) / (hi - lo) * (out_hi - out_lo)
 
 
-def _open(css_id: str, label: str, height: int = H) -> str:
+def open_svg(css_id: str, label: str, height: int = H) -> str:
     return (
         f'<svg id="{css_id}" class="chart" xmlns="http://www.w3.org/2000/svg" '
         f'viewBox="0 0 {W} {height}" role="img" aria-label="{escape(label)}">'
@@ -121,7 +122,7 @@ def _grid_x(ticks: list[float], sx: Scale, show: Show) -> list[str]:
     return out
 
 
-def _grid_y(ticks: list[float], sy: Scale) -> list[str]:
+def grid_y(ticks: list[float], sy: Scale) -> list[str]:
     out = []
     for t in ticks:
         y = sy(t)
@@ -132,7 +133,7 @@ def _grid_y(ticks: list[float], sy: Scale) -> list[str]:
     return out
 
 
-def _axis_titles(x_title: str, y_title: str) -> str:
+def axis_titles(x_title: str, y_title: str) -> str:
     cx, cy = (LEFT + W - RIGHT) / 2, (TOP + H - BOTTOM) / 2
     return (
         f'<text class="axis" x="{cx}" y="{H - BOTTOM + 38}" text-anchor="middle">'
@@ -176,8 +177,8 @@ def latency_svg(series: list[tuple[str, Series]]) -> str:
     height = TOP + BOTTOM + 26 * max(len(rows), 1)
     top = max((vals[-1] for _, _, vals in rows), default=1.0)
     ticks = _nice_ticks(top)
-    sx = _lin_scale(0.0, ticks[-1], 190, W - RIGHT)
-    parts = [_open("latency", "Latency distribution per model", height)]
+    sx = lin_scale(0.0, ticks[-1], 190, W - RIGHT)
+    parts = [open_svg("latency", "Latency distribution per model", height)]
     for t in ticks:
         x = sx(t)
         parts.append(
@@ -221,45 +222,3 @@ def _nice_ticks(top: float) -> list[float]:
     base = 10.0 ** math.floor(math.log10(raw))
     step = next(m * base for m in (1, 2, 5, 10) if m * base >= raw)
     return [step * i for i in range(math.ceil(top / step) + 1 if top > 0 else 2)]
-
-
-History = list[tuple[str, dict[str, float]]]  # each run, oldest first: its label, model -> mean
-SERIES_COLORS = ("#0969da", "#cf222e", "#1a7f37", "#9a6700", "#8250df", "#bf3989", "#57606a")
-
-
-def trend_svg(history: History) -> str:
-    """Mean equivalence per model across the runs ``--slm-baseline=auto`` saved, this run last:
-    one line a model, a point a run (its label and value on hover). Empty under two runs."""
-    if len(history) < 2:
-        return ""
-    models = list(dict.fromkeys(m for _, means in history for m in means))
-    sx = _lin_scale(0, max(len(history) - 1, 1), LEFT + 20, W - RIGHT - 20)
-    lowest = min((v for _, means in history for v in means.values()), default=0.0)
-    floor = min(0.0, lowest) if lowest < 0 else max(0.0, math.floor(lowest * 10) / 10 - 0.1)
-    sy = _lin_scale(floor, 1.0, H - BOTTOM, TOP)
-    ticks = [floor + (1.0 - floor) * i / 4 for i in range(5)]
-    parts = [_open("trend", "mean equivalence per model across saved runs"), *_grid_y(ticks, sy)]
-    for i, (label, _) in enumerate(history):
-        parts.append(
-            f'<text class="tick" x="{sx(i):.1f}" y="{H - BOTTOM + 16}" '
-            f'text-anchor="middle">{escape(label)}</text>'
-        )
-    for n, model in enumerate(models):
-        color = SERIES_COLORS[n % len(SERIES_COLORS)]
-        points = [(i, means[model]) for i, (_, means) in enumerate(history) if model in means]
-        path = " ".join(f"{sx(i):.1f},{sy(v):.1f}" for i, v in points)
-        dots = "".join(
-            f'<circle cx="{sx(i):.1f}" cy="{sy(v):.1f}" r="4" fill="{color}" '
-            f'data-run="{escape(history[i][0])}" data-y="{v:.4f}"><title>'
-            f"{escape(f'{model}, run {history[i][0]}: mean equivalence {v:.3f}')}</title></circle>"
-            for i, v in points
-        )
-        x, y = sx(points[-1][0]), sy(points[-1][1])
-        parts.append(
-            f'<g class="series" data-model="{escape(model)}"><polyline fill="none" '
-            f'stroke="{color}" stroke-width="2" points="{path}"/>{dots}'
-            f'<text x="{x - 8:.1f}" y="{y - 10:.1f}" text-anchor="end" fill="{color}">'
-            f"{escape(model)}</text></g>"
-        )
-    parts.append(_axis_titles("run (--slm-baseline=auto, this run last)", "mean equivalence"))
-    return "".join(parts) + "</svg>"

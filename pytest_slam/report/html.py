@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_slam.records import Outcome
-from pytest_slam.report import charts, fmt
+from pytest_slam.report import charts, fmt, trend
 from pytest_slam.report.aggregate import (
     ModelRow,
     OutcomeLike,
@@ -62,17 +62,17 @@ def write_html(
     path: str | os.PathLike[str],
     verdict: Verdict,
     outcomes: Iterable[OutcomeLike],
-    history: charts.History | None = None,
+    history: trend.History | None = None,
 ) -> Path:
     """Render and write the report atomically; returns the path written."""
     return atomic_write(path, render_html(verdict, outcomes, history))
 
 
 def render_html(
-    verdict: Verdict, outcomes: Iterable[OutcomeLike], history: charts.History | None = None
+    verdict: Verdict, outcomes: Iterable[OutcomeLike], history: trend.History | None = None
 ) -> str:
-    """The page as a string; ``history``: the saved runs' means (``autosave.history``), drawn
-    as a trend with this run last."""
+    """The page as a string; ``history``: the saved runs' metrics (``autosave.history``), drawn
+    as one chart a metric with this run last."""
     import jinja2  # a core dependency, imported only when a report is rendered
     from markupsafe import Markup
 
@@ -99,7 +99,7 @@ def render_html(
         "review": human_review(verdict, ordered),
         "quality_chart": Markup(charts.quality_cost_svg(verdict.rows)),
         "latency_chart": Markup(charts.latency_svg(latency_series(verdict, ordered))),
-        "trend_chart": Markup(charts.trend_svg(_with_this_run(history, verdict))),
+        "trend_charts": [Markup(c) for c in trend.trend_svgs(_with_this_run(history, verdict))],
         "headline": headline(verdict),
         "packed_rows": rows,
         "packed_pairs": pairs,
@@ -185,9 +185,11 @@ def latency_series(verdict: Verdict, outcomes: list[Outcome]) -> list[tuple[str,
     return series
 
 
-def _with_this_run(history: charts.History | None, verdict: Verdict) -> charts.History:
-    """The saved runs, then this one ("now"); nothing without saved runs."""
+def _with_this_run(history: trend.History | None, verdict: Verdict) -> trend.History:
+    """The saved runs, then this one ("now", dated by its start); nothing without saved runs."""
     if not history:
         return []
-    now = {r.model: r.equivalence_mean for r in verdict.models if r.equivalence_mean is not None}
-    return [*history, ("now", now)] if now else list(history)
+    now = trend.saved_run(
+        "now", trend.when(verdict.run.started), [r.as_dict() for r in verdict.models]
+    )
+    return [*history, now] if now else list(history)

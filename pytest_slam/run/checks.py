@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_slam.compare.bands import DIFFERENT
-from pytest_slam.compare.domain import UNKNOWN, domain_unknown
+from pytest_slam.compare.domain import SCOPE_UNKNOWN, UNKNOWN, domain_unknown, scope_unknown
 from pytest_slam.compare.policy import EMPTY, Policy, decide_pair
 from pytest_slam.compare.scorer import ScorerError
 from pytest_slam.golden.reference import ReferenceService
@@ -168,9 +168,10 @@ class Checker:
 
         call = ctx.calls[pair.call_index]
         cands, refs = choices_of(call, pair, rec)
-        policy = self.policy_of(plan)
-        if domain_unknown(plan.measured) and UNKNOWN not in self.summary:
-            self.summary.append(UNKNOWN)
+        policy = self.policy_of(plan, ctx.module)
+        for unknown, line in ((domain_unknown, UNKNOWN), (scope_unknown, SCOPE_UNKNOWN)):
+            if unknown(plan.measured) and line not in self.summary:
+                self.summary.append(line)
         scores = []
         for index, (cand, ref) in enumerate(itertools.zip_longest(cands, refs)):
             # a choice only one side has is the other side's blank answer, decided by the one
@@ -194,8 +195,8 @@ class Checker:
             scores.append(score)
         return scores
 
-    def policy_of(self, plan: ScoringPlan) -> Policy:
-        """The verdict policy of a test's plan (``compare/policy.py``)."""
+    def policy_of(self, plan: ScoringPlan, module: str) -> Policy:
+        """The verdict policy of a test's plan in test module ``module`` (``compare/policy.py``)."""
         return Policy(
             plan.by,
             plan.rule,
@@ -203,6 +204,7 @@ class Checker:
             plan.measured,
             self.accept_uncertified_judge,
             asks_a_model(plan),
+            module,
         )
 
     def _human_verdict(self, ctx: TestContext, key: str, answer: str) -> tuple[str, str] | None:
@@ -304,6 +306,13 @@ class Checker:
             context["question"] = question_of(call.request)
         if "model" in needs:
             context["cache"] = self._judge_cache(ctx, rec) if rec is not None else None
+            # a model is asked about the texts as the report and the golden file keep them
+            # (secrets scrubbed): never shown a key, and `slam rescore`, which reads those
+            # files, finds the verdict under the same key (judged_texts)
+            candidate, reference, question = judged_texts(
+                candidate, reference, context.get("question")
+            )
+            context |= {"question": question} if "question" in needs else {}
         made = len(self.judge.calls) if self.judge is not None else 0
         score = scorer.score(candidate, reference, **context)
         if "model" in needs:
@@ -542,6 +551,18 @@ def why_different(score: Score) -> str:
     return f"equivalence {score.value:.2f} < {limit:.2f} ({score.scorer}): {score.explanation}"
 
 
+def judged_texts(
+    candidate: str, reference: str, question: str | None
+) -> tuple[str, str, str | None]:
+    """The texts a model-asking scorer (the judge) is given and its verdict is cached under: as
+    the JSON report and the golden file keep them, secrets scrubbed, so a rescore of the report
+    decides on the text the run decided on (issue 50)."""
+    from pytest_slam.golden.redact import scrub_text
+
+    said = scrub_text(question) if question is not None else None
+    return scrub_text(candidate), scrub_text(reference), said
+
+
 @dataclass
 class _RunEvidence:
     """One choice's evidence in a run (``policy.Evidence``): the test's scorer, the cascade's
@@ -587,6 +608,9 @@ class _RunEvidence:
                 "with a run: pytest --slm-record=new"
             )
         return None
+
+    def why_no_judge(self) -> str | None:
+        return self.judge_missing
 
     def review(self) -> tuple[str, str] | None:
         from pytest_slam.review.pairs import answer_text

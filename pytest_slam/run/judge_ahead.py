@@ -39,7 +39,14 @@ from pytest_slam.compare.policy import decide_pair
 from pytest_slam.compare.scorer import ScorerError
 from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON, Call, GoldenRecord, ModelSpec, Pair, Score
-from pytest_slam.run.checks import Checker, Choice, asks_a_model, choices_of, question_of
+from pytest_slam.run.checks import (
+    Checker,
+    Choice,
+    asks_a_model,
+    choices_of,
+    judged_texts,
+    question_of,
+)
 from pytest_slam.run.judging import JudgeModel, judge_body, judge_target
 from pytest_slam.run.optin import base_test_id, module_of
 from pytest_slam.run.scoring import ScoringPlan
@@ -105,6 +112,9 @@ class _Probe:
     def review(self) -> tuple[str, str] | None:
         raise _Live  # a stored review before the judge: read in the test's thread
 
+    def why_no_judge(self) -> str | None:
+        return None
+
 
 def wanted(
     checker: Checker, pair: PairPlan, call: Call, faults: list[Exception] | None = None
@@ -120,7 +130,7 @@ def wanted(
     ans = rec.answers[0]
     side = Pair(0, rec.key, "", ans.text, reference_tool_calls=ans.tool_calls)
     cands, refs = choices_of(call, side, rec)
-    policy = checker.policy_of(plan)
+    policy = checker.policy_of(plan, pair.ctx.module)
     for cand, ref in itertools.zip_longest(cands, refs):
         if cand is None or ref is None:
             continue
@@ -233,7 +243,8 @@ class JudgeAhead:
             if twin is None:
                 continue  # another scorer that asks a model: asked by its test
             try:  # the check's own code: its messages, its cache read; the verdict is dropped
-                twin.score(want.candidate, want.reference, question=question, cache=cache)
+                texts = judged_texts(want.candidate, want.reference, question)  # as the check
+                twin.score(texts[0], texts[1], question=texts[2], cache=cache)
             except Exception:  # _Live, unreadable, failed: its test asks live
                 continue
         for exc in faults:

@@ -112,6 +112,7 @@ def test_round_trip_calibrate_writes_bands_evaluate_reads_them_back(
         "judge_unset",
         "outside_domain",
         "verdicts",
+        "scope_unknown",  # labels without a module: the bands' features are unknown
     }
     # no [tool.slam] judge: the cascade stops there; identical answers are exact, as in a run
     assert set(result["evidence"]) == {"exact", "bands"}
@@ -170,11 +171,14 @@ def test_a_module_with_labels_enough_gets_its_own_bands(
     rng = random.Random(5)
     noise = [{**r, "label": rng.random() < 0.5} for r in labelled_rows(300, 3)]  # nothing holds
     write_jsonl(project / "m.jsonl", labelled_rows(900, 4, module="tests/test_qa.py") + noise)
+    (project / "tests").mkdir()
+    (project / "tests" / "test_qa.py").write_text("")
     assert main(["calibrate", "--labels", "m.jsonl", *FUZZY]) == 0
     out = capsys.readouterr().out
     table = equivalence(project / "pyproject.toml")
     own = table["modules"]["tests/test_qa.py"]
     assert own["at_least"] > 0.5 and own["fail_below"] > 0
+    assert own["band_error"]["domain"]["modules"] == ["tests/test_qa.py"]  # its feature only
     assert "at_least" not in table  # the other 300 pairs certify nothing: no verdict there
     assert "no band certified: similarity is reported" in out
     write_jsonl(project / "e.jsonl", labelled_rows(300, 6, module="tests/test_qa.py") + noise)
@@ -306,7 +310,7 @@ def test_calibrate_records_its_domain_and_evaluate_counts_the_pairs_outside_it(
     said = " ".join(capsys.readouterr().out.split())
     good = sum(bool(r["label"]) for r in labelled_rows(900, 1))
     assert f"you have 900 labelled pair(s): {good} acceptable, {900 - good} not" in said
-    assert "a pass band (3 scorers): needs " in said and "the judge's equivalent: needs 233" in said
+    assert "a pass band (3 scorers): needs " in said and "the judge's equivalent: needs 230" in said
     domain = equivalence(tmp_path / "pyproject.toml")["band_error"]["domain"]  # type: ignore[index]
     assert domain["scope"] == "labels a.jsonl"
     low, high = domain["reference_chars"]
@@ -346,3 +350,53 @@ def test_identical_labelled_pairs_are_counted_neither_in_the_bands_error_nor_the
     assert (
         f"you have {len(kept)} labelled pair(s): {good} acceptable, {len(kept) - good} not" in said
     )
+
+
+def test_bands_hold_on_the_labels_modules_and_those_named(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The top-level bands record the modules their labels came from, and ``--modules`` adds the
+    ones the user says are like them; labels without a module record none (scope unknown)."""
+    (project / "tests").mkdir()
+    for name in ("test_qa.py", "test_faq.py"):
+        (project / "tests" / name).write_text("")
+    write_jsonl(project / "m.jsonl", labelled_rows(600, 4, module="tests/test_qa.py"))
+    assert main(["calibrate", "--labels", "m.jsonl", *FUZZY, "--modules", "tests/test_faq.py"]) == 0
+    domain = equivalence(project / "pyproject.toml")["band_error"]["domain"]
+    assert domain["modules"] == ["tests/test_faq.py", "tests/test_qa.py"]
+    write_jsonl(project / "n.jsonl", labelled_rows(600, 4))
+    assert main(["calibrate", "--labels", "n.jsonl", *FUZZY]) == 0
+    assert "modules" not in equivalence(project / "pyproject.toml")["band_error"]["domain"]
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["--labels", "m.jsonl", "--modules", "tests/test_nope.py"],
+            "slam calibrate: --modules tests/test_nope.py: no such test module in ",
+        ),
+        (
+            ["--labels", "m.jsonl"],
+            "slam calibrate: --labels m.jsonl: its labels' modules (tests/test_qa.py) match no "
+            "test module in ",
+        ),
+        (
+            ["--evaluate", "m.jsonl"],
+            "slam calibrate: --evaluate m.jsonl: its labels' modules (tests/test_qa.py) match no "
+            "test module in ",
+        ),
+    ],
+    ids=["a named module that does not exist", "labels of another project", "evaluated so"],
+)
+def test_a_scope_that_matches_nothing_is_one_line_and_nothing_written(
+    project: Path, capsys: pytest.CaptureFixture[str], args: list[str], said: str
+) -> None:
+    write_jsonl(project / "m.jsonl", labelled_rows(600, 4, module="tests/test_qa.py"))
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text("[tool.slam]\n")
+    assert main(["calibrate", *args, *FUZZY]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(said) and err.count("\n") == 1, err
+    assert pyproject.read_text() == "[tool.slam]\n"

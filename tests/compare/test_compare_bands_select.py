@@ -68,6 +68,20 @@ def test_a_band_that_cannot_be_certified_is_not_set() -> None:
     assert choice.at_least is not None and choice.fail_below == 0.0 and choice.failed.called == 0
 
 
+@pytest.mark.parametrize(("alpha", "scorers"), [(0.05, 1), (0.10, 1), (0.05, 5), (0.10, 5)])
+def test_a_band_needs_the_exact_smallest_count_its_rule_allows(alpha: float, scorers: int) -> None:
+    """Every count below the start fails the rule (a band at half the target error would not be
+    certified), the start meets it: no step grid (233 was printed where 230 meets the rule)."""
+    level = 0.05 / (2 * scorers)
+    start = sequence_start(alpha, level, 20)
+
+    def meets(n: int) -> bool:
+        return lower_tail(math.floor(n * alpha / 2), n, alpha) <= level
+
+    assert meets(start) and not any(meets(n) for n in range(20, start))
+    assert (sequence_start(0.05, 0.025, 20), sequence_start(0.10, 0.025, 20)) == (230, 114)
+
+
 def test_too_few_pairs_certify_nothing_however_clean() -> None:
     assert sequence_start(0.05, 0.05 / 2, 20) > 59  # zero errors need 59 pairs at 95% alone
     scores = [0.9] * 40 + [0.1] * 40

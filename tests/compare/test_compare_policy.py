@@ -23,6 +23,7 @@ class Known:
     value: float = 0.9
     judged: float | None = None
     asked: list[str] = field(default_factory=list)
+    missing: str | None = None  # why the judge gave nothing
 
     def score(self) -> Score:
         self.asked.append("score")
@@ -34,6 +35,19 @@ class Known:
 
     def review(self) -> tuple[str, str] | None:
         return None
+
+    def why_no_judge(self) -> str | None:
+        return self.missing
+
+
+def test_a_judge_that_gave_nothing_says_why_through_the_evidence_interface() -> None:
+    """The cascade's reason comes from ``Evidence.why_no_judge``, part of the interface (it read
+    an attribute no protocol declared)."""
+    said = "the judge never saw this pair (rescore calls no model); cache its verdict"
+    evidence = Known(value=0.5, missing=said)
+    score = decide_pair(Policy("fuzzy", BANDS, ("judge",)), "Lyon.", "Paris.", evidence)
+    assert (score.verdict, score.why_undecided) == ("undecided", said)
+    assert evidence.asked == ["score", "judge"]
 
 
 def test_an_empty_candidate_is_different_with_certainty_and_nothing_is_asked() -> None:

@@ -65,7 +65,7 @@ def test_second_run_compares_with_the_first_and_catches_a_regression(project) ->
     second.stdout.fnmatch_lines([
         f"baseline: .slam/runs/{one}",
         "regressions: 3",
-        "  - mini: equivalence_mean 1.00 -> *",
+        "  - mini: equivalence_all_calls 1.00 -> *",
         f"baseline auto: this run saved as .slam/runs/{two}",
         "gate: FAIL*",
     ])  # fmt: skip
@@ -214,7 +214,8 @@ def test_a_latency_percentage_on_the_command_line_has_no_silent_ms_floor(
 
 def test_the_html_report_draws_the_saved_runs_as_a_trend(project) -> None:
     """With --slm-baseline=auto the HTML report charts each model's mean equivalence across the
-    saved runs, this run last: a drop shows as the line's last point."""
+    saved runs, this run last, each run dated: a drop shows as the line's last point; the pass
+    rate, failed calls and p95 have their own charts."""
     import re
 
     pytester, answers = project
@@ -229,6 +230,17 @@ def test_the_html_report_draws_the_saved_runs_as_a_trend(project) -> None:
     assert chart is not None, "no trend chart"
     series = re.search(r'<g class="series" data-model="mini">(.*?)</g>', chart.group(0), re.S)
     assert series is not None, chart.group(0)
-    points = re.findall(r'data-run="([^"]+)" data-y="([\d.]+)"', series.group(1))
-    assert [run_ for run_, _ in points] == ["0001", "0002", "now"]
-    assert float(points[0][1]) == float(points[1][1]) == 1.0 > float(points[2][1])
+    points = re.findall(
+        r'data-run="([^"]+)" data-when="([^"]*)" data-y="([\d.]+)"', series.group(1)
+    )
+    assert [run_ for run_, _, _ in points] == ["0001", "0002", "now"]
+    assert float(points[0][2]) == float(points[1][2]) == 1.0 > float(points[2][2])
+    # each run dated (UTC, from its saved name; this run from its start)
+    stamps = [p.name.split("_")[1] for p in sorted((pytester.path / ".slam/runs").iterdir())]
+    assert [w for _, w, _ in points[:2]] == [
+        f"{s[:4]}-{s[4:6]}-{s[6:8]} {s[9:11]}:{s[11:13]}" for s in stamps[:2]
+    ]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", points[2][1])
+    # and the other metrics a user compares, one chart each
+    for chart_id in ("trend-pass-rate", "trend-calls-failed", "trend-e2e-p95-ms"):
+        assert f'id="{chart_id}"' in page, chart_id

@@ -81,14 +81,14 @@ def test_baseline_fail_sets_a_tolerance_over_the_table(project: Any) -> None:
     answers.good = False
     strict = run(pytester, "--slm-baseline=base.json", f"--slm-baseline-fail={loose_latency}")
     assert strict.ret == EXIT_GATE_FAILED, strict.stdout.str()
-    strict.stdout.fnmatch_lines(["  - mini: equivalence_mean 1.00 -> *"])
+    strict.stdout.fnmatch_lines(["  - mini: equivalence_all_calls 1.00 -> *"])
     loose = run(
         pytester,
         "--slm-baseline=base.json",
         f"--slm-baseline-fail=equivalence:1,{loose_latency}",
     )
     assert loose.ret == 0, loose.stdout.str()
-    assert "equivalence_mean 1.00 ->" not in loose.stdout.str()
+    assert "equivalence_all_calls 1.00 ->" not in loose.stdout.str()
 
 
 @pytest.mark.parametrize(

@@ -259,3 +259,40 @@ def test_the_gate_names_an_uncertified_judge_and_the_summary_counts_what_it_did(
     assert "missing evidence" not in text and "send them to the judge" not in text
     assert "judge: 1 pair(s) asked" in text
     assert "0 decided at a measured error, 1 left undecided (not certified)" in text
+
+
+SECRET_ANSWER = "Paris is the capital city of the French Republic. Authorization: Bearer abc123xyz"
+
+
+def test_a_rescore_decides_on_the_text_the_run_decided_on_when_a_secret_was_redacted(
+    pytester: pytest.Pytester,
+) -> None:
+    """The candidate's answer quotes an Authorization header: the report keeps it redacted. The
+    judge (the cascade, the bands left it undecided) is asked about the texts as the files keep
+    them, so ``slam rescore`` of the report finds its cached verdict and decides the same, where
+    it said "the judge never saw this pair"; the judge is never shown the header's value."""
+    with (
+        FakeOpenAI(REFERENCE, model="gpt-4-0613") as reference,
+        FakeOpenAI(SECRET_ANSWER, model="cand") as candidate,
+        FakeOpenAI("Rating: [[9]]", model="gpt-4-judge") as judge,
+    ):
+        pytester.makefile(".toml", pyproject=(
+            f"[tool.slam]\nreference = '{reference.base_url}#gpt-4'\n"
+            f"judge = '{judge.base_url}#gpt-4-judge'\n"
+            'equivalence = { at_least = 0.9, fail_below = 0.3, then = ["judge"] }\n'
+        ))  # fmt: skip
+        pytester.makepyfile(test_capital=TESTS.replace('"same", "words", "near", "far", "empty"',
+                                                       '"near"'))  # fmt: skip
+        ran = pytester.runpytest(
+            f"--slm-models={candidate.base_url}#cand", "--slm-report=r.json", "--slm-record=new"
+        )
+        asked = [r.json["messages"][-1]["content"] for r in judge.requests]
+    ran.assert_outcomes(passed=1)
+    assert asked and not any("abc123xyz" in m for m in asked)
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert "abc123xyz" not in json.dumps(report)
+    in_run = _by_kind(report)
+    assert in_run == {"near": ("equivalent", "judge")}
+    done = slam(pytester.path, "rescore", "r.json", "-o", "new.json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _by_kind(json.loads((pytester.path / "new.json").read_text())) == in_run

@@ -111,8 +111,8 @@ def test_regression_against_a_baseline_fails_the_gate(project, candidate, monkey
                                   "E2E", "p50", "E2E", "p95", "$/1k", "calls", "vs", "ref", "$",
                                   "J/out", "tok"]  # fmt: skip
     assert "regressions: 4" in section  # the answers, never the latency of one call a test
-    assert "  - mini: equivalence_mean 1.00 -> 0.38" in section
-    assert "  - mini test_product.py::test_refund: equivalence_mean 1.00 -> 0.38" in section
+    assert "  - mini: equivalence_all_calls 1.00 -> 0.38" in section
+    assert "  - mini test_product.py::test_refund: equivalence_all_calls 1.00 -> 0.38" in section
     assert "gate: FAIL" in section
     assert section[-1] == "exit status 6: the tests passed, the gate did not pass"
     new = load(project.path / "new.json")
@@ -131,7 +131,7 @@ def test_slam_report_cli_renders_html_and_diffs(project, candidate) -> None:
     diff = project.run(*SLAM, "report", "diff", "base.json", "new.json")
     assert diff.ret == 1
     diff.stdout.fnmatch_lines(["baseline: base.json", "regressions: 4",
-                               "  - mini: equivalence_mean 1.00 -> 0.38"])  # fmt: skip
+                               "  - mini: equivalence_all_calls 1.00 -> 0.38"])  # fmt: skip
     same = project.run(*SLAM, "report", "diff", "base.json", "base.json")
     assert same.ret == 0 and "regressions: 0" in same.stdout.lines
     render = project.run(*SLAM, "report", "new.json")

@@ -52,9 +52,9 @@ def test_regressions_and_improvements_per_model_and_test(baseline_path) -> None:
     diff = diff_baseline(changed_run(), baseline_path, FEW)
     assert diff.regressed and diff.notes == []
     assert diff.compared_models == [synth.SMOL, synth.QWEN, synth.MINI]
-    (eq,) = _found(diff.regressions, synth.QWEN, "equivalence_mean")
+    (eq,) = _found(diff.regressions, synth.QWEN, "equivalence_all_calls")
     assert (eq.old, eq.new) == (pytest.approx(0.874), pytest.approx(0.824))
-    (eq_test,) = _found(diff.regressions, synth.QWEN, "equivalence_mean", REPLY)
+    (eq_test,) = _found(diff.regressions, synth.QWEN, "equivalence_all_calls", REPLY)
     assert (eq_test.old, eq_test.new) == (pytest.approx(0.75), pytest.approx(0.5))
     # summarize: p95 of (400, 380) x1.5 = +50% > 20%
     assert _found(diff.regressions, synth.QWEN, "e2e_p95_ms", SUMMARIZE)
@@ -88,7 +88,7 @@ def test_passed_then_failed_is_a_regression(baseline_path) -> None:
 def test_format_diff_lines(baseline_path) -> None:
     lines = format_diff(diff_baseline(changed_run(), baseline_path, FEW))
     assert lines[0] == f"baseline: {baseline_path}"
-    assert "  - qwen2.5-1.5b: equivalence_mean 0.87 -> 0.82" in lines
+    assert "  - qwen2.5-1.5b: equivalence_all_calls 0.87 -> 0.82" in lines
     assert f"  - qwen2.5-1.5b {SUMMARIZE}: e2e_p95_ms 399 ms -> 598 ms" in lines
     assert lines[-1] == (
         "tolerances: equivalence drop > 0.02, E2E p95 up > 20% and > 50 ms, cost up > 10%, "
@@ -101,7 +101,7 @@ def test_latency_must_also_rise_by_enough_milliseconds(baseline_path) -> None:
     jitter = Tolerances(latency_increase_ms=250, latency_min_samples=1)
     diff = compare(changed_run(), load_report(baseline_path), jitter)
     assert not [c for c in diff.regressions if c.metric == "e2e_p95_ms"]
-    assert _found(diff.regressions, synth.QWEN, "equivalence_mean")
+    assert _found(diff.regressions, synth.QWEN, "equivalence_all_calls")
 
 
 def test_a_p95_of_too_few_calls_is_not_compared(baseline_path) -> None:
@@ -109,7 +109,7 @@ def test_a_p95_of_too_few_calls_is_not_compared(baseline_path) -> None:
     # neither is a p95 yet, so neither is a regression; the changed answers still are
     diff = diff_baseline(changed_run(), baseline_path)
     assert not [c for c in diff.regressions + diff.improvements if c.metric == "e2e_p95_ms"]
-    assert _found(diff.regressions, synth.QWEN, "equivalence_mean", REPLY)
+    assert _found(diff.regressions, synth.QWEN, "equivalence_all_calls", REPLY)
     (note,) = diff.notes
     assert note.startswith("E2E p95 not compared for 12 row(s) with fewer than 20 measured calls")
     enough = Tolerances(latency_min_samples=2)  # summarize's 2 calls a side are enough now
@@ -139,7 +139,7 @@ def test_other_models_compare_what_is_shared(tmp_path) -> None:
     diff = diff_baseline(changed_run(), path, FEW)
     assert diff.compared_models == [synth.QWEN, synth.MINI]
     assert diff.notes == [f"not in the baseline, not compared: {synth.SMOL}"]
-    assert _found(diff.regressions, synth.QWEN, "equivalence_mean")
+    assert _found(diff.regressions, synth.QWEN, "equivalence_all_calls")
 
 
 def test_tolerances_from_config() -> None:

@@ -32,10 +32,12 @@ def test_breaches_carry_measured_value_and_limit(verdict) -> None:
     assert qwen.passed and qwen.breaches == []
     (slow,) = mini.breaches
     assert (slow.rule, slow.measured, slow.limit) == ("max_p95_e2e_ms", 2395.0, 1000)
+    # the mean over every call: smollm2's failed calls count 0 (0.660 over its scored pairs)
+    assert verdict.row("smollm2-135m").equivalence_mean == pytest.approx(0.66)
     assert result.lines() == [
         "pytest-slam gate FAILED",
         "  smollm2-135m: min_pass_rate: 25.0% is below the minimum 90.0%",
-        "  smollm2-135m: min_mean_equivalence: 0.660 is below the minimum 0.850",
+        "  smollm2-135m: min_mean_equivalence: 0.495 is below the minimum 0.850",
         "  gpt-4o-mini: max_p95_e2e_ms: 2395 ms is above the maximum 1000 ms",
     ]
 

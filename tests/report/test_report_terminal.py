@@ -127,7 +127,7 @@ def test_gate_column_and_breach_lines() -> None:
     assert "gate: FAIL" not in lines  # the plugin prints gate_lines after the baseline diff
     assert gate_lines(verdict) == [
         "gate: FAIL",
-        "  smollm2-135m: min_mean_equivalence: 0.660 is below the minimum 0.800",
+        "  smollm2-135m: min_mean_equivalence: 0.495 is below the minimum 0.800",
     ]
 
 
