@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import threading
 from pathlib import Path
 
 from golden_helpers import rec, store_at, write_module
@@ -16,7 +17,8 @@ from pytest_slam.golden.foresee import depends, foreseen
 from pytest_slam.golden.keys import request_key
 from pytest_slam.records import JSON, Call, GoldenAnswer, GoldenRecord
 from pytest_slam.run.fetching import Chain, places
-from pytest_slam.swap.ahead import Planned
+from pytest_slam.swap.ahead import Fetched, Planned
+from pytest_slam.swap.broker import Job
 from pytest_slam.swap.chat import ChatResult
 
 MODULE = "tests/test_x.py"
@@ -176,7 +178,12 @@ def _conversation(fed_by: str) -> dict[int, GoldenRecord]:
 
 
 def _answered(planned: Planned, text: str) -> Planned:
-    planned.result = ChatResult(Call(model="m", role="candidate", request=planned.body, text=text))
+    """``planned`` as its broker job leaves it once the candidate answered ``text``."""
+    job: Job[Fetched] = Job(planned.order, lambda _: Fetched(), threading.Event())
+    job.set_running_or_notify_cancel()
+    call = Call(model="m", role="candidate", request=planned.body, text=text)
+    job.set_result(Fetched(ChatResult(call), [], 1))
+    planned.job = job
     return planned
 
 
