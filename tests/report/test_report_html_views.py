@@ -341,3 +341,32 @@ def test_a_transcript_shows_a_models_tool_call_ids_with_their_controls_marked() 
     shown = " ".join(str(who) for who, _ in steps)  # type: ignore[misc]
     assert "\u202e" not in shown and "tool call c⟨U+202E⟩1" in shown
     assert "tool result c⟨U+202E⟩1" in shown
+
+
+def test_a_calls_raw_request_and_answer_mark_a_models_controls_and_repeat_nothing() -> None:
+    """The raw request and answer (issue 52 item 5) show every string, keys too, with bidi
+    controls as markers; a later call keeps only the messages its previous call had not sent,
+    and a text its transcript step shows is that step's index, not a second copy."""
+    from pytest_slam.records import Call
+    from pytest_slam.report.htmlcalls import call_data
+    from pytest_slam.report.htmldata import transcript_step
+
+    user = {"role": "user", "content": "go\u202e"}
+    first = Call("mini", "candidate", {"messages": [user], "x\u202e": "y\u202e"}, text="a\u202e")
+    second = Call("mini", "candidate", {"messages": [
+        user, {"role": "assistant", "content": "a\u202e"}, {"role": "user", "content": "more"}
+    ]}, text="b", prompt_tokens=1234, completion_tokens=5, e2e_ms=412.0)  # fmt: skip
+    calls = [first, second]
+    facts = [call_data(calls, i, transcript_step(calls, i), i - 1) for i in (0, 1)]
+    assert "\u202e" not in str(facts)
+    (_, request, answer), (measured, request2, answer2) = facts
+    assert request == [
+        -1,
+        0,
+        {"messages": [{"role": "user", "content": 0}], "x⟨U+202E⟩": "y⟨U+202E⟩"},
+    ]
+    assert request2[:2] == [0, 1]  # the first message: call 1's
+    assert request2[2]["messages"] == [{"role": "assistant", "content": "a⟨U+202E⟩"},
+                                       {"role": "user", "content": 0}]  # fmt: skip
+    assert answer[0] >= 0 and answer2[0] >= 0 and "content" not in answer2[1]
+    assert measured == "prompt 1,234 + completion 5 tokens \u00b7 TTFT - \u00b7 E2E 412 ms"
