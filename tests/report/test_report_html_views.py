@@ -370,3 +370,55 @@ def test_a_calls_raw_request_and_answer_mark_a_models_controls_and_repeat_nothin
                                        {"role": "user", "content": 0}]  # fmt: skip
     assert answer[0] >= 0 and answer2[0] >= 0 and "content" not in answer2[1]
     assert measured == "prompt 1,234 + completion 5 tokens \u00b7 TTFT - \u00b7 E2E 412 ms"
+
+
+@needs_chromium
+def test_chromium_walks_the_shown_rows_answers_with_j_k_the_arrows_and_buttons(
+    report, tmp_path
+) -> None:
+    """Previous/next (issue 52 item 5): j or the right arrow opens the next row's answers in the
+    order the filters show, k or the left arrow the previous one, one row open at a time, the
+    filters kept; each opened row has the same two buttons, the last one's next disabled."""
+    from review_helpers import Browser
+    from slam_helpers import wait_for
+
+    rows, _ = report_data(report.read_text())
+    view = f"model={synth.SMOL}"
+    shown = [r[5] for r in rows["rows"] if rows["models"][r[1]] == synth.SMOL and r[7]]
+    assert len(shown) >= 3
+    opened = "[...document.querySelectorAll('details.answers[open]')].map(d => d.id)"
+    browser = Browser(tmp_path / "profile")
+    try:
+        browser.open(f"{report.as_uri()}#{view}")
+        wait_for(lambda: browser.js("document.body.dataset.answers") == "1", 60, "the answers")
+
+        def at(i: int) -> None:
+            wait_for(lambda: browser.js(opened) == [shown[i]], 60, f"row {i} open alone")
+            assert browser.js("location.hash") == f"#{view}&{shown[i]}"
+            assert browser.js("document.getElementById('f-model').value") == synth.SMOL
+
+        browser.key("j", "KeyJ", 74, "j")  # nothing open yet: the first row
+        at(0)
+        browser.key("j", "KeyJ", 74, "j")
+        at(1)
+        browser.key("k", "KeyK", 75, "k")
+        at(0)
+        browser.key("ArrowRight", "ArrowRight", 39)
+        at(1)
+        browser.js(f"document.querySelector('#{shown[1]} button.walk-next').click()")
+        at(2)
+        browser.key("ArrowLeft", "ArrowLeft", 37)
+        at(1)
+        for i in range(2, len(shown)):
+            browser.key("j", "KeyJ", 74, "j")
+            at(i)
+        browser.key("j", "KeyJ", 74, "j")  # past the last: it stays
+        at(len(shown) - 1)
+        last = f"document.querySelector('#{shown[-1]} p.walk')"
+        assert browser.js(f"{last}.querySelector('.walk-next').disabled") is True
+        assert browser.js(f"{last}.querySelector('.walk-prev').disabled") is False
+        assert browser.js(f"{last}.textContent").endswith(
+            f"{len(shown)} of {len(shown)} with answers"
+        )
+    finally:
+        browser.close()
