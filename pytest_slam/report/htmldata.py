@@ -87,8 +87,9 @@ def table_data(verdict: Verdict, outcomes: list[Outcome]) -> TableData:
     """Rows (failures first) with the test names and models they index, and every pair.
 
     A row is ``[test, model, outcome, worst pair verdict, message, anchor, its line of pairs, how
-    many, nodeid, *figures]``: the figures (``columns.TEST_COLUMNS``, each ``[text, value]`` or a
-    count) come last, so a new one moves none of the fields before them.
+    many, nodeid, *figures, verdict note, different]``: the figures (``columns.TEST_COLUMNS``,
+    each ``[text, value]`` or a count) come after the fixed fields, so a new one moves none of
+    them; ``different`` (1 or 0) drives the page's "different answers only" filter (``differs``).
     """
     models = _models(verdict)
     tests = list(dict.fromkeys(row.test for row in verdict.tests))
@@ -115,6 +116,7 @@ def table_data(verdict: Verdict, outcomes: list[Outcome]) -> TableData:
                     nodeids.get((row.test, row.model)),
                     *_figures(row),
                     row_note([p for _, p in found], worst),
+                    int(any(differs(o, p) for o, p in found)),
                 ],
             )
         )
@@ -197,6 +199,20 @@ def row_note(pairs: list[Pair], worst: str | None) -> str | None:
         return None
     worst_score = max(found, key=lambda s: 1.0 if s.error_upper is None else s.error_upper)
     return error_text(worst_score)
+
+
+def differs(outcome: Outcome, pair: Pair) -> bool:
+    """The candidate's answer is not the reference's word for word (spacing aside): a different
+    text or tool call, a failed call, or no golden answer to match."""
+    calls = outcome.calls
+    if pair.missing or pair.reference_text is None or not 0 <= pair.call_index < len(calls):
+        return True
+    call = calls[pair.call_index]
+    if call.error is not None:
+        return True
+    candidate = answer_text(call.text, call.tool_calls)
+    reference = answer_text(pair.reference_text, pair.reference_tool_calls)
+    return candidate.split() != reference.split()
 
 
 def _row_verdict(pairs: list[Pair]) -> str | None:

@@ -422,3 +422,52 @@ def test_chromium_walks_the_shown_rows_answers_with_j_k_the_arrows_and_buttons(
         )
     finally:
         browser.close()
+
+
+@needs_chromium
+def test_chromium_different_answers_only_hides_the_rows_that_match_the_reference(tmp_path) -> None:
+    """The "different answers only" filter (issue 52 item 5, promptfoo's "different only"): a
+    candidate that answered the reference's words (spacing aside) is hidden, as is a row with no
+    answer; a different text, a missing golden answer or a failed call stays; the address keeps it
+    and "clear" drops it."""
+    outcomes = synth.outcomes()
+    golden = synth.GOLDEN["k_triage"][0]
+    for o in outcomes:  # qwen answers test_triage as the reference did, spaced otherwise
+        if o["model"] == synth.QWEN and o["test"].endswith("test_triage"):
+            o["calls"][0]["text"] = "  " + golden.replace(" ", "\n ") + "\n"
+    verdict = aggregate(outcomes, synth.run_info())
+    page = write_html(tmp_path / "report.html", verdict, outcomes)
+    view = _view(page, "different=1", tmp_path)
+    shown = {(r[0].split("::")[1], r[1]) for r in view.rows}
+    every = {(o["test"].split("::")[1], o["model"]) for o in outcomes}
+    no_answer = {(o["test"].split("::")[1], o["model"]) for o in outcomes if not o["pairs"]}
+    assert no_answer and ("test_triage", synth.QWEN) not in shown
+    same = {
+        (o["test"].split("::")[1], o["model"])
+        for o in outcomes
+        if o["pairs"] and all(
+            not p["missing"] and not o["calls"][p["call_index"]]["error"]
+            and o["calls"][p["call_index"]]["text"].split() == p["reference_text"].split()
+            for p in o["pairs"]
+        )
+    }  # fmt: skip
+    assert {("test_triage", synth.QWEN), ("test_triage", synth.MINI)} <= same  # as the golden
+    assert shown == every - no_answer - same
+    assert ("test_reply", synth.SMOL) in shown  # its golden answer is missing
+    assert 'id="f-different" name="different" type="checkbox"' in page.read_text()
+
+    from review_helpers import Browser
+    from slam_helpers import wait_for
+
+    browser = Browser(tmp_path / "profile2")
+    try:
+        browser.open(f"{page.as_uri()}#different=1")
+        assert browser.js("document.getElementById('f-different').checked") is True
+        browser.js("document.getElementById('clear').click()")
+        wait_for(lambda: browser.js("document.body.dataset.shown") == str(len(every)), 60, "all")
+        assert browser.js("document.getElementById('f-different').checked") is False
+        browser.js("document.getElementById('f-different').click()")
+        wait_for(lambda: browser.js("location.hash") == "#different=1", 60, "the address")
+        assert browser.js("document.body.dataset.shown") == str(len(shown))
+    finally:
+        browser.close()
