@@ -25,6 +25,7 @@ from pytest_slam.report import fmt
 from pytest_slam.report.aggregate import PerTestRow, Verdict
 from pytest_slam.report.columns import TEST_COLUMNS
 from pytest_slam.report.diffview import answer_text, diff_runs
+from pytest_slam.report.htmlcalls import call_data
 from pytest_slam.util.textcodec import dumps, visible
 
 # outcome -> rank in the failures-first order (unknown outcomes after the failures)
@@ -86,8 +87,9 @@ def table_data(verdict: Verdict, outcomes: list[Outcome]) -> TableData:
     """Rows (failures first) with the test names and models they index, and every pair.
 
     A row is ``[test, model, outcome, worst pair verdict, message, anchor, its line of pairs, how
-    many, nodeid, *figures]``: the figures (``columns.TEST_COLUMNS``, each ``[text, value]`` or a
-    count) come last, so a new one moves none of the fields before them.
+    many, nodeid, *figures, verdict note, different]``: the figures (``columns.TEST_COLUMNS``,
+    each ``[text, value]`` or a count) come after the fixed fields, so a new one moves none of
+    them; ``different`` (1 or 0) drives the page's "different answers only" filter (``differs``).
     """
     models = _models(verdict)
     tests = list(dict.fromkeys(row.test for row in verdict.tests))
@@ -114,6 +116,7 @@ def table_data(verdict: Verdict, outcomes: list[Outcome]) -> TableData:
                     nodeids.get((row.test, row.model)),
                     *_figures(row),
                     row_note([p for _, p in found], worst),
+                    int(any(differs(o, p) for o, p in found)),
                 ],
             )
         )
@@ -165,7 +168,7 @@ def _pair_lines(
             found = by_row.get((test, model))
             if found:
                 line[(test, model)] = len(lines)
-                lines.append(_json([pair_data(o, p) for o, p in found]))
+                lines.append(_json(pairs_data(found)))
     return lines, line
 
 
@@ -198,6 +201,20 @@ def row_note(pairs: list[Pair], worst: str | None) -> str | None:
     return error_text(worst_score)
 
 
+def differs(outcome: Outcome, pair: Pair) -> bool:
+    """The candidate's answer is not the reference's word for word (spacing aside): a different
+    text or tool call, a failed call, or no golden answer to match."""
+    calls = outcome.calls
+    if pair.missing or pair.reference_text is None or not 0 <= pair.call_index < len(calls):
+        return True
+    call = calls[pair.call_index]
+    if call.error is not None:
+        return True
+    candidate = answer_text(call.text, call.tool_calls)
+    reference = answer_text(pair.reference_text, pair.reference_tool_calls)
+    return candidate.split() != reference.split()
+
+
 def _row_verdict(pairs: list[Pair]) -> str | None:
     found = {p.verdict for p in pairs}
     return next((v for v in VERDICT_ORDER if v in found), None)
@@ -218,11 +235,33 @@ def _short(value: float | None) -> float | None:
     return None if value is None else float(f"{value:.4g}")
 
 
-def pair_data(outcome: Outcome, pair: Pair) -> list[JSON]:
+def pairs_data(found: list[tuple[Outcome, Pair]]) -> list[JSON]:
+    """A row's pairs (``pair_data``), each call's request naming the pair of its previous call
+    (of its outcome, same role) whose request holds the messages it sent again."""
+    at: dict[tuple[int, int], int] = {}
+    out: list[JSON] = []
+    for position, (outcome, pair) in enumerate(found):
+        at[(id(outcome), pair.call_index)] = position
+        before = _previous_call(outcome.calls, pair.call_index)
+        out.append(pair_data(outcome, pair, at.get((id(outcome), before), -1)))
+    return out
+
+
+def _previous_call(calls: list[Call], index: int) -> int:
+    """The index of the call before ``calls[index]`` of the same role (-1: none)."""
+    if not 0 <= index < len(calls):
+        return -1
+    same = [i for i, c in enumerate(calls[:index]) if c.role == calls[index].role]
+    return same[-1] if same else -1
+
+
+def pair_data(outcome: Outcome, pair: Pair, earlier: int = -1) -> list[JSON]:
     """``[key, reference model, missing, equivalence, scores, error, words in common, diff runs,
-    candidate text, transcript step]``: the runs (``diffview.diff_runs``) hold both answers, each text
-    once; a missing golden answer has no runs and the candidate's text whole instead. Both are
-    shown as ``textcodec.visible`` writes them: a bidi override is a marker, never applied."""
+    candidate text, transcript step, call facts]`` (the call facts: ``htmlcalls.call_data``, its
+    request's repeated messages in the pair at ``earlier``): the runs (``diffview.diff_runs``)
+    hold both answers, each text once; a missing golden answer has no runs and the candidate's
+    text whole instead. Both are shown as ``textcodec.visible`` writes them: a bidi override is a
+    marker, never applied."""
     calls = outcome.calls
     call: Call | None = calls[pair.call_index] if 0 <= pair.call_index < len(calls) else None
     candidate = visible(answer_text(call.text, call.tool_calls)) if call is not None else ""
@@ -247,6 +286,7 @@ def pair_data(outcome: Outcome, pair: Pair) -> list[JSON]:
         found, ratio = diff_runs(reference, candidate)
         runs, similarity = list(found), f"{ratio:.0%}"
     error = visible(call.error) if call is not None and call.error is not None else None
+    step = transcript_step(calls, pair.call_index)
     return [
         pair.key,
         pair.reference_model or "reference",
@@ -257,7 +297,8 @@ def pair_data(outcome: Outcome, pair: Pair) -> list[JSON]:
         similarity,
         runs,
         None if runs is not None else candidate,
-        transcript_step(calls, pair.call_index),
+        step,
+        call_data(calls, pair.call_index, step, earlier),
     ]
 
 

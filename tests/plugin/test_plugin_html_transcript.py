@@ -9,6 +9,7 @@ step in order: the user's turn, the tool call with its arguments, the tool's res
 from __future__ import annotations
 
 import html
+import json
 import re
 from typing import Any
 
@@ -87,3 +88,49 @@ def test_the_report_shows_an_agent_tests_calls_as_one_transcript(
     assert call2.startswith("call 2 \u00b7 tool result ")
     assert tool_result == '{"order": "1182", "status": "shipped"}'
     assert answer == "It shipped: order 1182 is on its way."
+
+
+@needs_chromium
+def test_the_transcript_shows_each_calls_tokens_time_and_raw_request_and_answer(
+    pytester: pytest.Pytester, tmp_path
+) -> None:
+    """Issue 52 item 5: per call its tokens and time, and its raw request and answer as the run
+    recorded them (the JSON report's), put back together in the page from what it carries once."""
+    pytester.makepyfile(test_agent=AGENT)
+    with (
+        FakeOpenAI(agent("Order 1182 has shipped.")) as ref,
+        FakeOpenAI(agent("It shipped: order 1182 is on its way.")) as mini,
+    ):
+        pytester.makefile(".toml", pyproject=f'[tool.slam]\nreference = "{ref.base_url}#gpt-4"\n')
+        result = pytester.runpytest(
+            "-p", "no:cacheprovider", f"--slm-models={mini.base_url}#mini", "--slm-record=new",
+            "--slm-html=r.html", "--slm-report=r.json",
+        )  # fmt: skip
+    result.assert_outcomes(passed=1)
+    report = json.loads((pytester.path / "r.json").read_text())
+    calls = [c for o in report["outcomes"] if o["model"] == "mini" for c in o["calls"]]
+    assert len(calls) == 2
+    dom = chromium(
+        f"{(pytester.path / 'r.html').as_uri()}#open=all", "--dump-dom", tmp_path=tmp_path
+    )
+    facts = re.findall(
+        r'<li class="call-facts" data-call="(\d)"><span class="measured">(.*?)</span>.*?'
+        r'<pre class="raw-request">(.*?)</pre>.*?<pre class="raw-answer">(.*?)</pre>',
+        dom,
+        re.S,
+    )
+    assert [f[0] for f in facts] == ["1", "2"]
+    for (number, measured, request, answer), call in zip(facts, calls, strict=True):
+        measured = html.unescape(measured)
+        assert measured.startswith(
+            f"call {number} \u00b7 prompt {call['prompt_tokens']:,} + completion "
+            f"{call['completion_tokens']:,} tokens \u00b7 TTFT "
+        ), measured
+        assert " \u00b7 E2E " in measured and "E2E -" not in measured
+        assert json.loads(html.unescape(request)) == call["request"]
+        raw = json.loads(html.unescape(answer))
+        assert raw["finish_reason"] == call["finish_reason"]
+        assert raw["usage"]["completion_tokens"] == call["completion_tokens"]
+        assert raw.get("content") == (call["text"] or None)
+        assert raw.get("tool_calls") == call.get("tool_calls")
+    assert len(json.loads(html.unescape(facts[1][2]))["messages"]) == 3  # user, tool call, result

@@ -128,7 +128,7 @@ def test_the_per_test_table_draws_the_table_s_figures_in_order(errored) -> None:
     expected = next(
         t for t in errored.tests if t.test.endswith("test_reply") and t.model == synth.QWEN
     )
-    figures = reply[9:-1]  # the last: the verdict's error, or why undecided (htmldata.row_note)
+    figures = reply[9:-2]  # then the verdict note (htmldata.row_note) and "different" (differs)
     assert len(figures) == len(TEST_COLUMNS)
     for column, figure in zip(TEST_COLUMNS, figures, strict=True):
         value = column.value(expected)

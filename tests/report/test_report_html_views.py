@@ -341,3 +341,133 @@ def test_a_transcript_shows_a_models_tool_call_ids_with_their_controls_marked() 
     shown = " ".join(str(who) for who, _ in steps)  # type: ignore[misc]
     assert "\u202e" not in shown and "tool call c⟨U+202E⟩1" in shown
     assert "tool result c⟨U+202E⟩1" in shown
+
+
+def test_a_calls_raw_request_and_answer_mark_a_models_controls_and_repeat_nothing() -> None:
+    """The raw request and answer (issue 52 item 5) show every string, keys too, with bidi
+    controls as markers; a later call keeps only the messages its previous call had not sent,
+    and a text its transcript step shows is that step's index, not a second copy."""
+    from pytest_slam.records import Call
+    from pytest_slam.report.htmlcalls import call_data
+    from pytest_slam.report.htmldata import transcript_step
+
+    user = {"role": "user", "content": "go\u202e"}
+    first = Call("mini", "candidate", {"messages": [user], "x\u202e": "y\u202e"}, text="a\u202e")
+    second = Call("mini", "candidate", {"messages": [
+        user, {"role": "assistant", "content": "a\u202e"}, {"role": "user", "content": "more"}
+    ]}, text="b", prompt_tokens=1234, completion_tokens=5, e2e_ms=412.0)  # fmt: skip
+    calls = [first, second]
+    facts = [call_data(calls, i, transcript_step(calls, i), i - 1) for i in (0, 1)]
+    assert "\u202e" not in str(facts)
+    (_, request, answer), (measured, request2, answer2) = facts
+    assert request == [
+        -1,
+        0,
+        {"messages": [{"role": "user", "content": 0}], "x⟨U+202E⟩": "y⟨U+202E⟩"},
+    ]
+    assert request2[:2] == [0, 1]  # the first message: call 1's
+    assert request2[2]["messages"] == [{"role": "assistant", "content": "a⟨U+202E⟩"},
+                                       {"role": "user", "content": 0}]  # fmt: skip
+    assert answer[0] >= 0 and answer2[0] >= 0 and "content" not in answer2[1]
+    assert measured == "prompt 1,234 + completion 5 tokens \u00b7 TTFT - \u00b7 E2E 412 ms"
+
+
+@needs_chromium
+def test_chromium_walks_the_shown_rows_answers_with_j_k_the_arrows_and_buttons(
+    report, tmp_path
+) -> None:
+    """Previous/next (issue 52 item 5): j or the right arrow opens the next row's answers in the
+    order the filters show, k or the left arrow the previous one, one row open at a time, the
+    filters kept; each opened row has the same two buttons, the last one's next disabled."""
+    from review_helpers import Browser
+    from slam_helpers import wait_for
+
+    rows, _ = report_data(report.read_text())
+    view = f"model={synth.SMOL}"
+    shown = [r[5] for r in rows["rows"] if rows["models"][r[1]] == synth.SMOL and r[7]]
+    assert len(shown) >= 3
+    opened = "[...document.querySelectorAll('details.answers[open]')].map(d => d.id)"
+    browser = Browser(tmp_path / "profile")
+    try:
+        browser.open(f"{report.as_uri()}#{view}")
+        wait_for(lambda: browser.js("document.body.dataset.answers") == "1", 60, "the answers")
+
+        def at(i: int) -> None:
+            wait_for(lambda: browser.js(opened) == [shown[i]], 60, f"row {i} open alone")
+            assert browser.js("location.hash") == f"#{view}&{shown[i]}"
+            assert browser.js("document.getElementById('f-model').value") == synth.SMOL
+
+        browser.key("j", "KeyJ", 74, "j")  # nothing open yet: the first row
+        at(0)
+        browser.key("j", "KeyJ", 74, "j")
+        at(1)
+        browser.key("k", "KeyK", 75, "k")
+        at(0)
+        browser.key("ArrowRight", "ArrowRight", 39)
+        at(1)
+        browser.js(f"document.querySelector('#{shown[1]} button.walk-next').click()")
+        at(2)
+        browser.key("ArrowLeft", "ArrowLeft", 37)
+        at(1)
+        for i in range(2, len(shown)):
+            browser.key("j", "KeyJ", 74, "j")
+            at(i)
+        browser.key("j", "KeyJ", 74, "j")  # past the last: it stays
+        at(len(shown) - 1)
+        last = f"document.querySelector('#{shown[-1]} p.walk')"
+        assert browser.js(f"{last}.querySelector('.walk-next').disabled") is True
+        assert browser.js(f"{last}.querySelector('.walk-prev').disabled") is False
+        assert browser.js(f"{last}.textContent").endswith(
+            f"{len(shown)} of {len(shown)} with answers"
+        )
+    finally:
+        browser.close()
+
+
+@needs_chromium
+def test_chromium_different_answers_only_hides_the_rows_that_match_the_reference(tmp_path) -> None:
+    """The "different answers only" filter (issue 52 item 5, promptfoo's "different only"): a
+    candidate that answered the reference's words (spacing aside) is hidden, as is a row with no
+    answer; a different text, a missing golden answer or a failed call stays; the address keeps it
+    and "clear" drops it."""
+    outcomes = synth.outcomes()
+    golden = synth.GOLDEN["k_triage"][0]
+    for o in outcomes:  # qwen answers test_triage as the reference did, spaced otherwise
+        if o["model"] == synth.QWEN and o["test"].endswith("test_triage"):
+            o["calls"][0]["text"] = "  " + golden.replace(" ", "\n ") + "\n"
+    verdict = aggregate(outcomes, synth.run_info())
+    page = write_html(tmp_path / "report.html", verdict, outcomes)
+    view = _view(page, "different=1", tmp_path)
+    shown = {(r[0].split("::")[1], r[1]) for r in view.rows}
+    every = {(o["test"].split("::")[1], o["model"]) for o in outcomes}
+    no_answer = {(o["test"].split("::")[1], o["model"]) for o in outcomes if not o["pairs"]}
+    assert no_answer and ("test_triage", synth.QWEN) not in shown
+    same = {
+        (o["test"].split("::")[1], o["model"])
+        for o in outcomes
+        if o["pairs"] and all(
+            not p["missing"] and not o["calls"][p["call_index"]]["error"]
+            and o["calls"][p["call_index"]]["text"].split() == p["reference_text"].split()
+            for p in o["pairs"]
+        )
+    }  # fmt: skip
+    assert {("test_triage", synth.QWEN), ("test_triage", synth.MINI)} <= same  # as the golden
+    assert shown == every - no_answer - same
+    assert ("test_reply", synth.SMOL) in shown  # its golden answer is missing
+    assert 'id="f-different" name="different" type="checkbox"' in page.read_text()
+
+    from review_helpers import Browser
+    from slam_helpers import wait_for
+
+    browser = Browser(tmp_path / "profile2")
+    try:
+        browser.open(f"{page.as_uri()}#different=1")
+        assert browser.js("document.getElementById('f-different').checked") is True
+        browser.js("document.getElementById('clear').click()")
+        wait_for(lambda: browser.js("document.body.dataset.shown") == str(len(every)), 60, "all")
+        assert browser.js("document.getElementById('f-different').checked") is False
+        browser.js("document.getElementById('f-different').click()")
+        wait_for(lambda: browser.js("location.hash") == "#different=1", 60, "the address")
+        assert browser.js("document.body.dataset.shown") == str(len(shown))
+    finally:
+        browser.close()
