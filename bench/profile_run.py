@@ -38,7 +38,7 @@ from _suite import CANDIDATE_ANSWER, REFERENCE_ANSWER, write_suite
 
 # (module, attribute path, label): the steps timed; a missing one is listed, not fatal.
 STEPS = [
-    ("pytest_slam.run.startup", "configure", "configure: settings, specs, proxy start"),
+    ("pytest_slam.run.start.startup", "configure", "configure: settings, specs, proxy start"),
     (
         "pytest_slam.swap.proxy",
         "Exchange.serve",
@@ -49,33 +49,33 @@ STEPS = [
         "SwapRouter.chat",
         "  of which forward_chat: upstream stream, Call",
     ),
-    ("pytest_slam.run.checks", "Checker.run", "after each test: price, golden pair, score"),
+    ("pytest_slam.run.score.checks", "Checker.run", "after each test: price, golden pair, score"),
     (
         "pytest_slam.golden.reference",
         "ReferenceService.answer",
         "  of which golden lookup (key, store)",
     ),
     (
-        "pytest_slam.run.checks",
+        "pytest_slam.run.score.checks",
         "Checker._score",
         "  of which scoring (scorer built per test, fuzzy)",
     ),
-    ("pytest_slam.run.checks", "measure", "  of which measure: token counts, price"),
+    ("pytest_slam.run.score.checks", "measure", "  of which measure: token counts, price"),
     (
         "pytest_slam.golden.reference",
         "request_key",
         "  of which request key: canonical JSON, sha256",
     ),
-    ("pytest_slam.run.wiring", "Swap.redirect", "before each test: redirect install"),
-    ("pytest_slam.run.entry", "TestEntry.annotate", "each report: Outcome as plain data"),
-    ("pytest_slam.run.outcomes", "build_outcome", "  of which build_outcome"),
+    ("pytest_slam.run.wired.wiring", "Swap.redirect", "before each test: redirect install"),
+    ("pytest_slam.run.test.entry", "TestEntry.annotate", "each report: Outcome as plain data"),
+    ("pytest_slam.run.test.outcomes", "build_outcome", "  of which build_outcome"),
     ("pytest_slam.report.junit_props", "attach", "  of which junit properties"),
-    ("pytest_slam.run.outcomes", "keep_final", "each final Outcome kept (keep_final)"),
-    ("pytest_slam.run.finish", "finish", "end of run, all of it"),
+    ("pytest_slam.run.test.outcomes", "keep_final", "each final Outcome kept (keep_final)"),
+    ("pytest_slam.run.end.finish", "finish", "end of run, all of it"),
     ("pytest_slam.report.aggregate", "aggregate", "  aggregate per model and test"),
     ("pytest_slam.report.jsonreport", "write_json", "  JSON report"),
     ("pytest_slam.report.html", "write_html", "  HTML report"),
-    ("pytest_slam.run.session", "SlamSession.close", "close: proxy stop, env restored"),
+    ("pytest_slam.run.start.session", "SlamSession.close", "close: proxy stop, env restored"),
 ]
 _lock = threading.Lock()
 

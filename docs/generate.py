@@ -89,7 +89,7 @@ def markers_block() -> str:
 
 
 def hooks_block() -> str:
-    from pytest_slam.run import hookspecs
+    from pytest_slam.run.inputs import hookspecs
 
     out: list[str] = []
     specs = [

@@ -5,7 +5,7 @@ default); ``SlamTable`` is built from it here, adding each key's rule and descri
 and the richer type of a key that is a table of its own (``_TYPES``). A sub-table's keys are declared once
 too: by their reader where one reads them (``report.gate.Gate``, ``report.baseline.Tolerances``,
 ``metrics.budget.KEYS``, ``metrics.cost.PRICE_KEYS``), the table built from them; here for
-``EquivalenceTable``, whose reader (``run.scoring``) imports its keys. That one model gives the
+``EquivalenceTable``, whose reader (``run.score.scoring``) imports its keys. That one model gives the
 checks, the JSON Schema editors read (``slam config schema``, ``slam.schema.json``) and the README's
 reference table, so they cannot drift apart. Sections that had their own rules keep their
 messages: the model runs those checks (``models.check_table``, ``metering.validate_tables``,
@@ -42,7 +42,7 @@ _STRICT = ConfigDict(extra="forbid", strict=True)
 JsonDict = dict[str, JsonValue]  # a JSON Schema fragment, as pydantic's json_schema_extra takes
 
 # [tool.slam.equivalence] is declared here, in EquivalenceTable, with these: the run reads them
-# (run.scoring), never its own copy of the table's keys.
+# (run.score.scoring), never its own copy of the table's keys.
 DEFAULT_BY = "fuzzy"  # the scorer when none is named
 CASCADE = ("judge", "review")  # the evidence ``then`` may name, cheapest first
 

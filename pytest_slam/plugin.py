@@ -1,5 +1,6 @@
 """pytest-slam's pytest hooks and fixtures. Each hook is a few lines that hand off to the session's
-role objects (run/session.py says which owns what); pytest-slam's own hooks are in run/hookspecs.py.
+role objects (run/start/session.py says which owns what); pytest-slam's own hooks are in
+run/inputs/hookspecs.py.
 
 Importing this module costs nothing: the openai SDK, engines and the proxy are imported and started only
 when the run is enabled (``--slm-models`` or a ``[tool.slam]`` table) and a process runs tests.
@@ -13,11 +14,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_slam.errors import SlamError
-from pytest_slam.run import optin, options
+from pytest_slam.run.inputs import options
+from pytest_slam.run.test import optin
 
 if TYPE_CHECKING:  # loaded at configure time, so importing the plugin costs nothing
-    from pytest_slam.run.fixtures import ReferenceClient, SlamModel
-    from pytest_slam.run.session import SlamSession
+    from pytest_slam.run.start.session import SlamSession
+    from pytest_slam.run.wired.fixtures import ReferenceClient, SlamModel
 
 STASH: pytest.StashKey[SlamSession] = pytest.StashKey()
 MARKERS = (
@@ -33,7 +35,7 @@ MARKERS = (
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     """pytest-slam's own hooks, for a project's conftest.py to implement."""
-    from pytest_slam.run import hookspecs
+    from pytest_slam.run.inputs import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
 
@@ -63,7 +65,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
-    from pytest_slam.run.startup import configure
+    from pytest_slam.run.start.startup import configure
 
     try:
         slam = configure(config)
@@ -72,15 +74,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STASH] = slam
     # Reports arrive here from xdist workers too; only the controller collects and writes them.
     config.pluginmanager.register(slam, "slam-session")
-    from pytest_slam.run.shardvisits import PLUGIN, ShardIds
+    from pytest_slam.run.workers.shardvisits import PLUGIN, ShardIds
 
     config.pluginmanager.register(ShardIds(), PLUGIN)  # node ids for the report's visits
     if config.pluginmanager.hasplugin("xdist"):
-        from pytest_slam.run.xdist import XdistHooks
+        from pytest_slam.run.start.xdist import XdistHooks
 
         config.pluginmanager.register(XdistHooks(slam), "slam-xdist")
     if slam.role != "worker":
-        from pytest_slam.run.lastline import LastLine
+        from pytest_slam.run.end.lastline import LastLine
 
         config.pluginmanager.register(LastLine(slam.summary), "slam-last-line")
 
@@ -140,7 +142,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
     slam = pyfuncitem.config.stash.get(STASH, None)
     if slam is None or not slam.is_swapped(pyfuncitem):
         return (yield)
-    from pytest_slam.run.repeat import around_call
+    from pytest_slam.run.start.repeat import around_call
 
     return (yield from around_call(slam, pyfuncitem))
 
@@ -177,7 +179,7 @@ def pytest_terminal_summary(
     lines = list(slam.summary.lines)
     if lines:
         from pytest_slam.report.terminal import fit_lines, terminal_width
-        from pytest_slam.run.progress import is_terminal
+        from pytest_slam.run.start.progress import is_terminal
 
         terminalreporter.ensure_newline()
         terminalreporter.section("pytest-slam", sep="=")

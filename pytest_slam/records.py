@@ -371,7 +371,7 @@ class Outcome(Record):
     nodeid: str
     test: str  # nodeid without the model parameter: the same test across models
     model: str
-    # passed | failed | skipped | error | not_swapped | candidate_failed (run/outcomes.py)
+    # passed | failed | skipped | error | not_swapped | candidate_failed (run/test/outcomes.py)
     outcome: str = "passed"
     duration_s: float = 0.0
     calls: list[Call] = field(default_factory=list)

@@ -83,7 +83,7 @@ def test_every_tool_slam_key_is_in_the_reference() -> None:
 
 
 def test_every_slam_command_and_hook_is_in_the_reference() -> None:
-    from pytest_slam.run import hookspecs
+    from pytest_slam.run.inputs import hookspecs
 
     reference = reference_text()
     hooks = [name for name in vars(hookspecs) if name.startswith("pytest_slam_")]

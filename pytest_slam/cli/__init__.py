@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from pytest_slam.cli import exits
 from pytest_slam.errors import SlamError
 from pytest_slam.project import from_table, read_table
-from pytest_slam.run import options
+from pytest_slam.run.inputs import options
 from pytest_slam.settings import Settings, SettingsError
 from pytest_slam.util.foreign import subcommands
 

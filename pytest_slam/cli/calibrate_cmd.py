@@ -238,7 +238,7 @@ def judge_of(args: argparse.Namespace) -> JudgeSetup | None:
     settings: Settings | None = getattr(args, "settings", None)
     if settings is None or not settings.judge:
         return None
-    from pytest_slam.run.judging import JudgeModel
+    from pytest_slam.run.score.judging import JudgeModel
     from pytest_slam.swap.limits import concurrency_of
     from pytest_slam.swap.models import resolve
 

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 
 from pytest_slam.errors import KINDS, SlamError
-from pytest_slam.run.options import EXIT_GATE_FAILED
+from pytest_slam.run.inputs.options import EXIT_GATE_FAILED
 
 OK, FINDING, BAD_INPUT, GATE_FAILED = 0, 1, 2, EXIT_GATE_FAILED
 

@@ -141,8 +141,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from pytest_slam.report.merge import MergeError, Trust, load_shards, merge
     from pytest_slam.report.seal import ShardKeyError, shard_key
     from pytest_slam.report.terminal import final_line, gate_lines, render_table
-    from pytest_slam.run.exitstatus import gate_failed_line, gated_exitstatus
-    from pytest_slam.run.options import check_writable
+    from pytest_slam.run.end.exitstatus import gate_failed_line, gated_exitstatus
+    from pytest_slam.run.inputs.options import check_writable
 
     outputs = [
         (args.output, "-o"),

@@ -25,7 +25,7 @@ from pytest_slam.settings import Settings
 if TYPE_CHECKING:
     from pytest_slam.golden.store import GoldenStore
     from pytest_slam.report.aggregate import Verdict
-    from pytest_slam.run.checks import Checker
+    from pytest_slam.run.score.checks import Checker
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -94,8 +94,8 @@ def check_pairs(path: str, outcomes: list[Outcome]) -> None:
 def checker_for(settings: Settings, store: GoldenStore) -> Checker:
     """The run's checker over the golden files, with a judge that answers from its cache only."""
     from pytest_slam.metrics.cost import Prices
-    from pytest_slam.run.checks import Checker
-    from pytest_slam.run.judging import JudgeModel
+    from pytest_slam.run.score.checks import Checker
+    from pytest_slam.run.score.judging import JudgeModel
     from pytest_slam.swap.models import resolve
 
     judge = None
@@ -116,8 +116,8 @@ def rescore_outcome(checker: Checker, outcome: Outcome) -> Outcome:
     """The outcome with its pairs scored again (the judge's calls of the run are dropped: a
     rescore makes none, and the run's were for verdicts that may no longer be asked)."""
     from pytest_slam.golden.fileformat import GoldenError
-    from pytest_slam.run.optin import module_of
-    from pytest_slam.run.verdict import TestVerdict
+    from pytest_slam.run.score.verdict import TestVerdict
+    from pytest_slam.run.test.optin import module_of
     from pytest_slam.swap.router import TestContext
 
     if not outcome.pairs:
@@ -196,8 +196,8 @@ def _write(args: argparse.Namespace, verdict: Verdict, outcomes: list[Outcome]) 
 
 
 def _exit_status(gate_failed: bool, tests_failed: bool) -> int:
-    """A run's exit status by the one rule (run/exitstatus.py): failed tests keep pytest's (1)."""
+    """A run's exit status by the one rule (run/end/exitstatus.py): failed tests keep pytest's (1)."""
     from pytest_slam.cli.exits import FINDING, OK
-    from pytest_slam.run.exitstatus import exit_status
+    from pytest_slam.run.end.exitstatus import exit_status
 
     return exit_status(FINDING if tests_failed else OK, not gate_failed)

@@ -1,7 +1,7 @@
 """What a scorer says about itself: the kind of evidence its value is, the context it needs, whether
 ``slam calibrate`` may choose bands for it, and whether its value alone is a verdict.
 
-The run (``run/checks.py``), the cascade (``decide.py``), calibration and the report read this
+The run (``run/score/checks.py``), the cascade (``decide.py``), calibration and the report read this
 description, never a scorer's class or name, so a scorer from another package is treated like a
 built-in one. A scorer sets ``about = About(...)``; a class that does not import pytest_slam may set
 the same names as plain class attributes (``evidence = "structure"``, ``verdict_at = 1.0``); a class
@@ -62,7 +62,7 @@ class About:
 
 
 # The built-in scorers that keep only their options, no model and no state between calls: safe to
-# score on another thread (run/judge_ahead.py works out a pair's judge request there).
+# score on another thread (run/test/judge_ahead.py works out a pair's judge request there).
 STATELESS_MODULES = frozenset(
     {"pytest_slam.compare.text", "pytest_slam.compare.structured", "pytest_slam.compare.toolcalls"}
 )

@@ -243,7 +243,7 @@ class JudgeScorer(Scorer):
 
 def asking_through(scorer: object, complete: Complete) -> JudgeScorer | None:
     """A copy of ``scorer`` that asks its judge through ``complete``, its messages built by its own
-    code (run/judge_ahead.py asks them ahead of the test's check); None when it is not this
+    code (run/test/judge_ahead.py asks them ahead of the test's check); None when it is not this
     package's judge scorer, whose requests are the only ones known ahead for certain."""
     if not isinstance(scorer, JudgeScorer):
         return None

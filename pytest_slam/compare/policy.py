@@ -1,6 +1,6 @@
 """The one verdict policy: how one pair is decided from its plan, its answers and its evidence.
 
-A run (``run/checks.py``), ``slam rescore`` (the run's checks again) and ``slam calibrate
+A run (``run/score/checks.py``), ``slam rescore`` (the run's checks again) and ``slam calibrate
 --evaluate`` (``evaluation.py``) all call :func:`decide_pair`, so the error calibration measures
 is the error of the verdicts a run gives, by construction. The rungs, cheapest and most certain
 first:

@@ -1,5 +1,5 @@
 """Which recorded requests of a test depend on an earlier answer, and a later turn foreseen with the
-answer a model gives now: what run/fetching.py plans to fetch ahead.
+answer a model gives now: what run/test/fetching.py plans to fetch ahead.
 
 Dependence is read from the request's structure, never from a substring of its text. A later call
 depends on an earlier answer when it carries an assistant or tool message (a conversation or a

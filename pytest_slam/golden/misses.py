@@ -1,6 +1,6 @@
 """Requests that missed their golden entry, so that they are not fetched ahead again for nothing.
 
-The answers fetched ahead are planned from the golden entries (run/fetching.py): each test is
+The answers fetched ahead are planned from the golden entries (run/test/fetching.py): each test is
 expected to send again the request its golden entry holds at that call. A test whose request is
 never the same (a prompt with the time in it) missed it in every run: its planned request was
 fetched, paid for and never used, run after run (issue 51). When a test's request at a call has

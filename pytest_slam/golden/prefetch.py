@@ -2,7 +2,7 @@
 
 A refresh asks the real reference for every golden answer the tests ask for, and pytest runs one
 test at a time, so the reference would be asked one request at a time. The requests are known: the
-goldens hold them. Those that depend on no earlier answer (run/fetching.py's rule) are queued on
+goldens hold them. Those that depend on no earlier answer (run/test/fetching.py's rule) are queued on
 the reference's broker (swap/ahead.py ``Fetches``, swap/broker.py), in test order, within its limit
 and a window of the tests about to run. A recording takes the fetched call only when it is the very
 request sent (the same golden key and upstream body, swap/request.py ``for_reference``), with the

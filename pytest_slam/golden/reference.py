@@ -562,7 +562,7 @@ class ReferenceService:
         return ChatResult(call, completion=completion_from(rec))
 
 
-RETRY_MARK = "a framework's retry"  # run/outcomes.py adds the first call's verdict after it
+RETRY_MARK = "a framework's retry"  # run/test/outcomes.py adds the first call's verdict after it
 
 
 def retry_message(follows: int) -> str:

@@ -1,6 +1,6 @@
 """``[tool.slam.budget]`` checked against the whole run: each model's flat aggregate of its calls.
 
-One function for a pytest run (run/session.py) and a merge of its shards (report/merge.py), so a
+One function for a pytest run (run/start/session.py) and a merge of its shards (report/merge.py), so a
 merged report breaches exactly the budgets the whole run would have.
 """
 

@@ -1,7 +1,7 @@
 """How each pair's verdict was reached, with the error measured for that evidence, and the pass
 rate's interval widened by those errors (issue 28).
 
-Each decided score carries ``error`` and ``error_upper`` (``run/checks.py`` sets them from
+Each decided score carries ``error`` and ``error_upper`` (``run/score/checks.py`` sets them from
 ``compare/decide.verdict_error``): 0 for certain evidence (an identical answer, a structural
 comparison, a person's review), the measured error and its 95% upper bound for calibrated bands or
 a measured judge, None for evidence nobody measured (a hand-set threshold, bands or a judge with no

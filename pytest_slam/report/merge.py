@@ -93,7 +93,7 @@ def load_shards(paths: Sequence[str | os.PathLike[str]], trust: Trust) -> list[R
 
 
 def _check_one_run(paths: list[str], reports: list[Report]) -> None:
-    """Every shard carries its run's identity in its signed visits (run/runid.py): a shard of
+    """Every shard carries its run's identity in its signed visits (run/workers/runid.py): a shard of
     another run (an older artifact) would merge its outcomes as this run's."""
     first = reports[0].visits.run if reports[0].visits else None
     for path, report in zip(paths[1:], reports[1:], strict=True):
@@ -305,7 +305,7 @@ def _shard_incomplete(names: list[str], reports: Sequence[Report]) -> str | None
 def _gate(
     verdict: Verdict, outcomes: list[Outcome], shard_incomplete: str | None, exitstatus: int
 ) -> GateResult | None:
-    """The gate as the run applies it (run/finish.py ``_gate``), on the merged verdict."""
+    """The gate as the run applies it (run/end/finish.py ``_gate``), on the merged verdict."""
     settings = verdict.run.settings
     gate_table = settings.get("gate")
     budget = settings.get("budget")

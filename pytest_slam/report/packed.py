@@ -9,7 +9,7 @@ string of about 1 KiB, read back one outcome at a time when the end of the run w
 default (the same value of the same type) and the keys derived from the others (``tpot_ms``,
 ``passed``...); ``unpack`` reads it back as the record, whose ``as_dict`` is the dict ``pack``
 was given. The string is plain JSON text (``ensure_ascii=False``, so a lone surrogate stays
-one: ``run/crossing.py`` carries it across xdist as it carries any model text).
+one: ``run/workers/crossing.py`` carries it across xdist as it carries any model text).
 """
 
 from __future__ import annotations

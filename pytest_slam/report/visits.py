@@ -33,7 +33,7 @@ class Visits(Record):
     what it then ran; ``narrowed`` the node ids given on the command line, whose modules were
     collected only in part. ``complete`` says the run ran its own selection to its end
     (``partial`` says why not); ``exitstatus`` is pytest's, before the gate. ``run``: the run's
-    identity (run/runid.py), the same in every shard of one run, so a merge refuses another
+    identity (run/workers/runid.py), the same in every shard of one run, so a merge refuses another
     run's shard; ``unverified``: of a merged report, the shards it let in by ``--unsigned``,
     kept inside what it signs so a later merge of it still says so.
     """

@@ -127,7 +127,7 @@ class AnswerCache:
     """The cache folder of one project (``.slam/cache``), as one run reads and fills it.
 
     ``scrub``: what makes an entry safe to keep, golden/redact.py's ``scrub`` (handed in by
-    run/wiring.py: the swap sits below the golden wing). ``run``: the id of this run, shared by
+    run/wired/wiring.py: the swap sits below the golden wing). ``run``: the id of this run, shared by
     its xdist workers (``testrunuid``); None, a run of its own (a serial run). What this run keeps
     is never served to it."""
 

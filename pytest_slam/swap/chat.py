@@ -276,7 +276,7 @@ def runaway(call: Call, body: JSONObject, spec: ModelSpec, reference_tokens: int
     of the candidate (``error_kind`` "runaway"), not a cut answer. A cut answer that is whole
     anyway (complete JSON, valid against the request's schema: ``schemasize.complete``) is an
     answer, and a cut at the model's own ceiling (no reference answer, or ``max_tokens_cap`` below
-    the derived cap) stays a cut, named as one (run/outcomes.cut_message). True: it ran away.
+    the derived cap) stays a cut, named as one (run/test/outcomes.cut_message). True: it ran away.
     """
     from pytest_slam.swap.schemasize import complete
 
@@ -313,7 +313,7 @@ def structured(body: JSONObject) -> bool:
 
 @dataclass(eq=False)
 class InFlight:
-    """A call this process is waiting on, as the run's heartbeat shows it (run/progress.py)."""
+    """A call this process is waiting on, as the run's heartbeat shows it (run/start/progress.py)."""
 
     target: Target
     start: float  # time.perf_counter()

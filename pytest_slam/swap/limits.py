@@ -137,7 +137,7 @@ class Limiter:
         say: Callable[[str], None] | None = None,
         sample: Sample | None = None,
     ) -> Limiter:
-        """The limiter of a resolved model (run/startup.py set its ``concurrency`` and whether
+        """The limiter of a resolved model (run/start/startup.py set its ``concurrency`` and whether
         it adapts): an adaptive one may rise to ``TOP``; an engine keeps a place for a test."""
         adaptive = bool(spec.adaptive)
         ceiling = TOP if adaptive else spec.concurrency or 1

@@ -72,13 +72,13 @@ class GoldenSide(Protocol):
 
 
 class Meter(Protocol):
-    """GPU energy of a call (``metrics.metering.EnergyMeter``, a layer above: run/wiring.py)."""
+    """GPU energy of a call (``metrics.metering.EnergyMeter``, a layer above: run/wired/wiring.py)."""
 
     def metered(self, spec: ModelSpec, chat: Callable[[], ChatResult]) -> ChatResult: ...
 
 
 class Embedder(Protocol):
-    """Answers embeddings calls (``golden.embeddings.EmbeddingsService``, run/wiring.py)."""
+    """Answers embeddings calls (``golden.embeddings.EmbeddingsService``, run/wired/wiring.py)."""
 
     def serve(
         self, ctx: TestContext | None, body: JSONObject, headers: list[tuple[str, str]]

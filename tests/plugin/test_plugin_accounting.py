@@ -15,7 +15,7 @@ import pytest
 from html_helpers import report_data
 from slam_helpers import PRODUCT, said, write_pyproject
 
-from pytest_slam.run.options import EXIT_GATE_FAILED
+from pytest_slam.run.inputs.options import EXIT_GATE_FAILED
 from pytest_slam.testing import FakeOpenAI
 
 TESTS = """

@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from slam_helpers import said, write_pyproject
 
-from pytest_slam.run.options import EXIT_GATE_FAILED
+from pytest_slam.run.inputs.options import EXIT_GATE_FAILED
 from pytest_slam.testing import FakeOpenAI
 
 PRODUCT = """

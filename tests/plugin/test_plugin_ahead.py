@@ -1,4 +1,4 @@
-"""Answers fetched ahead of the tests (swap/ahead.py, run/fetching.py), end to end.
+"""Answers fetched ahead of the tests (swap/ahead.py, run/test/fetching.py), end to end.
 
 Real pytest runs (pytester) of a product suite recorded once against a FakeOpenAI reference, then
 replayed against a FakeOpenAI candidate that keeps every request it was sent. What is checked is

@@ -1,4 +1,4 @@
-"""What the goldens let a run foresee and fetch ahead (run/fetching.py, golden/foresee.py), end to
+"""What the goldens let a run foresee and fetch ahead (run/test/fetching.py, golden/foresee.py), end to
 end: a label classifier's calls whose prompts name the labels, a conversation's later turns with
 the candidate's own earlier answers, a tool loop's, and a refresh's later turns.
 
@@ -283,7 +283,7 @@ def pytest_runtest_call(item):
 def test_the_plan_holds_a_window_of_the_tests_about_to_run_not_the_selection(
     pytester: pytest.Pytester,
 ) -> None:
-    """At 4 in flight the run plans 16 calls ahead of the running test (run/fetching.budget):
+    """At 4 in flight the run plans 16 calls ahead of the running test (run/test/fetching.budget):
     at its first test the plan holds 16 of the 99 tests after it (before: all 99), and it grows
     by one a test; every request is still asked once."""
     pytester.makepyfile(product=PRODUCT, test_product=MANY)

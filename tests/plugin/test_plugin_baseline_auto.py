@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from slam_helpers import MINI_PYPROJECT, PRODUCT, REPORTED_TESTS, Answers
 
-from pytest_slam.run.options import EXIT_GATE_FAILED
+from pytest_slam.run.inputs.options import EXIT_GATE_FAILED
 from pytest_slam.testing import FakeOpenAI
 
 PYPROJECT = (

@@ -24,8 +24,8 @@ from slam_helpers import (
     write_pyproject,
 )
 
-from pytest_slam.run import options
-from pytest_slam.run.options import EXIT_GATE_FAILED
+from pytest_slam.run.inputs import options
+from pytest_slam.run.inputs.options import EXIT_GATE_FAILED
 from pytest_slam.testing import FakeOpenAI
 
 

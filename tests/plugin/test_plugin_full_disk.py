@@ -25,7 +25,7 @@ from disk_helpers import (
 from plugin_golden_helpers import GOLDEN, QUESTIONS, SUITE, entries, run, write_project
 from slam_helpers import BAD, PRODUCT, Answers
 
-from pytest_slam.run.exitstatus import EXIT_INCOMPLETE
+from pytest_slam.run.end.exitstatus import EXIT_INCOMPLETE
 from pytest_slam.testing import FakeOpenAI
 
 PRODUCT_FILE = GOLDEN / "test_product.json"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_slam.run import options
+from pytest_slam.run.inputs import options
 
 
 def test_help_lists_every_option_in_one_group(pytester: pytest.Pytester) -> None:

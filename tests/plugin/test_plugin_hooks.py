@@ -1,4 +1,4 @@
-"""pytest-slam's own hooks (run/hookspecs.py), implemented in a project's conftest.py: real runs.
+"""pytest-slam's own hooks (run/inputs/hookspecs.py), implemented in a project's conftest.py: real runs.
 
 The candidate and the GPT-4 reference are FakeOpenAI servers on loopback; each run records the
 reference's answers as it goes (``--slm-record=new``), so every swapped call is paired and scored.
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from slam_helpers import MINI_PYPROJECT, PRODUCT, REPORTED_TESTS
 
-from pytest_slam.run.options import EXIT_GATE_FAILED
+from pytest_slam.run.inputs.options import EXIT_GATE_FAILED
 from pytest_slam.testing import FakeOpenAI
 
 OTHER = """

@@ -1,4 +1,4 @@
-"""A run's judge pairs asked ahead of their tests (run/judge_ahead.py), end to end.
+"""A run's judge pairs asked ahead of their tests (run/test/judge_ahead.py), end to end.
 
 Real pytest runs (pytester) of a product suite recorded once against a FakeOpenAI reference, then
 replayed against a FakeOpenAI candidate with a FakeOpenAI judge that answers after a delay and

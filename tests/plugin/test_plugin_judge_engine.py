@@ -47,7 +47,7 @@ def test_a_managed_engine_judges_and_is_started_and_stopped_like_a_candidate(
             f"--slm-models={candidate.base_url}#cand", "--slm-record=new", "--slm-report=r.json"
         )
     # its slots follow its concurrency (8 for the embedded engine): the run's judge pairs are
-    # asked ahead, as many at once (run/judge_ahead.py)
+    # asked ahead, as many at once (run/test/judge_ahead.py)
     result.stdout.fnmatch_lines(["*engine smollm2-135m: llama.cpp, 8 slots of *"])
     report = json.loads((pytester.path / "r.json").read_text())
     (row,) = report["models"]  # the judge's engine is no candidate of the verdict

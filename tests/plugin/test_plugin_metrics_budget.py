@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_slam.run.options import EXIT_GATE_FAILED
+from pytest_slam.run.inputs.options import EXIT_GATE_FAILED
 
 PRODUCT = """
 import openai, pytest

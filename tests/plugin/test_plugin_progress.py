@@ -172,7 +172,7 @@ HOSTILE = """
 import socket
 import pytest
 from openai import OpenAI
-from pytest_slam.run.datagram import MAX_BYTES, seal
+from pytest_slam.run.workers.datagram import MAX_BYTES, seal
 
 pytestmark = pytest.mark.slm
 

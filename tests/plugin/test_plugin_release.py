@@ -33,8 +33,8 @@ def test_teardown_fails(breaks_at_teardown):
 """
 CONFTEST = """
 import json, pytest
-from pytest_slam.run.session import VERDICT
-from pytest_slam.run.verdict import CTX
+from pytest_slam.run.start.session import VERDICT
+from pytest_slam.run.score.verdict import CTX
 
 SEEN = {}
 

@@ -16,7 +16,7 @@ import pytest
 from html_helpers import report_data, sides
 from slam_helpers import MINI_PYPROJECT, PRODUCT, SLAM, TESTS
 
-from pytest_slam.run.options import EXIT_GATE_FAILED
+from pytest_slam.run.inputs.options import EXIT_GATE_FAILED
 from pytest_slam.testing import FakeOpenAI
 
 PYPROJECT = (

@@ -19,7 +19,7 @@ import pytest
 import slam_helpers
 from slam_helpers import said, write_pyproject
 
-from pytest_slam.run.options import EXIT_GATE_FAILED
+from pytest_slam.run.inputs.options import EXIT_GATE_FAILED
 
 PRODUCT = """
 import asyncio, os, subprocess, sys

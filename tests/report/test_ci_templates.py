@@ -29,7 +29,7 @@ import yaml
 from merge_helpers import project, rows
 from patience import patient
 
-from pytest_slam.run.options import EXIT_GATE_FAILED
+from pytest_slam.run.inputs.options import EXIT_GATE_FAILED
 from pytest_slam.testing import FakeOpenAI
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "ci"

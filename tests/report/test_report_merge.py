@@ -22,7 +22,7 @@ from patience import patient
 from pytest_slam.report.aggregate import latency_calls
 from pytest_slam.report.jsonreport import load_report
 from pytest_slam.report.seal import digest_of
-from pytest_slam.run.options import EXIT_GATE_FAILED
+from pytest_slam.run.inputs.options import EXIT_GATE_FAILED
 from pytest_slam.testing import FakeOpenAI
 
 

@@ -1,5 +1,5 @@
 """Shards bound to one run: every shard's signed ``visits`` carry the run's identity
-(run/runid.py), so ``slam report merge`` refuses a shard of another run in one line; and a merge
+(run/workers/runid.py), so ``slam report merge`` refuses a shard of another run in one line; and a merge
 that let an unsigned shard in keeps that inside what it signs, so merging its output again still
 says so.
 
@@ -18,8 +18,8 @@ import pytest
 from merge_helpers import project
 from patience import patient
 
-from pytest_slam.run.options import EXIT_GATE_FAILED
-from pytest_slam.run.runid import run_identity
+from pytest_slam.run.inputs.options import EXIT_GATE_FAILED
+from pytest_slam.run.workers.runid import run_identity
 from pytest_slam.testing import FakeOpenAI
 
 KEY = "test-report-merge-runs-key"

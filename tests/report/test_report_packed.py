@@ -10,8 +10,8 @@ import report_helpers as synth
 
 from pytest_slam.records import Call, Outcome
 from pytest_slam.report.packed import KeptOutcomes, pack, unpack
-from pytest_slam.run.accounting import Accounting
-from pytest_slam.run.outcomes import keep_final
+from pytest_slam.run.end.accounting import Accounting
+from pytest_slam.run.test.outcomes import keep_final
 
 
 class _Phase:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from pytest_slam.run.datagram import MAX_BYTES, MAX_TEXT, Opener, seal
+from pytest_slam.run.workers.datagram import MAX_BYTES, MAX_TEXT, Opener, seal
 
 SECRET = "0123456789abcdef0123456789abcdef"
 

@@ -1,6 +1,6 @@
 """Property: any text a model sends crosses from an xdist worker to the controller exactly as it
-was, through the path a report takes (pytest's serializable form, ``run/crossing.sent``, execnet's
-own serializer, ``run/crossing.received``, pytest's report again) and the path of a worker's payload.
+was, through the path a report takes (pytest's serializable form, ``run/workers/crossing.sent``, execnet's
+own serializer, ``run/workers/crossing.received``, pytest's report again) and the path of a worker's payload.
 execnet refuses what UTF-8 cannot encode, a lone surrogate: without ``sent`` the run ends with an
 INTERNALERROR (tests/plugin/test_plugin_xdist_text.py runs it)."""
 
@@ -14,7 +14,7 @@ import report_helpers as synth
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_slam.run.crossing import CARRIED, carried, received, sent
+from pytest_slam.run.workers.crossing import CARRIED, carried, received, sent
 from pytest_slam.util import textcodec
 
 HOSTILE = "\ud800\udbff\udc00\udfff\ud83d\ude00\x00\x1b\u202e\\" + "\x00slam-text:"
@@ -29,7 +29,7 @@ TEXTS = st.text(
 
 def _report(text: str) -> pytest.TestReport:
     """A worker's call report of a swapped test whose answer, golden answer, message, JUnit
-    property and section all hold ``text``, as run/session.py annotates it."""
+    property and section all hold ``text``, as run/start/session.py annotates it."""
     outcome = next(o for o in synth.outcomes() if o["nodeid"].endswith(f"[{synth.SMOL}]"))
     outcome["calls"][0]["text"] = text
     outcome["pairs"][0]["reference_text"] = text

@@ -1,5 +1,5 @@
 """The one exit-status rule a pytest run, a shard merge and ``slam rescore`` end with, and every
-path of a pytest run's end (run/finish.py) going through it (``run_exit``)."""
+path of a pytest run's end (run/end/finish.py) going through it (``run_exit``)."""
 
 from __future__ import annotations
 
@@ -13,15 +13,15 @@ import report_helpers as synth
 from pytest_slam.cli import rescore
 from pytest_slam.records import ModelSpec
 from pytest_slam.report.gate_result import GateResult
-from pytest_slam.run import hookspecs
-from pytest_slam.run.accounting import Accounting
-from pytest_slam.run.ended import Choices, Ended, Roles, SessionFacts, Setup
-from pytest_slam.run.exitstatus import EXIT_OK, Exit, Reached, exit_status, run_exit
-from pytest_slam.run.finish import finish
-from pytest_slam.run.options import EXIT_GATE_FAILED
-from pytest_slam.run.selection import Selection
-from pytest_slam.run.summary import Summary
-from pytest_slam.run.tables import Tables
+from pytest_slam.run.end.accounting import Accounting
+from pytest_slam.run.end.ended import Choices, Ended, Roles, SessionFacts, Setup
+from pytest_slam.run.end.exitstatus import EXIT_OK, Exit, Reached, exit_status, run_exit
+from pytest_slam.run.end.finish import finish
+from pytest_slam.run.end.summary import Summary
+from pytest_slam.run.inputs import hookspecs
+from pytest_slam.run.inputs.options import EXIT_GATE_FAILED
+from pytest_slam.run.inputs.tables import Tables
+from pytest_slam.run.test.selection import Selection
 from pytest_slam.settings import Settings
 
 

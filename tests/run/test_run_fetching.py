@@ -1,4 +1,4 @@
-"""run/fetching.py and golden/foresee.py: which golden requests a test will send, read from its
+"""run/test/fetching.py and golden/foresee.py: which golden requests a test will send, read from its
 entries by their structure, and a later turn foreseen from an earlier answer (no socket)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pytest_slam.golden.foresee import depends, foreseen
 from pytest_slam.golden.keys import request_key
 from pytest_slam.records import JSON, Call, GoldenAnswer, GoldenRecord
-from pytest_slam.run.fetching import Chain, places
+from pytest_slam.run.test.fetching import Chain, places
 from pytest_slam.swap.ahead import Fetched, Planned
 from pytest_slam.swap.broker import Job
 from pytest_slam.swap.chat import ChatResult

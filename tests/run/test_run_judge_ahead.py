@@ -1,4 +1,4 @@
-"""What a run's judge is asked ahead of a test (run/judge_ahead.py ``wanted``): the check's own
+"""What a run's judge is asked ahead of a test (run/test/judge_ahead.py ``wanted``): the check's own
 policy probed up to the judge, with real built-in scorers and no socket. The judge's messages
 themselves are built by the judge scorer's own code; the plugin runs (tests/plugin/
 test_plugin_judge_ahead.py) show the judge's server sees each exactly once."""
@@ -9,9 +9,9 @@ from pytest_slam.compare.judge import JudgeScorer
 from pytest_slam.golden.keys import request_key
 from pytest_slam.metrics.cost import Prices
 from pytest_slam.records import Call, GoldenAnswer, GoldenRecord, ModelSpec
-from pytest_slam.run.checks import Checker
-from pytest_slam.run.judge_ahead import PairPlan, wanted
-from pytest_slam.run.judging import JudgeModel
+from pytest_slam.run.score.checks import Checker
+from pytest_slam.run.score.judging import JudgeModel
+from pytest_slam.run.test.judge_ahead import PairPlan, wanted
 from pytest_slam.swap.router import TestContext
 
 REQUEST = {"model": "gpt-4", "messages": [{"role": "user", "content": "Capital of France?"}]}
@@ -63,7 +63,7 @@ def test_what_cannot_be_known_off_the_test_s_thread_is_left_to_the_test() -> Non
 def test_a_judge_request_holding_a_lone_surrogate_has_its_key() -> None:
     """A candidate may send a lone surrogate; the judge request quoting it is keyed (``take`` in
     the test's thread) as the live call would send it, not a UnicodeEncodeError out of the check."""
-    from pytest_slam.run.judge_ahead import request_key as judge_request_key
+    from pytest_slam.run.test.judge_ahead import request_key as judge_request_key
 
     body = {"model": "grader", "messages": [{"role": "user", "content": "answer: \ud800!"}]}
     key = judge_request_key(body)
@@ -75,8 +75,8 @@ def test_a_judge_request_a_check_has_taken_is_never_asked_ahead_again() -> None:
     once a check has taken the answer asked ahead, the same request is not asked ahead again."""
     import pytest
 
-    from pytest_slam.run.judge_ahead import JudgeAhead, _Live
-    from pytest_slam.run.judging import judge_body
+    from pytest_slam.run.score.judging import judge_body
+    from pytest_slam.run.test.judge_ahead import JudgeAhead, _Live
     from pytest_slam.swap.limits import Limiter
     from pytest_slam.testing import FakeOpenAI
 
@@ -104,7 +104,7 @@ class _Faulty(Checker):
 def test_a_pair_the_probe_cannot_work_out_is_left_to_its_test_and_said() -> None:
     """A fault while working a pair out ahead is no silent skip: counted, the first named in the
     summary, and the pair's test asks the judge itself."""
-    from pytest_slam.run.judge_ahead import JudgeAhead
+    from pytest_slam.run.test.judge_ahead import JudgeAhead
     from pytest_slam.swap.limits import Limiter
 
     judge = JudgeModel(ModelSpec("grader", "openai", "gpt-4o"))

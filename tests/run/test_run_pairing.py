@@ -1,4 +1,4 @@
-"""Pairing after a test (run/pairing.py), without a socket: a real golden store in tmp_path, a
+"""Pairing after a test (run/score/pairing.py), without a socket: a real golden store in tmp_path, a
 replay ReferenceService, and the Calls a test would have made."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pytest_slam.golden.reference import ReferenceService
 from pytest_slam.golden.store import GoldenStore
 from pytest_slam.metrics.cost import Prices
 from pytest_slam.records import Call, ModelSpec
-from pytest_slam.run.pairing import call_key, pair_calls
-from pytest_slam.run.verdict import TestVerdict
+from pytest_slam.run.score.pairing import call_key, pair_calls
+from pytest_slam.run.score.verdict import TestVerdict
 from pytest_slam.swap.router import TestContext
 
 MODULE, NODE = "tests/test_triage.py", "tests/test_triage.py::test_t[cand]"

@@ -1,4 +1,4 @@
-"""Each test's scoring plan (run/plans.py), built from real built-in scorers without a socket: one
+"""Each test's scoring plan (run/score/plans.py), built from real built-in scorers without a socket: one
 plan per distinct configuration, the scopes narrowest first, and a plan that cannot score saying
 why (the checks make that the test's problem)."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_slam.records import ModelSpec
-from pytest_slam.run.judging import JudgeModel
-from pytest_slam.run.plans import NO_CASCADE_JUDGE, NO_JUDGE, Plans
+from pytest_slam.run.score.judging import JudgeModel
+from pytest_slam.run.score.plans import NO_CASCADE_JUDGE, NO_JUDGE, Plans
 
 JUDGE = JudgeModel(ModelSpec("grader", "openai", "gpt-4o"))  # never asked: plans only build
 

@@ -1,4 +1,4 @@
-"""The heartbeat's line for many calls at once (run/progress.py): per model, the running test's own
+"""The heartbeat's line for many calls at once (run/start/progress.py): per model, the running test's own
 calls apart from the answers fetched for later tests (issue 49, item 4).
 
 A real pytest config (pytester) and the real in-flight records the swap keeps; no timing.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_slam.records import ModelSpec
-from pytest_slam.run.progress import Progress
+from pytest_slam.run.start.progress import Progress
 from pytest_slam.swap.chat import InFlight, Target
 
 

@@ -1,5 +1,5 @@
 """The session's role objects, without a pytest run: Selection, Accounting, Summary, and the end of
-the run (run/finish.py: collect -> judge -> publish) from what the session hands it (``Ended``).
+the run (run/end/finish.py: collect -> judge -> publish) from what the session hands it (``Ended``).
 
 Real records, real pytest reports, a real golden store in a tmp folder and pytest-slam's real
 hookspecs on a pluggy plugin manager; only the pytest session around them is absent.
@@ -19,17 +19,17 @@ from golden_helpers import rec
 from pytest_slam.golden.stale import stale_report_path
 from pytest_slam.golden.store import GoldenStore
 from pytest_slam.records import ModelSpec
-from pytest_slam.run import hookspecs
-from pytest_slam.run.accounting import Accounting
-from pytest_slam.run.collect import merged_lines
-from pytest_slam.run.ended import Choices, Ended, Roles, SessionFacts, Setup, SwapTally
-from pytest_slam.run.finish import finish
-from pytest_slam.run.options import EXIT_GATE_FAILED
-from pytest_slam.run.publish import drop_older_reports
-from pytest_slam.run.selection import Selection, not_enabled_line
-from pytest_slam.run.summary import Summary
-from pytest_slam.run.tables import Tables
-from pytest_slam.run.unvisited import STALE_SHOWN
+from pytest_slam.run.end.accounting import Accounting
+from pytest_slam.run.end.collect import merged_lines
+from pytest_slam.run.end.ended import Choices, Ended, Roles, SessionFacts, Setup, SwapTally
+from pytest_slam.run.end.finish import finish
+from pytest_slam.run.end.publish import drop_older_reports
+from pytest_slam.run.end.summary import Summary
+from pytest_slam.run.end.unvisited import STALE_SHOWN
+from pytest_slam.run.inputs import hookspecs
+from pytest_slam.run.inputs.options import EXIT_GATE_FAILED
+from pytest_slam.run.inputs.tables import Tables
+from pytest_slam.run.test.selection import Selection, not_enabled_line
 from pytest_slam.settings import Settings
 
 MODULE = "tests/test_support.py"

@@ -1,9 +1,9 @@
-"""A test's equivalence configuration from its three scopes (run/scoring.py), and which requests
+"""A test's equivalence configuration from its three scopes (run/score/scoring.py), and which requests
 ask for JSON output."""
 
 from __future__ import annotations
 
-from pytest_slam.run.scoring import request_schema, scoped_config, wants_json
+from pytest_slam.run.score.scoring import request_schema, scoped_config, wants_json
 
 
 def test_scopes_narrowest_first_and_another_scorer_drops_the_options_below() -> None:

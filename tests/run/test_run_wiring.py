@@ -1,4 +1,4 @@
-"""run/wiring.py: one process's swap, built whole, each part holding the parts it was handed.
+"""run/wired/wiring.py: one process's swap, built whole, each part holding the parts it was handed.
 
 Real parts throughout: FakeOpenAI on loopback as the candidate, a golden store in a tmp folder, the
 real openai client through the proxy the wiring started, and the environment it points at it.
@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from pytest_slam.records import ModelSpec
-from pytest_slam.run.wiring import Swap, SwapInputs, build_swap
+from pytest_slam.run.wired.wiring import Swap, SwapInputs, build_swap
 from pytest_slam.settings import Settings
 from pytest_slam.swap.models import resolve
 from pytest_slam.swap.router import SwapRouter, TestContext, Upstream

@@ -221,7 +221,8 @@ def test_an_engine_that_raises_as_it_starts_fails_its_test_in_one_line_and_the_r
     _broken(pytester)
     pytester.makefile(".toml", pyproject=PROJECT.format(provider="no-gpu", answer=ANSWER))
     result = pytester.runpytest("-p", "no:cacheprovider")
-    result.assert_outcomes(failed=1)  # the test whose call started the engine (run/session.py)
+    # the test whose call started the engine (run/start/session.py)
+    result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert "INTERNALERROR" not in out and "Traceback" not in out, out
     result.stdout.fnmatch_lines([

@@ -220,7 +220,7 @@ def test_requests_queued_one_by_one_are_sent_to_the_replicas_in_turn() -> None:
 
 
 def test_the_request_a_fetched_answer_foresees_is_queued_unless_its_test_took_the_answer() -> None:
-    """``Planned.follow_up`` (a conversation's next turn, run/fetching.py): queued and fetched
+    """``Planned.follow_up`` (a conversation's next turn, run/test/fetching.py): queued and fetched
     for the same model when the call answers before its test claims it; not when the test was
     already waiting for it (the test asks its next turn itself: never asked twice)."""
     release = threading.Event()

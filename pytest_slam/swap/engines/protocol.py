@@ -17,7 +17,7 @@ from typing import Literal, Protocol, runtime_checkable
 from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON, ModelSpec
 
-Say = Callable[[str], None]  # where progress lines go (run/progress.py), one line per call
+Say = Callable[[str], None]  # where progress lines go (run/start/progress.py), one line per call
 # How the tokens of a call whose server reported no usage are counted: with the engine's own
 # ``/tokenize`` (its dialect, metrics.tokens.SERVERS), by asking the endpoint once which tokenizer
 # it offers (``probe``), or by tiktoken / the heuristic (``estimate``).
