@@ -25,6 +25,7 @@ followed instead of counting the test twice.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import MutableSequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -163,11 +164,19 @@ def failure_line(report: pytest.TestReport) -> str | None:
     return _first_line(text)
 
 
+_SAID_BY = re.compile(r"\(pytest-slam, [^()]*\)$")  # said_by's mark at the end of its line
+
+
 def _first_line(text: str) -> str | None:
     line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    if not line or line.startswith(("pytest-slam", "Failed: pytest-slam")):
+    if not line or line.startswith(("pytest-slam", "Failed: pytest-slam")) or _ours(line):
         return None
     return line
+
+
+def _ours(line: str) -> bool:
+    """A line pytest-slam said (``said_by``: its first fact first, who said it at its end)."""
+    return _SAID_BY.search(line) is not None
 
 
 def _status(report: pytest.TestReport) -> str:
