@@ -91,7 +91,7 @@ class Sample:
         return number <= self.first or (self.every > 0 and number % self.every == 0)
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Place:
     """One call's place: the calls in flight with it, whether it is alone, the probe's round,
     when it entered."""
@@ -100,6 +100,7 @@ class Place:
     alone: bool
     round: int
     start: float
+    company: bool = False  # a test's own call entered while it was alone: not a lone latency
 
 
 @dataclass(eq=False)
@@ -124,6 +125,7 @@ class Limiter:
     _granted: int = 0
     _alone: bool = False  # a call sent alone is draining the others or in flight
     _drainer: threading.Condition | None = None
+    _solo: Place | None = None  # the call sent alone, while it is in flight
     _said: bool = False
     _local: threading.local = field(default_factory=threading.local)
 
@@ -184,12 +186,14 @@ class Limiter:
                 self._wake()
 
     def _room(self, own: bool) -> bool:
-        """Whether a call of this kind may enter now (the lock held)."""
-        if self._alone:
-            return False
+        """Whether a call of this kind may enter now (the lock held). A test's own call is never
+        held back for the latency sample (its caller's timeout runs): the sample then had company
+        and is not counted as alone."""
         limit = self.probe.limit
         if own:
             return self.in_flight < limit
+        if self._alone:
+            return False
         if self._own or time.monotonic() < self.hold_until:
             return False
         kept = 1 if self.reserve and limit > 1 else 0
@@ -218,16 +222,20 @@ class Limiter:
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         place = Place(self.in_flight, alone, self.probe.round, time.monotonic())
+        if alone:
+            self._solo = place
+        elif self._solo is not None:
+            self._solo.company = True
         self._local.place = place
         return place
 
     def _wake(self) -> None:
         """Wake the one waiter a free place is for: a test's own call first (the lock held)."""
-        if self._alone:
+        if self._own and self._room(True):
+            self._own[0].notify()
+        elif self._alone:
             if self._drainer is not None and not self.in_flight:
                 self._drainer.notify()
-        elif self._own and self._room(True):
-            self._own[0].notify()
         elif self._fetched and self._room(False):
             self._fetched[0].notify()
 
@@ -258,8 +266,8 @@ class Limiter:
             busy = bool(self._own or self._fetched)
             self.in_flight -= 1
             if place is not None and place.alone:
-                self._alone = False
-                self.alone_sent += 1
+                self._alone, self._solo = False, None
+                self.alone_sent += not place.company
                 self.probe.next_round()  # the drain is no measure of the server
             if status in THROTTLE_STATUSES:
                 line = self._throttle(status, hold_s)
@@ -313,7 +321,7 @@ class Limiter:
                 tokens = result.call.completion_tokens
             finally:
                 self.leave(status, hold, tokens=tokens, place=place)
-            result.call.alone = place.alone and status < 400
+            result.call.alone = place.alone and not place.company and status < 400
             if result.status != RATE_LIMITED or attempt == THROTTLE_RETRIES:
                 return result, place.in_flight
             if not self._waited(hold_of(hold), stop, deadline):

@@ -77,7 +77,7 @@ def test_bad_answers_and_a_dead_embedder_fail_their_own_tests_readably(
     result.stdout.fnmatch_lines_random([
         "*call 1: equivalence 0.00 < 1.00 (json): reference is not valid JSON*",
         "*call 1: the candidate answered nothing (empty or whitespace only); the reference did "
-        "(certain)",
+        "(certain) (pytest-slam, cand)",
         "*call 1: equivalence 0.* < 0.50 (fuzzy): token_sort_ratio *",
         "*call 1: scorer 'semantic': *embedder*HTTP 503*overloaded*",
         "*pytest-slam swap verdict*",
@@ -128,5 +128,5 @@ def test_a_scorer_whose_extra_is_missing_names_the_extra(
         # Which packages are missing depends on the machine (torch may be absent too).
         "*scorer 'semantic': the semantic scorer needs *sentence-transformers*, which * not "
         "installed: install CPU torch first with `pip install torch==2.13.0`, "
-        "then pip install 'pytest-slam?semantic?'"
+        "then pip install 'pytest-slam?semantic?' (pytest-slam, cand)"
     ])  # fmt: skip

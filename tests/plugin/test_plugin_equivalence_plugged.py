@@ -160,7 +160,7 @@ def test_a_value_outside_0_1_fails_the_test_in_one_line_naming_the_scorer(
     result.assert_outcomes(passed=2, failed=1)  # "same" is out of range (2.0); 1.0 and 0.0 are not
     result.stdout.fnmatch_lines([
         "*call 1: scorer 'twice': acme_scorers:Twice.score() returned 2.0, not a number in 0..1; "
-        "return the similarity of the two answers, 1 for equivalent",
+        "return the similarity of the two answers, 1 for equivalent (pytest-slam, cand)",
     ])  # fmt: skip
     assert "Traceback" not in result.stdout.str()
 
@@ -215,10 +215,13 @@ def _faulty(pytester: pytest.Pytester) -> Path:
 
 def _failure_lines(result: pytest.RunResult, phrase: str) -> list[str]:
     """The lines with ``phrase`` in the failures, before pytest's short summary (which, with CI
-    set, repeats each failure's whole message)."""
+    set, repeats each failure's whole message), each without who said it (``(pytest-slam,
+    cand)`` at its end, checked here)."""
     lines = result.outlines
     end = next((i for i, line in enumerate(lines) if "short test summary info" in line), len(lines))
-    return [line for line in lines[:end] if phrase in line]
+    found = [line for line in lines[:end] if phrase in line]
+    assert all(line.endswith(" (pytest-slam, cand)") for line in found), found
+    return [line.removesuffix(" (pytest-slam, cand)") for line in found]
 
 
 ORIGIN = "(group pytest_slam.scorers), of distribution acme-faulty 2.1: fix or upgrade acme-faulty"

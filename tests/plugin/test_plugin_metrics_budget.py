@@ -50,11 +50,11 @@ def test_per_test_budgets_fail_with_measured_versus_budget(
     result.stdout.re_match_lines(
         [
             rf"_+ test_too_slow\[{MODEL}\] _+",
-            rf"pytest-slam \({MODEL}\): budget breached: e2e_ms [\d.]+ > budget 1 \(call 1, "
-            rf"model {MODEL}\)",
+            rf"budget breached: e2e_ms [\d.]+ > budget 1 \(call 1, model {MODEL}\) "
+            rf"\(pytest-slam, {MODEL}\)",
             rf"_+ test_too_long\[{MODEL}\] _+",
-            rf"pytest-slam \({MODEL}\): budget breached: completion_tokens 20 > budget 1 "
-            rf"\(call 1, model {MODEL}\)",
+            rf"budget breached: completion_tokens 20 > budget 1 \(call 1, model {MODEL}\) "
+            rf"\(pytest-slam, {MODEL}\)",
         ]
     )
     result.stdout.no_fnmatch_line("FAILED*test_within*")  # the budget it can meet passes

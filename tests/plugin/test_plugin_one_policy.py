@@ -212,7 +212,7 @@ def test_the_html_pair_view_shows_each_verdicts_error_or_unmeasured_and_why_unde
     pytester: pytest.Pytester, servers: tuple[FakeOpenAI, FakeOpenAI]
 ) -> None:
     rows, pairs = report_data(_pair_view(pytester, servers).read_text())
-    beside = {_test_kind(rows["tests"][r[0]].replace("[", "-")): r[-1] for r in rows["rows"]}
+    beside = {_test_kind(rows["tests"][r[0]].replace("[", "-")): r[-2] for r in rows["rows"]}
     assert beside == {"same": "certain (error 0)", "words": "error 0.039 (<= 0.047)",
                       "near": "no evidence", "far": "error unmeasured",
                       "empty": "certain (error 0)"}  # fmt: skip

@@ -318,7 +318,9 @@ def test_calls_fetched_ahead_do_not_flood_the_heartbeat(
     long_project(pytester, slow)
     pytester.makepyfile(test_slow=MANY_SUITE)
     toml = pytester.path / "pyproject.toml"
-    toml.write_text(toml.read_text().replace('"none"', f'"{fake_gpt4.base_url}#gpt-4"'))
+    text = toml.read_text().replace('"none"', f'"{fake_gpt4.base_url}#gpt-4"')
+    # alone_first = 0: the calls go two at a time from the first (none sent alone before them)
+    toml.write_text(text.replace("[tool.slam]\n", "[tool.slam]\nalone_first = 0\n", 1))
     pytester.runpytest_subprocess("--slm-record=new", "--slm-heartbeat=0")  # the goldens
     result = pytester.runpytest_subprocess("--slm-heartbeat=0.5", "--slm-concurrency=2")
     result.assert_outcomes(passed=6)

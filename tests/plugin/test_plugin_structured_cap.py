@@ -352,9 +352,11 @@ def test_a_runaway_counts_in_latency_and_cost_and_beside_the_mean_equivalence(
         return FILLER if req.get("response_format") else "GPT-4 says hello"
 
     with FakeOpenAI(REFERENCE_TEXT) as ref, FakeOpenAI(candidate) as mini:
+        # alone_first = 0: every call is a latency sample (none is sent alone to stand for them)
         pytester.makefile(".toml", pyproject=f"""
 [tool.slam]
 reference = "{ref.base_url}#gpt-4"
+alone_first = 0
 
 [tool.slam.prices]
 mini = {{ input_per_mtok = 1, output_per_mtok = 2 }}

@@ -78,7 +78,7 @@ def test_a_different_function_scores_zero_and_fails_showing_both_calls(
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*call 1: equivalence 0.00 < 0.50 (tool_calls): 0/1 calls match; "
-        'called delete_account({"city": "Paris"}) instead of get_weather({"city": "Paris"})',
+        'called delete_account({"city": "Paris"}) instead of get_weather({"city": "Paris"})*',
         "*reference * | candidate",
         '*get_weather({"city": "Paris"}) ≠ delete_account({"city": "Paris"})',
     ])  # fmt: skip

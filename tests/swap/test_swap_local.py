@@ -74,7 +74,7 @@ class _Golden:
         return None
 
     def miss_before(
-        self, ctx: object, body: object, turn: int, key: str | None
+        self, ctx: object, body: object, turn: int, key: str | None, follows: int | None = None
     ) -> tuple[str, str] | None:
         self.handed.append(("miss", key))
         return None
