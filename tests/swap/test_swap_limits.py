@@ -213,3 +213,29 @@ def test_a_sampled_call_goes_alone_the_others_held_until_it_ends(slow: FakeOpenA
     alone = [r for r in results if r is not None and r.call.alone]
     assert len(results) == 12 and len(alone) == 4 == limiter.alone_sent  # the 1st, 4th, 8th, 12th
     assert slow.peak_in_flight <= 4
+
+
+def test_a_test_s_own_call_is_never_held_back_behind_a_call_sent_alone() -> None:
+    """A sampled call hangs at the server; the running test's own call is sent beside it at once
+    (its caller's timeout runs: held back, it timed out though the server would have answered),
+    and the sample, which then had company, is not counted as a lone latency."""
+    limiter, stop, release = (
+        Limiter("m", 4, sample=Sample(1, 0)),
+        threading.Event(),
+        threading.Event(),
+    )
+    sample: list[ChatResult | None] = []
+
+    def hanging() -> ChatResult:
+        release.wait(timeout=60)
+        return ChatResult(Call("m", "candidate", BODY, text="Paris."))
+
+    thread = threading.Thread(target=lambda: sample.append(limiter.send(hanging, stop)[0]))
+    thread.start()
+    _until(lambda: limiter.in_flight == 1, "the sample sent alone")
+    own, in_flight = limiter.send(lambda: ChatResult(Call("m", "candidate", BODY, text="Rome.")))
+    assert own is not None and own.call.text == "Rome." and in_flight == 2  # beside the sample
+    release.set()
+    thread.join(timeout=60)
+    assert sample and sample[0] is not None and not sample[0].call.alone
+    assert not own.call.alone and limiter.alone_sent == 0
