@@ -44,6 +44,12 @@ WINDOW_PER_PLACE = 4  # fetched or in flight, unclaimed, per place under a candi
 MIN_WINDOW = 16
 
 
+def window_of(ceiling: int) -> int:
+    """The calls a queue keeps fetched or in flight, unclaimed, for a limit of ``ceiling``: what
+    the plan of the run fills (run/test/fetching.budget) and the broker bounds."""
+    return max(MIN_WINDOW, WINDOW_PER_PLACE * ceiling)
+
+
 @dataclass
 class Fetched:
     """How a fetched request ended: ``result`` (None: not asked, its test asks live), or
@@ -121,7 +127,7 @@ class Fetches:
 
     def __init__(self, name: str, limiter: Limiter) -> None:
         self.name, self.limiter = name, limiter
-        window = max(MIN_WINDOW, WINDOW_PER_PLACE * limiter.ceiling)
+        window = window_of(limiter.ceiling)
         self.server = Server(name, limiter.ceiling, window)
         self.held: collections.deque[Planned] = collections.deque()  # every one not yet passed
         self.by_test: dict[tuple[str, str], list[Planned]] = {}

@@ -34,19 +34,18 @@ from pytest_slam.golden.store import GoldenStore
 from pytest_slam.records import JSON, GoldenRecord, ModelSpec
 from pytest_slam.run.score.pairing import wants_reference
 from pytest_slam.run.test.optin import base_test_id, module_of
-from pytest_slam.swap.ahead import Planned
+from pytest_slam.swap.ahead import MIN_WINDOW, Planned, window_of
 from pytest_slam.swap.chat import generation_cap
 
 Places = dict[str, dict[int, GoldenRecord]]  # test -> call number -> the reference's entry there
-PLAN_PER_PLACE, PLAN_MIN = 4, 16  # calls planned ahead, per place under the highest limit
 MODULES_KEPT = 4  # modules whose places are kept read (a run moves through its modules in order)
 
 
 def budget(ceilings: Iterable[int]) -> int:
-    """How many calls ahead of the running test are planned: swap/ahead.py's window of a queue
-    (four per place, at least 16), so a conversation's later turns, foreseen as its earlier
-    answers come, find a place in the window at once, and the plan never holds the selection."""
-    return max(PLAN_MIN, PLAN_PER_PLACE * max(ceilings, default=1))
+    """How many calls ahead of the running test are planned: the window of the widest queue
+    (swap/ahead.window_of), so a conversation's later turns, foreseen as its earlier answers
+    come, find a place in the window at once, and the plan never holds the selection."""
+    return window_of(max(ceilings, default=1))
 
 
 def model_of(item: pytest.Item) -> str | None:
@@ -204,7 +203,7 @@ class Planner:
     # the test's judge pair of a planned request (judge_ahead.py), worked out in this thread:
     # what a fetched answer's follower needs to ask the judge ahead
     judging: Callable[[pytest.Item, GoldenRecord, ModelSpec], object | None] | None = None
-    budget: int = PLAN_MIN  # calls planned ahead of the running test (``take``)
+    budget: int = MIN_WINDOW  # calls planned ahead of the running test (``take``)
     through: int = -1  # the last test taken to be planned
     _modules: collections.OrderedDict[str, Module] = field(default_factory=collections.OrderedDict)
     _planned: set[int] = field(default_factory=set)
