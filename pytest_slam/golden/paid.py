@@ -16,6 +16,7 @@ read or written is no kept answer: the request is asked, as without this.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import threading
@@ -90,7 +91,7 @@ class Paid:
             spent = [p for p in self._held if p.name.startswith(f"{stem}-")]
             self._held.difference_update(spent)
         for path in spent:
-            path.unlink(missing_ok=True)
+            _remove(path)
 
 
 def _read(path: Path) -> Call | None:
@@ -103,5 +104,12 @@ def _read(path: Path) -> Call | None:
         return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
-    path.unlink(missing_ok=True)
+    _remove(path)
     return None
+
+
+def _remove(path: Path) -> None:
+    """Gone, or left for its day (a folder that went read-only): the golden entry holds it now,
+    and a kept answer is only ever the very answer its request was given."""
+    with contextlib.suppress(OSError):
+        path.unlink(missing_ok=True)
