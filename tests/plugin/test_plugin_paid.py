@@ -74,7 +74,8 @@ def test_a_killed_refresh_s_paid_answers_are_used_by_the_next_refresh(
             proc.wait(60)
         kept = {json.loads(p.read_text())["call"]["text"] for p in paid.glob("*.json")}
         paid_for = {t.removeprefix("GPT-4 (May) says: ") for t in kept}
-        assert len(paid_for) >= 8 and sent_to(reference) == collections.Counter(paid_for)
+        sent = sent_to(reference)  # a request in flight at the kill was paid and not kept
+        assert len(paid_for) >= 8 and paid_for <= set(sent) and max(sent.values()) == 1
         reference.requests.clear()
 
         run(pytester, "--slm-record=all").assert_outcomes(passed=len(QUESTIONS))
