@@ -21,6 +21,7 @@ lazily (:class:`Evidence`): a judge is asked only about a pair the cheaper rungs
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -215,44 +216,74 @@ def _between(score: Score) -> str:
     return f"{score.scorer} {score.value:.2f} between the bands ({low}, {high})"
 
 
-# Why a pair is undecided, by cause (its ``why_undecided``'s opening), and the one fix for each:
-# the gate's message and the report's counts name them.
-CAUSES: dict[str, tuple[str, str]] = {
-    "no evidence": (
+class Cause(enum.Enum):
+    """Why a pair is undecided: each value is the cause as the summary, the gate and the report's
+    ``undecided_causes`` print it (the report keeps the value, so older reports read the same)."""
+
+    NO_EVIDENCE = "no evidence"
+    JUDGE_NOT_CERTIFIED = "judge not certified"
+    OUTSIDE_FEATURES = "outside the calibrated features"
+    OUTSIDE_DOMAIN = "outside the calibrated domain"
+    NO_JUDGE_VERDICT = "no judge verdict"
+    EMPTY_GOLDEN = "empty golden answer"
+
+    @property
+    def opening(self) -> str:
+        """How a ``why_undecided`` of this cause begins (older reports carry only that text)."""
+        return _CAUSE_TEXT[self][0]
+
+    @property
+    def fix(self) -> str:
+        """The one fix the gate's message gives for pairs of this cause."""
+        return _CAUSE_TEXT[self][1]
+
+
+# Each cause's ``why_undecided`` opening and its fix, in the order ``cause_of`` tries them.
+_CAUSE_TEXT: dict[Cause, tuple[str, str]] = {
+    Cause.NO_EVIDENCE: (
         "no evidence",
         "label pairs and `slam calibrate`, send them to the judge ([tool.slam.equivalence] then = "
         '["judge"]), or review them (`slam review`, then = ["review"])',
     ),
-    "judge not certified": (
+    Cause.JUDGE_NOT_CERTIFIED: (
         "the judge's ",
         "label more pairs (`slam review`) until `slam calibrate --evaluate` certifies the judge "
         "(it prints how many it needs), or set [tool.slam] accept_uncertified_judge = true",
     ),
-    "outside the calibrated features": (
+    Cause.OUTSIDE_FEATURES: (
         "outside the features",
         "label this feature's own answers (`slam review`, `slam calibrate`: its module gets "
         'bands of its own), or send its pairs to the judge (then = ["judge"])',
     ),
-    "outside the calibrated domain": (
+    Cause.OUTSIDE_DOMAIN: (
         "outside what the bands",
         "calibrate on labels of these tests' own answers (`slam calibrate`; a module with labels "
         'enough gets bands of its own), or send them to the judge (then = ["judge"])',
     ),
-    "no judge verdict": (
+    Cause.NO_JUDGE_VERDICT: (
         "the judge ",
         "cache the judge's verdicts with a run (pytest --slm-record=new)",
     ),
-    "empty golden answer": ("the golden answer is empty", "record the golden answers again"),
+    Cause.EMPTY_GOLDEN: ("the golden answer is empty", "record the golden answers again"),
 }
 
 
-def cause_of(why: str | None) -> str:
+def cause_of(why: str | None) -> Cause:
     """The cause of an undecided pair, from its ``why_undecided`` (older reports: no evidence)."""
-    for cause, (opening, _) in CAUSES.items():
+    for cause, (opening, _) in _CAUSE_TEXT.items():
         if (
             why is not None
             and why.startswith(opening)
-            and (cause != "judge not certified" or "not certified" in why)
+            and (cause is not Cause.JUDGE_NOT_CERTIFIED or "not certified" in why)
         ):
             return cause
-    return "no evidence"
+    return Cause.NO_EVIDENCE
+
+
+def cause_named(name: str) -> Cause:
+    """A cause by its printed value (the report's ``undecided_causes`` keys); an unknown name
+    (a newer report) is no evidence."""
+    try:
+        return Cause(name)
+    except ValueError:
+        return Cause.NO_EVIDENCE

@@ -144,7 +144,7 @@ class ModelRow(Record):
     # undecided because its verdict on that side is not certified (compare/policy.py)
     judge_certified: int = 0
     judge_left_undecided: int = 0
-    # undecided pairs by cause (compare/policy.CAUSES: no evidence, judge not certified, outside
+    # undecided pairs by cause (compare/policy.Cause: no evidence, judge not certified, outside
     # the calibrated domain, no judge verdict, empty golden answer)
     undecided_causes: dict[str, int] = field(default_factory=dict)
     # how the decided pairs were decided, by evidence, each with its measured error (or
@@ -491,7 +491,7 @@ def _fill_verdicts(row: ModelRow, pairs: list[Pair]) -> None:
 
 
 def _count_verdicts(row: ModelRow, scored: list[Pair]) -> None:
-    """The scored pairs by verdict, and the undecided ones by cause (compare/policy.CAUSES)."""
+    """The scored pairs by verdict, and the undecided ones by cause (compare/policy.Cause)."""
     from pytest_slam.compare.policy import cause_of
 
     verdicts = [p.verdict for p in scored]
@@ -500,7 +500,10 @@ def _count_verdicts(row: ModelRow, scored: list[Pair]) -> None:
     row.pairs_undecided = verdicts.count("undecided")
     row.pairs_no_verdict = verdicts.count(None)
     causes = [
-        cause_of(s.why_undecided) for p in scored for s in p.scores if s.verdict == "undecided"
+        cause_of(s.why_undecided).value
+        for p in scored
+        for s in p.scores
+        if s.verdict == "undecided"
     ]
     row.undecided_causes = {c: causes.count(c) for c in dict.fromkeys(causes)}
 
@@ -527,9 +530,11 @@ def _judge_saved(scored: list[Pair]) -> int:
 
 def _uncertified(score: Score) -> bool:
     """The judge answered, and its verdict on that side is not certified: left undecided."""
-    from pytest_slam.compare.policy import cause_of
+    from pytest_slam.compare.policy import Cause, cause_of
 
-    return score.verdict == "undecided" and cause_of(score.why_undecided) == "judge not certified"
+    return (
+        score.verdict == "undecided" and cause_of(score.why_undecided) is Cause.JUDGE_NOT_CERTIFIED
+    )
 
 
 def request_equivalence(outcomes: list[Outcome]) -> dict[str, float]:

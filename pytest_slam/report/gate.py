@@ -250,12 +250,12 @@ ON_BY_DEFAULT = (
 
 def _undecided(row: ModelRow) -> Breach:
     """Pairs the project asked a verdict for and got none, by cause, each with its one fix
-    (compare/policy.CAUSES): no evidence, the judge not certified, outside the calibrated
-    domain, no judge verdict, an empty golden answer."""
-    from pytest_slam.compare.policy import CAUSES
+    (compare/policy.Cause): no evidence, the judge not certified, outside the calibrated
+    features or domain, no judge verdict, an empty golden answer."""
+    from pytest_slam.compare.policy import Cause, cause_named
 
-    causes = row.undecided_causes or {"no evidence": row.pairs_undecided}
-    said = "; ".join(f"{n} {cause}: {CAUSES[cause][1]}" for cause, n in causes.items())
+    causes = row.undecided_causes or {Cause.NO_EVIDENCE.value: row.pairs_undecided}
+    said = "; ".join(f"{n} {cause}: {cause_named(cause).fix}" for cause, n in causes.items())
     message = (
         f"{UNDECIDED_RULE}: {row.pairs_undecided} pair(s) of {row.model} are undecided: {said}; "
         f"or accept them with [{SECTION}] allow_undecided = true"

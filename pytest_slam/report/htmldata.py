@@ -190,7 +190,7 @@ def row_note(pairs: list[Pair], worst: str | None) -> str | None:
 
     if worst == "undecided":
         whys = [s.why_undecided for p in pairs for s in p.scores if s.verdict == "undecided"]
-        return cause_of(whys[0]) if whys else None
+        return cause_of(whys[0]).value if whys else None
     if worst not in ("equivalent", "different"):
         return None
     scores = [deciding_score(p) for p in pairs if p.verdict == worst]

@@ -263,7 +263,9 @@ def verdict_notes(verdict: Verdict) -> list[str]:
 
 def _causes(row: ModelRow) -> str:
     """``2 outside the calibrated domain, 1 no evidence``: why the undecided pairs are."""
-    causes = row.undecided_causes or {"no evidence": row.pairs_undecided}
+    from pytest_slam.compare.policy import Cause
+
+    causes = row.undecided_causes or {Cause.NO_EVIDENCE.value: row.pairs_undecided}
     return ", ".join(f"{n} {cause}" for cause, n in causes.items())
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from pytest_slam.compare.decide import Rule
 from pytest_slam.compare.domain import Domain, band_domain_note, domain_unknown, measure_domain
-from pytest_slam.compare.policy import Policy, decide_pair
+from pytest_slam.compare.policy import Cause, Policy, cause_named, cause_of, decide_pair
 from pytest_slam.records import Score
 
 BANDS = Rule(at_least=0.8, fail_below=0.3)
@@ -113,6 +113,7 @@ def test_an_uncertified_judge_leaves_the_pair_undecided_naming_it() -> None:
     score = decide_pair(policy, "It is Paris.", "Paris, France.", Known(0.5, judged=1.0))
     assert score.verdict == "undecided" and score.why_undecided is not None
     assert "judge's equivalent is not certified" in score.why_undecided
+    assert cause_of(score.why_undecided) is Cause.JUDGE_NOT_CERTIFIED
     accepted = Policy("fuzzy", BANDS, ("judge",), measured, accept_uncertified_judge=True)
     assert decide_pair(accepted, "It is Paris.", "Paris, France.",
                        Known(0.5, judged=1.0)).decided_by == "judge"  # fmt: skip
@@ -122,6 +123,21 @@ def test_no_evidence_is_said_with_the_bands_between() -> None:
     score = decide_pair(Policy("fuzzy", BANDS, ("judge",)), "It is Paris.", "Paris!", Known(0.5))
     assert score.why_undecided is not None
     assert score.why_undecided.startswith("no evidence: fuzzy 0.50 between the bands (0.30, 0.80)")
+    assert cause_of(score.why_undecided) is Cause.NO_EVIDENCE
+
+
+def test_each_undecided_cause_is_one_enum_member_printed_as_the_report_keeps_it() -> None:
+    # the report's undecided_causes keys are the values: older reports read back the same
+    assert [c.value for c in Cause][:4] == [
+        "no evidence",
+        "judge not certified",
+        "outside the calibrated features",
+        "outside the calibrated domain",
+    ]
+    assert all(cause_named(c.value) is c and c.fix for c in Cause)
+    assert cause_named("a cause of a newer version") is Cause.NO_EVIDENCE
+    assert cause_of(None) is Cause.NO_EVIDENCE
+    assert cause_of("the judge gave no verdict") is Cause.NO_JUDGE_VERDICT
 
 
 def test_the_domain_is_the_calibration_pairs_ranges_and_reads_back() -> None:
