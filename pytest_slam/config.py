@@ -389,6 +389,11 @@ _RULES: dict[str, dict[str, Any]] = {  # each key's description, and its bounds 
     "accept_uncertified_judge": _rule(
         "count the judge's verdicts where `slam calibrate --evaluate` could not certify them"
     ),
+    "audit_per_feature": _rule(
+        "pairs per test module (feature) a run sets aside for `slam review --audit` from those "
+        "bands or the judge decided: the audits re-test their stated error (0: none)",
+        ge=0,
+    ),
     "repeat": _rule("runs of each test per model", ge=1),
     "pass_fraction": _rule("share of runs that must pass", ge=0, le=1),
     "prices": _rule("list price overrides (before genai-prices and the dated table)"),

@@ -43,6 +43,7 @@ class Settings:
     equivalence: dict[str, TOML] = field(default_factory=dict)
     judge: str | None = None
     accept_uncertified_judge: bool = False
+    audit_per_feature: int = 0  # pairs set aside for `slam review --audit` (review/audits.py)
     repeat: int = 1
     pass_fraction: float = 1.0
     prices: dict[str, TOML] = field(default_factory=dict)

@@ -3,6 +3,7 @@
 slam review [--report PATH] [--model NAME] [--test PART] [--order informative|judge]
             [--reviewer NAME] [--no-browser] [--port N]
 slam review --stats [--report PATH]
+slam review --audit [--report PATH]: the pairs the run set aside for audit (review/audits.py)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the review wing loads only for `slam review`
     from pytest_slam.golden.store import GoldenStore
+    from pytest_slam.report.jsonreport import Report
     from pytest_slam.review.pairs import ReviewPair
 
 ORDERS = ("report", "informative", "judge")
@@ -48,6 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser, report: str | None) -> argpar
         help="Print win/tie/loss per model and the agreement with scorers",
     )
     parser.add_argument(
+        "--audit",
+        action="store_true",
+        help="Review the pairs the run set aside for audit ([tool.slam] audit_per_feature): "
+        "the verdicts re-test the stated error of the bands and the judge on each feature",
+    )
+    parser.add_argument(
         "--export-labels",
         metavar="FILE.jsonl",
         help="Write the verdicts as labels for slam calibrate --labels",
@@ -73,12 +81,19 @@ def reviewer_name(given: str | None) -> str:
 def load(args: argparse.Namespace) -> tuple[GoldenStore, list[ReviewPair], int]:
     """The golden store and the pairs of the report; ``ReviewError`` when there are none (a report
     that cannot be read is the ``ReportError`` of ``load_report``: ``slam`` says it, exit 2)."""
-    from pytest_slam.golden.store import GoldenStore
     from pytest_slam.report.jsonreport import load_report
+
+    return load_pairs(args, load_report(args.report))
+
+
+def load_pairs(
+    args: argparse.Namespace, report: Report
+) -> tuple[GoldenStore, list[ReviewPair], int]:
+    """``load`` of a report already read."""
+    from pytest_slam.golden.store import GoldenStore
     from pytest_slam.review.pairs import collect
     from pytest_slam.review.verdicts import ReviewError
 
-    report = load_report(args.report)
     reference = report.verdict.run.settings.get("reference") or args.reference
     store = GoldenStore(Path(args.root), reference)
     pairs, missing = collect(report.outcomes, store)
@@ -92,12 +107,16 @@ def load(args: argparse.Namespace) -> tuple[GoldenStore, list[ReviewPair], int]:
 
 
 def cmd_review(args: argparse.Namespace) -> int:
+    from pytest_slam.report.jsonreport import load_report
     from pytest_slam.review.pairs import ordered, select
     from pytest_slam.review.verdicts import ReviewError
 
-    store, pairs, _ = load(args)
+    report = load_report(args.report)
+    store, pairs, _ = load_pairs(args, report)
     if args.stats or args.export_labels:
         return _stats(store, pairs, args.export_labels)
+    if args.audit:
+        pairs = audit_pairs(args.report, report, pairs)
     todo = ordered(select(pairs, args.model, args.test), args.order, store)
     if not todo:
         raise ReviewError(
@@ -105,6 +124,23 @@ def cmd_review(args: argparse.Namespace) -> int:
             f"{args.test}; drop the filter or check the names in the report"
         )
     return _serve(store, todo, reviewer_name(args.reviewer), args)
+
+
+def audit_pairs(path: str, report: Report, pairs: list[ReviewPair]) -> list[ReviewPair]:
+    """The pairs the run set aside for audit (``review/audits.set_aside``, from the report's own
+    settings and start time); ``ReviewError``, one line and nothing written, when it set none."""
+    from pytest_slam.review.audits import NONE_SET_ASIDE, NOTHING_TO_AUDIT, set_aside
+    from pytest_slam.review.verdicts import ReviewError
+
+    run = report.verdict.run
+    per = run.settings.get("audit_per_feature") or 0
+    if not isinstance(per, int) or per <= 0:
+        raise ReviewError(NONE_SET_ASIDE.format(report=path, per=per))
+    chosen = set_aside(report.outcomes, per, run.started)
+    kept = [p for p in pairs if p.id in chosen]
+    if not kept:
+        raise ReviewError(NOTHING_TO_AUDIT.format(report=path))
+    return kept
 
 
 def _stats(store: GoldenStore, pairs: list[ReviewPair], export: str | None) -> int:
@@ -150,7 +186,7 @@ def _serve(
     from pytest_slam.review.server import ReviewSession, launch_url, serve, url
     from pytest_slam.review.verdicts import ReviewError
 
-    session = ReviewSession(store, todo, reviewer)
+    session = ReviewSession(store, todo, reviewer, audit=bool(getattr(args, "audit", False)))
     try:
         server = serve(session, args.port)
     except OSError as exc:

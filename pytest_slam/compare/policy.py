@@ -10,12 +10,15 @@ first:
    answer identical to the reference (``decide.identical``) is equivalent ("exact", certain; a
    scorer that asks a model is not asked).
 2. **the configured scorer** and its rule (``decide.Rule``: structure, a threshold, bands). Bands
-   decide only on their measured domain (``domain.py``): a pair outside it goes on down.
+   decide only on their measured domain (``domain.py``): a pair outside it goes on down. A
+   stated error that the feature's audits contradict (``audit.py``) is withdrawn: the bands (or
+   the judge) decide nothing on that side for that feature until calibrated again.
 3. **the cascade** (``then``): the judge, whose side that ``--evaluate`` could not certify decides
    nothing unless accepted, then a person's stored review.
 
 An undecided pair carries ``why_undecided``: the cause (no evidence, the judge not certified, the
-judge unread or not cached, outside the calibrated domain) and its fix. The evidence is asked for
+judge unread or not cached, outside the calibrated features or domain, withdrawn by audits:
+:class:`Cause`) and its fix. The evidence is asked for
 lazily (:class:`Evidence`): a judge is asked only about a pair the cheaper rungs left undecided.
 """
 
@@ -26,10 +29,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from pytest_slam.compare.audit import WITHDRAWN_OPENING
 from pytest_slam.compare.bands import DIFFERENT, EQUIVALENT, UNDECIDED
 from pytest_slam.compare.decide import (
     EXACT,
     IDENTICAL,
+    MEASURED_KEYS,
     Rule,
     identical,
     uncertified,
@@ -89,6 +94,9 @@ class Policy:
     # the test module (feature) of the pairs it decides ("" unknown): bands and a judge's error
     # measured on other modules do not hold on it (domain.py)
     module: str = ""
+    # (measured key, verdict) -> why: stated bounds this feature's audits withdrew (audit.py);
+    # a verdict of that evidence on that side decides nothing here
+    withdrawn: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def errors_here(self) -> Mapping[str, Mapping[str, object]]:
@@ -151,6 +159,8 @@ def decide_pair(
             why = outside
             score.explanation = f"{score.explanation}; {outside}: {OUTSIDE}"
             score.verdict, score.decided_by = UNDECIDED, None
+    if not same:
+        why = _unless_audited(policy, score) or why
     if same and score.verdict != DIFFERENT and score.decided_by != "structure":
         score.verdict, score.decided_by, why = EQUIVALENT, EXACT, None
         if IDENTICAL not in score.explanation:
@@ -179,7 +189,7 @@ def _cascade(policy: Policy, score: Score, evidence: Evidence) -> str | None:
             Rule(judge_mode="grade").apply(judged)
             score.replayed = judged.replayed
             _decided(score, judged.verdict, "judge", judged.explanation)
-            why = _unless_certified(policy, score) or why
+            why = _unless_certified(policy, score) or _unless_audited(policy, score) or why
         elif step == "review":
             human = evidence.review()
             if human is not None:
@@ -195,6 +205,18 @@ def _unless_certified(policy: Policy, score: Score) -> str | None:
     if policy.accept_uncertified_judge or not uncertified(score, policy.errors_here):
         return None
     why = NOT_CERTIFIED.format(verdict=score.verdict)
+    score.explanation = f"{score.explanation}; {why}, so undecided"
+    score.verdict, score.decided_by = UNDECIDED, None
+    return why
+
+
+def _unless_audited(policy: Policy, score: Score) -> str | None:
+    """A verdict of evidence whose stated error this feature's audits withdrew is no verdict:
+    the pair stays undecided (and goes on down the cascade). Returns the reason."""
+    key = MEASURED_KEYS.get(score.decided_by or "")
+    why = policy.withdrawn.get((key, score.verdict or "")) if key else None
+    if why is None:
+        return None
     score.explanation = f"{score.explanation}; {why}, so undecided"
     score.verdict, score.decided_by = UNDECIDED, None
     return why
@@ -224,6 +246,7 @@ class Cause(enum.Enum):
     JUDGE_NOT_CERTIFIED = "judge not certified"
     OUTSIDE_FEATURES = "outside the calibrated features"
     OUTSIDE_DOMAIN = "outside the calibrated domain"
+    WITHDRAWN_BY_AUDITS = "withdrawn by audits"
     NO_JUDGE_VERDICT = "no judge verdict"
     EMPTY_GOLDEN = "empty golden answer"
 
@@ -259,6 +282,11 @@ _CAUSE_TEXT: dict[Cause, tuple[str, str]] = {
         "outside what the bands",
         "calibrate on labels of these tests' own answers (`slam calibrate`; a module with labels "
         'enough gets bands of its own), or send them to the judge (then = ["judge"])',
+    ),
+    Cause.WITHDRAWN_BY_AUDITS: (
+        WITHDRAWN_OPENING,
+        "recalibrate with the audit labels (`slam review --export-labels labels.jsonl`, then "
+        "`slam calibrate --labels labels.jsonl`)",
     ),
     Cause.NO_JUDGE_VERDICT: (
         "the judge ",

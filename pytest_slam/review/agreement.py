@@ -104,6 +104,7 @@ def labels(pairs: list[ReviewPair], verdicts: list[HumanVerdict]) -> list[dict[s
                     "reference": pair.reference,
                     "label": passed_by_human(v.verdict),
                     "unit": v.key,
+                    "module": pair.module,  # the feature: its bands are calibrated on its own
                 }
             )
     return rows

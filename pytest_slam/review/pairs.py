@@ -43,12 +43,17 @@ class ReviewPair:
     @property
     def id(self) -> str:
         """Opaque to the page: it names the pair without naming the model."""
-        return text_hash(f"{self.module}\0{self.key}\0{self.model}\0{self.answer_hash}")
+        return pair_id(self.module, self.key, self.model, self.answer_hash)
 
     @property
     def candidate_is_a(self) -> bool:
         """Seeded by the pair itself: stable across sessions, unpredictable across pairs."""
         return int(text_hash(f"order\0{self.key}\0{self.model}\0{self.answer_hash}"), 16) % 2 == 0
+
+
+def pair_id(module: str, key: str, model: str, answer_hash: str) -> str:
+    """A review pair's id, from what the report holds (the run's audit sample names pairs so)."""
+    return text_hash(f"{module}\0{key}\0{model}\0{answer_hash}")
 
 
 def text_hash(text: str) -> str:

@@ -32,6 +32,7 @@ from typing import Any
 
 from pytest_slam.golden.store import GoldenStore
 from pytest_slam.records import JSON
+from pytest_slam.review.audits import audit_fields
 from pytest_slam.review.page import render_page
 from pytest_slam.review.pairs import ReviewPair
 from pytest_slam.review.verdicts import (
@@ -66,6 +67,8 @@ class ReviewSession:
     launch: str | None = field(default_factory=lambda: secrets.token_urlsafe(24))  # once: None
     done: set[str] = field(default_factory=set)
     saved: int = 0
+    # ``slam review --audit``: each verdict keeps the verdict it audited (review/audits.py)
+    audit: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -109,6 +112,7 @@ class ReviewSession:
             verdict=_candidate_view(choice, pair),
             reviewer=self.reviewer,
             note=note[:MAX_NOTE],
+            **(audit_fields(pair) if self.audit else {}),
         )
         save_verdicts(self.store, pair.module, [verdict])
         with self.lock:

@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_slam.compare.audit import Audited
 from pytest_slam.errors import SlamError
 from pytest_slam.golden.fileformat import CONFLICT_MARKERS
 from pytest_slam.golden.redact import scrub_text
@@ -24,6 +25,7 @@ from pytest_slam.records import JSON, utc_now
 from pytest_slam.util.files import atomic_write, ignore_scratch_folder, writing
 from pytest_slam.util.textcodec import dumps
 
+AUDIT_FIELDS = ("audited_by", "audited_verdict", "audited_upper")
 SUFFIX = ".review.jsonl"
 VERDICTS = ("win", "tie", "loss", "both_bad")  # from the candidate's point of view
 LOCK_TIMEOUT_S = 60.0
@@ -45,13 +47,36 @@ class HumanVerdict:
     reviewer: str
     date: str  # ISO 8601, UTC
     note: str = ""
+    # An audit label (``slam review --audit``) keeps the verdict it audited: the evidence's
+    # measured key (band_error, judge_error), what it called the pair, and the stated upper
+    # bound that verdict carried (compare/audit.py re-tests it). Empty on a plain review.
+    audited_by: str = ""
+    audited_verdict: str = ""
+    audited_upper: str = ""
 
     @property
     def ident(self) -> tuple[str, str, str, str]:
         return (self.key, self.model, self.answer_hash, self.reviewer)
 
     def as_dict(self) -> dict[str, JSON]:
-        return dataclasses.asdict(self)
+        """Its fields; a plain review's line leaves the empty audit fields out."""
+        data: dict[str, JSON] = dict(dataclasses.asdict(self))
+        for name in AUDIT_FIELDS:
+            if not data[name]:
+                del data[name]
+        return data
+
+    def audited(self) -> Audited | None:
+        """The audit this verdict is (None: a plain review, or an audit line that is unreadable,
+        which then tests nothing)."""
+        if not self.audited_by:
+            return None
+        try:
+            upper = float(self.audited_upper)
+        except ValueError:
+            return None
+        acceptable = int(self.verdict in ("win", "tie"))  # as review/agreement.passed_by_human
+        return Audited(self.audited_by, self.audited_verdict, upper, acceptable)
 
     @classmethod
     def from_dict(cls, data: dict[str, JSON]) -> HumanVerdict:

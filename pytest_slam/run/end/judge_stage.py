@@ -34,7 +34,7 @@ class Judged:
     outcomes: list[Outcome] = field(default_factory=list)  # as the files hold them: scrubbed
     # the same, as plain data, when the run made them (None: each is made as it is written)
     rows: list[dict[str, JSON]] | None = None
-    human: list[str] = field(default_factory=list)  # the committed blind-review verdicts
+    human: list[str] = field(default_factory=list)  # the blind-review verdicts, the audit sample
 
 
 def judge(collected: Collected) -> Judged:
@@ -48,7 +48,8 @@ def judge(collected: Collected) -> Judged:
     result = gate(collected, verdict, diff)
     clean, rows = scrubbed(collected.outcomes)
     exit_ = run_exit(collected.status, "reported", result)
-    return Judged(collected, exit_, verdict, diff, clean, rows, human_review(collected, verdict))
+    human = [*human_review(collected, verdict), *audit_lines(collected, verdict, clean)]
+    return Judged(collected, exit_, verdict, diff, clean, rows, human)
 
 
 def baseline(collected: Collected, verdict: Verdict) -> BaselineDiff | None:
@@ -122,3 +123,15 @@ def human_review(collected: Collected, verdict: Verdict) -> list[str]:
 
     root = collected.rootpath / settings.golden_dir
     return human_review_lines(root, settings.reference, [row.model for row in verdict.models])
+
+
+def audit_lines(collected: Collected, verdict: Verdict, outcomes: list[Outcome]) -> list[str]:
+    """``[tool.slam] audit_per_feature``: the pairs this run set aside for `slam review --audit`,
+    drawn from the outcomes as the report holds them (the command draws them again from it)."""
+    per = collected.setup.settings.audit_per_feature
+    if per <= 0 or not collected.setup.settings.has_reference:
+        return []
+    from pytest_slam.review.audits import set_aside_line
+
+    line = set_aside_line(outcomes, per, verdict.run.started)
+    return [line] if line else []

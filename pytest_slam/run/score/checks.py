@@ -18,7 +18,7 @@ the judge, kept in memory for this run, and the run summary says how to cache it
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -196,8 +196,11 @@ class Checker:
         return scores
 
     def policy_of(self, plan: ScoringPlan, module: str) -> Policy:
-        """The verdict policy of a test's plan in test module ``module`` (``compare/policy.py``)."""
-        return Policy(
+        """The verdict policy of a test's plan in test module ``module`` (``compare/policy.py``),
+        with the stated errors this feature's audits withdrew (``compare/audit.py``)."""
+        from pytest_slam.compare.audit import withdrawals
+
+        policy = Policy(
             plan.by,
             plan.rule,
             tuple(plan.then),
@@ -206,6 +209,10 @@ class Checker:
             asks_a_model(plan),
             module,
         )
+        audits = [a for a in (v.audited() for v in self._reviews(module)) if a is not None]
+        if not audits:
+            return policy
+        return replace(policy, withdrawn=withdrawals(audits, policy.errors_here))
 
     def _human_verdict(self, ctx: TestContext, key: str, answer: str) -> tuple[str, str] | None:
         """The stored ``slam review`` verdict on this answer: (verdict, why), or None.
