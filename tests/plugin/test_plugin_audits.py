@@ -134,6 +134,12 @@ def test_audits_withdraw_the_bands_they_contradict_after_three_and_keep_the_rest
     )
     assert "recalibrate with the audit labels" in why
     assert three["models"][0]["undecided_causes"] == {"withdrawn by audits": 3}
+    # slam calibrate --evaluate counts the audits like any labels: the bands' 3 errors in 6
+    evaluated = slam(pytester.path, "calibrate", "--evaluate", "--report", "r.json",
+                     "--format", "json")  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
+    bands = json.loads(evaluated.stdout)["evidence"]["bands"]["pass_error"]
+    assert (bands["wrong"], bands["of"]) == (3, 6)
 
 
 def test_audit_on_a_run_that_set_none_aside_is_one_line_and_writes_nothing(
