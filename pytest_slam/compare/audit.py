@@ -35,7 +35,7 @@ from pytest_slam.compare.bands import DIFFERENT, EQUIVALENT
 ALPHA = 0.05  # the chance of ever withdrawing a bound that holds (Ville's inequality)
 RATIO = 3.0  # the alternative: an error this many times the stated bound
 WITHDRAWN_OPENING = "withdrawn by audits"
-EVIDENCE = {"band_error": "bands", "judge_error": "judge"}  # the measured key -> its name
+EVIDENCE = {"band_error": "the bands'", "judge_error": "the judge's"}  # whose verdicts
 SIDES = {EQUIVALENT: "pass", DIFFERENT: "fail"}
 FIX = (
     "recalibrate with the audit labels (`slam review --export-labels labels.jsonl`, then "
@@ -125,7 +125,7 @@ class Finding:
             else (f"<= {self.stated:.3f}")
         )
         return (
-            f"{WITHDRAWN_OPENING}: the {EVIDENCE.get(self.measured, self.measured)}' "
+            f"{WITHDRAWN_OPENING}: {EVIDENCE.get(self.measured, self.measured)} "
             f"{self.verdict} verdicts on this feature: audits found {self.errors} error(s) in "
             f"{self.audits}, stated error {said}; a sequential test (SPRT, error "
             f"{alternative(self.stated):.3f} against {self.stated:.3f}, alpha {ALPHA:g}) "

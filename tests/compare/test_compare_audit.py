@@ -133,3 +133,25 @@ def test_a_withdrawn_side_leaves_its_pairs_undecided_naming_the_cause_and_the_fi
 def test_audits_of_an_older_bound_test_nothing_now() -> None:
     old = [Audited("band_error", "equivalent", 0.2, 0) for _ in range(5)]
     assert findings(old, MEASURED) == [] and withdrawals(old, MEASURED) == {}
+
+
+class Judged(Known):
+    """Between the bands; the judge calls the pair equivalent."""
+
+    def judge(self) -> Score | None:
+        return Score("judge", 1.0)
+
+
+def test_audits_withdraw_a_judges_side_too_and_the_pair_says_so() -> None:
+    measured = {"judge_error": {"pass": 0.02, "pass_upper": 0.05}}
+    wrong = [Audited("judge_error", "equivalent", 0.05, 0) for _ in range(3)]
+    policy = Policy("fuzzy", Rule(at_least=0.8, fail_below=0.3), ("judge",), measured)
+    kept = decide_pair(policy, "It is Paris.", "Paris, France.", Judged(0.5))
+    assert (kept.verdict, kept.decided_by, kept.error_upper) == ("equivalent", "judge", 0.05)
+    policy = Policy("fuzzy", Rule(at_least=0.8, fail_below=0.3), ("judge",), measured,
+                    withdrawn=withdrawals(wrong, measured))  # fmt: skip
+    score = decide_pair(policy, "It is Paris.", "Paris, France.", Judged(0.5))
+    assert (score.verdict, score.decided_by) == ("undecided", None)
+    assert (score.why_undecided or "").startswith(
+        "withdrawn by audits: the judge's equivalent verdicts"
+    )
