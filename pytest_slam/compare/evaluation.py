@@ -40,7 +40,15 @@ from pytest_slam.compare.decide import Rule, layered
 from pytest_slam.compare.domain import SCOPE_UNKNOWN, UNKNOWN, domain_unknown, scope_unknown
 from pytest_slam.compare.judge import Complete, JudgeCache
 from pytest_slam.compare.named import describe_name
-from pytest_slam.compare.policy import NOT_CERTIFIED, OUTSIDE, Policy, decide_pair
+from pytest_slam.compare.policy import (
+    NOT_CERTIFIED,
+    OUTSIDE,
+    Given,
+    Need,
+    Policy,
+    decide_pair,
+    steps,
+)
 from pytest_slam.compare.verdict_error import LabelVerdict, errors_by_evidence
 from pytest_slam.errors import SlamError
 from pytest_slam.records import Score
@@ -319,34 +327,27 @@ def _decide_scope(
     return out
 
 
-class _Wanted(SlamError, kind="calibrate"):
-    """The probe's signal that the policy reached the judge (never shown to a user)."""
-
-    def __init__(self, options: Mapping[str, Any]) -> None:
-        super().__init__("the policy asks the judge about this pair")
-        self.options = options
-
-
-@dataclass
-class _Probe:
-    """A pair's evidence that stops where the policy would ask the judge (``_Wanted``)."""
-
-    scope: Scope
-    value: float | None
-
-    def score(self) -> Score:
-        if self.scope.by_judge:
-            raise _Wanted(self.scope.options)
-        assert self.value is not None
-        return Score(self.scope.by, self.value)
-
-    def judge(self) -> Score | None:
-        raise _Wanted({})
-
-    def review(self) -> tuple[str, str] | None:
-        return None
-
-    def why_no_judge(self) -> str | None:
+def judge_wanted(
+    policy: Policy, scope: Scope, pair: LabelledPair, value: float | None
+) -> Mapping[str, Any] | None:
+    """The judge scorer's options when the policy (``policy.steps``) would ask the judge about
+    the pair: the scope's own when it is the scorer, else the cascade's (``{}``); None when the
+    cheaper rungs decide it first."""
+    run = steps(policy, pair.candidate, pair.reference)
+    given: Given = None
+    try:
+        while True:
+            need = run.send(given)
+            if need is Need.SCORE:
+                if scope.by_judge:
+                    return scope.options
+                assert value is not None
+                given = Score(scope.by, value)
+            elif need is Need.JUDGE:
+                return {}
+            else:  # no stored review, no reason: the rest of the cascade
+                given = None
+    except StopIteration:
         return None
 
 
@@ -366,14 +367,14 @@ def _ask_ahead(
 
     wanted: list[tuple[Mapping[str, Any], LabelledPair]] = []
     for p, value in zip(group, values, strict=True):
-        try:
-            decide_pair(policy, p.candidate, p.reference, _Probe(scope, value))
-        except _Wanted as want:
-            mode = str(want.options.get("mode", "grade"))
-            key = judge_key(judge.model, mode, p.candidate, p.reference, p.question)
-            cache = judge.cache
-            if cache is None or (cache.get(key) is None and cache.get("unjudged-" + key) is None):
-                wanted.append((want.options, p))
+        options = judge_wanted(policy, scope, p, value)
+        if options is None:
+            continue
+        mode = str(options.get("mode", "grade"))
+        key = judge_key(judge.model, mode, p.candidate, p.reference, p.question)
+        cache = judge.cache
+        if cache is None or (cache.get(key) is None and cache.get("unjudged-" + key) is None):
+            wanted.append((options, p))
     if not wanted:
         return
     counts = (judge.seen, judge.replayed, judge.unjudged)

@@ -25,7 +25,7 @@ lazily (:class:`Evidence`): a judge is asked only about a pair the cheaper rungs
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -131,13 +131,54 @@ def reaches_scorer(candidate: str, reference: str, texts_only: bool = True) -> b
     return _settled_before_scoring(candidate, reference, texts_only) is None
 
 
+class Need(enum.Enum):
+    """What the policy needs next to decide a pair (:func:`steps`), cheapest first."""
+
+    SCORE = "score"  # the configured scorer's Score
+    JUDGE = "judge"  # the judge's Score, or None when no judge verdict can be had
+    WHY_NO_JUDGE = "why no judge"  # why the judge gave none, with the fix (or None)
+    REVIEW = "review"  # a person's stored (verdict, why), or None
+
+
+# What is given back for a Need: a Score (SCORE, JUDGE), a stored review (REVIEW), a reason
+# (WHY_NO_JUDGE), or None (none to be had).
+Given = Score | tuple[str, str] | str | None
+Steps = Generator[Need, Given, Score]
+
+
 def decide_pair(
     policy: Policy, candidate: str, reference: str, evidence: Evidence, texts_only: bool = True
 ) -> Score:
     """The pair's Score with its verdict, the evidence that decided it, its error, and why it
-    is undecided when it is. ``candidate`` and ``reference`` are the whole answers as text (tool
-    calls included), as a person would compare them; ``texts_only`` false (a side called a tool,
-    whose call ids differ run to run) leaves identity to the scorers."""
+    is undecided when it is: :func:`steps`, each need answered by ``evidence``."""
+    run = steps(policy, candidate, reference, texts_only)
+    given: Given = None
+    try:
+        while True:
+            given = _answer(evidence, run.send(given))
+    except StopIteration as done:
+        decided: Score = done.value
+        return decided
+
+
+def _answer(evidence: Evidence, need: Need) -> Given:
+    if need is Need.SCORE:
+        return evidence.score()
+    if need is Need.JUDGE:
+        return evidence.judge()
+    if need is Need.WHY_NO_JUDGE:
+        return evidence.why_no_judge()
+    return evidence.review()
+
+
+def steps(policy: Policy, candidate: str, reference: str, texts_only: bool = True) -> Steps:
+    """The policy as a step function: it yields what it needs next (:class:`Need`), is sent the
+    answer, and returns the decided Score. One who only wants to know whether the judge will be
+    asked (``slam calibrate --evaluate`` and a run asking the judge ahead) stops at ``JUDGE``.
+
+    ``candidate`` and ``reference`` are the whole answers as text (tool calls included), as a
+    person would compare them; ``texts_only`` false (a side called a tool, whose call ids differ
+    run to run) leaves identity to the scorers."""
     settled = _settled_before_scoring(candidate, reference, texts_only)
     if settled == EMPTY_REFERENCE:
         score = Score(policy.by, 0.0, EMPTY_REFERENCE, verdict=UNDECIDED)
@@ -149,7 +190,10 @@ def decide_pair(
         return score
     same = settled == EXACT
     # an identical answer is certain: no model is asked about it
-    score = Score(policy.by, 1.0, IDENTICAL) if same and policy.asks_model else evidence.score()
+    if same and policy.asks_model:
+        score = Score(policy.by, 1.0, IDENTICAL)
+    else:
+        score = _given_score((yield Need.SCORE), Need.SCORE)
     policy.rule.apply(score)
     why = _unless_certified(policy, score)
     if score.decided_by in ("bands", "threshold") and not same:
@@ -169,30 +213,39 @@ def decide_pair(
     if score.verdict is None and policy.then:  # no bands: similarity decided nothing
         score.verdict = UNDECIDED
     if score.verdict == UNDECIDED:
-        why = _cascade(policy, score, evidence) or why
+        why = (yield from _cascade(policy, score)) or why
         if score.verdict == UNDECIDED:
             score.why_undecided = why or NO_EVIDENCE.format(what=_between(score))
     score.error, score.error_upper = verdict_error(score, policy.errors_here)
     return score
 
 
-def _cascade(policy: Policy, score: Score, evidence: Evidence) -> str | None:
+def _given_score(given: Given, need: Need) -> Score:
+    if not isinstance(given, Score):
+        raise TypeError(f"the policy needs a Score for {need.value}, not {given!r}")
+    return given
+
+
+def _cascade(policy: Policy, score: Score) -> Generator[Need, Given, str | None]:
     """The next evidence for an undecided score, cheapest first, until one decides it; the
     reason it is still undecided (None: nothing was said)."""
     why: str | None = None
     for step in policy.then:
         if step == "judge":
-            judged = evidence.judge()
-            if judged is None:
-                why = why or evidence.why_no_judge()
+            given = yield Need.JUDGE
+            if given is None:
+                if not why:  # asked only when nothing was said yet, as before
+                    said = yield Need.WHY_NO_JUDGE
+                    why = said if isinstance(said, str) else None
                 continue
+            judged = _given_score(given, Need.JUDGE)
             Rule(judge_mode="grade").apply(judged)
             score.replayed = judged.replayed
             _decided(score, judged.verdict, "judge", judged.explanation)
             why = _unless_certified(policy, score) or _unless_audited(policy, score) or why
         elif step == "review":
-            human = evidence.review()
-            if human is not None:
+            human = yield Need.REVIEW
+            if isinstance(human, tuple):
                 _decided(score, human[0], "review", human[1])
         if score.verdict != UNDECIDED:
             return None

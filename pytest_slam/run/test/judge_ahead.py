@@ -4,8 +4,8 @@ a time after each test (issue 41).
 When a candidate's answer has been fetched ahead (swap/ahead.py), the test's pair is known: its
 scoring plan (run/score/plans.py, resolved in the planning thread), the golden record's answer and the
 request's question. The check's own verdict policy (``policy.decide_pair``) is run on it with a
-probe for evidence (``_Probe``) that stops where the policy would ask the judge, as
-``slam calibrate --evaluate`` probes its pairs; the judge scorer of the plan then runs on a copy
+step function (``policy.steps``) driven up to where the policy would ask the judge, as
+``slam calibrate --evaluate`` drives it for its pairs; the judge scorer of the plan then runs on a copy
 whose ``complete`` asks the judge here, so the judge's messages are built by the very code the
 test's check runs (compare/judge.py: grade or both pairwise orders, the reminder after an
 unreadable answer). Each answer is kept under its exact request body; when the check asks
@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_slam.compare.about import JUDGE, describe, stateless
-from pytest_slam.compare.policy import decide_pair
+from pytest_slam.compare.policy import Given, Need, Policy, steps
 from pytest_slam.compare.scorer import ScorerError
 from pytest_slam.errors import SlamError
-from pytest_slam.records import JSON, Call, GoldenRecord, ModelSpec, Pair, Score
+from pytest_slam.records import JSON, Call, GoldenRecord, ModelSpec, Pair
 from pytest_slam.run.score.checks import (
     Checker,
     Choice,
@@ -60,12 +60,13 @@ if TYPE_CHECKING:
     from pytest_slam.swap.ahead import Ahead, Planned
 
 
-class _Wanted(SlamError, kind="judge"):
-    """The probe's signal: the policy asks this judge scorer about these texts."""
+@dataclass(frozen=True)
+class Wanted:
+    """What the policy will ask the judge: this judge scorer, about these texts."""
 
-    def __init__(self, scorer: object, candidate: str, reference: str) -> None:
-        super().__init__("the policy asks the judge about this pair")
-        self.scorer, self.candidate, self.reference = scorer, candidate, reference
+    scorer: object
+    candidate: str
+    reference: str
 
 
 class _Live(SlamError, kind="judge"):
@@ -81,48 +82,53 @@ class PairPlan:
     rec: GoldenRecord
 
 
-@dataclass
-class _Probe:
-    """A pair's evidence (``policy.Evidence``) as the run's (``checks._RunEvidence``), stopping
-    where it would ask the judge (``_Wanted``) or where it cannot say (``_Live``)."""
+def _probe(
+    checker: Checker,
+    pair: PairPlan,
+    call: Call,
+    sides: tuple[Choice, Choice],
+    policy: Policy,
+    texts_only: bool,
+) -> Wanted | None:
+    """One choice decided as the check decides it (``policy.steps``, each need answered as
+    ``checks._RunEvidence`` answers it), up to where the policy asks the judge: what it will ask,
+    or None when the cheaper rungs decide it or the request cannot be known ahead for certain
+    (its test asks live)."""
+    from pytest_slam.review.pairs import answer_text
 
-    checker: Checker
-    pair: PairPlan
-    call: Call
-    sides: tuple[Choice, Choice]
-
-    def score(self) -> Score:
-        plan, (cand, ref) = self.pair.plan, self.sides
-        if asks_a_model(plan):  # by = judge: scored from checks._score_text by _in_context
-            if cand[1] or ref[1] or describe(plan.scorer).evidence != JUDGE:
-                raise _Live  # with tool calls the check lowers it with the tool-call score
-            raise _Wanted(plan.scorer, cand[0], ref[0])
-        if not stateless(plan.scorer):
-            raise _Live  # a scorer that may keep state or a model: scored only by its test
-        return self.checker.score_choice(plan, self.pair.ctx, self.call, self.pair.rec, cand, ref)
-
-    def judge(self) -> Score | None:
-        from pytest_slam.review.pairs import answer_text
-
-        if self.pair.plan.judge is None:
-            return None
-        cand, ref = self.sides
-        raise _Wanted(self.pair.plan.judge, answer_text(*cand), answer_text(*ref))
-
-    def review(self) -> tuple[str, str] | None:
-        raise _Live  # a stored review before the judge: read in the test's thread
-
-    def why_no_judge(self) -> str | None:
-        return None
+    plan, (cand, ref) = pair.plan, sides
+    run = steps(policy, answer_text(*cand), answer_text(*ref), texts_only)
+    given: Given = None
+    try:
+        while True:
+            need = run.send(given)
+            if need is Need.SCORE:
+                if asks_a_model(plan):  # by = judge: scored from checks._score_text
+                    if cand[1] or ref[1] or describe(plan.scorer).evidence != JUDGE:
+                        return None  # with tool calls the check lowers it with the tool score
+                    return Wanted(plan.scorer, cand[0], ref[0])
+                if not stateless(plan.scorer):
+                    return None  # a scorer that may keep state or a model: only its test scores
+                given = checker.score_choice(plan, pair.ctx, call, pair.rec, cand, ref)
+            elif need is Need.JUDGE:
+                if plan.judge is None:
+                    given = None
+                    continue
+                return Wanted(plan.judge, answer_text(*cand), answer_text(*ref))
+            elif need is Need.REVIEW:
+                return None  # a stored review before the judge: read in the test's thread
+            else:
+                given = None
+    except StopIteration:
+        return None  # decided before the judge
 
 
 def wanted(
     checker: Checker, pair: PairPlan, call: Call, faults: list[Exception] | None = None
-) -> Iterator[_Wanted]:
+) -> Iterator[Wanted]:
     """What the judge will be asked about this answer: each choice decided as the check decides it
     (``Checker._score_pair``), up to where the policy asks the judge. A choice that raised is left
     to its test; an exception other than a scorer's error goes on ``faults``."""
-    from pytest_slam.review.pairs import answer_text
 
     rec, plan = pair.rec, pair.plan
     if plan.error is not None or plan.scorer is None or plan.tools is None or not rec.answers:
@@ -135,16 +141,16 @@ def wanted(
         if cand is None or ref is None:
             continue
         texts_only = not (cand[1] or ref[1])
-        probe = _Probe(checker, pair, call, (cand, ref))
         try:
-            decide_pair(policy, answer_text(*cand), answer_text(*ref), probe, texts_only)
-        except _Wanted as want:
-            yield want
-        except (_Live, ScorerError):  # left to the test, which meets a scorer's error itself
+            want = _probe(checker, pair, call, (cand, ref), policy, texts_only)
+        except ScorerError:  # left to the test, which meets a scorer's error itself
             continue
         except Exception as exc:  # a fault of the probe's: its test is judged as before
             if faults is not None:
                 faults.append(exc)
+            continue
+        if want is not None:
+            yield want
 
 
 class _Asked(Future[Call | None]):
