@@ -65,6 +65,8 @@ class Checker:
     judge_memory: MemoryJudgeCache | None = None  # verdicts replay mode cannot write
     golden_store: GoldenStore | None = None  # the goldens without a reference (slam rescore)
     reviews: dict[str, list[HumanVerdict]] = field(default_factory=dict)  # by module, read once
+    # (module, plan) -> the stated errors its audits withdrew (compare/audit.py), tested once
+    withdrawn: dict[tuple[str, int], dict[tuple[str, str], str]] = field(default_factory=dict)
     not_cached: int = 0  # pairs whose judge verdict was not cached (slam rescore: not asked)
     scorer_timeout_s: float = 60.0  # [tool.slam] scorer_timeout_s: an outside scorer's deadline
     # [tool.slam] accept_uncertified_judge: count a judge's verdicts on a side slam calibrate
@@ -209,10 +211,13 @@ class Checker:
             asks_a_model(plan),
             module,
         )
-        audits = [a for a in (v.audited() for v in self._reviews(module)) if a is not None]
-        if not audits:
-            return policy
-        return replace(policy, withdrawn=withdrawals(audits, policy.errors_here))
+        key = (module, id(plan))  # a plan lives as long as the run's Plans: one per configuration
+        withdrawn = self.withdrawn.get(key)
+        if withdrawn is None:
+            audits = [a for a in (v.audited() for v in self._reviews(module)) if a is not None]
+            withdrawn = withdrawals(audits, policy.errors_here) if audits else {}
+            self.withdrawn[key] = withdrawn
+        return replace(policy, withdrawn=withdrawn) if withdrawn else policy
 
     def _human_verdict(self, ctx: TestContext, key: str, answer: str) -> tuple[str, str] | None:
         """The stored ``slam review`` verdict on this answer: (verdict, why), or None.
