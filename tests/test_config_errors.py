@@ -41,6 +41,10 @@ WRONG_TYPES: dict[str, tuple[str, str]] = {
         'accept_uncertified_judge = "yes"',
         "[tool.slam] accept_uncertified_judge = 'yes' must be true or false",
     ),
+    "audit_per_feature": (
+        'audit_per_feature = "two"',
+        "[tool.slam] audit_per_feature = 'two' must be a whole number",
+    ),
     "repeat": ("repeat = 2.5", "[tool.slam] repeat = 2.5 must be a whole number"),
     "pass_fraction": (
         'pass_fraction = "all"',
@@ -209,6 +213,10 @@ WRONG_VALUES: dict[str, tuple[str, str]] = {
         "[tool.slam] samples = -1 must be greater than or equal to 1",
     ),
     "zero repeat": ("repeat = 0", "[tool.slam] repeat = 0 must be greater than or equal to 1"),
+    "negative audits": (
+        "audit_per_feature = -1",
+        "[tool.slam] audit_per_feature = -1 must be greater than or equal to 0",
+    ),
     "pass_fraction 2": (
         "pass_fraction = 2",
         "[tool.slam] pass_fraction = 2 must be less than or equal to 1",

@@ -144,4 +144,4 @@ def test_review_resumes_where_the_reviewer_stopped(pytester, browser) -> None:
     labels = project / "labels.jsonl"
     assert slam(project, "review", "--export-labels", str(labels)).returncode == 0
     (row,) = [json.loads(line) for line in labels.read_text().splitlines()]
-    assert row["label"] == 1 and set(row) == {"candidate", "reference", "label", "unit"}
+    assert row["label"] == 1 and set(row) == {"candidate", "reference", "label", "unit", "module"}
