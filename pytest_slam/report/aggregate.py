@@ -15,7 +15,7 @@ Definitions (SCHEMA.md):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from pytest_slam.compare.named import describe_name
@@ -304,21 +304,9 @@ def outcome_order(outcome: Outcome) -> tuple[tuple[tuple[str | int, ...], str], 
 
 def aggregate(outcomes: Iterable[OutcomeLike], run_info: RunInfo) -> Verdict:
     """Build the verdict from a run's outcomes (records or their dicts), in any order."""
-    ordered = final_outcomes(sort_outcomes(outcomes))
-    reference = reference_row(ordered, run_info.reference)
-    ref_cost = reference.cost_per_call_usd if reference else None
-    rows = [
-        model_row(name, [o for o in ordered if o.model == name], ref_cost)
-        for name in _model_order(ordered, run_info)
-    ]
-    _fill_comparisons(rows, ordered)
-    return Verdict(
-        run=run_info,
-        models=rows,
-        reference=reference,
-        tests=per_test_rows(ordered),
-        notes=weak_verdict_notes(ordered, run_info),
-    )
+    from pytest_slam.report.fold import Fold  # the one fold, shared with ``slam report merge``
+
+    return Fold().extend(final_outcomes(sort_outcomes(outcomes))).verdict(run_info)
 
 
 HOW_TO_DECIDE = (
@@ -335,26 +323,36 @@ def weak_verdict_notes(outcomes: list[Outcome], run_info: RunInfo) -> list[str]:
     poorly with graded quality (kappa 0.03-0.19 against a judge, bench/README.md). Such a pair is
     neither equivalent nor different; the note says how to get a verdict, and on long answers why.
     """
+    open_ended = [p for o in outcomes for p in o.pairs if similarity_only(p)]
+    words = [len((p.reference_text or "").split()) for p in open_ended]
+    scorers = {s.scorer for p in open_ended for s in p.scores}
+    return open_ended_notes(len(open_ended), words, scorers, run_info)
+
+
+def open_ended_notes(
+    count: int, words: list[int], scorers: set[str], run_info: RunInfo
+) -> list[str]:
+    """The note of ``weak_verdict_notes`` from its parts: the similarity-only pairs' count, their
+    reference answers' lengths in words and their scorers (``report/fold.py`` folds them)."""
     from statistics import median
 
-    open_ended = [p for o in outcomes for p in o.pairs if _similarity_only(p)]
-    if not open_ended:
+    if not count:
         return []
-    words = median(len((p.reference_text or "").split()) for p in open_ended)
-    scorers = " and ".join(sorted({s.scorer for p in open_ended for s in p.scores}))
+    middle = median(words)
+    named = " and ".join(sorted(scorers))
     long = (
-        f" (median reference answer {words:.0f} words: on long open-ended answers similarity "
+        f" (median reference answer {middle:.0f} words: on long open-ended answers similarity "
         "agrees poorly with graded quality, bench/README.md)"
-        if words > LONG_ANSWER_WORDS and int(run_info.settings.get("samples") or 1) <= 1
+        if middle > LONG_ANSWER_WORDS and int(run_info.settings.get("samples") or 1) <= 1
         else ""
     )
     return [
-        f"no verdict: {len(open_ended)} pair(s) have {scorers} similarity only, reported with its "
+        f"no verdict: {count} pair(s) have {named} similarity only, reported with its "
         f"interval; none is called equivalent or different{long}; {HOW_TO_DECIDE}"
     ]
 
 
-def _similarity_only(pair: Pair) -> bool:
+def similarity_only(pair: Pair) -> bool:
     """A scored pair whose every score is similarity with no verdict asked for."""
     if pair.missing or pair.reference_text is None or not pair.scores:
         return False
@@ -367,21 +365,31 @@ def _similarity_only(pair: Pair) -> bool:
 def final_outcomes(ordered: list[Outcome]) -> list[Outcome]:
     """One outcome per nodeid, the worst: a report that lists a test's call and its teardown
     error counts the test once (the session already keeps only a rerun test's last attempt)."""
-    out: dict[str, Outcome] = {}
+    return list(final_stream(ordered))
+
+
+def final_stream(ordered: Iterable[Outcome]) -> Iterator[Outcome]:
+    """``final_outcomes`` of outcomes in canonical order, one at a time: a nodeid's outcomes are
+    next to each other there, the first of the worst kept."""
+    kept: Outcome | None = None
     for outcome in ordered:
-        kept = out.get(outcome.nodeid)
+        if kept is not None and outcome.nodeid != kept.nodeid:
+            yield kept
+            kept = None
         if kept is None or _severity(outcome) > _severity(kept):
-            out[outcome.nodeid] = outcome
-    return [o for o in ordered if out[o.nodeid] is o]
+            kept = outcome
+    if kept is not None:
+        yield kept
 
 
 def _severity(outcome: Outcome) -> int:
     return OUTCOME_SEVERITY.get(outcome.outcome, len(OUTCOME_SEVERITY))
 
 
-def _model_order(outcomes: list[Outcome], run_info: RunInfo) -> list[str]:
+def model_order(models: Iterable[str], run_info: RunInfo) -> list[str]:
+    """The run's models in its order, then any other model an outcome names, by name."""
     named = run_info.model_names
-    extra = sorted({o.model for o in outcomes} - set(named))
+    extra = sorted(set(models) - set(named))
     return named + extra
 
 
@@ -571,14 +579,17 @@ def _fill_judge(row: ModelRow, calls: list[Call]) -> None:
     row.unjudged = sum(1 for c in calls if c.error_kind == "unjudged")
 
 
-def _fill_comparisons(rows: list[ModelRow], outcomes: list[Outcome]) -> None:
-    """Each candidate against every other, paired on the requests and tests both ran."""
+def fill_comparisons(
+    rows: list[ModelRow],
+    equivalence: Mapping[str, Mapping[str, float]],
+    passes: Mapping[str, Mapping[str, float]],
+) -> None:
+    """Each candidate against every other, paired on the requests and tests both ran: by model,
+    ``request_equivalence`` and ``passes_by_test`` of its outcomes (engines' left out)."""
     from pytest_slam.compare.uncertainty import compare_all, mirrored
 
-    tests = [o for o in outcomes if o.outcome != ENGINE]
-    by_model = {r.model: [o for o in tests if o.model == r.model] for r in rows}
-    found = compare_all({m: request_equivalence(v) for m, v in by_model.items()}, "equivalence")
-    found += compare_all({m: passes_by_test(v) for m, v in by_model.items()}, "pass rate")
+    found = compare_all({r.model: equivalence.get(r.model, {}) for r in rows}, "equivalence")
+    found += compare_all({r.model: passes.get(r.model, {}) for r in rows}, "pass rate")
     for row in rows:  # each pair is bootstrapped once and shown from both sides
         row.comparisons = [c for c in found if c.a == row.model]
         row.comparisons += [mirrored(c) for c in found if c.b == row.model]
@@ -664,7 +675,11 @@ def _fill_energy(row: ModelRow, calls: list[Call]) -> None:
 
 def reference_row(outcomes: list[Outcome], name: str) -> ModelRow | None:
     """The reference as recorded with its golden answers: one sample per golden key."""
-    answers = golden_pairs(outcomes)
+    return reference_row_of(golden_pairs(outcomes), name)
+
+
+def reference_row_of(answers: list[Pair], name: str) -> ModelRow | None:
+    """``reference_row`` from its golden pairs (``golden_pairs``), in key order."""
     if not answers and not name:
         return None
     model = name or next((p.reference_model for p in answers if p.reference_model), "")
