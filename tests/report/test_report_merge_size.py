@@ -22,7 +22,7 @@ from pytest_slam.testing.shards import Written, write_shards
 
 KEY = "test-report-merge-size-key"
 SHARDS, CASES = 20, 4  # 240 outcomes: 4 a model a shard, as small as a shard of a wide matrix
-WORDS = (150, 300)  # answers of a paragraph: what a whole-load merge held of every outcome
+WORDS = (400, 800)  # answers of a few paragraphs: what a whole-load merge held of every outcome
 
 
 @pytest.fixture(scope="module")
@@ -83,5 +83,7 @@ def test_the_merge_holds_one_shard_at_a_time_not_every_outcome(
         tracemalloc.stop()
 
     # Every shard's outcomes held as records at once took more than the shards' files (measured:
-    # 4.3 MB over 2.3 MB of shards); streamed, the merge holds the verdict and one line a shard.
-    assert peak < total / 3, f"merge peak {peak / 1e6:.1f} MB over {total / 1e6:.1f} MB of shards"
+    # 3.8 MB over 3.3 MB of shards); streamed, the merge holds the verdict without the answers, and
+    # one line and one file buffer a shard (measured: 2.3 MB).
+    bound = 0.85 * total
+    assert peak < bound, f"merge peak {peak / 1e6:.1f} MB over {total / 1e6:.1f} MB of shards"
