@@ -86,7 +86,11 @@ def arm(name: str, folder: Path, shards: int, cases: int, words: tuple[int, int]
 
         merged = merge(load_shards(paths, Trust(unsigned=True)))
         write_json(
-            folder / "merged.json", merged.verdict, merged.outcomes, merged.visits, ordered=True
+            folder / "merged.json",
+            merged.verdict,
+            merged.outcomes,
+            merged.visits,
+            lines=merged.lines,
         )
     elif name == "load":
         for path in paths:

@@ -15,8 +15,9 @@ Definitions (SCHEMA.md):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from pytest_slam.compare.named import describe_name
 from pytest_slam.compare.uncertainty import Comparison, Interval
@@ -362,6 +363,13 @@ def similarity_only(pair: Pair) -> bool:
     )
 
 
+T = TypeVar("T")
+
+
+def _itself(outcome: Outcome) -> Outcome:
+    return outcome
+
+
 def final_outcomes(ordered: list[Outcome]) -> list[Outcome]:
     """One outcome per nodeid, the worst: a report that lists a test's call and its teardown
     error counts the test once (the session already keeps only a rerun test's last attempt)."""
@@ -371,15 +379,23 @@ def final_outcomes(ordered: list[Outcome]) -> list[Outcome]:
 def final_stream(ordered: Iterable[Outcome]) -> Iterator[Outcome]:
     """``final_outcomes`` of outcomes in canonical order, one at a time: a nodeid's outcomes are
     next to each other there, the first of the worst kept."""
-    kept: Outcome | None = None
-    for outcome in ordered:
-        if kept is not None and outcome.nodeid != kept.nodeid:
-            yield kept
-            kept = None
-        if kept is None or _severity(outcome) > _severity(kept):
-            kept = outcome
-    if kept is not None:
-        yield kept
+    return final_items(ordered, _itself)
+
+
+def final_items(ordered: Iterable[T], record: Callable[[T], Outcome]) -> Iterator[T]:
+    """``final_stream`` of items that each hold an outcome (``record`` gives it): the merge
+    streams each outcome with its dict."""
+    kept: T | None = None
+    kept_record: Outcome | None = None
+    for item in ordered:
+        outcome = record(item)
+        if kept_record is not None and outcome.nodeid != kept_record.nodeid:
+            yield kept  # type: ignore[misc]
+            kept = kept_record = None
+        if kept_record is None or _severity(outcome) > _severity(kept_record):
+            kept, kept_record = item, outcome
+    if kept_record is not None:
+        yield kept  # type: ignore[misc]
 
 
 def _severity(outcome: Outcome) -> int:

@@ -31,9 +31,10 @@ _CALL_TEXTS: dict[str, JSON] = {
 _PAIR_TEXTS: dict[str, JSON] = {"reference_text": None, "reference_tool_calls": None}
 
 
-def slim(outcome: Outcome) -> str:
-    """The outcome as a packed string without the texts the verdict never reads."""
-    data = outcome.as_dict()
+def slim(outcome: Outcome, data: dict[str, JSON] | None = None) -> str:
+    """The outcome as a packed string without the texts the verdict never reads; ``data``: its
+    ``as_dict``, when the caller made it (changed here)."""
+    data = outcome.as_dict() if data is None else data
     for call in data["calls"]:
         call.update(_CALL_TEXTS)
     for pair in data["pairs"]:
@@ -69,12 +70,14 @@ class Fold:
         self._golden: dict[str, Pair] = {}  # the first pair with a golden answer, by key
         self._open = _OpenEnded()
 
-    def add(self, outcome: Outcome) -> None:
+    def add(self, outcome: Outcome, data: dict[str, JSON] | None = None) -> None:
+        """The next final outcome; ``data``: its ``as_dict``, when the caller made it (a compact
+        fold changes it)."""
         for pair in outcome.pairs:
             if not pair.missing and pair.key not in self._golden:
                 self._golden[pair.key] = _golden_only(pair) if self._compact else pair
             self._open.add(pair)
-        kept = slim(outcome) if self._compact else outcome
+        kept = slim(outcome, data) if self._compact else outcome
         self._by_model.setdefault(outcome.model, []).append(kept)
 
     def extend(self, outcomes: Iterable[Outcome]) -> Fold:

@@ -98,14 +98,15 @@ def write_json(
     outcomes: Iterable[OutcomeLike],
     visits: Visits | None = None,
     *,
-    ordered: bool = False,
+    lines: Iterable[str] | None = None,
 ) -> Path:
     """Write the report with the one atomic writer: a reader never sees half a file.
 
     The outcomes are streamed, one line each, so a merged run of 300,000 never exists as one
     document or one string; the rest of the document is encoded first, so a value JSON cannot
-    hold (NaN) there is refused before anything is written. ``ordered``: the outcomes come in
-    canonical order already (``slam report merge`` streams them so), each written as it comes.
+    hold (NaN) there is refused before anything is written. ``lines``: each outcome's line
+    (``json.dumps`` of its ``as_dict``) in canonical order, made already (``slam report merge``
+    spooled them as it read its shards): written as they come, ``outcomes`` not read.
     """
     with gc_paused():  # what is built here is freed as it is written: no cycle to collect
         document = report_dict(verdict, [], visits)
@@ -113,15 +114,11 @@ def write_json(
         key = shard_key()  # read before anything is written: an unreadable key file is refused
         signed = f"slam-signature-{uuid.uuid4().hex}" if key else None
         head, tail = _frame({**document, "digest": mark, "signature": signed})
-        listed = _as_records(outcomes) if ordered else sort_outcomes(outcomes)
-        lines = (seal.add(json.dumps(o.as_dict(), allow_nan=False)) for o in listed)
-        pieces = _sealed(_joined(head, lines, tail), mark, seal, key, signed)
+        if lines is None:
+            lines = (json.dumps(o.as_dict(), allow_nan=False) for o in sort_outcomes(outcomes))
+        sealed = (seal.add(line) for line in lines)
+        pieces = _sealed(_joined(head, sealed, tail), mark, seal, key, signed)
         return atomic_write(path, pieces)
-
-
-def _as_records(outcomes: Iterable[OutcomeLike]) -> Iterator[Outcome]:
-    for outcome in outcomes:
-        yield outcome if isinstance(outcome, Outcome) else Outcome.from_dict(outcome)
 
 
 def _sealed(

@@ -26,6 +26,7 @@ import hashlib
 import heapq
 import json
 import os
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -36,7 +37,8 @@ from pytest_slam.report.aggregate import (
     ENGINE,
     RunInfo,
     Verdict,
-    final_stream,
+    final_items,
+    natural_key,
     outcome_order,
     sort_outcomes,
 )
@@ -80,6 +82,7 @@ class Merged:
     visits: Visits
     gate: GateResult | None
     exitstatus: int
+    lines: Iterable[str] | None = None  # each outcome's line, in canonical order (``write_json``)
 
 
 @dataclass
@@ -176,21 +179,21 @@ class _Owners:
     """Which shard ran each test for each model (and repeat count): two shards may not."""
 
     def __init__(self) -> None:
-        self._owner: dict[tuple[str, str, JSON], str] = {}
+        self._owner: dict[tuple[str, str, JSON], tuple[int, str]] = {}
         self._strings: dict[str, str] = {}
 
-    def claim(self, name: str, mine: set[tuple[str, str, JSON]], data: dict[str, JSON]) -> None:
+    def claim(self, shard: tuple[int, str], data: dict[str, JSON]) -> None:
+        """Shard ``shard`` (its index and name) ran the test of outcome ``data``."""
         repeat = data.get("repeat")
         runs = repeat.get("runs") if isinstance(repeat, dict) else None
         test, model = str(data.get("test")), str(data.get("model"))
         key = (self._strings.setdefault(test, test), self._strings.setdefault(model, model), runs)
-        owner = self._owner.setdefault(key, name)
-        if owner != name and key not in mine:
+        owner = self._owner.setdefault(key, shard)
+        if owner[0] != shard[0]:
             raise MergeError(
-                f"{name} and {owner} both ran {data.get('nodeid')} (overlapping shards); "
+                f"{shard[1]} and {owner[1]} both ran {data.get('nodeid')} (overlapping shards); "
                 "give each test to one shard, or merge only one of these files"
             )
-        mine.add(key)
 
 
 def _read_shard(path: str, index: int, trust: Trust, owners: _Owners) -> tuple[Shard, Visits]:
@@ -229,6 +232,13 @@ def _text(value: JSON) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _order(data: dict[str, JSON]) -> tuple[tuple[tuple[str | int, ...], str], int, str]:
+    """``outcome_order`` of an outcome's JSON value, without making its record."""
+    repeat = data.get("repeat")
+    runs = int(repeat.get("runs", 0)) if isinstance(repeat, dict) else 0
+    return natural_key(str(data["nodeid"])), runs, str(data.get("outcome", "passed"))
+
+
 def _read_outcomes(
     path: str, index: int, streamed: Streamed, visits: Visits, owners: _Owners
 ) -> Shard:
@@ -245,7 +255,6 @@ def _read_outcomes(
     seal, lines = Seal(streamed.head.get("visits")), hashlib.sha256()
     shard = Shard(path, RunInfo(), None, [], streamed)
     foreign: list[str] = []
-    mine: set[tuple[str, str, JSON]] = set()
     last: tuple[tuple[tuple[str | int, ...], str], int, str] | None = None
     ordered = True
     for line in streamed.lines():
@@ -267,9 +276,8 @@ def _read_outcomes(
             continue
         if data.get("nodeid") not in selected:
             foreign.append(str(data.get("nodeid")))
-        owners.claim(path, mine, data)
-        outcome = Outcome.from_dict(data)
-        order = outcome_order(outcome)
+        owners.claim((index, path), data)
+        order = _order(data)
         ordered = ordered and (last is None or last <= order)
         last = order
     written = streamed.head.get("digest")
@@ -346,6 +354,33 @@ class MergedOutcomes(Iterable[Outcome]):
         return heapq.merge(*streams, key=outcome_order)
 
 
+class Spool(Iterable[str]):
+    """The merged outcomes' lines (``json.dumps`` of each ``as_dict``, as ``write_json`` writes
+    them), in a temporary file as the fold reads them: the report is written from it, so the
+    shards are not read and parsed a third time. Read again from its start at each iteration."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115 (held by Merged)
+
+    def kept(self, outcomes: Iterable[Outcome]) -> Iterator[tuple[Outcome, dict[str, JSON]]]:
+        """Each outcome with its ``as_dict``, its line spooled first."""
+        write = self._file.write
+        for outcome in outcomes:
+            data = outcome.as_dict()
+            write(json.dumps(data, allow_nan=False))
+            write("\n")
+            yield outcome, data
+
+    def __iter__(self) -> Iterator[str]:
+        self._file.flush()
+        self._file.seek(0)
+        return (line[:-1] for line in self._file)
+
+
+def _first(item: tuple[Outcome, dict[str, JSON]]) -> Outcome:
+    return item[0]
+
+
 class _Plain:
     """The outcomes as dicts, again at each iteration (the session budget reads them by model)."""
 
@@ -364,8 +399,11 @@ def merge(shards: Shards | Sequence[Report], unverified: Sequence[str] = ()) -> 
     parts = shards.shards
     with gc_paused():  # the fold's records live until the verdict is made
         run = merged_run([(s.name, s.run) for s in parts])
-        outcomes = MergedOutcomes(parts)
-        verdict = Fold(compact=True).extend(final_stream(outcomes)).verdict(run)
+        outcomes, lines = MergedOutcomes(parts), Spool()
+        fold = Fold(compact=True)
+        for outcome, data in final_items(lines.kept(outcomes), _first):
+            fold.add(outcome, data)
+        verdict = fold.verdict(run)
         visits = shards.visits
         if unverified:
             verdict.notes.append(unverified_note(unverified))
@@ -374,7 +412,7 @@ def merge(shards: Shards | Sequence[Report], unverified: Sequence[str] = ()) -> 
         status = EXIT_INCOMPLETE if missing else visits.exitstatus
         why = _shard_incomplete(parts) or missing
         gate = _gate(verdict, outcomes, why, status)
-    return Merged(verdict, outcomes, visits, gate, status)
+    return Merged(verdict, outcomes, visits, gate, status, lines)
 
 
 def held_shards(reports: Sequence[Report]) -> Shards:
@@ -383,14 +421,13 @@ def held_shards(reports: Sequence[Report]) -> Shards:
     for index, report in enumerate(reports):
         name = report.path or f"#{index + 1}"
         engines, tests = [], []
-        mine: set[tuple[str, str, JSON]] = set()
         for outcome in sort_outcomes(report.outcomes):
             if outcome.outcome == ENGINE:
                 if index:
                     outcome.nodeid = f"{outcome.nodeid} (shard {index + 1})"
                 engines.append(outcome)
             else:
-                owners.claim(name, mine, outcome.as_dict())
+                owners.claim((index, name), outcome.as_dict())
                 tests.append(outcome)
         engines.sort(key=outcome_order)
         shards.append(Shard(name, report.verdict.run, report.verdict.gate, engines, held=tests))

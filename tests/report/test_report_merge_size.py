@@ -35,7 +35,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Written:
 def merged_to(paths: list[Path], out: Path) -> None:
     """``slam report merge``'s work, the shards verified with the key their jobs signed with."""
     result = merge(load_shards(paths, Trust(key=KEY.encode())))
-    write_json(out, result.verdict, result.outcomes, result.visits, ordered=True)
+    write_json(out, result.verdict, result.outcomes, result.visits, lines=result.lines)
 
 
 def comparable(path: Path) -> tuple[str, dict[str, object]]:
