@@ -7,6 +7,8 @@ process, its peak resident memory from ``os.wait4`` (its own) and its wall time.
 and the growth per step: (peak_b - peak_a) / (S_b - S_a) MiB and seconds a shard, the slope a
 suite's cost follows, the fixed start taken off. The shards are written once for the largest step;
 a smaller step merges the first S (its gate INCOMPLETE: the rest of the suite ran in no shard).
+``--before DIR``: each step merged by the pytest-slam of another checkout too (its ``PYTHONPATH``),
+the baseline on the same machine at the same load.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def main() -> None:
     parser.add_argument("--steps", default="5,20,50", help="shard counts, comma-separated")
     parser.add_argument("--cases", type=int, default=5000, help="cases per shard (x 3 models)")
     parser.add_argument("--words", default="15-60", help="words per answer, MIN-MAX")
+    parser.add_argument("--before", type=Path, help="a checkout whose merge is measured beside")
     args = parser.parse_args()
     steps = sorted(int(s) for s in args.steps.split(","))
     low, high = (int(x) for x in args.words.split("-"))
@@ -46,16 +49,26 @@ def main() -> None:
         for shards in steps:
             cmd = [PYTHON, "-m", "pytest_slam.cli", "report", "merge",
                    *map(str, paths[:shards]), "-o", str(folder / "merged.json")]  # fmt: skip
-            peak = run_peak(cmd, folder, env, ok=(0, 1, 2))
             size = sum(p.stat().st_size for p in paths[:shards])
-            found.append((shards, peak))
-            print(f"  {shards} shards: {peak.wall:.1f} s, {peak.mib:.0f} MiB", flush=True)
-            rows.append([str(shards), f"{shards * args.cases * 3:,}", f"{size / 1e6:.0f} MB",
-                         f"{peak.wall:.1f}", f"{peak.mib:.0f}"])  # fmt: skip
-    for (a, pa), (b, pb), row in zip(found, found[1:], rows[1:], strict=False):
-        row += [f"{(pb.mib - pa.mib) / (b - a):.1f}", f"{(pb.wall - pa.wall) / (b - a):.2f}"]
-    rows[0] += ["-", "-"]
-    table(["shards", "outcomes", "shard files", "merge, s", "peak, MiB",
+            for tree in ([args.before] if args.before else []) + [None]:
+                here = {**env, "PYTHONPATH": str(tree.resolve())} if tree else env
+                peak = run_peak(
+                    cmd, folder, here, ok=(0, 1, 2, 6)
+                )  # 6: the gate failed, as the shards meant
+                name = f"before ({tree})" if tree else "this tree"
+                print(
+                    f"  {shards} shards, {name}: {peak.wall:.1f} s, {peak.mib:.0f} MiB", flush=True
+                )
+                if tree is None:
+                    found.append((shards, peak))
+                rows.append([name, str(shards), f"{shards * args.cases * 3:,}",
+                             f"{size / 1e6:.0f} MB", f"{peak.wall:.1f}", f"{peak.mib:.0f}"])  # fmt: skip
+    mine = [row for row in rows if row[0] == "this tree"]
+    for row in rows:
+        row += ["-", "-"]
+    for (a, pa), (b, pb), row in zip(found, found[1:], mine[1:], strict=False):
+        row[-2:] = [f"{(pb.mib - pa.mib) / (b - a):.1f}", f"{(pb.wall - pa.wall) / (b - a):.2f}"]
+    table(["merge by", "shards", "outcomes", "shard files", "merge, s", "peak, MiB",
            "growth, MiB a shard", "growth, s a shard"], rows)  # fmt: skip
     footer()
 
