@@ -13,7 +13,7 @@ the file, so a shard must also carry a signature of it under the shard key the m
 merged report says which.
 
 The merge streams (issue 53): it reads one shard at a time and one outcome line at a time, so what
-it holds is the compact fold of the verdict (``fold.py``), the unions of the visits, and a key per
+it holds is the compact fold of the verdict (``aggregate.Fold``), the unions of the visits, and a key per
 test, never every shard's outcomes as records. It reads each shard three times: to check it
 (digest, signature, claims), to fold the verdict over every shard's outcomes merged in canonical
 order (each shard's file is in that order), then to write them in that order; a shard changed
@@ -35,6 +35,7 @@ from pytest_slam.metrics.budget import SessionBudget
 from pytest_slam.records import JSON, Outcome
 from pytest_slam.report.aggregate import (
     ENGINE,
+    Fold,
     RunInfo,
     Verdict,
     final_items,
@@ -43,7 +44,6 @@ from pytest_slam.report.aggregate import (
     sort_outcomes,
 )
 from pytest_slam.report.budgets import session_budget_breaches
-from pytest_slam.report.fold import Fold
 from pytest_slam.report.gate import Gate, apply_gate, evaluate, incomplete_reason
 from pytest_slam.report.gate_result import GateResult
 from pytest_slam.report.jsonreport import (
