@@ -849,19 +849,22 @@ class Fold:
         return self
 
     def _outcomes(self, model: str) -> Iterator[Outcome]:
+        """The model's outcomes, given up by the fold as they are read (``verdict`` reads each
+        model's once)."""
         strings: dict[str, str] = {}
-        for kept in self._by_model.get(model, []):
+        for kept in self._by_model.pop(model, []):
             yield unpack(kept, strings) if isinstance(kept, str) else kept
 
     def verdict(self, run_info: RunInfo) -> Verdict:
-        """The verdict, model by model: one model's outcomes are records at a time."""
+        """The verdict, model by model: one model's outcomes are records at a time (once: the
+        fold is emptied as it is read)."""
         answers = [self._golden[k] for k in sorted(self._golden)]
         reference = reference_row_of(answers, run_info.reference)
         ref_cost = reference.cost_per_call_usd if reference else None
         rows, tests = [], []
         equivalence: dict[str, dict[str, float]] = {}
         passes: dict[str, dict[str, float]] = {}
-        for name in model_order(self._by_model, run_info):
+        for name in model_order(list(self._by_model), run_info):
             outcomes = list(self._outcomes(name))
             rows.append(model_row(name, outcomes, ref_cost))
             ran = [o for o in outcomes if o.outcome != ENGINE]

@@ -6,6 +6,7 @@ so the HTML report and a later baseline comparison can be made from the file alo
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -109,11 +110,14 @@ def write_json(
     spooled them as it read its shards): written as they come, ``outcomes`` not read.
     """
     with gc_paused():  # what is built here is freed as it is written: no cycle to collect
-        document = report_dict(verdict, [], visits)
+        # the per-test rows (one per test and model) are encoded one at a time as they are
+        # written, not first made into dicts and one string with the rest of the head
+        document = report_dict(dataclasses.replace(verdict, tests=[]), [], visits)
         seal, mark = Seal(document.get("visits")), f"slam-digest-{uuid.uuid4().hex}"
         key = shard_key()  # read before anything is written: an unreadable key file is refused
         signed = f"slam-signature-{uuid.uuid4().hex}" if key else None
-        head, tail = _frame({**document, "digest": mark, "signature": signed})
+        rows = (row.as_dict() for row in verdict.tests)
+        head, tail = _frame({**document, "digest": mark, "signature": signed}, rows)
         if lines is None:
             lines = (json.dumps(o.as_dict(), allow_nan=False) for o in sort_outcomes(outcomes))
         sealed = (seal.add(line) for line in lines)
@@ -155,23 +159,38 @@ def report_text(document: dict[str, JSON]) -> str:
     return "".join(_joined(head, iter(lines), tail))
 
 
-def _frame(document: dict[str, JSON]) -> tuple[str, str]:
-    """The indented text before and after the outcomes' list (``outcomes`` is its last key).
+def _frame(
+    document: dict[str, JSON], rows: Iterable[JSON] | None = None
+) -> tuple[Iterator[str], str]:
+    """The indented text before the outcomes' list, in pieces, and the text after it
+    (``outcomes`` is its last key).
 
-    The per-test rows (one per test and model: as many as the outcomes) are encoded each by
-    ``_indented``; the rest, a few dozen lines, by ``json``'s indenting encoder.
+    The per-test rows (``rows``, else the document's ``tests``: one per test and model, as many as
+    the outcomes) are encoded each by ``_indented`` as the pieces are read; the rest, a few dozen
+    lines, by ``json``'s indenting encoder.
     """
-    rows = document.get("tests")
-    keys = ("tests", "outcomes") if isinstance(rows, list) and rows else ("outcomes",)
+    if rows is None:
+        found = document.get("tests")
+        rows = found if isinstance(found, list) else []
+    listed = iter(rows)
+    first = next(listed, None)
+    keys = ("tests", "outcomes") if first is not None else ("outcomes",)
     marks = {key: f'"slam-{key}-{uuid.uuid4().hex}"' for key in keys}
     text = json.dumps(
         {**document, **{k: m[1:-1] for k, m in marks.items()}}, indent=2, allow_nan=False
     )
-    if isinstance(rows, list) and rows:
-        listed = ",\n    ".join(_indented(row, 2) for row in rows)
-        text = text.replace(marks["tests"], f"[\n    {listed}\n  ]", 1)
     head, tail = text.split(marks["outcomes"], 1)
-    return head, tail
+    if first is None:
+        return iter((head,)), tail
+    before, after = head.split(marks["tests"], 1)
+    return _rows_text(before, first, listed, after), tail
+
+
+def _rows_text(before: str, first: JSON, rows: Iterator[JSON], after: str) -> Iterator[str]:
+    yield f"{before}[\n    {_indented(first, 2)}"
+    for row in rows:
+        yield f",\n    {_indented(row, 2)}"
+    yield f"\n  ]{after}"
 
 
 def _indented(value: JSON, depth: int) -> str:
@@ -192,13 +211,14 @@ def _indented(value: JSON, depth: int) -> str:
     return json.dumps(value, indent=2, allow_nan=False).replace("\n", "\n" + "  " * depth)
 
 
-def _joined(head: str, lines: Iterator[str], tail: str) -> Iterator[str]:
-    """The report's text in pieces: ``head``, the outcome lines in a list, ``tail``."""
+def _joined(head: Iterable[str], lines: Iterator[str], tail: str) -> Iterator[str]:
+    """The report's text in pieces: ``head``'s, the outcome lines in a list, ``tail``."""
+    yield from head
     first = next(lines, None)
     if first is None:
-        yield f"{head}[]{tail}\n"  # as json.dumps writes an empty list
+        yield f"[]{tail}\n"  # as json.dumps writes an empty list
         return
-    yield f"{head}[\n    {first}"
+    yield f"[\n    {first}"
     for line in lines:
         yield f",\n    {line}"
     yield f"\n  ]{tail}\n"
