@@ -36,8 +36,9 @@ def main() -> None:
     args = parser.parse_args()
     steps = sorted(int(s) for s in args.steps.split(","))
     low, high = (int(x) for x in args.words.split("-"))
+    before = f" --before {args.before}" if args.before else ""
     header("The merge at size", f"python bench/bench_merge_scale.py --steps {args.steps} "
-           f"--cases {args.cases} --words {args.words}")  # fmt: skip
+           f"--cases {args.cases} --words {args.words}{before}")  # fmt: skip
     env = {**os.environ, "SLAM_SHARD_KEY": KEY}
     os.environ["SLAM_SHARD_KEY"] = KEY  # the shards are signed as a shard's job signs them
     rows, found = [], []
