@@ -72,7 +72,7 @@ def test_twenty_shards_merge_into_the_whole_runs_report_byte_for_byte(
 def test_the_merge_holds_one_shard_at_a_time_not_every_outcome(
     written: Written, tmp_path: Path
 ) -> None:
-    merged_to(written.shards, tmp_path / "warm.json")  # imports, schemas and caches made once
+    merged_to(written.shards[:1], tmp_path / "warm.json")  # imports, schemas and caches made
     total = sum(p.stat().st_size for p in written.shards)
 
     tracemalloc.start()
