@@ -85,7 +85,13 @@ def arm(name: str, folder: Path, shards: int, cases: int, words: tuple[int, int]
         from pytest_slam.report.merge import Trust, load_shards, merge
 
         merged = merge(load_shards(paths, Trust(unsigned=True)))
-        write_json(folder / "merged.json", merged.verdict, merged.outcomes, merged.visits)
+        write_json(
+            folder / "merged.json",
+            merged.verdict,
+            merged.outcomes,
+            merged.visits,
+            lines=merged.lines,
+        )
     elif name == "load":
         for path in paths:
             with path.open(encoding="utf-8") as fh:

@@ -189,7 +189,7 @@ def _write_merged(args: argparse.Namespace, merged: Merged) -> list[Path]:
     from pytest_slam.util.files import atomic_write
 
     verdict, outcomes = merged.verdict, merged.outcomes
-    written = [write_json(args.output, verdict, outcomes, merged.visits)]
+    written = [write_json(args.output, verdict, outcomes, merged.visits, lines=merged.lines)]
     if args.html:
         written.append(write_html(args.html, verdict, outcomes))
     if args.markdown:

@@ -15,8 +15,9 @@ Definitions (SCHEMA.md):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from pytest_slam.compare.named import describe_name
 from pytest_slam.compare.uncertainty import Comparison, Interval
@@ -31,6 +32,7 @@ from pytest_slam.report.evidence import (
     widened_interval,
 )
 from pytest_slam.report.gate_result import GateResult
+from pytest_slam.report.packed import pack, unpack
 
 NOT_SWAPPED = "not_swapped"  # passed, but the candidate answered none of its calls (outcomes.py)
 CANDIDATE_FAILED = "candidate_failed"  # passed, but a candidate call failed: a failed test
@@ -304,21 +306,7 @@ def outcome_order(outcome: Outcome) -> tuple[tuple[tuple[str | int, ...], str], 
 
 def aggregate(outcomes: Iterable[OutcomeLike], run_info: RunInfo) -> Verdict:
     """Build the verdict from a run's outcomes (records or their dicts), in any order."""
-    ordered = final_outcomes(sort_outcomes(outcomes))
-    reference = reference_row(ordered, run_info.reference)
-    ref_cost = reference.cost_per_call_usd if reference else None
-    rows = [
-        model_row(name, [o for o in ordered if o.model == name], ref_cost)
-        for name in _model_order(ordered, run_info)
-    ]
-    _fill_comparisons(rows, ordered)
-    return Verdict(
-        run=run_info,
-        models=rows,
-        reference=reference,
-        tests=per_test_rows(ordered),
-        notes=weak_verdict_notes(ordered, run_info),
-    )
+    return Fold().extend(final_outcomes(sort_outcomes(outcomes))).verdict(run_info)
 
 
 HOW_TO_DECIDE = (
@@ -335,26 +323,36 @@ def weak_verdict_notes(outcomes: list[Outcome], run_info: RunInfo) -> list[str]:
     poorly with graded quality (kappa 0.03-0.19 against a judge, bench/README.md). Such a pair is
     neither equivalent nor different; the note says how to get a verdict, and on long answers why.
     """
+    open_ended = [p for o in outcomes for p in o.pairs if similarity_only(p)]
+    words = [len((p.reference_text or "").split()) for p in open_ended]
+    scorers = {s.scorer for p in open_ended for s in p.scores}
+    return open_ended_notes(len(open_ended), words, scorers, run_info)
+
+
+def open_ended_notes(
+    count: int, words: list[int], scorers: set[str], run_info: RunInfo
+) -> list[str]:
+    """The note of ``weak_verdict_notes`` from its parts: the similarity-only pairs' count, their
+    reference answers' lengths in words and their scorers (``Fold`` folds them)."""
     from statistics import median
 
-    open_ended = [p for o in outcomes for p in o.pairs if _similarity_only(p)]
-    if not open_ended:
+    if not count:
         return []
-    words = median(len((p.reference_text or "").split()) for p in open_ended)
-    scorers = " and ".join(sorted({s.scorer for p in open_ended for s in p.scores}))
+    middle = median(words)
+    named = " and ".join(sorted(scorers))
     long = (
-        f" (median reference answer {words:.0f} words: on long open-ended answers similarity "
+        f" (median reference answer {middle:.0f} words: on long open-ended answers similarity "
         "agrees poorly with graded quality, bench/README.md)"
-        if words > LONG_ANSWER_WORDS and int(run_info.settings.get("samples") or 1) <= 1
+        if middle > LONG_ANSWER_WORDS and int(run_info.settings.get("samples") or 1) <= 1
         else ""
     )
     return [
-        f"no verdict: {len(open_ended)} pair(s) have {scorers} similarity only, reported with its "
+        f"no verdict: {count} pair(s) have {named} similarity only, reported with its "
         f"interval; none is called equivalent or different{long}; {HOW_TO_DECIDE}"
     ]
 
 
-def _similarity_only(pair: Pair) -> bool:
+def similarity_only(pair: Pair) -> bool:
     """A scored pair whose every score is similarity with no verdict asked for."""
     if pair.missing or pair.reference_text is None or not pair.scores:
         return False
@@ -364,24 +362,49 @@ def _similarity_only(pair: Pair) -> bool:
     )
 
 
+T = TypeVar("T")
+
+
+def _itself(outcome: Outcome) -> Outcome:
+    return outcome
+
+
 def final_outcomes(ordered: list[Outcome]) -> list[Outcome]:
     """One outcome per nodeid, the worst: a report that lists a test's call and its teardown
     error counts the test once (the session already keeps only a rerun test's last attempt)."""
-    out: dict[str, Outcome] = {}
-    for outcome in ordered:
-        kept = out.get(outcome.nodeid)
-        if kept is None or _severity(outcome) > _severity(kept):
-            out[outcome.nodeid] = outcome
-    return [o for o in ordered if out[o.nodeid] is o]
+    return list(final_stream(ordered))
+
+
+def final_stream(ordered: Iterable[Outcome]) -> Iterator[Outcome]:
+    """``final_outcomes`` of outcomes in canonical order, one at a time: a nodeid's outcomes are
+    next to each other there, the first of the worst kept."""
+    return final_items(ordered, _itself)
+
+
+def final_items(ordered: Iterable[T], record: Callable[[T], Outcome]) -> Iterator[T]:
+    """``final_stream`` of items that each hold an outcome (``record`` gives it): the merge
+    streams each outcome with its dict."""
+    kept: T | None = None
+    kept_record: Outcome | None = None
+    for item in ordered:
+        outcome = record(item)
+        if kept_record is not None and outcome.nodeid != kept_record.nodeid:
+            yield kept  # type: ignore[misc]
+            kept = kept_record = None
+        if kept_record is None or _severity(outcome) > _severity(kept_record):
+            kept, kept_record = item, outcome
+    if kept_record is not None:
+        yield kept  # type: ignore[misc]
 
 
 def _severity(outcome: Outcome) -> int:
     return OUTCOME_SEVERITY.get(outcome.outcome, len(OUTCOME_SEVERITY))
 
 
-def _model_order(outcomes: list[Outcome], run_info: RunInfo) -> list[str]:
+def model_order(models: Iterable[str], run_info: RunInfo) -> list[str]:
+    """The run's models in its order, then any other model an outcome names, by name."""
     named = run_info.model_names
-    extra = sorted({o.model for o in outcomes} - set(named))
+    extra = sorted(set(models) - set(named))
     return named + extra
 
 
@@ -576,14 +599,17 @@ def _fill_judge(row: ModelRow, calls: list[Call]) -> None:
     row.unjudged = sum(1 for c in calls if c.error_kind == "unjudged")
 
 
-def _fill_comparisons(rows: list[ModelRow], outcomes: list[Outcome]) -> None:
-    """Each candidate against every other, paired on the requests and tests both ran."""
+def fill_comparisons(
+    rows: list[ModelRow],
+    equivalence: Mapping[str, Mapping[str, float]],
+    passes: Mapping[str, Mapping[str, float]],
+) -> None:
+    """Each candidate against every other, paired on the requests and tests both ran: by model,
+    ``request_equivalence`` and ``passes_by_test`` of its outcomes (engines' left out)."""
     from pytest_slam.compare.uncertainty import compare_all, mirrored
 
-    tests = [o for o in outcomes if o.outcome != ENGINE]
-    by_model = {r.model: [o for o in tests if o.model == r.model] for r in rows}
-    found = compare_all({m: request_equivalence(v) for m, v in by_model.items()}, "equivalence")
-    found += compare_all({m: passes_by_test(v) for m, v in by_model.items()}, "pass rate")
+    found = compare_all({r.model: equivalence.get(r.model, {}) for r in rows}, "equivalence")
+    found += compare_all({r.model: passes.get(r.model, {}) for r in rows}, "pass rate")
     for row in rows:  # each pair is bootstrapped once and shown from both sides
         row.comparisons = [c for c in found if c.a == row.model]
         row.comparisons += [mirrored(c) for c in found if c.b == row.model]
@@ -669,7 +695,11 @@ def _fill_energy(row: ModelRow, calls: list[Call]) -> None:
 
 def reference_row(outcomes: list[Outcome], name: str) -> ModelRow | None:
     """The reference as recorded with its golden answers: one sample per golden key."""
-    answers = golden_pairs(outcomes)
+    return reference_row_of(golden_pairs(outcomes), name)
+
+
+def reference_row_of(answers: list[Pair], name: str) -> ModelRow | None:
+    """``reference_row`` from its golden pairs (``golden_pairs``), in key order."""
     if not answers and not name:
         return None
     model = name or next((p.reference_model for p in answers if p.reference_model), "")
@@ -745,3 +775,145 @@ def _test_row(test: str, model: str, runs: list[Outcome]) -> PerTestRow:
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
+
+
+# The verdict built one outcome at a time: what ``aggregate`` computes, without every outcome held.
+# ``aggregate`` sorts a run's outcomes and folds them here; ``slam report merge`` folds the shards'
+# outcomes as it reads them, one shard line at a time in canonical order, so both compute every
+# figure with the same code in the same order (a merged report is byte for byte the whole run's).
+# Each model's figures are computed from its own outcomes, model by model, so at most one model's
+# outcomes are records at once; with ``compact`` they wait as packed strings without the texts the
+# verdict never reads (the request, the answers, the explanations): about 0.8 KB an outcome instead
+# of a few KB of records (issue 53). What needs the texts (the note on similarity-only pairs) and
+# what spans the models (the reference row's golden answers) is taken as each outcome arrives.
+
+# Texts the verdict never reads, dropped from a compact fold's outcomes (its answers, requests).
+_CALL_TEXTS: dict[str, JSON] = {
+    "request": {},
+    "text": "",
+    "tool_calls": None,
+    "logprobs": None,
+    "other_choices": None,
+    "usage_details": None,
+}
+_PAIR_TEXTS: dict[str, JSON] = {"reference_text": None, "reference_tool_calls": None}
+
+
+def slim(outcome: Outcome, data: dict[str, JSON] | None = None) -> str:
+    """The outcome as a packed string without the texts the verdict never reads; ``data``: its
+    ``as_dict``, when the caller made it (changed here)."""
+    data = outcome.as_dict() if data is None else data
+    for call in data["calls"]:
+        call.update(_CALL_TEXTS)
+    for pair in data["pairs"]:
+        pair.update(_PAIR_TEXTS)
+        for score in pair["scores"]:
+            score["explanation"] = ""
+    return pack(data)
+
+
+@dataclass
+class _OpenEnded:
+    """Pairs with similarity only (``weak_verdict_notes``): how many, their reference answers'
+    lengths in words, and the scorers."""
+
+    count: int = 0
+    words: list[int] = field(default_factory=list)
+    scorers: set[str] = field(default_factory=set)
+
+    def add(self, pair: Pair) -> None:
+        if similarity_only(pair):
+            self.count += 1
+            self.words.append(len((pair.reference_text or "").split()))
+            self.scorers.update(s.scorer for s in pair.scores)
+
+
+class Fold:
+    """Final outcomes (``final_outcomes``) added in canonical order; ``verdict`` is the verdict
+    ``aggregate`` gives for them."""
+
+    def __init__(self, compact: bool = False) -> None:
+        self._compact = compact
+        self._by_model: dict[str, list[Outcome | str]] = {}
+        self._golden: dict[str, Pair] = {}  # the first pair with a golden answer, by key
+        self._open = _OpenEnded()
+
+    def add(self, outcome: Outcome, data: dict[str, JSON] | None = None) -> None:
+        """The next final outcome; ``data``: its ``as_dict``, when the caller made it (a compact
+        fold changes it)."""
+        for pair in outcome.pairs:
+            if not pair.missing and pair.key not in self._golden:
+                self._golden[pair.key] = _golden_only(pair) if self._compact else pair
+            self._open.add(pair)
+        kept = slim(outcome, data) if self._compact else outcome
+        self._by_model.setdefault(outcome.model, []).append(kept)
+
+    def extend(self, outcomes: Iterable[Outcome]) -> Fold:
+        for outcome in outcomes:
+            self.add(outcome)
+        return self
+
+    def _outcomes(self, model: str) -> Iterator[Outcome]:
+        """The model's outcomes, given up by the fold as they are read (``verdict`` reads each
+        model's once)."""
+        strings: dict[str, str] = {}
+        for kept in self._by_model.pop(model, []):
+            yield unpack(kept, strings) if isinstance(kept, str) else kept
+
+    def verdict(self, run_info: RunInfo) -> Verdict:
+        """The verdict, model by model: one model's outcomes are records at a time (once: the
+        fold is emptied as it is read)."""
+        answers = [self._golden[k] for k in sorted(self._golden)]
+        reference = reference_row_of(answers, run_info.reference)
+        ref_cost = reference.cost_per_call_usd if reference else None
+        rows, tests = [], []
+        equivalence: dict[str, dict[str, float]] = {}
+        passes: dict[str, dict[str, float]] = {}
+        for name in model_order(list(self._by_model), run_info):
+            outcomes = list(self._outcomes(name))
+            rows.append(model_row(name, outcomes, ref_cost))
+            ran = [o for o in outcomes if o.outcome != ENGINE]
+            equivalence[name] = request_equivalence(ran)
+            passes[name] = passes_by_test(ran)
+            tests.extend(per_test_rows(outcomes))
+            if self._compact:  # this model's records go; the next model's are made
+                del outcomes, ran
+        fill_comparisons(rows, equivalence, passes)
+        return Verdict(
+            run=run_info,
+            models=rows,
+            reference=reference,
+            tests=_test_order(tests),
+            notes=open_ended_notes(
+                self._open.count, self._open.words, self._open.scorers, run_info
+            ),
+        )
+
+
+def _golden_only(pair: Pair) -> Pair:
+    """What the reference row reads of a pair: its golden answer's figures, not its texts."""
+    return Pair(
+        call_index=pair.call_index,
+        key=pair.key,
+        golden_file="",
+        reference_text=None,
+        reference_model=pair.reference_model,
+        reference_prompt_tokens=pair.reference_prompt_tokens,
+        reference_completion_tokens=pair.reference_completion_tokens,
+        reference_e2e_ms=pair.reference_e2e_ms,
+        reference_ttft_ms=pair.reference_ttft_ms,
+        reference_cost_usd=pair.reference_cost_usd,
+    )
+
+
+def _test_order(rows: list[PerTestRow]) -> list[PerTestRow]:
+    """Per-test rows in natural (test, model) order; each name's key made once."""
+    keys: dict[str, tuple[tuple[str | int, ...], str]] = {}
+
+    def key(name: str) -> tuple[tuple[str | int, ...], str]:
+        found = keys.get(name)
+        if found is None:
+            found = keys[name] = natural_key(name)
+        return found
+
+    return sorted(rows, key=lambda r: (key(r.test), key(r.model)))

@@ -6,7 +6,7 @@ merged report breaches exactly the budgets the whole run would have.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from pytest_slam.report.aggregate import Verdict
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def session_budget_breaches(
     budget: SessionBudget,
     models: Iterable[str],
-    outcomes: Sequence[dict[str, Any]],
+    outcomes: Iterable[dict[str, Any]],  # read again for each model
     verdict: Verdict,
 ) -> list[str]:
     """The session budget's breaches, model by model (none without a limit)."""

@@ -6,6 +6,7 @@ so the HTML report and a later baseline comparison can be made from the file alo
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -97,23 +98,30 @@ def write_json(
     verdict: Verdict,
     outcomes: Iterable[OutcomeLike],
     visits: Visits | None = None,
+    *,
+    lines: Iterable[str] | None = None,
 ) -> Path:
     """Write the report with the one atomic writer: a reader never sees half a file.
 
     The outcomes are streamed, one line each, so a merged run of 300,000 never exists as one
     document or one string; the rest of the document is encoded first, so a value JSON cannot
-    hold (NaN) there is refused before anything is written.
+    hold (NaN) there is refused before anything is written. ``lines``: each outcome's line
+    (``json.dumps`` of its ``as_dict``) in canonical order, made already (``slam report merge``
+    spooled them as it read its shards): written as they come, ``outcomes`` not read.
     """
     with gc_paused():  # what is built here is freed as it is written: no cycle to collect
-        document = report_dict(verdict, [], visits)
+        # the per-test rows (one per test and model) are encoded one at a time as they are
+        # written, not first made into dicts and one string with the rest of the head
+        document = report_dict(dataclasses.replace(verdict, tests=[]), [], visits)
         seal, mark = Seal(document.get("visits")), f"slam-digest-{uuid.uuid4().hex}"
         key = shard_key()  # read before anything is written: an unreadable key file is refused
         signed = f"slam-signature-{uuid.uuid4().hex}" if key else None
-        head, tail = _frame({**document, "digest": mark, "signature": signed})
-        lines = (
-            seal.add(json.dumps(o.as_dict(), allow_nan=False)) for o in sort_outcomes(outcomes)
-        )
-        pieces = _sealed(_joined(head, lines, tail), mark, seal, key, signed)
+        rows = (row.as_dict() for row in verdict.tests)
+        head, tail = _frame({**document, "digest": mark, "signature": signed}, rows)
+        if lines is None:
+            lines = (json.dumps(o.as_dict(), allow_nan=False) for o in sort_outcomes(outcomes))
+        sealed = (seal.add(line) for line in lines)
+        pieces = _sealed(_joined(head, sealed, tail), mark, seal, key, signed)
         return atomic_write(path, pieces)
 
 
@@ -151,23 +159,38 @@ def report_text(document: dict[str, JSON]) -> str:
     return "".join(_joined(head, iter(lines), tail))
 
 
-def _frame(document: dict[str, JSON]) -> tuple[str, str]:
-    """The indented text before and after the outcomes' list (``outcomes`` is its last key).
+def _frame(
+    document: dict[str, JSON], rows: Iterable[JSON] | None = None
+) -> tuple[Iterator[str], str]:
+    """The indented text before the outcomes' list, in pieces, and the text after it
+    (``outcomes`` is its last key).
 
-    The per-test rows (one per test and model: as many as the outcomes) are encoded each by
-    ``_indented``; the rest, a few dozen lines, by ``json``'s indenting encoder.
+    The per-test rows (``rows``, else the document's ``tests``: one per test and model, as many as
+    the outcomes) are encoded each by ``_indented`` as the pieces are read; the rest, a few dozen
+    lines, by ``json``'s indenting encoder.
     """
-    rows = document.get("tests")
-    keys = ("tests", "outcomes") if isinstance(rows, list) and rows else ("outcomes",)
+    if rows is None:
+        found = document.get("tests")
+        rows = found if isinstance(found, list) else []
+    listed = iter(rows)
+    first = next(listed, None)
+    keys = ("tests", "outcomes") if first is not None else ("outcomes",)
     marks = {key: f'"slam-{key}-{uuid.uuid4().hex}"' for key in keys}
     text = json.dumps(
         {**document, **{k: m[1:-1] for k, m in marks.items()}}, indent=2, allow_nan=False
     )
-    if isinstance(rows, list) and rows:
-        listed = ",\n    ".join(_indented(row, 2) for row in rows)
-        text = text.replace(marks["tests"], f"[\n    {listed}\n  ]", 1)
     head, tail = text.split(marks["outcomes"], 1)
-    return head, tail
+    if first is None:
+        return iter((head,)), tail
+    before, after = head.split(marks["tests"], 1)
+    return _rows_text(before, first, listed, after), tail
+
+
+def _rows_text(before: str, first: JSON, rows: Iterator[JSON], after: str) -> Iterator[str]:
+    yield f"{before}[\n    {_indented(first, 2)}"
+    for row in rows:
+        yield f",\n    {_indented(row, 2)}"
+    yield f"\n  ]{after}"
 
 
 def _indented(value: JSON, depth: int) -> str:
@@ -188,13 +211,14 @@ def _indented(value: JSON, depth: int) -> str:
     return json.dumps(value, indent=2, allow_nan=False).replace("\n", "\n" + "  " * depth)
 
 
-def _joined(head: str, lines: Iterator[str], tail: str) -> Iterator[str]:
-    """The report's text in pieces: ``head``, the outcome lines in a list, ``tail``."""
+def _joined(head: Iterable[str], lines: Iterator[str], tail: str) -> Iterator[str]:
+    """The report's text in pieces: ``head``'s, the outcome lines in a list, ``tail``."""
+    yield from head
     first = next(lines, None)
     if first is None:
-        yield f"{head}[]{tail}\n"  # as json.dumps writes an empty list
+        yield f"[]{tail}\n"  # as json.dumps writes an empty list
         return
-    yield f"{head}[\n    {first}"
+    yield f"[\n    {first}"
     for line in lines:
         yield f",\n    {line}"
     yield f"\n  ]{tail}\n"
@@ -234,6 +258,119 @@ def _load_report(path: str | os.PathLike[str], sealed: bool = False) -> Report:
         f"{path} is not a report as pytest-slam writes it ({wrong}); "
         "pass the file written by --slm-report, unchanged"
     )
+
+
+OUTCOMES_OPEN = '  "outcomes": [\n'  # write_json's line before the first outcome line
+OUTCOMES_CLOSE = ("  ],\n", "  ]\n")
+
+
+@dataclass
+class Streamed:
+    """A report read head first (``stream_report``): the document without its outcomes, and its
+    outcomes read again from the file, one line at a time, at each ``outcomes()``."""
+
+    path: Path
+    head: dict[str, JSON]
+    head_text: str
+    _held: list[JSON] | None = None  # a report not laid out as write_json writes it: read whole
+
+    def lines(self) -> Iterator[str]:
+        """Each outcome's JSON text, in file order (``read_value`` reads one)."""
+        if self._held is not None:
+            for value in self._held:
+                yield json.dumps(value)
+            return
+        with self.path.open(encoding="utf-8-sig") as lines:
+            for line in lines:
+                if line == OUTCOMES_OPEN:
+                    break
+            for line in lines:
+                if line in OUTCOMES_CLOSE:
+                    return
+                yield line.strip().removesuffix(",")
+
+
+def stream_report(path: str | os.PathLike[str]) -> Streamed:
+    """The report's head (every part but the outcomes), its outcomes left in the file: a merge
+    of many shards holds one outcome at a time, not a shard's document. A file not laid out as
+    ``write_json`` writes it (one outcome a line) is read whole, as ``load_report`` reads it."""
+    where = Path(path)
+    _check_file(where)
+    head: list[str] = []
+    tail: list[str] = []
+    state = "head"
+    try:
+        with where.open(encoding="utf-8-sig") as lines:
+            for line in lines:
+                if state == "head":
+                    if line == OUTCOMES_OPEN:
+                        state = "outcomes"
+                    else:
+                        head.append(line)
+                elif state == "outcomes":
+                    if line in OUTCOMES_CLOSE:
+                        tail.append('  "outcomes": []' + line.removeprefix("  ]"))
+                        state = "tail"
+                else:
+                    tail.append(line)
+    except UnicodeDecodeError as exc:
+        raise ReportError(
+            f"{where} is not a pytest-slam JSON report: not valid JSON ({exc}); "
+            "pass the file written by --slm-report"
+        ) from None
+    if state != "tail":  # no outcome a line: read as a whole
+        data, text = _read_json(where)
+        held = data.get("outcomes")
+        data["outcomes"] = []
+        return Streamed(where, data, text, held if isinstance(held, list) else [])
+    text = "".join(head) + "".join(tail)
+    data = read_value(where, text)
+    if not isinstance(data, dict):
+        raise ReportError(
+            f"{where} is not a pytest-slam JSON report: top level is not an object; "
+            "pass the file written by --slm-report"
+        )
+    return Streamed(where, data, text)
+
+
+def read_value(path: Path, text: str) -> JSON:
+    """One JSON value of a report's text; ``ReportError`` when it is not JSON."""
+    try:
+        value: JSON = json.loads(text, parse_constant=_not_json)
+    except ValueError as exc:  # JSONDecodeError is a ValueError
+        raise ReportError(
+            f"{path} is not a pytest-slam JSON report: not valid JSON ({exc}); "
+            "pass the file written by --slm-report"
+        ) from None
+    return value
+
+
+def head_error(text: str) -> str | None:
+    """The first value of a wrong type in a report's head (``_first_error``)."""
+    return _first_error(text, missing=False)
+
+
+@functools.cache
+def _outcome_type() -> TypeAdapter[Outcome]:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(Outcome)
+
+
+def outcome_error(line: str) -> str | None:
+    """The first value of a wrong type in one outcome's JSON text, as ``_first_error`` finds it
+    in a document."""
+    from pydantic import ValidationError
+
+    try:
+        _outcome_type().validate_json(for_strict_reader(line), strict=True)
+    except ValidationError as exc:
+        for error in exc.errors():
+            if error["type"] != "missing":
+                return ".".join(str(part) for part in ("outcomes", *error["loc"])) + (
+                    f": {error['msg']}"
+                )
+    return None
 
 
 def _text(value: JSON) -> str | None:
@@ -289,14 +426,18 @@ def _not_json(name: str) -> float:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-def _read_json(path: Path) -> tuple[dict[str, JSON], str]:
-    """The document and its text (an editor's BOM left out)."""
+def _check_file(path: Path) -> None:
     if path.is_dir():
         raise ReportError(f"{path} is a folder, not a report; pass the file --slm-report wrote")
     if not path.is_file():
         raise ReportError(
             f"pytest-slam report not found: {path}; write one with `pytest --slm-report={path}`"
         )
+
+
+def _read_json(path: Path) -> tuple[dict[str, JSON], str]:
+    """The document and its text (an editor's BOM left out)."""
+    _check_file(path)
     try:
         text = path.read_text(encoding="utf-8-sig")  # an editor's BOM is no harm
         data = json.loads(text, parse_constant=_not_json)  # NaN: never written, so an edit

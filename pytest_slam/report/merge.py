@@ -11,24 +11,53 @@ collected, and hold outcomes only of tests it selected. A digest can be recomput
 the file, so a shard must also carry a signature of it under the shard key the merge holds
 (``Trust``); unsigned shards are let in only when the merge is told to (``--unsigned``), and the
 merged report says which.
+
+The merge streams (issue 53): it reads one shard at a time and one outcome line at a time, so what
+it holds is the compact fold of the verdict (``aggregate.Fold``), the unions of the visits, and a key per
+test, never every shard's outcomes as records. It reads each shard three times: to check it
+(digest, signature, claims), to fold the verdict over every shard's outcomes merged in canonical
+order (each shard's file is in that order), then to write them in that order; a shard changed
+between its reads is refused.
 """
 
 from __future__ import annotations
 
+import hashlib
+import heapq
+import json
 import os
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from pytest_slam.errors import SlamError
 from pytest_slam.metrics.budget import SessionBudget
 from pytest_slam.records import JSON, Outcome
-from pytest_slam.report.aggregate import ENGINE, RunInfo, Verdict, aggregate
+from pytest_slam.report.aggregate import (
+    ENGINE,
+    Fold,
+    RunInfo,
+    Verdict,
+    final_items,
+    natural_key,
+    outcome_order,
+    sort_outcomes,
+)
 from pytest_slam.report.budgets import session_budget_breaches
 from pytest_slam.report.gate import Gate, apply_gate, evaluate, incomplete_reason
 from pytest_slam.report.gate_result import GateResult
-from pytest_slam.report.jsonreport import Report, ReportError, load_report
-from pytest_slam.report.seal import KEY_ENV, KEY_FILE_ENV, verified
-from pytest_slam.report.visits import Visits, merge_visits
+from pytest_slam.report.jsonreport import (
+    Report,
+    ReportError,
+    Streamed,
+    check_schema,
+    head_error,
+    outcome_error,
+    read_value,
+    stream_report,
+)
+from pytest_slam.report.seal import KEY_ENV, KEY_FILE_ENV, Seal, verified
+from pytest_slam.report.visits import Visits, VisitsFold
 from pytest_slam.util.gcpause import gc_paused
 
 # Settings a shard may set for itself: the candidates it ran and where it wrote its reports.
@@ -49,10 +78,11 @@ class Merged:
     gate; ``gate`` is None when no gate rule applied (as a run's)."""
 
     verdict: Verdict
-    outcomes: list[Outcome]
+    outcomes: Iterable[Outcome]  # read again from the shards at each iteration, in canonical order
     visits: Visits
     gate: GateResult | None
     exitstatus: int
+    lines: Iterable[str] | None = None  # each outcome's line, in canonical order (``write_json``)
 
 
 @dataclass
@@ -73,61 +103,215 @@ UNSIGNED_FIX = (
 )
 
 
-def load_shards(paths: Sequence[str | os.PathLike[str]], trust: Trust) -> list[Report]:
-    """Each shard's report, its signature checked against ``trust``; ``MergeError`` for a file
-    that is not a report of a shard, or not signed with the merge's key."""
-    reports = []
-    with gc_paused():  # the shards' records live until the merge is written
-        for path in paths:
-            report = _load_shard(path)
-            _check_signature(str(path), report, trust)
-            if report.visits is not None:  # an earlier merge's unverified shards stay named
-                trust.unverified.extend(report.visits.unverified)
-            reports.append(report)
-    if not reports:
-        raise MergeError(
-            "no shard reports given; pass the JSON files the shards' --slm-report wrote"
-        )
-    _check_one_run([str(p) for p in paths], reports)
-    return reports
+@dataclass
+class Shard:
+    """One shard as the merge holds it between its reads: its run, its own gate, its digest and
+    its engines' cold starts, not its outcomes (read again from ``stream`` in file order)."""
 
+    name: str
+    run: RunInfo
+    gate: GateResult | None
+    engines: list[Outcome]  # an engine's warm-up outcomes (a few a shard), renamed for the merge
+    stream: Streamed | None = None  # None: ``held`` holds its outcomes
+    held: list[Outcome] | None = None  # in canonical order, engines left out
+    lines: str = ""  # SHA-256 of its outcome lines as first read: a shard changed since is refused
 
-def _check_one_run(paths: list[str], reports: list[Report]) -> None:
-    """Every shard carries its run's identity in its signed visits (run/workers/runid.py): a shard of
-    another run (an older artifact) would merge its outcomes as this run's."""
-    first = reports[0].visits.run if reports[0].visits else None
-    for path, report in zip(paths[1:], reports[1:], strict=True):
-        run = report.visits.run if report.visits else None
-        if run != first:
+    def outcomes(self) -> Iterator[Outcome]:
+        """Its outcomes but the engines', in canonical order."""
+        if self.held is not None:
+            yield from self.held
+            return
+        assert self.stream is not None
+        seen = hashlib.sha256()
+        for line in self.stream.lines():
+            seen.update(line.encode())
+            data = json.loads(line)
+            if data.get("outcome") != ENGINE:
+                yield Outcome.from_dict(data)
+        if seen.hexdigest() != self.lines:
             raise MergeError(
-                f"{path} is a shard of another run than {paths[0]} (run {run or 'unnamed'}, not "
-                f"{first or 'unnamed'}); merge only the reports of one run's shards (give its "
-                "shards one SLAM_RUN_ID where the CI has no run id)"
+                f"{self.name} changed while it was merged; merge the shards again once every "
+                "file is written"
             )
 
 
-def _load_shard(path: str | os.PathLike[str]) -> Report:
+@dataclass
+class Shards:
+    """The shards checked, in the order given, and their visits merged."""
+
+    shards: list[Shard]
+    visits: Visits
+
+
+def load_shards(paths: Sequence[str | os.PathLike[str]], trust: Trust) -> Shards:
+    """Each shard checked, one at a time (digest, signature, claims, run, overlaps), its outcomes
+    left in its file; ``MergeError`` for a file that is not a report of a shard of this run, or
+    not signed with the merge's key."""
+    if not paths:
+        raise MergeError(
+            "no shard reports given; pass the JSON files the shards' --slm-report wrote"
+        )
+    shards: list[Shard] = []
+    fold, owners = VisitsFold(), _Owners()
+    with gc_paused():  # what is kept lives until the merge is written
+        for index, path in enumerate(paths):
+            shard, visits = _read_shard(str(path), index, trust, owners)
+            if shards and visits.run != fold.first_run:
+                raise _other_run(str(path), str(paths[0]), visits.run, fold.first_run)
+            if visits.unverified:  # an earlier merge's unverified shards stay named
+                trust.unverified.extend(visits.unverified)
+            fold.add(shard.name, visits)
+            shards.append(shard)
+    return Shards(shards, fold.merged())
+
+
+def _other_run(path: str, first: str, run: str | None, want: str | None) -> MergeError:
+    """Every shard carries its run's identity in its signed visits (run/workers/runid.py): a shard
+    of another run (an older artifact) would merge its outcomes as this run's."""
+    return MergeError(
+        f"{path} is a shard of another run than {first} (run {run or 'unnamed'}, not "
+        f"{want or 'unnamed'}); merge only the reports of one run's shards (give its "
+        "shards one SLAM_RUN_ID where the CI has no run id)"
+    )
+
+
+class _Owners:
+    """Which shard ran each test for each model (and repeat count): two shards may not."""
+
+    def __init__(self) -> None:
+        self._owner: dict[tuple[str, str, JSON], tuple[int, str]] = {}
+        self._strings: dict[str, str] = {}
+
+    def claim(self, shard: tuple[int, str], data: dict[str, JSON]) -> None:
+        """Shard ``shard`` (its index and name) ran the test of outcome ``data``."""
+        repeat = data.get("repeat")
+        runs = repeat.get("runs") if isinstance(repeat, dict) else None
+        test, model = str(data.get("test")), str(data.get("model"))
+        key = (self._strings.setdefault(test, test), self._strings.setdefault(model, model), runs)
+        owner = self._owner.setdefault(key, shard)
+        if owner[0] != shard[0]:
+            raise MergeError(
+                f"{shard[1]} and {owner[1]} both ran {data.get('nodeid')} (overlapping shards); "
+                "give each test to one shard, or merge only one of these files"
+            )
+
+
+def _read_shard(path: str, index: int, trust: Trust, owners: _Owners) -> tuple[Shard, Visits]:
+    """One shard read through once: its head, then each outcome line (digest, types, claims,
+    order), then its digest and signature."""
     try:
-        report = load_report(path, sealed=True)
+        streamed = stream_report(path)
+        head = streamed.head
+        check_schema(head, path)
+        if head.get("visits") is None:
+            raise MergeError(
+                f"{path} has no 'visits' (written by an older pytest-slam, or not by "
+                "--slm-report); run the shard again with this pytest-slam"
+            )
+        wrong = head_error(streamed.head_text)
+        if wrong is not None:
+            raise ReportError(f"{path} is not a report as pytest-slam writes it ({wrong}); "
+                              "pass the file written by --slm-report, unchanged")  # fmt: skip
+        visits = Visits.from_dict(head["visits"])
+        verdict = Verdict.from_dict({**head, "tests": [], "models": [], "reference": None})
+        shard = _read_outcomes(path, index, streamed, visits, owners)
     except ReportError as exc:
         raise MergeError(str(exc)) from None
-    if report.visits is None:
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise MergeError(
-            f"{path} has no 'visits' (written by an older pytest-slam, or not by "
-            "--slm-report); run the shard again with this pytest-slam"
+            f"{path} is not a report as pytest-slam writes it ({exc}); "
+            "pass the file written by --slm-report, unchanged"
+        ) from None
+    shard.run, shard.gate = verdict.run, verdict.gate
+    signature = head.get("signature")
+    _check_signature(path, str(head.get("digest") or ""), _text(signature), trust)
+    return shard, visits
+
+
+def _text(value: JSON) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _order(data: dict[str, JSON]) -> tuple[tuple[tuple[str | int, ...], str], int, str]:
+    """``outcome_order`` of an outcome's JSON value, without making its record."""
+    repeat = data.get("repeat")
+    runs = int(repeat.get("runs", 0)) if isinstance(repeat, dict) else 0
+    return natural_key(str(data["nodeid"])), runs, str(data.get("outcome", "passed"))
+
+
+def _read_outcomes(
+    path: str, index: int, streamed: Streamed, visits: Visits, owners: _Owners
+) -> Shard:
+    collected = set(visits.collected)
+    unknown = next((n for n in visits.selected if n not in collected), None)
+    if unknown is not None:
+        count = sum(1 for n in visits.selected if n not in collected)
+        raise MergeError(
+            f"{path} selected {count} test(s) it did not collect (first: {unknown}); "
+            "pass the report the shard's run wrote, unchanged"
         )
-    _check_claims(str(path), report.visits, report.outcomes)
-    # The merge recomputes every row from the outcomes: a shard's own rows (one per test and
-    # model, as many as its outcomes) would only hold memory until the end.
-    report.verdict.tests, report.verdict.models, report.verdict.reference = [], [], None
-    return report
+    del collected
+    selected = set(visits.selected)
+    seal, lines = Seal(streamed.head.get("visits")), hashlib.sha256()
+    shard = Shard(path, RunInfo(), None, [], streamed)
+    foreign: list[str] = []
+    last: tuple[tuple[tuple[str | int, ...], str], int, str] | None = None
+    ordered = True
+    for line in streamed.lines():
+        lines.update(line.encode())
+        data = read_value(streamed.path, line)
+        seal.add(json.dumps(data, allow_nan=False))
+        if not isinstance(data, dict):
+            raise ReportError(f"{path} is not a report as pytest-slam writes it (an outcome "
+                              "that is not an object); pass the file --slm-report wrote")  # fmt: skip
+        wrong = outcome_error(line)
+        if wrong is not None:
+            raise ReportError(f"{path} is not a report as pytest-slam writes it ({wrong}); "
+                              "pass the file written by --slm-report, unchanged")  # fmt: skip
+        if data.get("outcome") == ENGINE:
+            engine = Outcome.from_dict(data)
+            if index:
+                engine.nodeid = f"{engine.nodeid} (shard {index + 1})"
+            shard.engines.append(engine)
+            continue
+        if data.get("nodeid") not in selected:
+            foreign.append(str(data.get("nodeid")))
+        owners.claim((index, path), data)
+        order = _order(data)
+        ordered = ordered and (last is None or last <= order)
+        last = order
+    written = streamed.head.get("digest")
+    if not isinstance(written, str):
+        raise ReportError(
+            f"{path} carries no digest of its outcomes (written by an older pytest-slam, or "
+            "edited); run it again with this pytest-slam and pass the file --slm-report wrote"
+        )
+    if seal.text() != written:
+        raise ReportError(
+            f"{path} was changed after it was written: its outcomes or visits do not match its "
+            "digest; pass the file --slm-report wrote, unchanged, or run it again"
+        )
+    # A shard cut short (an xdist worker lost before it published its ids) may hold outcomes its
+    # ids miss: its gate is INCOMPLETE anyway, and its digest still holds it as written.
+    if foreign and visits.complete:
+        raise MergeError(
+            f"{path} holds {len(foreign)} outcome(s) of tests it did not select (first: "
+            f"{foreign[0]}); pass the report the shard's run wrote, unchanged"
+        )
+    shard.engines.sort(key=outcome_order)
+    shard.lines = lines.hexdigest()
+    streamed.head, streamed.head_text = {}, ""  # read; only its outcome lines are read again
+    if not ordered:  # not in canonical order (written by hand): held, sorted, as a shard was
+        shard.held = sort_outcomes(o for o in shard.outcomes())
+        shard.stream = None
+    return shard
 
 
-def _check_signature(path: str, report: Report, trust: Trust) -> None:
+def _check_signature(path: str, digest: str, signature: str | None, trust: Trust) -> None:
     """A shard signed with the merge's key passes; one whose signature does not match is refused
     whatever the flags (it was edited after signing, or signed with another key); an unsigned one,
     or one the merge has no key for, only with ``--unsigned``, and is then named in the report."""
-    digest, signature, key = report.digest or "", report.signature, trust.key
+    key = trust.key
     if signature is not None and key is not None:
         if verified(key, digest, signature):
             return
@@ -156,45 +340,99 @@ def unverified_note(names: Sequence[str]) -> str:
     )
 
 
-def _check_claims(path: str, visits: Visits, outcomes: list[Outcome]) -> None:
-    """A shard selects only what it collected and reports only what it selected: a test it
-    claims but never ran, or an outcome of a test it never had, would change the whole verdict."""
-    collected = set(visits.collected)
-    unknown = [n for n in visits.selected if n not in collected]
-    if unknown:
-        raise MergeError(
-            f"{path} selected {len(unknown)} test(s) it did not collect (first: {unknown[0]}); "
-            "pass the report the shard's run wrote, unchanged"
-        )
-    selected = set(visits.selected)
-    # A shard cut short (an xdist worker lost before it published its ids) may hold outcomes its
-    # ids miss: its gate is INCOMPLETE anyway, and its digest still holds it as written.
-    foreign = [o.nodeid for o in outcomes if o.outcome != ENGINE and o.nodeid not in selected]
-    if foreign and visits.complete:
-        raise MergeError(
-            f"{path} holds {len(foreign)} outcome(s) of tests it did not select (first: "
-            f"{foreign[0]}); pass the report the shard's run wrote, unchanged"
-        )
+class MergedOutcomes(Iterable[Outcome]):
+    """The shards' outcomes in canonical order, read again from the shards at each iteration
+    (a few at a time: the next of each shard), never all held."""
+
+    def __init__(self, shards: Sequence[Shard]) -> None:
+        self._shards = shards
+
+    def __iter__(self) -> Iterator[Outcome]:
+        streams: list[Iterable[Outcome]] = []
+        for shard in self._shards:
+            streams += [shard.outcomes(), shard.engines]
+        return heapq.merge(*streams, key=outcome_order)
 
 
-def merge(reports: Sequence[Report], unverified: Sequence[str] = ()) -> Merged:
+class Spool(Iterable[str]):
+    """The merged outcomes' lines (``json.dumps`` of each ``as_dict``, as ``write_json`` writes
+    them), in a temporary file as the fold reads them: the report is written from it, so the
+    shards are not read and parsed a third time. Read again from its start at each iteration."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115 (held by Merged)
+
+    def kept(self, outcomes: Iterable[Outcome]) -> Iterator[tuple[Outcome, dict[str, JSON]]]:
+        """Each outcome with its ``as_dict``, its line spooled first."""
+        write = self._file.write
+        for outcome in outcomes:
+            data = outcome.as_dict()
+            write(json.dumps(data, allow_nan=False))
+            write("\n")
+            yield outcome, data
+
+    def __iter__(self) -> Iterator[str]:
+        self._file.flush()
+        self._file.seek(0)
+        return (line[:-1] for line in self._file)
+
+
+def _first(item: tuple[Outcome, dict[str, JSON]]) -> Outcome:
+    return item[0]
+
+
+class _Plain:
+    """The outcomes as dicts, again at each iteration (the session budget reads them by model)."""
+
+    def __init__(self, outcomes: Iterable[Outcome]) -> None:
+        self._outcomes = outcomes
+
+    def __iter__(self) -> Iterator[dict[str, JSON]]:
+        return (o.as_dict() for o in self._outcomes)
+
+
+def merge(shards: Shards | Sequence[Report], unverified: Sequence[str] = ()) -> Merged:
     """The shards as one run: outcomes unioned, every figure recomputed, the gate evaluated;
     ``unverified`` shards (let in by ``--unsigned``) named in a note of the verdict."""
-    with gc_paused():  # the figures are built over every outcome, and all of them live on
-        names = [r.path or f"#{i + 1}" for i, r in enumerate(reports)]
-        run = merged_run([(n, r.verdict.run) for n, r in zip(names, reports, strict=True)])
-        outcomes = merged_outcomes([(n, r.outcomes) for n, r in zip(names, reports, strict=True)])
-        shards = zip(names, reports, strict=True)
-        visits = merge_visits((n, r.visits or Visits()) for n, r in shards)
-        verdict = aggregate(outcomes, run)
+    if not isinstance(shards, Shards):
+        shards = held_shards(shards)
+    parts = shards.shards
+    with gc_paused():  # the fold's records live until the verdict is made
+        run = merged_run([(s.name, s.run) for s in parts])
+        outcomes, lines = MergedOutcomes(parts), Spool()
+        fold = Fold(compact=True)
+        for outcome, data in final_items(lines.kept(outcomes), _first):
+            fold.add(outcome, data)
+        verdict = fold.verdict(run)
+        visits = shards.visits
         if unverified:
             verdict.notes.append(unverified_note(unverified))
             visits.unverified = list(unverified)  # signed with the merge: a re-merge says so
         missing = _missing(visits)
         status = EXIT_INCOMPLETE if missing else visits.exitstatus
-        why = _shard_incomplete(names, reports) or missing
+        why = _shard_incomplete(parts) or missing
         gate = _gate(verdict, outcomes, why, status)
-    return Merged(verdict, outcomes, visits, gate, status)
+    return Merged(verdict, outcomes, visits, gate, status, lines)
+
+
+def held_shards(reports: Sequence[Report]) -> Shards:
+    """Reports already read (``load_report``) as shards, their outcomes held in memory."""
+    shards, fold, owners = [], VisitsFold(), _Owners()
+    for index, report in enumerate(reports):
+        name = report.path or f"#{index + 1}"
+        engines, tests = [], []
+        for outcome in sort_outcomes(report.outcomes):
+            if outcome.outcome == ENGINE:
+                if index:
+                    outcome.nodeid = f"{outcome.nodeid} (shard {index + 1})"
+                engines.append(outcome)
+            else:
+                owners.claim((index, name), outcome.as_dict())
+                tests.append(outcome)
+        engines.sort(key=outcome_order)
+        shards.append(Shard(name, report.verdict.run, report.verdict.gate, engines, held=tests))
+        fold.add(name, report.visits or Visits())
+    return Shards(shards, fold.merged())
 
 
 def _missing(visits: Visits) -> str | None:
@@ -263,54 +501,26 @@ def _joined(texts: Iterable[str]) -> str:
     return "; ".join(seen)
 
 
-def merged_outcomes(shards: list[tuple[str, list[Outcome]]]) -> list[Outcome]:
-    """Every shard's outcomes; ``MergeError`` when two shards ran one test for one model.
-
-    An engine's cold start is each shard's own (each started its engine): all are kept, the
-    later shards' renamed so none hides another.
-    """
-    owner: dict[tuple[str, str, JSON], str] = {}
-    out: list[Outcome] = []
-    for index, (name, outcomes) in enumerate(shards):
-        mine: set[tuple[str, str, JSON]] = set()
-        for outcome in outcomes:
-            if outcome.outcome == ENGINE:
-                if index:
-                    outcome.nodeid = f"{outcome.nodeid} (shard {index + 1})"
-                out.append(outcome)
-                continue
-            key = (outcome.test, outcome.model, (outcome.repeat or {}).get("runs"))
-            if key in owner and key not in mine:
-                raise MergeError(
-                    f"{name} and {owner[key]} both ran {outcome.nodeid} (overlapping shards); "
-                    "give each test to one shard, or merge only one of these files"
-                )
-            owner.setdefault(key, name)
-            mine.add(key)
-            out.append(outcome)
-    return out
-
-
-def _shard_incomplete(names: list[str], reports: Sequence[Report]) -> str | None:
+def _shard_incomplete(shards: Sequence[Shard]) -> str | None:
     """The first shard whose own gate was incomplete (interrupted, stopped, a worker lost): the
     whole run would have been. A shard that ran no swapped test is no reason on its own."""
     nothing_ran = incomplete_reason(0, None, 0)
-    for name, report in zip(names, reports, strict=True):
-        gate = report.verdict.gate
+    for shard in shards:
+        gate = shard.gate
         if gate is not None and gate.incomplete and gate.incomplete != nothing_ran:
-            return f"shard {name}: {gate.incomplete}"
+            return f"shard {shard.name}: {gate.incomplete}"
     return None
 
 
 def _gate(
-    verdict: Verdict, outcomes: list[Outcome], shard_incomplete: str | None, exitstatus: int
+    verdict: Verdict, outcomes: Iterable[Outcome], shard_incomplete: str | None, exitstatus: int
 ) -> GateResult | None:
     """The gate as the run applies it (run/end/finish.py ``_gate``), on the merged verdict."""
     settings = verdict.run.settings
     gate_table = settings.get("gate")
     budget = settings.get("budget")
     gate = Gate.from_config(gate_table if isinstance(gate_table, dict) else None)
-    plain = [o.as_dict() for o in outcomes] if budget else []
+    plain: Iterable[dict[str, JSON]] = _Plain(outcomes) if budget else []
     limits = SessionBudget.from_config(budget if isinstance(budget, dict) else None)
     breaches = session_budget_breaches(limits, verdict.run.model_names, plain, verdict)
     tests_run = sum(

@@ -80,36 +80,83 @@ class Visits(Record):
 def merge_visits(shards: Iterable[tuple[str, Visits]]) -> Visits:
     """The visits of shards run as one suite: unions, and a module is covered when one shard ran
     it whole or the shards together ran every test a shard collected of it (pytest-split)."""
-    named = list(shards)
-    out = Visits(complete=all(v.complete for _, v in named), shards=[n for n, _ in named])
-    out.run = named[0][1].run if named else None  # one run's shards (report/merge.py checks)
-    visited: dict[str, set[str]] = {}
-    for name, v in named:
-        for module, keys in v.visited.items():
-            visited.setdefault(module, set()).update(keys)
-        if not v.complete and out.partial is None:
-            out.partial = f"shard {name}: {v.partial or 'the run did not finish'}"
-    out.visited = {m: sorted(keys) for m, keys in sorted(visited.items())}
-    out.failed_tests = sorted({n for _, v in named for n in v.failed_tests})
-    out.collected = sorted({n for _, v in named for n in v.collected})
-    out.selected = sorted({n for _, v in named for n in v.selected})
-    out.narrowed = sorted({n for _, v in named for n in v.narrowed})
-    out.exitstatus = merged_exitstatus([v.exitstatus for _, v in named])
-    out.modules = sorted(_covered(named, set(out.selected)))
-    return out
+    fold = VisitsFold()
+    for name, visits in shards:
+        fold.add(name, visits)
+    return fold.merged()
 
 
-def _covered(named: list[tuple[str, Visits]], ran: set[str]) -> set[str]:
-    covered = {m for _, v in named for m in v.modules}
-    for _, v in named:
-        narrowed = {module_of(n) for n in v.narrowed}
-        by_module: dict[str, list[str]] = {}
-        for nodeid in v.collected:
-            by_module.setdefault(module_of(nodeid), []).append(nodeid)
-        for module, ids in by_module.items():
-            if module not in narrowed and all(n in ran for n in ids):
-                covered.add(module)
-    return covered
+class VisitsFold:
+    """``merge_visits`` one shard at a time (``slam report merge`` reads one shard at a time): what
+    it keeps of a shard is its names in the unions, not its visits."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._complete = True
+        self._partial: str | None = None
+        self._run: str | None = None
+        self._visited: dict[str, set[str]] = {}
+        self._failed: set[str] = set()
+        self._selected: set[str] = set()
+        self._narrowed: set[str] = set()
+        self._statuses: list[int] = []
+        self._modules: set[str] = set()
+        # each collected id -> the shards that collected it (a bit each); by shard, the modules it
+        # collected and did not narrow: covered when every id it collected of them ran somewhere
+        self._collected: dict[str, int] = {}
+        self._whole: list[set[str]] = []
+
+    @property
+    def first_run(self) -> str | None:
+        """The run of the first shard added: every other shard's must be the same."""
+        return self._run
+
+    def add(self, name: str, visits: Visits) -> None:
+        bit = 1 << len(self.names)
+        if not self.names:
+            self._run = visits.run  # one run's shards (report/merge.py checks)
+        self.names.append(name)
+        self._complete = self._complete and visits.complete
+        if not visits.complete and self._partial is None:
+            self._partial = f"shard {name}: {visits.partial or 'the run did not finish'}"
+        for module, keys in visits.visited.items():
+            self._visited.setdefault(module, set()).update(keys)
+        self._failed.update(visits.failed_tests)
+        self._selected.update(visits.selected)
+        self._narrowed.update(visits.narrowed)
+        self._statuses.append(visits.exitstatus)
+        self._modules.update(visits.modules)
+        collected = self._collected
+        for nodeid in visits.collected:
+            collected[nodeid] = collected.get(nodeid, 0) | bit
+        narrowed = {module_of(n) for n in visits.narrowed}
+        self._whole.append({module_of(n) for n in visits.collected} - narrowed)
+
+    def merged(self) -> Visits:
+        out = Visits(complete=self._complete, shards=list(self.names), partial=self._partial)
+        out.run = self._run
+        out.visited = {m: sorted(keys) for m, keys in sorted(self._visited.items())}
+        out.failed_tests = sorted(self._failed)
+        out.collected = sorted(self._collected)
+        out.selected = sorted(self._selected)
+        out.narrowed = sorted(self._narrowed)
+        out.exitstatus = merged_exitstatus(self._statuses)
+        out.modules = sorted(self._covered())
+        return out
+
+    def _covered(self) -> set[str]:
+        """Modules a shard ran whole, and modules of which every test a shard collected ran in
+        some shard: a module is not covered by a shard that collected one of its tests none ran."""
+        ran = self._selected
+        short: set[tuple[int, str]] = set()  # (shard, module) with a collected test none ran
+        for nodeid, shards in self._collected.items():
+            if nodeid not in ran:
+                module = module_of(nodeid)
+                short.update((i, module) for i in range(len(self.names)) if shards >> i & 1)
+        covered = set(self._modules)
+        for i, modules in enumerate(self._whole):
+            covered.update(m for m in modules if (i, m) not in short)
+        return covered
 
 
 # pytest.ExitCode values (this layer does not import pytest), most serious first
