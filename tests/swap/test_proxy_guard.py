@@ -35,7 +35,7 @@ paths = [("POST", "/v1/chat/completions"), ("POST", "/slam/ref/v1/chat/completio
          ("POST", "/v1/embeddings"), ("POST", "/not-the-secret/v1/chat/completions")]
 statuses = []
 for method, path in paths:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=patient(60))
     conn.request(method, path, body=body if method == "POST" else None,
                  headers={"Authorization": "Bearer sk-attacker", "Content-Type": "application/json"})
     statuses.append(conn.getresponse().status)
@@ -59,7 +59,7 @@ def test_answer():
     port = urlsplit(os.environ["OPENAI_BASE_URL"]).port
     scrubbed = {"PATH": os.environ.get("PATH", "")}  # not the run's environment: no secret, no key
     done = subprocess.run([sys.executable, "attacker.py", str(port)], env=scrubbed,
-                          capture_output=True, text=True, timeout=120, check=True)
+                          capture_output=True, text=True, timeout=patient(120), check=True)
     with socket.create_connection(("127.0.0.1", port)) as sock:  # a raw socket, no secret
         sock.sendall(b"POST /v1/chat/completions HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 2\\r\\n\\r\\n{}")
         raw = sock.recv(65536)
@@ -115,7 +115,7 @@ def proxy(upstream: FakeOpenAI) -> Iterator[SwapProxy]:
 
 
 def get_status(proxy: SwapProxy, path: str) -> int:
-    with socket.create_connection(proxy.server_address, timeout=30) as sock:
+    with socket.create_connection(proxy.server_address, timeout=patient(30)) as sock:
         sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
         return int(sock.recv(65536).split()[1])
 
@@ -160,7 +160,7 @@ def test_another_users_process_is_refused_even_with_the_secret(
 def test_a_refused_upload_gets_its_401_and_goes_nowhere(
     proxy: SwapProxy, upstream: FakeOpenAI
 ) -> None:
-    conn = http.client.HTTPConnection(*proxy.server_address, timeout=60)
+    conn = http.client.HTTPConnection(*proxy.server_address, timeout=patient(60))
     conn.request("POST", "/v1/embeddings", body=b"x" * 1_000_000)  # no secret, a big body
     assert conn.getresponse().status == 401
     conn.close()
