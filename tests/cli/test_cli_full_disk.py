@@ -46,6 +46,8 @@ COMMANDS = {
     "report merge -o": (
         ["report", "merge", "run.json", "-o", "out/m.json", "--unsigned"], "out/m.json",
         "out/m.json"),
+    "report render -o": (
+        ["report", "render", "run.json", "-o", "out/r.html"], "out/r.html", "out/r.html"),
     "golden promote (its journal)": (
         ["golden", "promote", "mini", "--report", "run.json"], ".slam/locks/__slam__.journal",
         "__slam__/gpt-4/test_product.json"),
