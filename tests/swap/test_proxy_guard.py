@@ -35,7 +35,7 @@ paths = [("POST", "/v1/chat/completions"), ("POST", "/slam/ref/v1/chat/completio
          ("POST", "/v1/embeddings"), ("POST", "/not-the-secret/v1/chat/completions")]
 statuses = []
 for method, path in paths:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=patient(60))
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     conn.request(method, path, body=body if method == "POST" else None,
                  headers={"Authorization": "Bearer sk-attacker", "Content-Type": "application/json"})
     statuses.append(conn.getresponse().status)
@@ -59,7 +59,7 @@ def test_answer():
     port = urlsplit(os.environ["OPENAI_BASE_URL"]).port
     scrubbed = {"PATH": os.environ.get("PATH", "")}  # not the run's environment: no secret, no key
     done = subprocess.run([sys.executable, "attacker.py", str(port)], env=scrubbed,
-                          capture_output=True, text=True, timeout=patient(120), check=True)
+                          capture_output=True, text=True, timeout=120, check=True)
     with socket.create_connection(("127.0.0.1", port)) as sock:  # a raw socket, no secret
         sock.sendall(b"POST /v1/chat/completions HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 2\\r\\n\\r\\n{}")
         raw = sock.recv(65536)
