@@ -46,28 +46,54 @@ def _limited(limit: int) -> Callable[[], None]:
     return before_exec
 
 
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200"}
+
+
 def run_full(
     argv: Sequence[str], cwd: Path, limit: int = SMALL, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
     """``argv`` run in ``cwd`` as on a full disk: no file may grow past ``limit`` bytes."""
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200"}
     return subprocess.run(
-        list(argv), cwd=cwd, env=env, capture_output=True, text=True, timeout=patient(timeout),
+        list(argv), cwd=cwd, env=_env(), capture_output=True, text=True, timeout=patient(timeout),
         preexec_fn=_limited(limit),
     )  # fmt: skip
+
+
+def start_full(argv: Sequence[str], cwd: Path, limit: int = SMALL) -> subprocess.Popen[str]:
+    """``argv`` started (a server) in ``cwd`` as on a full disk; its stdout and stderr are pipes."""
+    return subprocess.Popen(
+        list(argv), cwd=cwd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, preexec_fn=_limited(limit),
+    )  # fmt: skip
+
+
+def _read_only_argv(argv: Sequence[str], folders: Sequence[Path]) -> list[str]:
+    """``argv`` behind a private mount namespace where each of ``folders`` is read-only; the shell
+    execs it, so the process started is ``argv``'s own (a signal sent to it reaches it)."""
+    mounts = " && ".join(
+        f"mount --bind '{f}' '{f}' && mount -o remount,ro,bind '{f}' '{f}'" for f in folders
+    )
+    return ["unshare", "-rm", "sh", "-c", f'{mounts} && exec "$@"', "sh", *argv]
 
 
 def run_read_only(
     argv: Sequence[str], cwd: Path, folders: Sequence[Path], timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
     """``argv`` run in ``cwd`` while each of ``folders`` (which must exist) is mounted read-only."""
-    mounts = " && ".join(
-        f"mount --bind '{f}' '{f}' && mount -o remount,ro,bind '{f}' '{f}'" for f in folders
-    )
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200"}
     return subprocess.run(
-        ["unshare", "-rm", "sh", "-c", f'{mounts} && exec "$@"', "sh", *argv],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=patient(timeout),
+        _read_only_argv(argv, folders), cwd=cwd, env=_env(), capture_output=True, text=True,
+        timeout=patient(timeout),
+    )  # fmt: skip
+
+
+def start_read_only(
+    argv: Sequence[str], cwd: Path, folders: Sequence[Path]
+) -> subprocess.Popen[str]:
+    """``argv`` started (a server) in ``cwd`` while each of ``folders`` is mounted read-only."""
+    return subprocess.Popen(
+        _read_only_argv(argv, folders), cwd=cwd, env=_env(), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
 

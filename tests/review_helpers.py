@@ -109,7 +109,7 @@ def make_project(pytester: pytest.Pytester) -> Path:
 def slam(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "pytest_slam.cli", *args]
     return subprocess.run(
-        cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+        cmd, cwd=cwd, capture_output=True, text=True, timeout=patient(timeout), check=False
     )
 
 
@@ -145,7 +145,7 @@ def http(
     for name, value in (headers or {}).items():
         req.add_header(name, value)
     try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
+        with urllib.request.urlopen(req, timeout=patient(30)) as resp:
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()

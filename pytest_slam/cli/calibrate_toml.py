@@ -19,7 +19,7 @@ from typing import Any
 from pytest_slam.compare.bandselect import Counts, Targets, sequence_start
 from pytest_slam.compare.binomial import interval
 from pytest_slam.compare.calibrate import BASELINE, SCORERS, TOP, CalibrationRefused, ScopeResult
-from pytest_slam.util.files import atomic_write
+from pytest_slam.util.files import atomic_write, writing
 
 KEEP = ("then", "judge_error")  # the keys band calibration does not choose
 MARK = "# chosen by `slam calibrate`"
@@ -240,13 +240,7 @@ def write_table(path: Path, table: str, want: dict[str, Any]) -> None:
             "(an unusual layout); nothing written. Remove the equivalence setting and run again, "
             "or paste the table printed above (--dry-run)"
         )
-    try:
-        atomic_write(path, new)
-    except OSError as exc:
-        raise CalibrationRefused(
-            f"--pyproject {path}: cannot write it ({exc.strerror or exc}); nothing written. "
-            "Pass a pyproject.toml you can write, or paste the table printed above (--dry-run)"
-        ) from None
+    atomic_write(path, new)  # a full disk, a read-only folder: WriteFailed, its one line
 
 
 def check_target(path: Path) -> None:
@@ -260,12 +254,9 @@ def check_target(path: Path) -> None:
         problem = "a folder, not a file"
     elif not path.parent.is_dir():
         problem = f"its folder {path.parent} does not exist"
-    else:
-        try:
-            with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".slam-probe-"):
-                pass
-        except OSError as exc:
-            problem = f"cannot write in {path.parent} ({exc.strerror or exc})"
+    else:  # a read-only folder: the writer's one line (the file, the error, the fix)
+        with writing(path), tempfile.NamedTemporaryFile(dir=path.parent, prefix=".slam-probe-"):
+            pass
     if problem:
         raise CalibrationRefused(
             f"--pyproject {path}: {problem}; nothing was calibrated. Pass the project's "

@@ -79,6 +79,11 @@ def cmd_render(args: argparse.Namespace) -> int:
     try:
         written = write_html(output, report.verdict, report.outcomes)
     except OSError as exc:  # the one write is atomic: nothing is left behind
+        from pytest_slam.util.files import WriteFailed
+
+        if isinstance(exc, WriteFailed) and exc.known:  # a full disk: its file, error and fix
+            print(f"slam report render: {exc}", file=sys.stderr)
+            return EXIT_USAGE
         print(
             f"slam report render: cannot write {output} ({exc.strerror or exc}); "
             "pass -o a file in a folder you can write",

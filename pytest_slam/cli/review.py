@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_slam.cli import exits
+
 if TYPE_CHECKING:  # the review wing loads only for `slam review`
     from pytest_slam.golden.store import GoldenStore
     from pytest_slam.report.jsonreport import Report
@@ -209,11 +211,19 @@ def _serve(
         pass
     finally:
         server.server_close()
+    session.save_unsaved()  # once more: space may have come back since
+    unsaved = len(session.unsaved)
+    lost = (
+        f"; {unsaved} not saved (the review file could not be written, said above): fix that "
+        "and review them again with `slam review`"
+        if unsaved
+        else ""
+    )
     print(
-        f"slam review: {session.saved} verdict(s) saved beside the goldens in {store.dir}",
+        f"slam review: {session.saved} verdict(s) saved beside the goldens in {store.dir}{lost}",
         file=sys.stderr,
     )
-    return 0
+    return exits.BAD_INPUT if unsaved else exits.OK  # a verdict lost: the session is incomplete
 
 
 def _open_browser(address: str) -> None:

@@ -36,6 +36,7 @@ from pytest_slam.review.audits import audit_fields
 from pytest_slam.review.page import render_page
 from pytest_slam.review.pairs import ReviewPair
 from pytest_slam.review.verdicts import (
+    HumanVerdict,
     ReviewError,
     make_verdict,
     read_verdicts,
@@ -43,6 +44,7 @@ from pytest_slam.review.verdicts import (
     save_verdicts,
 )
 from pytest_slam.swap.peer import owner_uid
+from pytest_slam.util.files import WriteFailed
 
 MAX_BODY = 64 * 1024
 MAX_NOTE = 2000
@@ -70,6 +72,10 @@ class ReviewSession:
     # ``slam review --audit``: each verdict keeps the verdict it audited (review/audits.py)
     audit: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # verdicts a save refused (a full disk, a read-only folder), by pair id: each later save tries
+    # them again, so space that comes back mid-session saves them with no click
+    unsaved: dict[str, tuple[str, HumanVerdict]] = field(default_factory=dict)
+    said: set[str] = field(default_factory=set)  # each failure's line, said once on stderr
 
     def __post_init__(self) -> None:
         self.by_id = {p.id: p for p in self.pairs}
@@ -114,11 +120,46 @@ class ReviewSession:
             note=note[:MAX_NOTE],
             **(audit_fields(pair) if self.audit else {}),
         )
-        save_verdicts(self.store, pair.module, [verdict])
         with self.lock:
-            self.done.add(pair.id)
-            self.saved += 1
+            self.unsaved[pair.id] = (pair.module, verdict)
+        failed = self.save_unsaved(first=pair.module)
+        with self.lock:
+            if pair.id in self.unsaved and pair.module in failed:
+                raise failed[pair.module]  # the page says it; the pair stays to review
             return {"saved": True, "reviewed": len(self.done), "total": len(self.pairs)}
+
+    def save_unsaved(self, first: str = "") -> dict[str, ReviewError | WriteFailed]:
+        """Save every verdict not saved yet, module by module (``first`` first); returns what
+        refused each module that could not be saved. A write that failed is said on stderr, in
+        its one line (the file, the error, the fix), once per session."""
+        with self.lock:
+            todo = dict(self.unsaved)
+        by_module: dict[str, list[tuple[str, HumanVerdict]]] = {}
+        for pid, (module, verdict) in todo.items():
+            by_module.setdefault(module, []).append((pid, verdict))
+        failed: dict[str, ReviewError | WriteFailed] = {}
+        for module in sorted(by_module, key=lambda m: m != first):
+            items = by_module[module]
+            try:
+                save_verdicts(self.store, module, [v for _, v in items])
+            except (ReviewError, WriteFailed) as exc:
+                failed[module] = exc
+                self._say(exc)
+                continue
+            with self.lock:
+                for pid, verdict in items:
+                    if self.unsaved.get(pid) == (module, verdict):  # not picked again meanwhile
+                        del self.unsaved[pid]
+                    self.done.add(pid)
+                    self.saved += 1
+        return failed
+
+    def _say(self, exc: Exception) -> None:
+        with self.lock:
+            if str(exc) in self.said:
+                return
+            self.said.add(str(exc))
+        print(f"slam review: {exc}", file=sys.stderr, flush=True)
 
 
 def _candidate_view(choice: str, pair: ReviewPair) -> str:

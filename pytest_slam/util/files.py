@@ -40,6 +40,12 @@ class WriteFailed(OSError, SlamError, kind="write"):
         super().__init__(cause.errno, cause.strerror or str(cause))
         self.path = Path(path)
 
+    @property
+    def known(self) -> bool:
+        """A full disk, a file-size limit or a read-only folder: an error whose fix this line
+        says (a caller with a better fix for anything else, a path that is no folder, says its)."""
+        return (self.errno or 0) in _FIXES
+
     def __str__(self) -> str:
         fix = _FIXES.get(self.errno or 0, "fix that and run again")
         return (

@@ -6,7 +6,11 @@ the same command does its work.
 
 from __future__ import annotations
 
+import json
+import random
 import re
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,6 +46,8 @@ COMMANDS = {
     "report merge -o": (
         ["report", "merge", "run.json", "-o", "out/m.json", "--unsigned"], "out/m.json",
         "out/m.json"),
+    "report render -o": (
+        ["report", "render", "run.json", "-o", "out/r.html"], "out/r.html", "out/r.html"),
     "golden promote (its journal)": (
         ["golden", "promote", "mini", "--report", "run.json"], ".slam/locks/__slam__.journal",
         "__slam__/gpt-4/test_product.json"),
@@ -121,3 +127,60 @@ def test_the_merge_driver_install_on_a_full_disk_keeps_gitattributes_whole(
     again = pytester.run(*SLAM, "golden", "merge-driver", "--install")
     assert again.ret == 0
     assert (pytester.path / ".gitattributes").read_text(encoding="utf-8").startswith(own)
+
+
+CALIBRATE = ["calibrate", "--labels", "labels.jsonl", "--scorers", "token_sort_ratio",
+             "--resamples", "100", "--min-count", "10"]  # fmt: skip
+OLD_PYPROJECT = '[tool.slam]\nreference = "openai:gpt-4"\n'
+
+
+@pytest.fixture
+def labelled(pytester: pytest.Pytester) -> pytest.Pytester:
+    """300 labelled pairs: a one-word paraphrase is acceptable, an unrelated answer is not."""
+    rng = random.Random(1)
+    words = [f"w{n}" for n in range(40)]
+    rows = []
+    for i in range(300):
+        ref = rng.sample(words, 10)
+        good = i % 2 == 0
+        cand = [*ref[:9], "x" + ref[9]] if good else [w[::-1] for w in rng.sample(words, 10)]
+        rows.append({"candidate": " ".join(cand), "reference": " ".join(ref), "label": good,
+                     "unit": str(i // 2)})  # fmt: skip
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    (pytester.path / "labels.jsonl").write_text(text, encoding="utf-8")
+    (pytester.path / "pyproject.toml").write_text(OLD_PYPROJECT, encoding="utf-8")
+    return pytester
+
+
+def _calibrate_full(root: Path) -> subprocess.CompletedProcess[str]:
+    return run_full([*SLAM, *CALIBRATE], root, limit=100)
+
+
+def _calibrate_read_only(root: Path) -> subprocess.CompletedProcess[str]:
+    return run_read_only([*SLAM, *CALIBRATE], root, [root])
+
+
+CALIBRATE_CASES = {"full disk": (_calibrate_full, TOO_LARGE), "read-only folder": (
+    _calibrate_read_only, READ_ONLY_FS)}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "case", ["full disk", pytest.param("read-only folder", marks=needs_read_only_mount)]
+)
+def test_a_calibration_table_that_cannot_be_written_is_one_line_and_pyproject_kept(
+    labelled: pytest.Pytester, case: str
+) -> None:
+    """``slam calibrate`` writes its table into pyproject.toml: on a full disk or in a read-only
+    folder it says the file, the error and the fix (not "pass a pyproject.toml you can write"),
+    exits 2, and leaves pyproject.toml as it was; with space the same command writes it."""
+    calibrate, error = CALIBRATE_CASES[case]
+    root = labelled.path
+    done = calibrate(root)
+    no_traceback(done)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.splitlines() == [f"slam calibrate: could not write pyproject.toml: {error}"]
+    assert (root / "pyproject.toml").read_text(encoding="utf-8") == OLD_PYPROJECT
+    assert [p.name for p in root.iterdir() if p.name.startswith(".")] in ([], [".slam"])
+    again = labelled.run(*SLAM, *CALIBRATE)
+    assert again.ret == 0, again.stderr.str()
+    assert "[tool.slam.equivalence]" in (root / "pyproject.toml").read_text(encoding="utf-8")

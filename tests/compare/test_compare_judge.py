@@ -12,6 +12,7 @@ from typing import Any
 
 import openai
 import pytest
+from patience import patient
 
 from pytest_slam.compare.judge import (
     TEMPLATE_VERSION,
@@ -29,7 +30,7 @@ REFERENCE = "The capital of France is Paris."
 
 def client_complete(base_url: str, model: str = "gpt-4-judge") -> Callable[[list[dict]], str]:
     """What the plugin passes: one chat completion to the judge model, text out."""
-    client = openai.OpenAI(base_url=base_url, api_key="test-key", max_retries=0, timeout=5)
+    client = openai.OpenAI(base_url=base_url, api_key="test-key", max_retries=0, timeout=patient(5))
 
     def complete(messages: list[dict]) -> str:
         response = client.chat.completions.create(model=model, messages=messages, temperature=0)

@@ -12,6 +12,7 @@ import statistics
 import urllib.request
 
 import pytest
+from patience import patient
 from slam_helpers import SHARED_DATA
 
 from pytest_slam.metrics.tokens import (
@@ -39,7 +40,7 @@ def _post(url: str, body: dict) -> dict:
     request = urllib.request.Request(
         url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
     )
-    with urllib.request.urlopen(request, timeout=60) as response:
+    with urllib.request.urlopen(request, timeout=patient(60)) as response:
         return json.loads(response.read())
 
 

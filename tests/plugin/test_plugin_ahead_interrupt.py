@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from patience import patient
 from plugin_golden_helpers import golden_files, run, write_project
 from slam_helpers import PRODUCT, wait_for
 
@@ -109,7 +110,7 @@ def _ctrl_c_twice(pytester: pytest.Pytester, held: FakeOpenAI, *args: str) -> tu
             proc.wait(timeout=0.3)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGINT)  # the impatient second press
-        out, _ = proc.communicate(timeout=120)
+        out, _ = proc.communicate(timeout=patient(120))
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -171,9 +171,10 @@ def test_a_client_trickling_its_request_is_cut_off_at_the_deadline(pytester) -> 
             (head, body),
             (b"G", b"ET / HTTP/1.1\r\nHost: x\r\n" + b"X: y\r\n" * 20),
         ):
-            said, after = trickle(address, first, rest, every_s=0.2, limit_s=8.0)
+            said, after = trickle(address, first, rest, every_s=0.2, limit_s=patient(8.0))
             assert said.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), said
-            assert 0.9 < after < 5.0  # cut off near the 1 s deadline, not when the client is done
+            # cut off near the 1 s deadline (later on a busy machine), before the client is done
+            assert 0.9 < after < min(patient(5.0), 0.2 * len(rest)), (after, len(rest))
         assert http(address)[0] == 200  # the server still serves
     assert not (project / REVIEW_FILE).exists()
 

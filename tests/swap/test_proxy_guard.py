@@ -115,7 +115,7 @@ def proxy(upstream: FakeOpenAI) -> Iterator[SwapProxy]:
 
 
 def get_status(proxy: SwapProxy, path: str) -> int:
-    with socket.create_connection(proxy.server_address, timeout=30) as sock:
+    with socket.create_connection(proxy.server_address, timeout=patient(30)) as sock:
         sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
         return int(sock.recv(65536).split()[1])
 
@@ -160,7 +160,7 @@ def test_another_users_process_is_refused_even_with_the_secret(
 def test_a_refused_upload_gets_its_401_and_goes_nowhere(
     proxy: SwapProxy, upstream: FakeOpenAI
 ) -> None:
-    conn = http.client.HTTPConnection(*proxy.server_address, timeout=60)
+    conn = http.client.HTTPConnection(*proxy.server_address, timeout=patient(60))
     conn.request("POST", "/v1/embeddings", body=b"x" * 1_000_000)  # no secret, a big body
     assert conn.getresponse().status == 401
     conn.close()

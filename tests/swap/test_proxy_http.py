@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import openai
 import pytest
+from patience import patient
 from slam_helpers import swap_proxy
 
 from pytest_slam.swap.proxy import SwapProxy
@@ -35,7 +36,7 @@ def proxy(upstream: FakeOpenAI) -> Iterator[SwapProxy]:
 
 def exchange(proxy: SwapProxy, data: bytes) -> bytes:
     """Send ``data`` on a fresh connection; everything the proxy says until it closes."""
-    with socket.create_connection(proxy.server_address, timeout=30) as sock:
+    with socket.create_connection(proxy.server_address, timeout=patient(30)) as sock:
         sock.sendall(data)
         out = b""
         while chunk := sock.recv(65536):
@@ -124,7 +125,7 @@ def test_a_chunked_body_is_read_whole_and_forwarded_once(
 def test_expect_100_continue_is_answered_before_the_body(
     proxy: SwapProxy, upstream: FakeOpenAI
 ) -> None:
-    with socket.create_connection(proxy.server_address, timeout=30) as sock:
+    with socket.create_connection(proxy.server_address, timeout=patient(30)) as sock:
         head = b"Content-Length: %d\r\nExpect: 100-continue\r\nConnection: close\r\n" % len(BODY)
         sock.sendall(post(proxy, head))
         assert sock.recv(100).startswith(b"HTTP/1.1 100 ")
@@ -145,7 +146,7 @@ def test_a_passthrough_stream_is_relayed_chunk_by_chunk(proxy: SwapProxy) -> Non
 
 
 def test_keep_alive_serves_requests_in_turn_on_one_connection(proxy: SwapProxy) -> None:
-    with socket.create_connection(proxy.server_address, timeout=30) as sock:
+    with socket.create_connection(proxy.server_address, timeout=patient(30)) as sock:
         for _ in range(3):
             sock.sendall(post(proxy, b"Content-Length: %d\r\n" % len(BODY), BODY))
             reply = sock.recv(65536)
@@ -189,7 +190,7 @@ def test_a_request_trickled_in_is_cut_off_at_its_deadline(upstream: FakeOpenAI, 
     with swap_proxy(upstream.base_url, idle_s=5.0, request_s=0.5) as proxy:
         head = post(proxy, b"Content-Length: %d\r\n" % len(BODY))
         sent, trickle = (b"", head + BODY) if part == "head" else (head, BODY)
-        with socket.create_connection(proxy.server_address, timeout=30) as sock:
+        with socket.create_connection(proxy.server_address, timeout=patient(30)) as sock:
             sock.sendall(sent)
             unsent = len(trickle)
             for byte in trickle:

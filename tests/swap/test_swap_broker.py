@@ -7,12 +7,14 @@ import threading
 import time
 from collections.abc import Callable
 
+from patience import patient
+
 from pytest_slam.swap.broker import Cancelled, Job, Server, waited
 
 
 def _until(condition: Callable[[], bool], what: str) -> None:
     """Wait for another thread to get somewhere (a guard against a hang, not a timing)."""
-    give_up = time.monotonic() + 60
+    give_up = time.monotonic() + patient(60)
     while not condition():
         assert time.monotonic() < give_up, f"never happened: {what}"
         time.sleep(0.01)

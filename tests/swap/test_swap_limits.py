@@ -16,6 +16,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 
 import pytest
+from patience import patient
 
 from pytest_slam.records import Call, ModelSpec
 from pytest_slam.swap.adaptive import INITIAL, START, Probe
@@ -28,7 +29,7 @@ BODY = {"model": "m", "messages": [{"role": "user", "content": "Capital of Franc
 
 def _until(condition: Callable[[], bool], what: str) -> None:
     """Wait for another thread to get somewhere (a guard against a hang, not a timing)."""
-    give_up = time.monotonic() + 60
+    give_up = time.monotonic() + patient(60)
     while not condition():
         assert time.monotonic() < give_up, f"never happened: {what}"
         time.sleep(0.005)
@@ -41,7 +42,7 @@ def _ask(fake: FakeOpenAI) -> Callable[[], ChatResult]:
             json.dumps(BODY).encode(),
             {"Content-Type": "application/json"},
         )
-        with urllib.request.urlopen(request, timeout=60) as response:
+        with urllib.request.urlopen(request, timeout=patient(60)) as response:
             answer = json.load(response)
         call = Call("m", "candidate", BODY, text=answer["choices"][0]["message"]["content"])
         return ChatResult(call, status=response.status)
@@ -71,7 +72,7 @@ def test_n_is_never_exceeded_at_the_server_the_test_s_own_call_included(slow: Fa
     _until(lambda: limiter.in_flight == 2, "two fetched calls in flight")
     result, in_flight = limiter.send(_ask(slow))  # the test's own call
     for thread in fetched:
-        thread.join(timeout=60)
+        thread.join(timeout=patient(60))
     assert result is not None and result.status == 200 and in_flight <= 2
     assert slow.peak_in_flight == 2 and limiter.peak == 2
     assert len(slow.requests) == 5
@@ -102,7 +103,7 @@ def test_the_running_test_s_call_is_served_before_fetched_calls_waiting() -> Non
     _until(lambda: limiter.waiting() == (1, 3), "the test's own call waiting")
     limiter.leave(200)
     for thread in [test, *waiting]:
-        thread.join(timeout=60)
+        thread.join(timeout=patient(60))
     assert order[0] == "own" and order.count("fetched") == 3
 
 
@@ -119,7 +120,7 @@ def test_a_managed_engine_keeps_a_place_for_the_running_test() -> None:
     assert limiter.enter() == 8  # the test's own call: the kept slot
     stop.set()
     for thread in threads:
-        thread.join(timeout=60)
+        thread.join(timeout=patient(60))
     assert limiter.peak == 8
 
 
@@ -209,7 +210,7 @@ def test_a_sampled_call_goes_alone_the_others_held_until_it_ends(slow: FakeOpenA
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=60)
+        thread.join(timeout=patient(60))
     alone = [r for r in results if r is not None and r.call.alone]
     assert len(results) == 12 and len(alone) == 4 == limiter.alone_sent  # the 1st, 4th, 8th, 12th
     assert slow.peak_in_flight <= 4
@@ -227,7 +228,7 @@ def test_a_test_s_own_call_is_never_held_back_behind_a_call_sent_alone() -> None
     sample: list[ChatResult | None] = []
 
     def hanging() -> ChatResult:
-        release.wait(timeout=60)
+        release.wait(timeout=patient(60))
         return ChatResult(Call("m", "candidate", BODY, text="Paris."))
 
     thread = threading.Thread(target=lambda: sample.append(limiter.send(hanging, stop)[0]))
@@ -236,6 +237,6 @@ def test_a_test_s_own_call_is_never_held_back_behind_a_call_sent_alone() -> None
     own, in_flight = limiter.send(lambda: ChatResult(Call("m", "candidate", BODY, text="Rome.")))
     assert own is not None and own.call.text == "Rome." and in_flight == 2  # beside the sample
     release.set()
-    thread.join(timeout=60)
+    thread.join(timeout=patient(60))
     assert sample and sample[0] is not None and not sample[0].call.alone
     assert not own.call.alone and limiter.alone_sent == 0

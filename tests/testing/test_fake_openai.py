@@ -253,7 +253,7 @@ def test_unknown_path_and_missing_parameter_are_openai_errors(fake: FakeOpenAI) 
 
 
 def test_invalid_json_is_a_400_and_the_connection_stays_usable(fake: FakeOpenAI) -> None:
-    conn = http.client.HTTPConnection("127.0.0.1", fake.port, timeout=5)
+    conn = http.client.HTTPConnection("127.0.0.1", fake.port, timeout=patient(5))
     try:
         conn.request("POST", "/v1/chat/completions", body=b"{not json", headers={"X": "1"})
         response = conn.getresponse()
@@ -274,7 +274,7 @@ def test_invalid_json_is_a_400_and_the_connection_stays_usable(fake: FakeOpenAI)
 def test_stop_frees_the_port_and_drops_open_connections() -> None:
     fake = FakeOpenAI(ANSWER).start()
     port = fake.port
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=patient(5))
     try:
         conn.request("GET", "/v1/models")
         assert conn.getresponse().read()
