@@ -101,6 +101,7 @@ class Place:
     round: int
     start: float
     company: bool = False  # a test's own call entered while it was alone: not a lone latency
+    waited: int = 0  # calls on the server that ended while it waited for this place
 
 
 @dataclass(eq=False)
@@ -117,6 +118,7 @@ class Limiter:
     peak: int = 0
     lowered: int = 0  # how often a refusal lowered the limit
     alone_sent: int = 0  # calls sent alone (the latency sample)
+    ended: int = 0  # calls that left their place (what a waiter's ``Place.waited`` counts)
     hold_until: float = 0.0
     probe: Probe = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -167,6 +169,7 @@ class Limiter:
 
     def _place(self, own: bool, stop: threading.Event | None, retry: bool = False) -> Place | None:
         with self._lock:
+            arrived = self.ended
             queue = self._own if own else self._fetched
             me = threading.Condition(self._lock)
             queue.append(me)
@@ -179,7 +182,7 @@ class Limiter:
                 alone = self.ceiling > 1 and not retry and self._sampled()
                 if alone and not self._drain(me, stop):
                     return None
-                return self._enter(alone)
+                return self._enter(alone, self.ended - arrived)
             finally:
                 if me in queue:
                     queue.remove(me)
@@ -218,10 +221,10 @@ class Limiter:
         self._drainer = None
         return True
 
-    def _enter(self, alone: bool) -> Place:
+    def _enter(self, alone: bool, waited: int = 0) -> Place:
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
-        place = Place(self.in_flight, alone, self.probe.round, time.monotonic())
+        place = Place(self.in_flight, alone, self.probe.round, time.monotonic(), waited=waited)
         if alone:
             self._solo = place
         elif self._solo is not None:
@@ -265,6 +268,7 @@ class Limiter:
         with self._lock:
             busy = bool(self._own or self._fetched)
             self.in_flight -= 1
+            self.ended += 1
             if place is not None and place.alone:
                 self._alone, self._solo = False, None
                 self.alone_sent += not place.company
@@ -322,6 +326,7 @@ class Limiter:
             finally:
                 self.leave(status, hold, tokens=tokens, place=place)
             result.call.alone = place.alone and not place.company and status < 400
+            result.call.waited_for = place.waited
             if result.status != RATE_LIMITED or attempt == THROTTLE_RETRIES:
                 return result, place.in_flight
             if not self._waited(hold_of(hold), stop, deadline):
