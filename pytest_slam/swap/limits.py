@@ -48,6 +48,10 @@ RATE_LIMITED = 429  # not the model's answer but the load this run made: asked a
 THROTTLE_RETRIES = 8
 BACKOFF_S = 1.0  # a refusal's hold without a usable Retry-After
 MAX_HOLD_S = 30.0  # a Retry-After above it is taken for a mistake: the default backoff
+# A sample a test's own call came beside is sent again (at most this often in a run): the first
+# call of a run fetched ahead is the sample, and the first test's own call often came beside it,
+# which left a run of 200 cases without a single lone latency (issue 49)
+RESAMPLES = 3
 WAIT_S = 0.5  # a waiter looks at its stop event this often (a guard, not the wake-up)
 
 
@@ -154,6 +158,8 @@ class Limiter:
     _own: Line = field(default_factory=Line)  # first come, first served
     _fetched: Line = field(default_factory=Line)  # in test order
     _granted: int = 0
+    _owed: int = 0  # samples owed: sent alone, a test's own call came beside them
+    _resent: int = 0
     _alone: bool = False  # a call sent alone is draining the others or in flight
     _drainer: threading.Condition | None = None
     _solo: Place | None = None  # the call sent alone, while it is in flight
@@ -239,6 +245,9 @@ class Limiter:
 
     def _sampled(self) -> bool:
         self._granted += 1
+        if self._owed and self.sample.first:
+            self._owed -= 1
+            return True
         return self.sample.takes(self._granted)
 
     def _drain(self, me: threading.Condition, stop: threading.Event | None) -> bool:
@@ -304,6 +313,8 @@ class Limiter:
             if place is not None and place.alone:
                 self._alone, self._solo = False, None
                 self.alone_sent += not place.company
+                if place.company and self._resent < RESAMPLES:  # the next call goes alone
+                    self._owed, self._resent = self._owed + 1, self._resent + 1
                 self.probe.next_round()  # the drain is no measure of the server
             if status in THROTTLE_STATUSES:
                 line = self._throttle(status, hold_s)
