@@ -190,6 +190,10 @@ class Call(Record):
     # sample a user meets); the report's percentiles read these where there are any
     alone: bool = False
     fetched_ahead: bool = False  # sent before its test asked (swap/ahead.py), then claimed by it
+    # How many calls on its server ended while this one waited for a place under the model's
+    # concurrency (swap/limits.py): 0, sent at once. A running test's own call on a managed engine
+    # waits for none of the calls fetched ahead (a slot is kept for it). None: not counted.
+    waited_for: int | None = None
     # answered from the opt-in answer cache (swap/cache.py): its timings are those of the run
     # that first asked it, not this run's
     cached: bool = False

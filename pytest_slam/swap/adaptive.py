@@ -8,7 +8,11 @@ refused. So the limit is measured, as TCP Vegas and Netflix's concurrency-limits
 
 - **Slow start.** The first places open one by one (8, then one more per answer, to 16 within the
   first round trip), so a server capped below 16 refuses one or two calls, not eight at once.
-- **A throughput gradient.** Past 16, the limit rises by a quarter while the server's throughput
+  Its answers are the first round (at the calls in flight they were sent with, 12 or so), so
+  the first rise comes at 16, not a round of answers later.
+- **A throughput gradient.** Past 16, the limit doubles while each rise pays in proportion (the
+  throughput grew by at least half what the places added could give: a server with room, as a
+  batching engine under its batch), then rises by a quarter while the server's throughput
   rises by at least ``GAIN`` from one round to the next, each round measured only on calls sent
   at that limit and only while calls were waiting for a place (a run that cannot fill its places
   says nothing about the server). The throughput of a round is Little's law over its calls: the
@@ -33,7 +37,8 @@ START = 8  # the places opened first (slow start), up to ``INITIAL``
 INITIAL = 16  # the default limit after the first round trip (Inspect keeps 10)
 TOP = 64  # the most the adaptive limit reaches (a user's own setting may go to 512)
 GAIN = 1.05  # a rise that raised the throughput by less than this stops the climb
-STEP = 1.25  # each rise, at least one place more
+STEP = 1.25  # each rise once one did not pay in proportion, at least one place more
+DOUBLE = 2.0  # each rise while every rise paid in proportion (TCP's slow start goes on)
 MIN_ROUND = 8  # answers a round needs, and at least the limit's worth
 BUSY = 0.75  # share of a round's answers that must have found calls waiting for a place
 
@@ -54,6 +59,7 @@ class Probe:
     _pace: float = 0.0  # the round's seconds per token, summed over its calls
     _flight: float = 0.0  # the calls in flight when each was sent, summed
     _best: tuple[int, float] | None = None  # (limit, throughput) of the best round
+    _doubling: bool = True  # every rise so far paid in proportion to the places it added
 
     def __post_init__(self) -> None:
         if self.adaptive:
@@ -69,32 +75,44 @@ class Probe:
         (per call where none are reported)."""
         if not self.adaptive or self.settled:
             return
-        if self.limit < min(INITIAL, self.top, self.cap or self.top):
-            self.limit += 1  # slow start: one more place per answer
-            self.next_round()
-            return
-        if sent_in != self.round:
+        starting = self.limit < min(INITIAL, self.top, self.cap or self.top)
+        if not starting and sent_in != self.round:
             return
         self._count += 1
         self._busy += busy
         self._pace += pace
         self._flight += in_flight
-        if self._count >= max(MIN_ROUND, self.limit // 2):
-            self._end_round()
+        if starting:
+            self.limit += 1  # slow start: one more place per answer
+            if self.limit < min(INITIAL, self._most()):
+                return
+            if self._count < START // 2:  # a sample sent alone restarted it: rounds from 16
+                self.next_round()
+                return
+            self._end_round(max(START, round(self._flight / self._count)))  # its first round
+        elif self._count >= max(MIN_ROUND, self.limit // 2):
+            self._end_round(self.limit)
 
-    def _end_round(self) -> None:
+    def _end_round(self, at: int) -> None:
+        """A round's answers, sent with ``at`` calls in flight, are in: rise, or settle."""
         if self._busy < BUSY * self._count or self._pace <= 0:
             self.next_round()  # the run did not fill its places: nothing learnt
             return
         rate = self._flight / self._pace  # Little: in flight / seconds per token
         best = self._best
         if best is None or rate >= best[1] * GAIN:
-            self._best = (self.limit, rate)
-            raised = min(max(self.limit + 1, round(self.limit * STEP)), self._most())
+            # 16 -> 20 -> 25 -> 31 took a batching engine four rounds of answers of 2 to 6 s,
+            # most of a 200-case run, at a mean batch of 21 of 32 (issue 49): while a rise pays
+            # at least half of what its places could add, the next doubles
+            if best is not None and rate < best[1] * (1 + (at / best[0] - 1) / 2):
+                self._doubling = False
+            self._best = (at, rate)
+            step = DOUBLE if self._doubling else STEP
+            raised = min(max(self.limit + 1, round(self.limit * step)), self._most())
             if raised == self.limit:
                 self._settle(f"at its most ({self.limit})")
             else:
-                self.why = f"rising: {rate:.3g}/s at {self.limit}"
+                self.why = f"rising: {rate:.3g}/s at {at}"
                 self.limit = raised
         else:
             tried, self.limit = self.limit, best[0]

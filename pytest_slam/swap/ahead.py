@@ -275,7 +275,9 @@ class CandidateQueue(Fetches):
 
         token = FLIGHT_LABEL.set(f"fetched ahead for {planned.nodeid}")
         try:
-            result, in_flight = self.limiter.send(send, job.stop)
+            # in its test's order: a conversation's next turn, queued once its earlier answer
+            # came, goes before later tests' calls waiting for a place since
+            result, in_flight = self.limiter.send(send, job.stop, order=planned.order)
         finally:
             FLIGHT_LABEL.reset(token)
         if result is not None and self.cache is not None:

@@ -21,7 +21,8 @@ The limiter never writes to the terminal while it holds its lock.
 
 from __future__ import annotations
 
-import collections
+import bisect
+import itertools
 import math
 import threading
 import time
@@ -47,6 +48,10 @@ RATE_LIMITED = 429  # not the model's answer but the load this run made: asked a
 THROTTLE_RETRIES = 8
 BACKOFF_S = 1.0  # a refusal's hold without a usable Retry-After
 MAX_HOLD_S = 30.0  # a Retry-After above it is taken for a mistake: the default backoff
+# A sample a test's own call came beside is sent again (at most this often in a run): the first
+# call of a run fetched ahead is the sample, and the first test's own call often came beside it,
+# which left a run of 200 cases without a single lone latency (issue 49)
+RESAMPLES = 3
 WAIT_S = 0.5  # a waiter looks at its stop event this often (a guard, not the wake-up)
 
 
@@ -70,6 +75,12 @@ def adapts(spec: ModelSpec, override: int | None, run_default: int | None) -> bo
     """Whether the model's limit is found rather than set: an endpoint nobody gave a number."""
     explicit = (override, spec.concurrency, run_default)
     return all(value is None for value in explicit) and not needs_engine(spec)
+
+
+def ceiling_of(spec: ModelSpec) -> int:
+    """The most calls in flight a resolved model may reach: its concurrency, or the adaptive
+    limit's top (what its limiter, its broker's window and the plan of the run are sized by)."""
+    return TOP if spec.adaptive else spec.concurrency or 1
 
 
 def hold_of(hold_s: float | None) -> float:
@@ -101,6 +112,29 @@ class Place:
     round: int
     start: float
     company: bool = False  # a test's own call entered while it was alone: not a lone latency
+    waited: int = 0  # calls on the server that ended while it waited for this place
+
+
+class Line:
+    """Calls waiting for a place, in the order they enter: by ``order`` (a fetched call's test's
+    place in the run), then by arrival. A conversation's next turn, foreseen once its earlier
+    answer came, joins after later tests' calls already waiting and still goes first."""
+
+    def __init__(self) -> None:
+        self._waiting: list[tuple[int, int, threading.Condition]] = []
+        self._arrival = itertools.count()
+
+    def join(self, me: threading.Condition, order: int) -> None:
+        bisect.insort(self._waiting, (order, next(self._arrival), me))
+
+    def first(self) -> threading.Condition | None:
+        return self._waiting[0][2] if self._waiting else None
+
+    def leave(self, me: threading.Condition) -> None:
+        self._waiting = [w for w in self._waiting if w[2] is not me]
+
+    def __len__(self) -> int:
+        return len(self._waiting)
 
 
 @dataclass(eq=False)
@@ -117,12 +151,15 @@ class Limiter:
     peak: int = 0
     lowered: int = 0  # how often a refusal lowered the limit
     alone_sent: int = 0  # calls sent alone (the latency sample)
+    ended: int = 0  # calls that left their place (what a waiter's ``Place.waited`` counts)
     hold_until: float = 0.0
     probe: Probe = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _own: collections.deque[threading.Condition] = field(default_factory=collections.deque)
-    _fetched: collections.deque[threading.Condition] = field(default_factory=collections.deque)
+    _own: Line = field(default_factory=Line)  # first come, first served
+    _fetched: Line = field(default_factory=Line)  # in test order
     _granted: int = 0
+    _owed: int = 0  # samples owed: sent alone, a test's own call came beside them
+    _resent: int = 0
     _alone: bool = False  # a call sent alone is draining the others or in flight
     _drainer: threading.Condition | None = None
     _solo: Place | None = None  # the call sent alone, while it is in flight
@@ -142,7 +179,7 @@ class Limiter:
         """The limiter of a resolved model (run/start/startup.py set its ``concurrency`` and whether
         it adapts): an adaptive one may rise to ``TOP``; an engine keeps a place for a test."""
         adaptive = bool(spec.adaptive)
-        ceiling = TOP if adaptive else spec.concurrency or 1
+        ceiling = ceiling_of(spec)
         return cls(spec.name, ceiling, say, adaptive, needs_engine(spec), sample or Sample())
 
     @property
@@ -152,10 +189,11 @@ class Limiter:
 
     # -- places ------------------------------------------------------------------------------
 
-    def acquire(self, stop: threading.Event) -> int | None:
+    def acquire(self, stop: threading.Event, order: int = 0) -> int | None:
         """A place for a fetched call: waits for one (behind every test's own call, past any
-        hold); returns the calls in flight with it, or None once ``stop`` is set."""
-        place = self._place(False, stop)
+        hold, and behind the fetched calls of tests before ``order``); returns the calls in
+        flight with it, or None once ``stop`` is set."""
+        place = self._place(False, stop, order=order)
         return None if place is None else place.in_flight
 
     def enter(self) -> int:
@@ -165,24 +203,26 @@ class Limiter:
         assert place is not None  # only a stop event ends a wait
         return place.in_flight
 
-    def _place(self, own: bool, stop: threading.Event | None, retry: bool = False) -> Place | None:
+    def _place(
+        self, own: bool, stop: threading.Event | None, retry: bool = False, order: int = 0
+    ) -> Place | None:
         with self._lock:
+            arrived = self.ended
             queue = self._own if own else self._fetched
             me = threading.Condition(self._lock)
-            queue.append(me)
+            queue.join(me, 0 if own else order)
             try:
-                while queue[0] is not me or not self._room(own):
+                while queue.first() is not me or not self._room(own):
                     if stop is not None and stop.is_set():
                         return None
                     me.wait(self._timeout(own))
-                queue.popleft()
+                queue.leave(me)
                 alone = self.ceiling > 1 and not retry and self._sampled()
                 if alone and not self._drain(me, stop):
                     return None
-                return self._enter(alone)
+                return self._enter(alone, self.ended - arrived)
             finally:
-                if me in queue:
-                    queue.remove(me)
+                queue.leave(me)
                 self._wake()
 
     def _room(self, own: bool) -> bool:
@@ -205,6 +245,9 @@ class Limiter:
 
     def _sampled(self) -> bool:
         self._granted += 1
+        if self._owed and self.sample.first:
+            self._owed -= 1
+            return True
         return self.sample.takes(self._granted)
 
     def _drain(self, me: threading.Condition, stop: threading.Event | None) -> bool:
@@ -218,10 +261,10 @@ class Limiter:
         self._drainer = None
         return True
 
-    def _enter(self, alone: bool) -> Place:
+    def _enter(self, alone: bool, waited: int = 0) -> Place:
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
-        place = Place(self.in_flight, alone, self.probe.round, time.monotonic())
+        place = Place(self.in_flight, alone, self.probe.round, time.monotonic(), waited=waited)
         if alone:
             self._solo = place
         elif self._solo is not None:
@@ -231,13 +274,14 @@ class Limiter:
 
     def _wake(self) -> None:
         """Wake the one waiter a free place is for: a test's own call first (the lock held)."""
-        if self._own and self._room(True):
-            self._own[0].notify()
+        own, fetched = self._own.first(), self._fetched.first()
+        if own is not None and self._room(True):
+            own.notify()
         elif self._alone:
             if self._drainer is not None and not self.in_flight:
                 self._drainer.notify()
-        elif self._fetched and self._room(False):
-            self._fetched[0].notify()
+        elif fetched is not None and self._room(False):
+            fetched.notify()
 
     def waiting(self) -> tuple[int, int]:
         """Calls waiting for a place: the tests' own, and fetched ones."""
@@ -265,9 +309,12 @@ class Limiter:
         with self._lock:
             busy = bool(self._own or self._fetched)
             self.in_flight -= 1
+            self.ended += 1
             if place is not None and place.alone:
                 self._alone, self._solo = False, None
                 self.alone_sent += not place.company
+                if place.company and self._resent < RESAMPLES:  # the next call goes alone
+                    self._owed, self._resent = self._owed + 1, self._resent + 1
                 self.probe.next_round()  # the drain is no measure of the server
             if status in THROTTLE_STATUSES:
                 line = self._throttle(status, hold_s)
@@ -304,14 +351,16 @@ class Limiter:
         send: Callable[[], ChatResult],
         stop: threading.Event | None = None,
         deadline: float | None = None,
+        order: int = 0,
     ) -> tuple[ChatResult | None, int]:
-        """One call under this limit, fetched (``stop``: behind the tests' own calls) or a test's
-        own (first in line), the same way: counted in flight, marked when it went alone, and
-        asked again after a 429 once the hold it set has passed (a test's own call never waits
-        past its caller's ``deadline``, a perf_counter moment). Returns the result (None:
-        stopped first) and the calls in flight with the try that gave it."""
+        """One call under this limit, fetched (``stop``: behind the tests' own calls and the
+        fetched calls of tests before ``order``) or a test's own (first in line), the same way:
+        counted in flight, marked when it went alone, and asked again after a 429 once the hold
+        it set has passed (a test's own call never waits past its caller's ``deadline``, a
+        perf_counter moment). Returns the result (None: stopped first) and the calls in flight
+        with the try that gave it."""
         for attempt in range(THROTTLE_RETRIES + 1):
-            place = self._place(stop is None, stop, retry=attempt > 0)  # a retry is never alone
+            place = self._place(stop is None, stop, attempt > 0, order)  # a retry never alone
             if place is None:
                 return None, 0
             status, hold, tokens = 502, None, None
@@ -322,6 +371,7 @@ class Limiter:
             finally:
                 self.leave(status, hold, tokens=tokens, place=place)
             result.call.alone = place.alone and not place.company and status < 400
+            result.call.waited_for = place.waited
             if result.status != RATE_LIMITED or attempt == THROTTLE_RETRIES:
                 return result, place.in_flight
             if not self._waited(hold_of(hold), stop, deadline):

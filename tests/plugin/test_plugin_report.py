@@ -35,7 +35,7 @@ BAD = "Sorry, I am unable to help with this request today."
 TIMING = {"generated_at", "started", "finished", "duration_s", "started_at", "distributions",
           "digest",  # the digest (seal.py) is of the outcomes, timings included
           # the concurrency a call met: which answers were fetched ahead, how many were in flight
-          "fetched_ahead", "in_flight", "in_flight_p50", "in_flight_max",
+          "fetched_ahead", "in_flight", "in_flight_p50", "in_flight_max", "waited_for",
           # which calls were sent alone: each worker's limiter sends its own first call alone
           "alone", "latency_alone", "latency_samples"}  # fmt: skip
 

@@ -29,7 +29,7 @@ PINNED = Path(__file__).parents[1] / "data" / "pinned_report.json"
 VARIES = re.compile(
     r"(_ms|_s|_cv|_at|^started|^finished|^generated_at|tokens_per_s|^distributions|_version"
     r"|^energy.*|^elapsed.*|^duration.*|^ts|^timestamp|^when|^gpu_telemetry|^digest"
-    r"|^in_flight.*|^fetched_ahead)$"
+    r"|^in_flight.*|^waited_for|^fetched_ahead)$"
 )
 
 PRODUCT = """

@@ -19,6 +19,7 @@ from pytest_slam.swap.chat import ChatResult, Target
 from pytest_slam.swap.limits import Limiter
 from pytest_slam.swap.request import Request
 from pytest_slam.swap.router import candidate_forward
+from pytest_slam.swap.targets import Targets
 from pytest_slam.testing.fake_openai import FakeOpenAI
 
 BODY = {"model": "gpt-4", "messages": [{"role": "user", "content": "Capital of France?"}]}
@@ -202,8 +203,6 @@ def test_a_follow_up_is_queued_after_an_answer_for_the_same_model() -> None:
 def test_requests_queued_one_by_one_are_sent_to_the_replicas_in_turn() -> None:
     """Building a request's body picks no replica: queued and fetched one after the other (as a
     worker plans its tests a few at a time), the fetches still go to the replicas in turn."""
-    from pytest_slam.swap.targets import Targets
-
     with FakeOpenAI("Paris.") as one, FakeOpenAI("Paris.") as two:
         spec = ModelSpec("mini", "openai", "gpt-4o-mini", base_urls=[one.base_url, two.base_url])
         queue = CandidateQueue(
@@ -254,3 +253,39 @@ def test_the_request_a_fetched_answer_foresees_is_queued_unless_its_test_took_th
     assert foreseen.result.call.text == "answer to after free"
     assert (slow.claimant, "after slow") not in queue.by_test  # never queued
     assert queue.fetched == 3
+
+
+def test_a_follow_up_goes_before_later_tests_calls_waiting_for_a_place() -> None:
+    """A conversation's next turn (``Planned.follow_up``), queued once its test's first answer
+    came, is sent in its test's order: before the later tests' calls that were already waiting
+    for a place under the limit (before, those waited first come, first served, and the running
+    test's next turn went after every one of them)."""
+    with FakeOpenAI(lambda req: "Paris.", latency_s=0.3) as mini:
+        spec = ModelSpec("mini", "openai", "gpt-4o-mini", base_urls=[mini.base_url])
+        limiter, held = Limiter("mini", 4), threading.Event()
+        for _ in range(3):  # three of the four places taken: one left for the fetches
+            limiter.acquire(held)
+        queue = CandidateQueue(spec, limiter, Targets().candidate, candidate_forward(None))
+
+        def next_turn(planned: Planned) -> Planned:
+            return Planned(planned.nodeid, "mini", "k2", _asking("next turn"), None, planned.order)
+
+        first = Planned("tests/test_a.py::test_0[mini]", "mini", "k1", _asking("q0"), None, 0,
+                        follow_up=next_turn)  # fmt: skip
+        later = [
+            Planned(f"tests/test_a.py::test_{n}[mini]", "mini", "k1", _asking(f"q{n}"), None, n)
+            for n in range(1, 6)
+        ]
+        try:
+            for planned in [first, *later]:
+                queue.add(planned)
+            _until(lambda: queue.fetched == 7, "every request and the next turn fetched")
+        finally:
+            queue.close()
+    asked = [r.json["messages"][-1]["content"] for r in mini.requests if r.json]
+    # q0, then the next turn (or the one call that took the free place while q0's answer came)
+    assert asked.index("next turn") <= 2, asked
+
+
+def _asking(content: str) -> dict[str, object]:
+    return {"model": "gpt-4", "messages": [{"role": "user", "content": content}]}

@@ -170,7 +170,7 @@ def test_the_adaptive_limit_starts_slow_reaches_16_and_rises_while_throughput_ri
     assert probe.limit == START
     while probe.limit < INITIAL:
         probe.answered(probe.round, True, 0.02, probe.limit)
-    assert probe.limit == INITIAL and not probe.settled
+    assert probe.limit == 2 * INITIAL and not probe.settled  # slow start's answers paid: doubled
     for _ in range(40):
         limit, sent = probe.limit, probe.round
         for _ in range(limit):
@@ -179,6 +179,34 @@ def test_the_adaptive_limit_starts_slow_reaches_16_and_rises_while_throughput_ri
             break
     assert probe.settled and 28 <= probe.limit <= 40, probe.why  # at the batch, not past it
     assert "throughput stopped rising" in probe.why
+
+
+def _climb(pace_at: Callable[[int], float]) -> tuple[list[int], Probe]:
+    """The limits an adaptive probe goes through, round by round, on a server whose seconds per
+    token at ``n`` in flight are ``pace_at(n)``, until it settles."""
+    probe = Probe(64, adaptive=True)
+    while probe.limit < INITIAL:
+        probe.answered(probe.round, True, pace_at(probe.limit), probe.limit)
+    limits = [probe.limit]
+    while not probe.settled and len(limits) < 20:
+        limit, sent = probe.limit, probe.round
+        for _ in range(limit):
+            probe.answered(sent, True, pace_at(limit), limit)
+        limits.append(probe.limit)
+    return limits, probe
+
+
+def test_the_limit_doubles_while_each_rise_pays_in_proportion() -> None:
+    """A batching engine of 32 a step has room under its batch: each rise pays in proportion, so
+    the limit doubles, and with slow start's answers as its first round it is at the batch when
+    slow start ends (before: 16 -> 20 -> 25 -> 31, four rounds of answers of 2 to 6 s after it,
+    most of a 200-case run, at a mean batch of 21 of 32), then settles there. A server 10% slower
+    per call in flight, whose first rise paid less than half of what its places could add,
+    rises a quarter at a time after it."""
+    limits, probe = _climb(lambda n: 0.02 * max(1.0, n / 32))
+    assert limits == [32, 64, 32] and probe.settled, probe.why
+    limits, probe = _climb(lambda n: 0.03 * (1 + 0.1 * (n - 1)))
+    assert limits[:2] == [32, 40] and probe.settled and probe.limit == 32, probe.why
 
 
 def test_a_run_that_does_not_fill_its_places_teaches_the_limit_nothing() -> None:
@@ -240,3 +268,7 @@ def test_a_test_s_own_call_is_never_held_back_behind_a_call_sent_alone() -> None
     thread.join(timeout=patient(60))
     assert sample and sample[0] is not None and not sample[0].call.alone
     assert not own.call.alone and limiter.alone_sent == 0
+    # the sample is sent again: the next call goes alone (before, a run whose first test's call
+    # came beside its one sample had no lone latency at all)
+    again, in_flight = limiter.send(lambda: ChatResult(Call("m", "candidate", BODY)), stop)
+    assert again is not None and again.call.alone and limiter.alone_sent == 1

@@ -110,13 +110,16 @@ class TestEntry:
         """The run's planner, made at its first test; the run's judge pairs are asked ahead too
         where candidates' answers are (run/test/judge_ahead.py)."""
         from pytest_slam.run.test.fetching import Planner, budget
+        from pytest_slam.swap.limits import ceiling_of
 
         self.order = {id(it): i for i, it in enumerate(items)}
         cap = (self.settings.cap_factor, self.settings.cap_margin)
         assert swap.store is not None  # fetch_ahead's guard
         self.planner = Planner(swap.store, self.specs, self.settings.repeat, cap)
         models = [*self.specs.values(), *([swap.reference.spec] if swap.reference else [])]
-        self.planner.budget = budget(spec.concurrency or 1 for spec in models)
+        # an adaptive limit may climb to its top: planned as far ahead as the broker's window
+        # (sized at 16, the window held a climbing limit at 21 in flight of its 31: issue 49)
+        self.planner.budget = budget(ceiling_of(spec) for spec in models)
         if swap.router.ahead is not None:
             from pytest_slam.run.test import judge_ahead
 
