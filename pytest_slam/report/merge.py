@@ -29,6 +29,7 @@ import os
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pytest_slam.errors import SlamError
 from pytest_slam.metrics.budget import SessionBudget
@@ -58,6 +59,7 @@ from pytest_slam.report.jsonreport import (
 )
 from pytest_slam.report.seal import KEY_ENV, KEY_FILE_ENV, Seal, verified
 from pytest_slam.report.visits import Visits, VisitsFold
+from pytest_slam.util.files import writing
 from pytest_slam.util.gcpause import gc_paused
 
 # Settings a shard may set for itself: the candidates it ran and where it wrote its reports.
@@ -210,8 +212,10 @@ def _read_shard(path: str, index: int, trust: Trust, owners: _Owners) -> tuple[S
             )
         wrong = head_error(streamed.head_text)
         if wrong is not None:
-            raise ReportError(f"{path} is not a report as pytest-slam writes it ({wrong}); "
-                              "pass the file written by --slm-report, unchanged")  # fmt: skip
+            raise ReportError(
+                f"{path} is not a report as pytest-slam writes it ({wrong}); "
+                "pass the file written by --slm-report, unchanged"
+            )
         visits = Visits.from_dict(head["visits"])
         verdict = Verdict.from_dict({**head, "tests": [], "models": [], "reference": None})
         shard = _read_outcomes(path, index, streamed, visits, owners)
@@ -262,12 +266,16 @@ def _read_outcomes(
         data = read_value(streamed.path, line)
         seal.add(json.dumps(data, allow_nan=False))
         if not isinstance(data, dict):
-            raise ReportError(f"{path} is not a report as pytest-slam writes it (an outcome "
-                              "that is not an object); pass the file --slm-report wrote")  # fmt: skip
+            raise ReportError(
+                f"{path} is not a report as pytest-slam writes it (an outcome "
+                "that is not an object); pass the file --slm-report wrote"
+            )
         wrong = outcome_error(line)
         if wrong is not None:
-            raise ReportError(f"{path} is not a report as pytest-slam writes it ({wrong}); "
-                              "pass the file written by --slm-report, unchanged")  # fmt: skip
+            raise ReportError(
+                f"{path} is not a report as pytest-slam writes it ({wrong}); "
+                "pass the file written by --slm-report, unchanged"
+            )
         if data.get("outcome") == ENGINE:
             engine = Outcome.from_dict(data)
             if index:
@@ -357,22 +365,28 @@ class MergedOutcomes(Iterable[Outcome]):
 class Spool(Iterable[str]):
     """The merged outcomes' lines (``json.dumps`` of each ``as_dict``, as ``write_json`` writes
     them), in a temporary file as the fold reads them: the report is written from it, so the
-    shards are not read and parsed a third time. Read again from its start at each iteration."""
+    shards are not read and parsed a third time. Read again from its start at each iteration.
+    A full temporary folder is ``WriteFailed`` naming that folder (the merge's own output is not
+    written yet, so nothing was changed)."""
 
     def __init__(self) -> None:
-        self._file = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115 (held by Merged)
+        self._folder = Path(tempfile.gettempdir())
+        with writing(self._folder):
+            self._file = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115 (held by Merged)
 
     def kept(self, outcomes: Iterable[Outcome]) -> Iterator[tuple[Outcome, dict[str, JSON]]]:
         """Each outcome with its ``as_dict``, its line spooled first."""
         write = self._file.write
         for outcome in outcomes:
             data = outcome.as_dict()
-            write(json.dumps(data, allow_nan=False))
-            write("\n")
+            with writing(self._folder):
+                write(json.dumps(data, allow_nan=False))
+                write("\n")
             yield outcome, data
 
     def __iter__(self) -> Iterator[str]:
-        self._file.flush()
+        with writing(self._folder):
+            self._file.flush()
         self._file.seek(0)
         return (line[:-1] for line in self._file)
 

@@ -35,12 +35,21 @@ RUN = "synthetic-run"
 
 def run_info() -> RunInfo:
     """The run every shard and the whole run share (the merge's own settings: no report path)."""
-    return RunInfo.from_dict({
-        "models": [{"name": m} for m in MODELS], "reference": "gpt-4o",
-        "settings": {"gate": GATE, "reference": "openai:gpt-4o", "models": list(MODELS),
-                     "report": None, "html": None},
-        "started": "2026-12-01T10:00:00Z", "finished": "2026-12-01T10:30:00Z",
-    })  # fmt: skip
+    return RunInfo.from_dict(
+        {
+            "models": [{"name": m} for m in MODELS],
+            "reference": "gpt-4o",
+            "settings": {
+                "gate": GATE,
+                "reference": "openai:gpt-4o",
+                "models": list(MODELS),
+                "report": None,
+                "html": None,
+            },
+            "started": "2026-12-01T10:00:00Z",
+            "finished": "2026-12-01T10:30:00Z",
+        }
+    )
 
 
 @functools.cache
@@ -75,23 +84,56 @@ def case_outcomes(case: int, words: tuple[int, int] = (15, 60), seed: int = 7) -
         score = max(0.0, min(1.0, 1 - change + rng.uniform(-0.15, 0.15)))
         failed = case % FAILS[model] == 0
         errored = case % 400 == 7 and model == "smollm2-135m"
-        call = Call(model=model, role="candidate", request={"model": "gpt-4o", "messages": [
-                        {"role": "user", "content": f"Case {case}: answer in a sentence."}]},
-                    text=" ".join(cand) + ".", prompt_tokens=200 + len(ref),
-                    completion_tokens=len(cand), ttft_ms=rng.uniform(20, 400),
-                    e2e_ms=rng.uniform(200, 4000), cost_usd=1e-5 * len(cand), key=key)  # fmt: skip
+        call = Call(
+            model=model,
+            role="candidate",
+            request={
+                "model": "gpt-4o",
+                "messages": [{"role": "user", "content": f"Case {case}: answer in a sentence."}],
+            },
+            text=" ".join(cand) + ".",
+            prompt_tokens=200 + len(ref),
+            completion_tokens=len(cand),
+            ttft_ms=rng.uniform(20, 400),
+            e2e_ms=rng.uniform(200, 4000),
+            cost_usd=1e-5 * len(cand),
+            key=key,
+        )
         verdict = "equivalent" if score >= 0.8 else "different" if score < 0.6 else "undecided"
-        pair = Pair(call_index=0, key=key, golden_file=f"__slam__/{module}.json",
-                    reference_text=reference, reference_model="gpt-4o-2024-08-06",
-                    reference_e2e_ms=1500.0, reference_ttft_ms=300.0,
-                    reference_cost_usd=4e-5 * len(ref),
-                    scores=[Score("embedding", score, threshold=0.8, fail_below=0.6,
-                                  verdict=verdict, decided_by="bands")])  # fmt: skip
+        pair = Pair(
+            call_index=0,
+            key=key,
+            golden_file=f"__slam__/{module}.json",
+            reference_text=reference,
+            reference_model="gpt-4o-2024-08-06",
+            reference_e2e_ms=1500.0,
+            reference_ttft_ms=300.0,
+            reference_cost_usd=4e-5 * len(ref),
+            scores=[
+                Score(
+                    "embedding",
+                    score,
+                    threshold=0.8,
+                    fail_below=0.6,
+                    verdict=verdict,
+                    decided_by="bands",
+                )
+            ],
+        )
         result = "error" if errored else "failed" if failed else "passed"
         message = "AssertionError: the answer misses the order number" if failed else None
-        out.append(Outcome(nodeid=node_id(case, model), test=_test(case), model=model,
-                           outcome=result, duration_s=0.5, calls=[call], pairs=[pair],
-                           message=message))  # fmt: skip
+        out.append(
+            Outcome(
+                nodeid=node_id(case, model),
+                test=_test(case),
+                model=model,
+                outcome=result,
+                duration_s=0.5,
+                calls=[call],
+                pairs=[pair],
+                message=message,
+            )
+        )
     return out
 
 
