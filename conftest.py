@@ -118,3 +118,15 @@ def _no_outer_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
     # --slm-with-candidates does; the tests of a reference-only recording (the default a user
     # gets: tests/plugin/test_plugin_record_reference_only.py) delete it.
     monkeypatch.setenv("SLAM_WITH_CANDIDATES", "1")
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytester, its inner runs without pytest-rerunfailures (its own test loads it again).
+
+    That plugin opens a listening socket and a thread in every pytest run that has xdist and
+    never closes them: each in-process inner run left one, and an xdist worker of this suite
+    passed 1,024 open files. Set here, after pytester cleared ``PYTEST_ADDOPTS``.
+    """
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:rerunfailures")
+    return pytester

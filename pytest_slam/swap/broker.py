@@ -75,7 +75,7 @@ class Server:
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._threads: list[threading.Thread] = []
-        self._pools: list[upstream.Pool] = []
+        self._pools: list[tuple[threading.Thread, upstream.Pool]] = []
         self._idle = self._outstanding = 0
 
     def submit(self, order: int, work: Callable[[Job[T]], T]) -> Job[T]:
@@ -125,7 +125,7 @@ class Server:
 
     def _work(self) -> None:
         with self._cond:
-            self._pools.append(upstream.thread_pool())  # what close() ends mid-answer
+            self._pools.append((threading.current_thread(), upstream.thread_pool()))
         while (job := self._take()) is not None:
             try:
                 value = job.work(job)
@@ -146,13 +146,17 @@ class Server:
             for _, _, job in self._heap:
                 job.cancel()
             self._heap.clear()
-            for pool in self._pools:
+            for _, pool in self._pools:  # what is in flight ends mid-answer
                 upstream.shut_down(pool)
             self._cond.notify_all()
         until = time.monotonic() + JOIN_S
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join(max(until - time.monotonic(), 0.0))
+        with self._cond:
+            for thread, pool in self._pools:
+                if not thread.is_alive():  # one still ending may read its socket yet
+                    upstream.close_pool(pool)
 
 
 def patience(timeout_s: float) -> float:

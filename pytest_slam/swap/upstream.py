@@ -41,6 +41,9 @@ DEFAULT_TIMEOUT_S = 600.0
 # SDK's own connect timeout (``httpx.Timeout(600, connect=5)``), so a host that drops the SYN (a
 # firewall) fails as it would without the swap, not after a model's whole ``timeout_s``.
 CONNECT_TIMEOUT_S = 5.0
+# Servers a thread keeps a connection to: a long-lived thread that met many (each test's own fake
+# server, replicas come and gone) kept a socket to each, and a process has 1,024 files by default.
+POOL_MAX = 16
 
 
 def _unpatched(cls: type[http.client.HTTPConnection]) -> type[http.client.HTTPConnection]:
@@ -188,12 +191,22 @@ def _connection(scheme: str, host: str, port: int, timeout: float) -> http.clien
     key = (scheme, host, port)
     conn = pool.get(key)
     if conn is None:
+        while len(pool) >= POOL_MAX:  # the longest kept: a server this thread left behind
+            pool.pop(next(iter(pool))).close()
         cls = HTTPSConnection if scheme == "https" else HTTPConnection  # never vcrpy's stubs
         conn = pool[key] = cls(host, port, timeout=timeout)
     conn.timeout = timeout
     if conn.sock is not None:  # kept alive: its socket still has the timeout of an earlier call
         conn.sock.settimeout(timeout)
     return conn
+
+
+def close_pool(pool: Pool) -> None:
+    """Close a pool's connections, once the thread that used them has ended (``shut_down`` only
+    ends their requests: a pool kept by its owner would hold their sockets open)."""
+    pool.closed = True
+    while pool:
+        pool.popitem()[1].close()
 
 
 def _drop(scheme: str, host: str, port: int) -> None:

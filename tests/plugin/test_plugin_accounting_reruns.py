@@ -49,7 +49,9 @@ def project(pytester: pytest.Pytester) -> Any:
 
 def report_of(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, Any]]:
     path = pytester.path / "r.json"
-    result = pytester.runpytest("-p", "no:cacheprovider", f"--slm-report={path}", *args)
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "-p", "rerunfailures", f"--slm-report={path}", *args
+    )  # rerunfailures: the suite's conftest leaves it out of inner runs (it leaks a socket)
     return result, json.loads(path.read_text(encoding="utf-8"))
 
 

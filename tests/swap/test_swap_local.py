@@ -12,6 +12,8 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import os
+import resource
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -485,6 +487,30 @@ def test_the_bypass_for_the_plugins_own_calls_keeps_the_socket(swap: Swap) -> No
     with redirect.bypass(), swap.client(max_retries=0) as client:
         assert _ask(client, stream=False)[0] == ANSWER
     assert swap.proxy.sockets == 1
+
+
+def test_a_process_with_over_a_thousand_files_open_is_still_answered_over_the_socket(
+    swap: Swap,
+) -> None:
+    """A big suite can hold 1,024 files open: the proxy's look at whether its caller had left
+    used ``select``, which refuses a socket numbered past that, and every call over the socket
+    was recorded as its caller's timeout (an xdist worker of this suite did so in CI)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"this machine allows {hard} open files; the test needs 1,200")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY)]
+    try:
+        while held[-1] < 1100:  # every number below taken: the next sockets are numbered past it
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        with redirect.bypass(), swap.client(max_retries=0) as client:
+            assert _ask(client, stream=False)[0] == ANSWER
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    [call] = swap.ctx.calls
+    assert swap.proxy.sockets == 1 and call.error is None
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
