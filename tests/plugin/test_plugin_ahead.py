@@ -219,7 +219,16 @@ def test_two_workers_ask_each_request_once(
     result = run(pytester, "-n", "2", "--slm-report=r.json")
     result.assert_outcomes(passed=len(QUESTIONS))
     assert sent_to(mini) == collections.Counter(QUESTIONS)
-    assert any(c["fetched_ahead"] for c in _calls(pytester.path / "r.json"))
+    used = sum(1 for c in _calls(pytester.path / "r.json") if c["fetched_ahead"])
+    assert used
+    # the controller says one line for both workers, the calls added up (each worker printed
+    # its own, naming none: issue 52)
+    lines = re.findall(r"mini: \d+ call\(s\) fetched ahead", said(result))
+    assert len(lines) == 1, said(result)
+    assert f"fetched ahead, {used} used" in said(result), said(result)
+    assert re.search(
+        r"\(up to \d+ at once, concurrency \d+( on each of 2 workers)?\)", said(result)
+    )
 
 
 # -- the opt-in answer cache (swap/cache.py) ---------------------------------------------------------

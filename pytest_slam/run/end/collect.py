@@ -75,6 +75,7 @@ def collect(ended: Ended) -> Collected:
         return _collected(ended, "worker", gathered)
     payloads = [own, *roles.accounting.worker_payloads]
     lines.extend(merged_lines([*roles.summary.lines, *lines], payloads[1:]))
+    lines.extend(fetched_ahead_lines(payloads[1:], ended.choices.width))
     unwritten = merged_lines([], [{"summary": p.get("unwritten") or []} for p in payloads])
     if ended.choices.collectonly:
         return _collected(
@@ -152,6 +153,7 @@ def payload(ended: Ended, lines: list[str], unwritten: list[str]) -> dict[str, J
         "summary": list(lines),
         "unwritten": list(unwritten),
         "unswapped": ended.swap.unswapped,
+        "fetched_ahead": list(ended.swap.fetched_ahead),  # the controller adds them up
         **ended.shard_ids,  # this process's collected and selected ids (run/workers/shardvisits.py)
     }
 
@@ -165,6 +167,16 @@ def merged_lines(before: list[str], payloads: list[dict[str, Any]]) -> list[str]
                 seen.add(line)
                 out.append(line)
     return out
+
+
+def fetched_ahead_lines(payloads: list[dict[str, Any]], width: int) -> list[str]:
+    """One line per model for the answers the workers fetched ahead, added up: each worker
+    printed its own, with no worker named (issue 52)."""
+    from pytest_slam.report.terminal import fit_lines
+    from pytest_slam.swap.ahead import merged
+
+    tallies = merged(t for p in payloads for t in p.get("fetched_ahead") or ())
+    return fit_lines([t.line() for t in tallies], width)
 
 
 def visits(ended: Ended, merged: Merged, payloads: list[dict[str, Any]]) -> Visits:

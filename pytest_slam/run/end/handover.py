@@ -104,6 +104,9 @@ def handed(slam: Kept, session: pytest.Session, exitstatus: int) -> Ended:
         unswapped=router.unswapped if router is not None else 0,
         original_url=original_url(router),
         said=said,
+        fetched_ahead=[t.as_dict() for t in slam.ahead.tallies()]
+        if slam.ahead is not None and slam.role == "worker"
+        else [],
     )
     setup = Setup(
         settings=slam.settings,
@@ -163,7 +166,7 @@ def concurrency_lines(slam: Kept, router: SwapRouter) -> list[str]:
     lines: list[str] = []
     if slam.ahead is not None:
         slam.ahead.close()
-        lines.extend(slam.ahead.lines())
+        lines.extend(slam.ahead.lines(counted=slam.role != "worker"))  # a worker's: its tallies
     lines.extend(line for lim in router.limiters.values() if (line := lim.line()))
     if slam.cache is not None and (line := slam.cache.line()):
         lines.append(line)
