@@ -78,6 +78,9 @@ class SwapTally:
     # an xdist worker's answers fetched ahead, per queue (swap/ahead.FetchTally.as_dict): the
     # controller says one line for its workers
     fetched_ahead: list[dict[str, str | int]] = field(default_factory=list)
+    # an xdist worker's reference answers reused from an earlier refresh: [count, paid at]
+    paid_reused: list[float] = field(default_factory=list)
+    cache: dict[str, str | int] = field(default_factory=dict)  # a worker's (swap/cache.py tally)
 
 
 @dataclass(frozen=True)
