@@ -31,6 +31,7 @@ from pytest_slam.run.inputs.options import EXIT_GATE_FAILED
 from pytest_slam.run.inputs.tables import Tables
 from pytest_slam.run.test.selection import Selection, not_enabled_line
 from pytest_slam.settings import Settings
+from pytest_slam.swap.ahead import FetchTally
 
 MODULE = "tests/test_support.py"
 
@@ -310,6 +311,8 @@ def test_a_worker_publishes_its_visits_coverage_and_lines(tmp_path: Path) -> Non
     sel.cover([f"{MODULE}::test_a[mini]"])
     output: dict[str, object] = {}
     acc = Accounting("worker", failed_tests={"t::b"})
+    ahead = FetchTally("mini", 3, 2, 2, 16).as_dict()
+    cache: dict[str, str | int] = {"hits": 1, "kept": 2, "damaged": 0, "unwritable": ""}
     end = run_end(
         tmp_path,
         Settings(),
@@ -318,7 +321,7 @@ def test_a_worker_publishes_its_visits_coverage_and_lines(tmp_path: Path) -> Non
         accounting=acc,
         store=store,
         workeroutput=output,
-        swap=SwapTally(unswapped=3),
+        swap=SwapTally(unswapped=3, fetched_ahead=[ahead], paid_reused=[2, 1.5e9], cache=cache),
         session=SessionFacts(status=1),
     )
     assert finish(end).status == 1
@@ -330,6 +333,10 @@ def test_a_worker_publishes_its_visits_coverage_and_lines(tmp_path: Path) -> Non
         "summary": [],
         "unwritten": [],  # the files it could not write: none here
         "unswapped": 3,
+        # its counts, which the controller adds up into one line each (issue 52)
+        "fetched_ahead": [ahead],
+        "paid_reused": [2, 1.5e9],
+        "cache": cache,
     }
 
 
