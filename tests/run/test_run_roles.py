@@ -385,3 +385,35 @@ def test_a_run_stopped_early_gets_an_incomplete_gate_naming_why(tmp_path: Path) 
         "gate: INCOMPLETE (the run stopped early: stopping after 1 failures)"
         in end.roles.summary.lines
     )
+
+
+def test_the_controller_says_one_line_each_for_its_workers_counts() -> None:
+    """Each worker printed its own fetched-ahead and cache lines, naming none (issue 52): the
+    controller adds the workers' counts up into one line each, and says the answers they reused
+    from an earlier refresh once, with the earliest time they were paid."""
+    from pytest_slam.run.end.collect import cache_lines, fetched_ahead_lines, paid_reused_lines
+
+    payloads: list[dict[str, Any]] = [
+        {
+            "fetched_ahead": [FetchTally("mini", 9, 9, 1, 16).as_dict()],
+            "paid_reused": [2, 1.7e9],
+            "cache": {"hits": 3, "kept": 9, "damaged": 0, "unwritable": ""},
+        },
+        {
+            "fetched_ahead": [FetchTally("mini", 1, 1, 1, 10).as_dict()],
+            "paid_reused": [1, 1.6e9],
+            "cache": {"hits": 1, "kept": 1, "damaged": 1, "unwritable": ""},
+        },
+        {"deselected": 0},  # a worker of an older payload: nothing to add
+    ]
+    assert fetched_ahead_lines(payloads, 200) == [
+        "mini: 10 call(s) fetched ahead, 10 used (up to 1 at once, concurrency 16 on each of 2 "
+        "workers)"
+    ]
+    [reused] = paid_reused_lines(payloads)
+    assert reused.startswith("reference answers: 3 answers reused, paid by an earlier refresh ")
+    assert "(2020-09-13 12:26 UTC)" in reused  # the earlier of the two
+    assert cache_lines(payloads, 200) == [
+        "answer cache: 4 answers served from it (their latency as first measured), 10 answers "
+        "kept, 1 damaged entry ignored (`slam cache clear` empties it)"
+    ]
