@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -67,6 +68,37 @@ def _hypothesis_profiles() -> None:
 _hypothesis_profiles()
 
 SMOLLM2_ID = "SmolLM2-135M-Instruct"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _compiled_once(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The suite's Python processes keep their compiled modules, even where the shell says not to.
+
+    With PYTHONDONTWRITEBYTECODE set (some containers and agent shells set it), every pytest run the
+    suite starts compiled pytest-slam's ~170 modules from source again, and pytest rewrote their
+    asserts again (an entry-point plugin's modules are assert-rewritten): about 1 s of CPU per
+    run (2.3 s with a cache, 3.4 s without, for an inner run of one test), over many hundreds of
+    runs. Here they are cached under this session's temporary folder (pytest keeps the last
+    three), so the checkout gets no ``__pycache__`` folders; the full-disk runs still set the
+    variable themselves (disk_helpers.py).
+    """
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        yield  # bytecode is cached where Python caches it
+        return
+    before = (os.environ.pop("PYTHONDONTWRITEBYTECODE"), os.environ.get("PYTHONPYCACHEPREFIX"))
+    saved = (sys.dont_write_bytecode, sys.pycache_prefix)
+    prefix = str(tmp_path_factory.mktemp("pycache", numbered=False))
+    os.environ["PYTHONPYCACHEPREFIX"] = prefix
+    sys.dont_write_bytecode, sys.pycache_prefix = False, prefix  # the in-process runs too
+    try:
+        yield
+    finally:
+        sys.dont_write_bytecode, sys.pycache_prefix = saved
+        os.environ["PYTHONDONTWRITEBYTECODE"] = before[0]
+        if before[1] is None:
+            os.environ.pop("PYTHONPYCACHEPREFIX", None)
+        else:
+            os.environ["PYTHONPYCACHEPREFIX"] = before[1]
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,12 @@ Decided by the bands, measured error (the labels' verdict on them, exact 95% Clo
 and the stated error (the calibration's 95% upper bounds: median over the splits), pooled over
 the splits.
 
+Beside it, (a)'s ceiling: per scorer tried, the most that any one pass band decides on the held-out
+half at a measured pass error within the target, its threshold picked on the held-out labels
+themselves, and the lowest fail error any fail band of ``min_count`` pairs reaches there. It is an
+oracle, never a verdict (it tunes on the pairs it measures): it bounds what any calibration of these
+scorers could decide on this set, honestly held out or not.
+
     python bench/bench_scope.py [--splits 5] [--semantic]
 """
 
@@ -51,7 +57,7 @@ from pytest_slam.compare.calibrate import (
 )
 from pytest_slam.compare.decide import Rule
 from pytest_slam.compare.diskcache import DiskCache
-from pytest_slam.compare.policy import Policy, decide_pair
+from pytest_slam.compare.policy import Policy, decide_pair, reaches_scorer
 from pytest_slam.records import Score
 
 QA = "tests/test_qa.py"
@@ -133,6 +139,52 @@ def apply(
             tally.stated[side].append(upper)
 
 
+class Ceiling:
+    """One scorer's oracle on (a)'s held-out halves: the widest pass band within the target and
+    the widest fail band below it, each chosen on the pairs it is measured on (a bound, not a
+    verdict)."""
+
+    def __init__(self) -> None:
+        self.pairs = self.settled = self.passed = self.failed = 0
+        self.at: list[float | None] = []  # None: no pass band within the target
+
+    def add(self, pairs: Sequence[LabelledPair], values: Sequence[float], rows: Sequence[int],
+            targets: Targets) -> None:  # fmt: skip
+        """The held-out ``rows``: settled ones (identical, blank) count as decided, as in a run."""
+        settled = {i for i in rows if not reaches_scorer(pairs[i].candidate, pairs[i].reference)}
+        scored = sorted(((values[i], pairs[i].label) for i in rows if i not in settled),
+                        reverse=True)  # fmt: skip
+        passed, wrong = 0, 0
+        at: float | None = None
+        for n, (value, label) in enumerate(scored, 1):  # a pass band: the n highest values
+            wrong += 1 - label
+            if (n == len(scored) or scored[n][0] < value) and wrong / n <= targets.max_pass_error:
+                passed, at = n, value  # a band ends between two values
+        rest = scored[passed:][::-1]
+        failed, right = 0, 0
+        for n, (value, label) in enumerate(rest, 1):  # a fail band: the n lowest of the rest
+            right += label
+            ends = n == len(rest) or rest[n][0] > value
+            if ends and n >= targets.min_count and right / n <= targets.max_fail_error:
+                failed = n
+        self.pairs += len(rows)
+        self.settled += len(settled)
+        self.passed += passed
+        self.failed += failed
+        self.at.append(at)
+
+    def row(self, name: str) -> list[str]:
+        decided = self.settled + self.passed + self.failed
+        return [
+            name,
+            f"{decided} of {self.pairs} ({decided / self.pairs:.1%})",
+            f"{self.passed} ({self.passed / self.pairs:.1%}), at "
+            + ", ".join("none" if a is None else f"{a:.2f}" for a in self.at),
+            f"{self.failed} ({self.failed / self.pairs:.1%})",
+            f"{self.settled} ({self.settled / self.pairs:.1%})",
+        ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--splits", type=int, default=5)
@@ -153,6 +205,7 @@ def main() -> None:
     qa = sets["(a) short QA, other half"]
     columns: dict[tuple[str, str], list[float]] = {}
     tallies = {(row, scoped): Tally() for row in TARGETS for scoped in (True, False)}
+    ceilings: dict[str, Ceiling] = {}
     for seed in range(args.splits):
         first, second = split([p.unit for p in qa], seed)
         result = calibrate_scope("", [qa[i] for i in first], Targets(), scorers, 0, aids)
@@ -173,6 +226,11 @@ def main() -> None:
                 tally = tallies[(row, scoped)]
                 apply(stated, chosen, pairs, columns[key], rows, module if scoped else "", tally)
         print(f"split {seed}: {pick.scorer} {pick.at_least}/{pick.fail_below}", file=sys.stderr)
+        for name, (by, options) in scorers.items():
+            key = ("(a) short QA, other half", name)
+            if key not in columns:
+                columns[key] = score_column(by, options, qa, aids)
+            ceilings.setdefault(name, Ceiling()).add(qa, columns[key], second, Targets())
     out = []
     for (row, scoped), t in tallies.items():
         share = f"{t.decided} of {t.pairs} ({t.decided / t.pairs:.1%})" if t.pairs else "-"
@@ -204,6 +262,16 @@ def main() -> None:
             "stated fail",
         ),
         out,
+    )
+    target = Targets()
+    print(
+        f"\n#### (a)'s ceiling: the widest bands at a measured pass error <= {target.max_pass_error}"
+        f" and fail error <= {target.max_fail_error}, chosen on the held-out half itself"
+        " (an oracle, not a verdict)\n"
+    )
+    table(
+        ("scorer", "decided (any evidence)", "by a pass band, at", "by a fail band", "identical"),
+        [c.row(name) for name, c in ceilings.items() if c.pairs],
     )
     footer()
 

@@ -57,3 +57,19 @@ def test_waits_scale_with_the_load_or_the_factor_given(monkeypatch: pytest.Monke
     per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
     assert patient(120) == pytest.approx(120 * min(MOST, max(1.0, per_core)), rel=0.5)
     assert 120 <= patient(120) <= 120 * MOST
+
+
+def test_the_processes_the_suite_starts_keep_their_bytecode() -> None:
+    """conftest.py: with PYTHONDONTWRITEBYTECODE in the shell, each inner pytest run compiled and
+    assert-rewrote pytest-slam's modules again (about 1 s of CPU a run); they are cached."""
+    import subprocess
+    import sys
+
+    from patience import patient
+
+    code = "import sys; print(sys.dont_write_bytecode)"
+    child = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=patient(60)
+    )
+    assert child.stdout.strip() == "False", child.stderr
+    assert not sys.dont_write_bytecode  # and the in-process runs

@@ -220,13 +220,17 @@ def rescore_parser(sub: Subparsers, settings: Settings) -> None:
 
 
 def cache_parser(sub: Subparsers, settings: Settings) -> None:
-    from pytest_slam.cli.cache_cmd import cmd_clear
+    from pytest_slam.cli.cache_cmd import add_arguments, cmd_clear
 
-    cache = command(sub, "cache", "The candidates' answers kept by --slm-cache: clear them")
+    cache = command(sub, "cache", "What pytest-slam keeps between runs in .slam: clear it")
     csub = cache.add_subparsers(dest="cache_command", required=True)
-    command(csub, "clear", "Remove every kept candidate answer (.slam/cache)").set_defaults(
-        func=cmd_clear, root=Path(settings.golden_dir)
+    clear = command(
+        csub,
+        "clear",
+        "Remove the candidates' kept answers (.slam/cache), a refresh's paid unrecorded "
+        "reference answers (.slam/paid) and the notes of missed golden requests (.slam/missed)",
     )
+    add_arguments(clear).set_defaults(func=cmd_clear, root=Path(settings.golden_dir))
 
 
 DESCRIPTION = (

@@ -42,6 +42,7 @@ class Paid:
         self.folder = scratch_folder(golden_root) / FOLDER
         self.spec = spec
         self.used = 0  # answers taken instead of asked, this run
+        self.paid_at: float | None = None  # when the earliest of them was paid (time.time())
         # this run's: kept by it or taken from an earlier run (a request asked n times, samples,
         # takes n answers); removed once recorded (``spend``), left for the next run if not
         self._held: set[Path] = set()
@@ -76,11 +77,13 @@ class Paid:
             for path in sorted(self.folder.glob(f"{stem}-*.json")):
                 if path in self._held:
                     continue
-                call = _read(path)
-                if call is None:
+                read = _read(path)
+                if read is None:
                     continue
+                call, paid_at = read
                 self._held.add(path)
                 self.used += 1
+                self.paid_at = min(paid_at, self.paid_at or paid_at)
                 return call
         return None
 
@@ -94,12 +97,14 @@ class Paid:
             _remove(path)
 
 
-def _read(path: Path) -> Call | None:
-    """The kept call, or None: unreadable, damaged or expired (then removed)."""
+def _read(path: Path) -> tuple[Call, float] | None:
+    """The kept call and when it was paid, or None: unreadable, damaged or expired (then
+    removed)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        if time.time() - float(data["kept_at"]) <= TTL_S:
-            return Call.from_dict(data["call"])
+        paid_at = float(data["kept_at"])
+        if time.time() - paid_at <= TTL_S:
+            return Call.from_dict(data["call"]), paid_at
     except FileNotFoundError:  # taken and spent by another worker meanwhile
         return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -113,3 +118,26 @@ def _remove(path: Path) -> None:
     and a kept answer is only ever the very answer its request was given."""
     with contextlib.suppress(OSError):
         path.unlink(missing_ok=True)
+
+
+def reused_line(count: int, paid_at: float) -> str:
+    """The summary's line for the answers a refresh took instead of asking (``count``, the
+    earliest paid at ``paid_at``): without it a refresh said nothing of answers it never asked."""
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(paid_at))
+    answers = f"{count} answer{'' if count == 1 else 's'}"
+    return (
+        f"reference answers: {answers} reused, paid by an earlier refresh ({when}) that did not "
+        f"record them (killed, or its tests did not reach them); not asked again "
+        f"(`slam cache clear --paid` forgets such answers)"
+    )
+
+
+def clear(folder: Path) -> int:
+    """Remove every kept answer (``slam cache clear``); how many there were. The next refresh
+    asks the reference for them again."""
+    removed = 0
+    for path in sorted(Path(folder).glob("*.json")):
+        with contextlib.suppress(OSError):
+            path.unlink()
+            removed += 1
+    return removed

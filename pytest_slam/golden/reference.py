@@ -217,6 +217,14 @@ class ReferenceService:
             self.limiter = None
         self.paid = Paid(self.store.root, self.spec) if self.mode != "none" else None
 
+    def reused(self) -> tuple[int, float] | None:
+        """How many answers this run took from an earlier refresh's paid ones instead of asking
+        (golden/paid.py), and when the earliest was paid; None: none."""
+        paid = self.paid
+        if paid is None or not paid.used or paid.paid_at is None:
+            return None
+        return paid.used, paid.paid_at
+
     @staticmethod
     def key(body: dict[str, JSON]) -> str:
         """A request's golden key (golden.keys.request_key), computed once a call by the swap."""

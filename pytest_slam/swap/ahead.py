@@ -223,15 +223,76 @@ class Fetches:
             self.held.clear()
             self.by_test.clear()
 
-    def line(self, label: str) -> str | None:
-        """The summary's line, when anything was fetched ahead."""
+    def tally(self, label: str) -> FetchTally | None:
+        """What the summary's line says, when anything was fetched ahead."""
         if not self.fetched:
             return None
-        unused = f"; {self.unused} fetched, unused" if self.unused else ""
+        return FetchTally(label, self.fetched, self.used, self.limiter.peak, self.limiter.limit)
+
+    def line(self, label: str) -> str | None:
+        """The summary's line, when anything was fetched ahead."""
+        tally = self.tally(label)
+        return None if tally is None else tally.line()
+
+
+@dataclass(frozen=True)
+class FetchTally:
+    """One queue's answers fetched ahead, as plain data: an xdist worker hands its own to the
+    controller, which says one line for the run (``merged``), not one per worker."""
+
+    label: str  # the model (a refresh's reference: its own label)
+    fetched: int
+    used: int
+    peak: int  # the most in flight at once (in one process)
+    limit: int  # the concurrency allowed (in one process)
+    workers: int = 1  # how many processes this tally adds up
+
+    def line(self) -> str:
+        unused = self.fetched - self.used
+        unused_part = f"; {unused} fetched, unused" if unused else ""
+        each = f" on each of {self.workers} workers" if self.workers > 1 else ""
         return (
-            f"{label}: {self.fetched} call(s) fetched ahead, {self.used} used{unused} "
-            f"(up to {self.limiter.peak} at once, concurrency {self.limiter.limit})"
+            f"{self.label}: {self.fetched} call(s) fetched ahead, {self.used} used{unused_part} "
+            f"(up to {self.peak} at once, concurrency {self.limit}{each})"
         )
+
+    def as_dict(self) -> dict[str, str | int]:
+        return {
+            "label": self.label,
+            "fetched": self.fetched,
+            "used": self.used,
+            "peak": self.peak,
+            "limit": self.limit,
+            "workers": self.workers,
+        }
+
+
+def merged(tallies: Iterable[dict[str, str | int]]) -> list[FetchTally]:
+    """The workers' tallies as one per label: calls added up; at once and the concurrency are
+    each worker's own, so the most of any worker is said, with how many workers."""
+    out: dict[str, FetchTally] = {}
+    for data in tallies:
+        try:
+            one = FetchTally(
+                str(data["label"]),
+                *(int(data[k]) for k in ("fetched", "used", "peak", "limit", "workers")),
+            )
+        except (KeyError, TypeError, ValueError):  # not a tally: nothing to say of it
+            continue
+        was = out.get(one.label)
+        out[one.label] = (
+            one
+            if was is None
+            else FetchTally(
+                one.label,
+                was.fetched + one.fetched,
+                was.used + one.used,
+                max(was.peak, one.peak),
+                max(was.limit, one.limit),
+                was.workers + one.workers,
+            )
+        )
+    return list(out.values())
 
 
 Forward = Callable[[Target, Request, "Relay | None"], ChatResult]
@@ -362,10 +423,15 @@ class Ahead:
         if self.follower is not None:
             self.follower.close()
 
-    def lines(self) -> list[str]:
-        """The summary's line per queue that had answers fetched ahead, and where an attached
+    def tallies(self) -> list[FetchTally]:
+        """Each queue's count of answers fetched ahead (those that fetched any)."""
+        return [t for name, q in self.every().items() if (t := q.tally(name)) is not None]
+
+    def lines(self, counted: bool = True) -> list[str]:
+        """The summary's line per queue that had answers fetched ahead (not ``counted``: left to
+        the xdist controller, which adds up its workers' ``tallies``), and where an attached
         queue's server refused calls, how its limit adapted (the candidates' are the router's)."""
-        out = [line for name, q in self.every().items() if (line := q.line(name)) is not None]
+        out = [t.line() for t in self.tallies()] if counted else []
         out += [line for q in self.attached.values() if (line := q.limiter.line())]
         return out + (self.follower.lines() if self.follower is not None else [])
 

@@ -228,21 +228,48 @@ class AnswerCache:
         with self._lock:
             self.kept += 1
 
+    def tally(self) -> dict[str, str | int]:
+        """The counts as plain data: an xdist worker hands its own to the controller, which says
+        one line for the run (``merged_line``), not one per worker naming none."""
+        return {
+            "hits": self.hits,
+            "kept": self.kept,
+            "damaged": self.damaged,
+            "unwritable": self.unwritable or "",
+            "folder": str(self.folder),
+        }
+
     def line(self) -> str | None:
-        if not (self.hits or self.kept or self.damaged or self.unwritable):
-            return None
-        line = (
-            f"answer cache: {self.hits} call(s) answered from it (their latency as first "
-            f"measured), {self.kept} kept"
+        return merged_line([self.tally()])
+
+
+def merged_line(tallies: list[dict[str, str | int]]) -> str | None:
+    """The summary's line for the cache, its counts added up over the tallies given (a serial
+    run's one, or each xdist worker's); None when it was not used."""
+    hits, kept, damaged = (sum(int(t.get(k) or 0) for t in tallies) for k in COUNTS)
+    unwritable = next((t for t in tallies if t.get("unwritable")), None)
+    if not (hits or kept or damaged or unwritable):
+        return None
+    line = (
+        f"answer cache: {answers(hits)} served from it (their latency as first measured), "
+        f"{answers(kept)} kept"
+    )
+    if damaged:
+        line += f", {damaged} damaged entr{'y' if damaged == 1 else 'ies'} ignored"
+    if unwritable:
+        return line + (
+            f"; could not write to {unwritable.get('folder')} ({unwritable['unwritable']}): "
+            f"nothing more kept this run (free space there, or `slam cache clear`)"
         )
-        if self.damaged:
-            line += f", {self.damaged} damaged entr{'y' if self.damaged == 1 else 'ies'} ignored"
-        if self.unwritable:
-            return line + (
-                f"; could not write to {self.folder} ({self.unwritable}): nothing more kept "
-                f"this run (free space there, or `slam cache clear`)"
-            )
-        return line + " (`slam cache clear` empties it)"
+    return line + " (`slam cache clear` empties it)"
+
+
+COUNTS = ("hits", "kept", "damaged")
+
+
+def answers(count: int) -> str:
+    """``1 answer``, ``49 answers``: what every line of the cache counts (kept, served, removed)."""
+    return f"{count} answer{'' if count == 1 else 's'}"
 
 
 def clear(folder: Path) -> int:

@@ -467,6 +467,42 @@ def left_by_caller(call: Call) -> bool:
     return call.error_kind == "timeout" and (call.error or "").startswith(CALLER_LEFT)
 
 
+# the timeouts an SDK or framework raises, by class name anywhere in the exception's MRO (so that
+# none of them is imported): the openai SDK's APITimeoutError (LiteLLM's Timeout subclasses it in
+# recent versions, and is named Timeout in older ones), httpx's TimeoutException, its ReadTimeout
+TIMEOUT_CLASSES = frozenset({"APITimeoutError", "Timeout", "TimeoutException", "ReadTimeout"})
+
+
+def raised_timeout(exc: BaseException | None) -> str | None:
+    """The qualified name of the timeout the product raised (``exc`` or any exception it was
+    raised from or during), or None: its client or framework gave up waiting for an answer."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        kind = type(exc)
+        if isinstance(exc, TimeoutError) or any(
+            c.__name__ in TIMEOUT_CLASSES for c in kind.__mro__
+        ):
+            return f"{kind.__module__}.{kind.__qualname__}"
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def framework_gave_up(call: Call, raised: str) -> None:
+    """The product raised a timeout (``raised``: its class) and this call, the last it waited
+    on, ran away at the cap afterwards: its framework gave up first (a thread's timer, as
+    LiteLLM's, leaves the HTTP call running), so the product never read that answer. A failed
+    call of the candidate's slowness, whose fix is the framework's timeout, not the cap."""
+    if call.error_kind != "runaway":
+        return
+    call.error = (
+        f"the caller gave up (its own timeout: {raised} raised) before model {call.model!r} at "
+        f"{call.endpoint} answered; the answer it never read then ran away at the structured "
+        f"cap {call.cap}"
+    )
+    call.error_kind = "timeout"
+
+
 def caller_left(call: Call, timeout_s: float | None = None, stopped: bool = False) -> None:
     """The product's client gave up (its own read timeout) before this call's answer reached it:
     the product never saw the answer (``stopped``: not all of a stream), so the call is a failed

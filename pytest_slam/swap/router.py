@@ -53,6 +53,8 @@ class GoldenSide(Protocol):
 
     def key(self, body: JSONObject) -> str: ...
 
+    def reused(self) -> tuple[int, float] | None: ...
+
     def reference_first(
         self, ctx: TestContext, body: JSONObject, key: str | None
     ) -> int | None: ...
@@ -148,6 +150,18 @@ class TestContext:
                 call.request_key = flight.call.request_key  # forward_chat's own record
             self.calls.append(call)
             self._ended.notify_all()
+
+    def raised(self, exc: BaseException) -> None:
+        """The test ended on ``exc``: when it is a timeout of the product's client or framework,
+        the last candidate call it waited on is one its caller gave up on (``framework_gave_up``:
+        a runaway answer it never read is not the candidate's runaway)."""
+        from pytest_slam.swap.chat import framework_gave_up, raised_timeout
+
+        raised = raised_timeout(exc)
+        with self.lock:
+            last = self.calls[-1] if self.calls else None
+        if raised is not None and last is not None:
+            framework_gave_up(last, raised)
 
     def settle(self, wait_s: float = SETTLE_S) -> None:
         """At the end of the test (or of a ``--slm-repeat`` run), before its outcome is built:

@@ -22,7 +22,27 @@ def location_line(terminal: object) -> Callable[[str, str, int | None, str], str
     """How pytest names a test at the start of its ``-v`` line (``TerminalReporter._locationline``),
     to reopen that line after a heartbeat; None: the line is not reopened."""
     locate = getattr(terminal, "_locationline", None)
-    return locate if callable(locate) else None
+    if not callable(locate):
+        return None
+    parse = pytest_node_id()
+
+    def named(nodeid: str, fspath: str, lineno: int | None, domain: str) -> str:
+        # a pytest before 9.2 takes the node id as the string
+        return str(locate(nodeid if parse is None else parse(nodeid), fspath, lineno, domain))
+
+    return named
+
+
+def pytest_node_id() -> Callable[[str], object] | None:
+    """``NodeId.parse`` where pytest names tests by a structured node id (9.2: its
+    ``_locationline`` reads ``nodeid.path`` with ``-vv``, and from a folder other than the
+    rootdir); None where it takes the string."""
+    try:
+        from _pytest.nodeid import NodeId  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    parse = getattr(NodeId, "parse", None)
+    return parse if callable(parse) else None
 
 
 def progress_filler(terminal: object) -> Callable[[], None] | None:

@@ -85,7 +85,7 @@ def test_top_level_help_names_every_command(
         "    calibrate * Choose certified equivalence bands from labelled pairs, or --evaluate them",
         "    review * Blind human review of candidate against reference",
         "    rescore * Score a run's stored answers again with the current configuration",
-        "    cache * The candidates' answers kept by --slm-cache: clear them",
+        "    cache * What pytest-slam keeps between runs in .slam: clear it",
     ])  # fmt: skip
 
 

@@ -216,10 +216,23 @@ def test_two_workers_ask_each_request_once(
     pytester: pytest.Pytester, gpt4: FakeOpenAI, mini: FakeOpenAI
 ) -> None:
     _recorded(pytester, gpt4, mini)
-    result = run(pytester, "-n", "2", "--slm-report=r.json")
+    result = run(pytester, "-n", "2", "--slm-report=r.json", "--slm-cache")
     result.assert_outcomes(passed=len(QUESTIONS))
     assert sent_to(mini) == collections.Counter(QUESTIONS)
-    assert any(c["fetched_ahead"] for c in _calls(pytester.path / "r.json"))
+    # the answer cache too: one line, the workers' answers added up
+    assert said(result).count("answer cache: ") == 1, said(result)
+    assert f"0 answers served from it (their latency as first measured), {len(QUESTIONS)} " \
+        "answers kept" in said(result)  # fmt: skip
+    used = sum(1 for c in _calls(pytester.path / "r.json") if c["fetched_ahead"])
+    assert used
+    # the controller says one line for both workers, the calls added up (each worker printed
+    # its own, naming none: issue 52)
+    lines = re.findall(r"mini: \d+ call\(s\) fetched ahead", said(result))
+    assert len(lines) == 1, said(result)
+    assert f"fetched ahead, {used} used" in said(result), said(result)
+    assert re.search(
+        r"\(up to \d+ at once, concurrency \d+( on each of 2 workers)?\)", said(result)
+    )
 
 
 # -- the opt-in answer cache (swap/cache.py) ---------------------------------------------------------
@@ -240,7 +253,9 @@ def test_the_cache_reuses_an_answer_only_for_the_same_model_and_body(
     assert sent_to(mini) == collections.Counter()  # nothing asked: every answer kept
     calls = _calls(pytester.path / "again.json")
     assert all(c["cached"] for c in calls)
-    assert f"answer cache: {len(QUESTIONS)} call(s) answered from it" in said(again)
+    # each line of the cache counts answers, in the same words (issue 52: "49 kept", "37 removed")
+    assert (f"answer cache: {len(QUESTIONS)} answers served from it (their latency as first "
+            "measured), 0 answers kept") in said(again)  # fmt: skip
     assert (pytester.path / ".slam" / ".gitignore").read_text().endswith("*\n")  # never committed
 
     run(pytester, "--slm-report=off.json").assert_outcomes(passed=len(QUESTIONS))
@@ -259,7 +274,9 @@ def test_the_cache_reuses_an_answer_only_for_the_same_model_and_body(
         [sys.executable, "-m", "pytest_slam.cli", "cache", "clear"],
         cwd=pytester.path, capture_output=True, text=True, timeout=patient(60),
     )  # fmt: skip
-    assert cleared.returncode == 0 and "kept answer(s) removed" in cleared.stdout
+    assert cleared.returncode == 0, cleared.stderr
+    kept = 2 * len(QUESTIONS)  # the answers of both model ids
+    assert f"answer cache: {kept} answers removed from .slam/cache" in cleared.stdout
     run(pytester, "--slm-cache").assert_outcomes(passed=len(QUESTIONS))
     assert sent_to(mini) == collections.Counter(QUESTIONS)  # cleared: asked again
 

@@ -132,8 +132,8 @@ def test_a_cache_that_cannot_be_written_is_one_line_and_the_run_goes_on(
     result = run(pytester, "--slm-cache")
     result.assert_outcomes(passed=1)
     text = said(result)
-    assert "answer cache: 0 call(s) answered from it (their latency as first measured), 0 kept;" \
-        in text  # fmt: skip
+    assert "answer cache: 0 answers served from it (their latency as first measured), 0 answers " \
+        "kept;" in text  # fmt: skip
     assert f"could not write to {pytester.path / '.slam' / 'cache'} (" in text
     assert "nothing more kept this run (free space there, or `slam cache clear`)" in text
     assert "Traceback" not in result.stdout.str() + result.stderr.str()

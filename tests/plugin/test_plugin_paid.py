@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -140,3 +141,50 @@ def test_a_request_that_missed_its_golden_is_not_fetched_again_until_the_golden_
         write_project(pytester, reference, mini)
         run(pytester, "--slm-report=r.json").assert_outcomes(passed=2, failed=1)
     assert sent_to(mini)[recorded] == 1
+
+
+SKIPPING = """
+import os, pathlib, time, pytest, product
+
+pytestmark = pytest.mark.slm
+
+@pytest.mark.parametrize("question", ["question 0", "question 1", "question 2"])
+def test_answer(question):
+    if question == "question 2" and os.environ.get("SKIP_LAST"):
+        # its answer was fetched ahead and paid: once kept, the test never records it
+        until = time.monotonic() + 30
+        while not list(pathlib.Path(".slam/paid").glob("*.json")) and time.monotonic() < until:
+            time.sleep(0.05)
+        pytest.skip("not reached")
+    assert product.client.chat.completions.create(
+        model="gpt-4", messages=[{"role": "user", "content": question}], temperature=0)
+"""
+
+
+def test_a_refresh_that_reuses_paid_answers_says_so_in_one_line(
+    pytester: pytest.Pytester, mini: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refresh whose last test did not reach its call leaves that answer paid and unrecorded;
+    the next refresh records it without asking, and its summary says so (it said nothing: a
+    user saw fewer calls to the reference and no reason, issue 52)."""
+    pytester.makepyfile(product=PRODUCT, test_product=SKIPPING)
+    with _answering("GPT-4") as reference:
+        write_project(pytester, reference, mini)
+        run(pytester, "--slm-record=new").assert_outcomes(passed=3)
+        monkeypatch.setenv("SKIP_LAST", "1")
+        run(pytester, "--slm-record=all").assert_outcomes(passed=2, skipped=1)
+        assert len(list((pytester.path / ".slam" / "paid").glob("*.json"))) == 1
+        monkeypatch.delenv("SKIP_LAST")
+        reference.requests.clear()
+        result = run(pytester, "--slm-record=all")
+        result.assert_outcomes(passed=3)
+        asked = sent_to(reference)
+    assert asked == collections.Counter(["question 0", "question 1"])  # question 2: reused
+    text = " ".join(result.stdout.str().split())
+    assert re.search(
+        r"reference answers: 1 answer reused, paid by an earlier refresh \(\d{4}-\d\d-\d\d "
+        r"\d\d:\d\d UTC\) that did not record them \(killed, or its tests did not reach them\); "
+        r"not asked again",
+        text,
+    ), text
+    assert text.count("reference answers: ") == 1

@@ -328,3 +328,17 @@ def test_calls_fetched_ahead_do_not_flood_the_heartbeat(
     assert beats, result.stdout.str()
     # about 3 x 2.6 s of calls: lines at 0.5, 1, 2 s, then about one a 2.6 s round
     assert len(beats) <= 7, "\n".join(beats)
+
+
+def test_a_heartbeat_with_vv_reopens_the_tests_line(
+    pytester: pytest.Pytester, slow: FakeOpenAI
+) -> None:
+    """With ``-vv`` pytest 9.2 names a test by a structured node id (``_locationline`` reads its
+    ``.path``): a heartbeat that ended the test's line opened it again with the plain string, an
+    INTERNALERROR. The test's own line comes back with its result, as with ``-v``."""
+    long_project(pytester, slow)
+    pytester.makepyfile(test_slow=LONG_SUITE.replace("[1, 2]", "[1]"))
+    result = pytester.runpytest_subprocess("--slm-heartbeat=1", "-vv")
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str(), result.stdout.str()
+    result.assert_outcomes(passed=1)
+    result.stdout.re_match_lines([r"test_slow\.py::test_a_question\S+\[slow-1\] PASSED"])

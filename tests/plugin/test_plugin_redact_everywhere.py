@@ -71,7 +71,7 @@ def test_a_planted_key_is_found_in_no_file_the_runs_leave(
             result = run(pytester, *extra, *outputs, *reports, f"--junitxml={name}.xml")
             result.assert_outcomes(passed=2)
             printed.append(result.stdout.str() + result.stderr.str())
-    assert "answer cache: 2 call(s) answered from it" in printed[-1]
+    assert "answer cache: 2 answers served from it" in printed[-1]
     left = {
         p.relative_to(pytester.path).as_posix() for p in pytester.path.rglob("*") if p.is_file()
     }

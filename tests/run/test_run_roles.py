@@ -31,6 +31,7 @@ from pytest_slam.run.inputs.options import EXIT_GATE_FAILED
 from pytest_slam.run.inputs.tables import Tables
 from pytest_slam.run.test.selection import Selection, not_enabled_line
 from pytest_slam.settings import Settings
+from pytest_slam.swap.ahead import FetchTally
 
 MODULE = "tests/test_support.py"
 
@@ -310,6 +311,8 @@ def test_a_worker_publishes_its_visits_coverage_and_lines(tmp_path: Path) -> Non
     sel.cover([f"{MODULE}::test_a[mini]"])
     output: dict[str, object] = {}
     acc = Accounting("worker", failed_tests={"t::b"})
+    ahead = FetchTally("mini", 3, 2, 2, 16).as_dict()
+    cache: dict[str, str | int] = {"hits": 1, "kept": 2, "damaged": 0, "unwritable": ""}
     end = run_end(
         tmp_path,
         Settings(),
@@ -318,7 +321,7 @@ def test_a_worker_publishes_its_visits_coverage_and_lines(tmp_path: Path) -> Non
         accounting=acc,
         store=store,
         workeroutput=output,
-        swap=SwapTally(unswapped=3),
+        swap=SwapTally(unswapped=3, fetched_ahead=[ahead], paid_reused=[2, 1.5e9], cache=cache),
         session=SessionFacts(status=1),
     )
     assert finish(end).status == 1
@@ -330,6 +333,10 @@ def test_a_worker_publishes_its_visits_coverage_and_lines(tmp_path: Path) -> Non
         "summary": [],
         "unwritten": [],  # the files it could not write: none here
         "unswapped": 3,
+        # its counts, which the controller adds up into one line each (issue 52)
+        "fetched_ahead": [ahead],
+        "paid_reused": [2, 1.5e9],
+        "cache": cache,
     }
 
 
@@ -378,3 +385,35 @@ def test_a_run_stopped_early_gets_an_incomplete_gate_naming_why(tmp_path: Path) 
         "gate: INCOMPLETE (the run stopped early: stopping after 1 failures)"
         in end.roles.summary.lines
     )
+
+
+def test_the_controller_says_one_line_each_for_its_workers_counts() -> None:
+    """Each worker printed its own fetched-ahead and cache lines, naming none (issue 52): the
+    controller adds the workers' counts up into one line each, and says the answers they reused
+    from an earlier refresh once, with the earliest time they were paid."""
+    from pytest_slam.run.end.collect import cache_lines, fetched_ahead_lines, paid_reused_lines
+
+    payloads: list[dict[str, Any]] = [
+        {
+            "fetched_ahead": [FetchTally("mini", 9, 9, 1, 16).as_dict()],
+            "paid_reused": [2, 1.7e9],
+            "cache": {"hits": 3, "kept": 9, "damaged": 0, "unwritable": ""},
+        },
+        {
+            "fetched_ahead": [FetchTally("mini", 1, 1, 1, 10).as_dict()],
+            "paid_reused": [1, 1.6e9],
+            "cache": {"hits": 1, "kept": 1, "damaged": 1, "unwritable": ""},
+        },
+        {"deselected": 0},  # a worker of an older payload: nothing to add
+    ]
+    assert fetched_ahead_lines(payloads, 200) == [
+        "mini: 10 call(s) fetched ahead, 10 used (up to 1 at once, concurrency 16 on each of 2 "
+        "workers)"
+    ]
+    [reused] = paid_reused_lines(payloads)
+    assert reused.startswith("reference answers: 3 answers reused, paid by an earlier refresh ")
+    assert "(2020-09-13 12:26 UTC)" in reused  # the earlier of the two
+    assert cache_lines(payloads, 200) == [
+        "answer cache: 4 answers served from it (their latency as first measured), 10 answers "
+        "kept, 1 damaged entry ignored (`slam cache clear` empties it)"
+    ]

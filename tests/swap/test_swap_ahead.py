@@ -13,7 +13,7 @@ import pytest
 from patience import patient
 
 from pytest_slam.records import Call, ModelSpec
-from pytest_slam.swap.ahead import CandidateQueue, Fetched, Fetches, Planned
+from pytest_slam.swap.ahead import CandidateQueue, Fetched, Fetches, FetchTally, Planned, merged
 from pytest_slam.swap.broker import Job
 from pytest_slam.swap.chat import ChatResult, Target
 from pytest_slam.swap.limits import Limiter
@@ -289,3 +289,17 @@ def test_a_follow_up_goes_before_later_tests_calls_waiting_for_a_place() -> None
 
 def _asking(content: str) -> dict[str, object]:
     return {"model": "gpt-4", "messages": [{"role": "user", "content": content}]}
+
+
+def test_the_workers_fetch_tallies_are_one_line_per_model() -> None:
+    """Under xdist each worker counted its own fetches and printed its own line, naming no worker
+    (issue 52): the controller adds them up, one line per model, saying how many workers."""
+    gw0 = FetchTally("mini", 9, 9, 1, 16).as_dict()
+    gw1 = FetchTally("mini", 3, 1, 2, 10).as_dict()
+    ref = FetchTally("gpt-4 (reference)", 4, 4, 4, 16).as_dict()
+    lines = [t.line() for t in merged([gw0, gw1, ref, {"label": "broken"}])]
+    assert lines == [
+        "mini: 12 call(s) fetched ahead, 10 used; 2 fetched, unused "
+        "(up to 2 at once, concurrency 16 on each of 2 workers)",
+        "gpt-4 (reference): 4 call(s) fetched ahead, 4 used (up to 4 at once, concurrency 16)",
+    ]

@@ -71,6 +71,9 @@ class _Golden:
         self.keyed.append(request_key(body))  # type: ignore[arg-type]
         return self.keyed[-1]
 
+    def reused(self) -> tuple[int, float] | None:
+        return None
+
     def reference_first(self, ctx: object, body: object, key: str | None) -> int | None:
         self.handed.append(("cap", key))
         return None

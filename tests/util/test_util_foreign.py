@@ -36,6 +36,20 @@ def test_pytest_location_line_names_a_test_as_its_verbose_line_does(
     assert "test_x.py::test_y" in line
 
 
+def test_pytest_location_line_with_vv_names_where_the_test_was_defined(
+    pytester: pytest.Pytester,
+) -> None:
+    """With ``-vv`` pytest adds where a test was defined when that is another file (pytest 9.2
+    reads it off a structured node id: a string there was an INTERNALERROR after a heartbeat)."""
+    config = pytester.parseconfigure("-vv")
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    locate = foreign.location_line(terminal)
+    assert locate is not None, f"{_version('pytest')}: TerminalReporter._locationline is gone"
+    line = locate("tests/test_x.py::test_y", "tests/helpers.py", 3, "test_y")
+    assert line.startswith("tests/test_x.py::test_y <- "), line
+    assert "helpers.py" in line
+
+
 def test_pytest_progress_filler_is_there_when_the_progress_is_shown(
     pytester: pytest.Pytester,
 ) -> None:

@@ -75,6 +75,9 @@ def collect(ended: Ended) -> Collected:
         return _collected(ended, "worker", gathered)
     payloads = [own, *roles.accounting.worker_payloads]
     lines.extend(merged_lines([*roles.summary.lines, *lines], payloads[1:]))
+    lines.extend(fetched_ahead_lines(payloads[1:], ended.choices.width))
+    lines.extend(paid_reused_lines(payloads[1:]))
+    lines.extend(cache_lines(payloads[1:], ended.choices.width))
     unwritten = merged_lines([], [{"summary": p.get("unwritten") or []} for p in payloads])
     if ended.choices.collectonly:
         return _collected(
@@ -152,6 +155,9 @@ def payload(ended: Ended, lines: list[str], unwritten: list[str]) -> dict[str, J
         "summary": list(lines),
         "unwritten": list(unwritten),
         "unswapped": ended.swap.unswapped,
+        "fetched_ahead": list(ended.swap.fetched_ahead),  # the controller adds them up
+        "paid_reused": list(ended.swap.paid_reused),
+        "cache": dict(ended.swap.cache),
         **ended.shard_ids,  # this process's collected and selected ids (run/workers/shardvisits.py)
     }
 
@@ -165,6 +171,35 @@ def merged_lines(before: list[str], payloads: list[dict[str, Any]]) -> list[str]
                 seen.add(line)
                 out.append(line)
     return out
+
+
+def fetched_ahead_lines(payloads: list[dict[str, Any]], width: int) -> list[str]:
+    """One line per model for the answers the workers fetched ahead, added up: each worker
+    printed its own, with no worker named (issue 52)."""
+    from pytest_slam.report.terminal import fit_lines
+    from pytest_slam.swap.ahead import merged
+
+    tallies = merged(t for p in payloads for t in p.get("fetched_ahead") or ())
+    return fit_lines([t.line() for t in tallies], width)
+
+
+def cache_lines(payloads: list[dict[str, Any]], width: int) -> list[str]:
+    """One line for the answer cache of every worker, its counts added up."""
+    from pytest_slam.report.terminal import fit_lines
+    from pytest_slam.swap.cache import merged_line
+
+    line = merged_line([p["cache"] for p in payloads if isinstance(p.get("cache"), dict)])
+    return fit_lines([line], width) if line else []
+
+
+def paid_reused_lines(payloads: list[dict[str, Any]]) -> list[str]:
+    """One line for the reference answers the workers reused from an earlier refresh."""
+    from pytest_slam.golden.paid import reused_line
+
+    counts = [p["paid_reused"] for p in payloads if len(p.get("paid_reused") or ()) == 2]
+    if not counts:
+        return []
+    return [reused_line(int(sum(c[0] for c in counts)), min(float(c[1]) for c in counts))]
 
 
 def visits(ended: Ended, merged: Merged, payloads: list[dict[str, Any]]) -> Visits:

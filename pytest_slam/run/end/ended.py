@@ -75,6 +75,12 @@ class SwapTally:
     unswapped: int = 0  # requests that went to the original endpoint (the router's count)
     original_url: str = ""  # that endpoint
     said: list[str] = field(default_factory=list)  # the swap's closing lines (handover.py)
+    # an xdist worker's answers fetched ahead, per queue (swap/ahead.FetchTally.as_dict): the
+    # controller says one line for its workers
+    fetched_ahead: list[dict[str, str | int]] = field(default_factory=list)
+    # an xdist worker's reference answers reused from an earlier refresh: [count, paid at]
+    paid_reused: list[float] = field(default_factory=list)
+    cache: dict[str, str | int] = field(default_factory=dict)  # a worker's (swap/cache.py tally)
 
 
 @dataclass(frozen=True)

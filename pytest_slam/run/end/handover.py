@@ -97,6 +97,11 @@ def handed(slam: Kept, session: pytest.Session, exitstatus: int) -> Ended:
         known=config.pluginmanager.get_plugin("session") is not None,
     )
     said = closing_lines(slam)  # first: the fetches ahead end there
+    reused = reused_paid(slam)
+    if reused is not None and slam.role != "worker":  # a worker's: the controller adds them up
+        from pytest_slam.golden.paid import reused_line
+
+        said.append(reused_line(*reused))
     router = slam.router
     swap = SwapTally(
         engine_errors=slam.engine_errors,
@@ -104,6 +109,11 @@ def handed(slam: Kept, session: pytest.Session, exitstatus: int) -> Ended:
         unswapped=router.unswapped if router is not None else 0,
         original_url=original_url(router),
         said=said,
+        fetched_ahead=[t.as_dict() for t in slam.ahead.tallies()]
+        if slam.ahead is not None and slam.role == "worker"
+        else [],
+        paid_reused=list(reused) if reused is not None and slam.role == "worker" else [],
+        cache=slam.cache.tally() if slam.cache is not None and slam.role == "worker" else {},
     )
     setup = Setup(
         settings=slam.settings,
@@ -154,6 +164,13 @@ def closing_lines(slam: Kept) -> list[str]:
     return lines
 
 
+def reused_paid(slam: Kept) -> tuple[int, float] | None:
+    """The reference answers this process took from an earlier refresh's paid ones."""
+    router = slam.router
+    golden = router.golden if router is not None else None
+    return golden.reused() if golden is not None else None
+
+
 def concurrency_lines(slam: Kept, router: SwapRouter) -> list[str]:
     """Answers fetched ahead (used, unused) and limits a server's refusals lowered; the
     fetches still queued or in flight end here; wrapped at the terminal's width, as the report's
@@ -163,10 +180,10 @@ def concurrency_lines(slam: Kept, router: SwapRouter) -> list[str]:
     lines: list[str] = []
     if slam.ahead is not None:
         slam.ahead.close()
-        lines.extend(slam.ahead.lines())
+        lines.extend(slam.ahead.lines(counted=slam.role != "worker"))  # a worker's: its tallies
     lines.extend(line for lim in router.limiters.values() if (line := lim.line()))
-    if slam.cache is not None and (line := slam.cache.line()):
-        lines.append(line)
+    if slam.cache is not None and slam.role != "worker" and (line := slam.cache.line()):
+        lines.append(line)  # a worker's: its tally, which the controller adds up
     return fit_lines(lines, terminal_width(slam.config))
 
 

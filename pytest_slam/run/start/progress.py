@@ -3,7 +3,8 @@
 pytest's dots say nothing while an engine loads or a model call runs for minutes. These lines go
 through pytest's terminal writer (capture suspended around it, as pytest's live logging does),
 prefixed ``pytest-slam:``, never with ``-q``, each fit to a terminal's width (a test id loses its
-middle first, then the end is cut with ``...``; never wrapped mid-word) and whole when pytest writes
+middle first, the test's name and the model kept; then tokens and roles; only then is the end cut
+with ``...``; never wrapped mid-word) and whole when pytest writes
 to no terminal (a CI log). They never split a line of pytest's: a line is written only while pytest writes
 nothing (the reporter's hooks hold the same lock), and an open progress line is first ended the
 way pytest ends it at a new file (its ``[ 40%]``), so the next result opens a whole new line with
@@ -377,27 +378,65 @@ def is_terminal(writer: object) -> bool:
 
 
 NODE_ID = re.compile(r"\S+::\S+")
-MIN_NODE_ID = 16  # a test's name is never clipped shorter than this
+TOKENS = re.compile(r", \d+ tok\b")  # a call's tokens so far: what a narrow line spares first
+SPARE = re.compile(r": \d+ the test's own, (\d+) fetched ahead")  # a grouped line's words
+ROLES = re.compile(r" \((?:candidate|reference|judge|passthrough)\)")  # a call's role, next
+MIN_NODE_ID = 24  # a test's name is never clipped shorter than this
+MIN_HEAD = 4  # what is kept of a node id's start before its last part (``test...::test_x[p]``)
 
 
 def fit(line: str, width: int) -> str:
-    """``line`` fit to the terminal's ``width``, never wrapped mid-word: a test's node id in it
-    first loses its middle (``test_sl...ask[slow]``: the file and the parameters stay), then the
-    line's end is cut with ``...``; so a heartbeat keeps the test and the time after it."""
+    """``line`` fit to the terminal's ``width``, never wrapped mid-word. A test's node id in it
+    first loses its middle and keeps its last part whole (``test_sl...::test_ask[smollm2-135m]``:
+    the test's name and its parameters, the model among them), then keeps only its end
+    (``...request_to_billing[smollm2-135m]``); if that is not enough the calls' token counts go
+    (and a grouped line's words), then the calls' roles; only then is the line's end cut with
+    ``...``. So a heartbeat at 80 columns still names the test, how long it has run and the model
+    it waits on (issue 52)."""
     room = max(width - 1, 20)  # pytest leaves the last column free
+    spare = SPARE.sub(r" (\1 ahead)", TOKENS.sub("", line)).replace(" calls in flight:", " calls:")
+    bare = ROLES.sub("", spare)
+    tries = ((line, True), (line, False), (spare, True), (spare, False), (bare, False))
+    for text, whole_last in tries:
+        fitted = _clip_ids(text, room, whole_last)
+        if len(fitted) <= room:
+            return fitted
+    return fitted[: room - 3].rstrip() + "..."
+
+
+def _clip_ids(line: str, room: int, whole_last: bool) -> str:
+    """The line's node ids shortened, the longest first, until it fits ``room`` or none can
+    lose more (``whole_last``: each keeps its last part whole; else its last ``MIN_NODE_ID``)."""
     while len(line) > room:
-        ids = [m for m in NODE_ID.finditer(line) if len(m.group()) > MIN_NODE_ID]
-        if not ids:
-            break
-        longest = max(ids, key=lambda m: len(m.group()))
-        keep = max(MIN_NODE_ID, len(longest.group()) - (len(line) - room))
-        line = line[: longest.start()] + clip_middle(longest.group(), keep) + line[longest.end() :]
-    return line if len(line) <= room else line[: room - 3].rstrip() + "..."
+        found = [
+            (m, floor)
+            for m in NODE_ID.finditer(line)
+            if len(m.group()) > (floor := _floor(m.group(), whole_last))
+        ]
+        if not found:
+            return line
+        longest, floor = max(found, key=lambda pair: len(pair[0].group()))
+        keep = max(floor, len(longest.group()) - (len(line) - room))
+        clipped = clip_node(longest.group(), keep)
+        line = line[: longest.start()] + clipped + line[longest.end() :]
+    return line
 
 
-def clip_middle(text: str, width: int) -> str:
-    """``text`` in ``width`` characters, its middle replaced by ``...``: both ends kept."""
-    if len(text) <= width:
-        return text
-    head = (width - 3) // 2
-    return text[:head] + "..." + text[len(text) - (width - 3 - head) :]
+def _floor(nodeid: str, whole_last: bool) -> int:
+    """The shortest a node id is clipped to: its last part whole behind a little of its start,
+    or (not ``whole_last``) ``MIN_NODE_ID``."""
+    if not whole_last:
+        return min(len(nodeid), MIN_NODE_ID)
+    return min(len(nodeid), MIN_HEAD + 5 + len(nodeid.rsplit("::", 1)[-1]))
+
+
+def clip_node(nodeid: str, width: int) -> str:
+    """``nodeid`` in ``width`` characters, its middle replaced by ``...``: the test's last part
+    (its name and parameters) kept whole after ``...::`` where it fits, else its end."""
+    if len(nodeid) <= width:
+        return nodeid
+    last = nodeid.rsplit("::", 1)[-1]
+    head = width - 5 - len(last)
+    if head >= MIN_HEAD:
+        return nodeid[:head] + "...::" + last
+    return "..." + nodeid[len(nodeid) - (width - 3) :]

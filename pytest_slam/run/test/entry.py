@@ -167,9 +167,10 @@ class TestEntry:
             result = yield
         except (KeyboardInterrupt, SystemExit):
             raise  # stopping: ask nothing more of any model
-        except BaseException:
+        except BaseException as exc:
             if ctx is not None:
                 ctx.settle()  # a call still in flight is a failed call of this test
+                ctx.raised(exc)  # a framework's timeout: the runaway it never read is not one
             if ctx is not None and checker is not None:
                 item.stash[VERDICT] = self._scored(item, checker.run(item, ctx, failed=True))
             raise
