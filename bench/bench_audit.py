@@ -22,7 +22,6 @@ bound against the bound, alpha 0.05), up to ``--most`` audits:
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import sys
@@ -73,10 +72,7 @@ def main() -> None:
     parser.add_argument("--most", type=int, default=200)
     parser.add_argument("--embeddings", type=Path, default=Path("/tmp/slam-bench-embeddings"))
     args = parser.parse_args()
-    if os.environ.get("SLAM_SHARED_DATA"):
-        validity_data.DATA = Path(os.environ["SLAM_SHARED_DATA"])
-    if not validity_data.DATA.is_dir():
-        raise SystemExit(f"bench/bench_audit.py needs the shared data at {validity_data.DATA}")
+    validity_data.located("bench/bench_audit.py")
     header(
         "Audits while in use (issue 50)",
         f"python bench/bench_audit.py --splits {args.splits} --streams {args.streams} "

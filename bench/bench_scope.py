@@ -31,7 +31,6 @@ scorers could decide on this set, honestly held out or not.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 from collections.abc import Sequence
@@ -191,10 +190,7 @@ def main() -> None:
     parser.add_argument("--semantic", action="store_true", help="try semantic too (slow on CPU)")
     parser.add_argument("--embeddings", type=Path, default=Path("/tmp/slam-bench-embeddings"))
     args = parser.parse_args()
-    if os.environ.get("SLAM_SHARED_DATA"):
-        validity_data.DATA = Path(os.environ["SLAM_SHARED_DATA"])
-    if not validity_data.DATA.is_dir():
-        raise SystemExit(f"bench/bench_scope.py needs the shared data at {validity_data.DATA}")
+    validity_data.located("bench/bench_scope.py")
     header(
         "Bands hold by feature (issue 50)",
         f"python bench/bench_scope.py --splits {args.splits}" + " --semantic" * args.semantic,

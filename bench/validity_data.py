@@ -17,12 +17,22 @@ One loader per per-answer set, each with the label its README gives (the reposit
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pytest_slam.compare.calibrate import GOOD_GRADE, LabelledPair
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def located(script: str) -> None:
+    """``DATA`` from ``SLAM_SHARED_DATA`` when set; ``script`` exits with a line when it is absent."""
+    global DATA
+    if os.environ.get("SLAM_SHARED_DATA"):
+        DATA = Path(os.environ["SLAM_SHARED_DATA"])
+    if not DATA.is_dir():
+        raise SystemExit(f"{script} needs the shared data at {DATA}")
 
 
 def _records(folder: str) -> Iterator[dict]:
