@@ -14,10 +14,11 @@ Definitions (SCHEMA.md):
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pytest_slam.compare.named import describe_name
 from pytest_slam.compare.uncertainty import Comparison, Interval
@@ -802,14 +803,18 @@ _PAIR_TEXTS: dict[str, JSON] = {"reference_text": None, "reference_tool_calls": 
 def slim(outcome: Outcome, data: dict[str, JSON] | None = None) -> str:
     """The outcome as a packed string without the texts the verdict never reads; ``data``: its
     ``as_dict``, when the caller made it (changed here)."""
-    data = outcome.as_dict() if data is None else data
+    return pack(_blanked(outcome.as_dict() if data is None else data))
+
+
+def _blanked(data: dict[str, Any]) -> dict[str, Any]:
+    """An outcome's ``as_dict`` without the texts the verdict never reads (changed in place)."""
     for call in data["calls"]:
         call.update(_CALL_TEXTS)
     for pair in data["pairs"]:
         pair.update(_PAIR_TEXTS)
         for score in pair["scores"]:
             score["explanation"] = ""
-    return pack(data)
+    return data
 
 
 @dataclass
@@ -832,20 +837,28 @@ class Fold:
     """Final outcomes (``final_outcomes``) added in canonical order; ``verdict`` is the verdict
     ``aggregate`` gives for them."""
 
-    def __init__(self, compact: bool = False) -> None:
+    def __init__(self, compact: bool = False, spooled: Callable[[int], str] | None = None) -> None:
         self._compact = compact
-        self._by_model: dict[str, list[Outcome | str]] = {}
+        self._spooled = spooled  # an outcome's line by its place (``add``'s ``at``)
+        self._by_model: dict[str, list[Outcome | str | int]] = {}
         self._golden: dict[str, Pair] = {}  # the first pair with a golden answer, by key
         self._open = _OpenEnded()
 
-    def add(self, outcome: Outcome, data: dict[str, JSON] | None = None) -> None:
+    def add(
+        self, outcome: Outcome, data: dict[str, JSON] | None = None, at: int | None = None
+    ) -> None:
         """The next final outcome; ``data``: its ``as_dict``, when the caller made it (a compact
-        fold changes it)."""
+        fold changes it); ``at``: its line's place in a spool (``spooled`` reads it back), kept
+        in place of the outcome (a merge of 300,000 kept a packed copy of each)."""
         for pair in outcome.pairs:
             if not pair.missing and pair.key not in self._golden:
                 self._golden[pair.key] = _golden_only(pair) if self._compact else pair
             self._open.add(pair)
-        kept = slim(outcome, data) if self._compact else outcome
+        kept: Outcome | str | int = outcome
+        if at is not None and self._spooled is not None:
+            kept = at
+        elif self._compact:
+            kept = slim(outcome, data)
         self._by_model.setdefault(outcome.model, []).append(kept)
 
     def extend(self, outcomes: Iterable[Outcome]) -> Fold:
@@ -858,7 +871,13 @@ class Fold:
         model's once)."""
         strings: dict[str, str] = {}
         for kept in self._by_model.pop(model, []):
-            yield unpack(kept, strings) if isinstance(kept, str) else kept
+            if isinstance(kept, int) and self._spooled is not None:
+                yield unpack(_blanked(json.loads(self._spooled(kept))), strings)
+            elif isinstance(kept, str):
+                yield unpack(kept, strings)
+            else:
+                assert isinstance(kept, Outcome)
+                yield kept
 
     def verdict(self, run_info: RunInfo) -> Verdict:
         """The verdict, model by model: one model's outcomes are records at a time (once: the

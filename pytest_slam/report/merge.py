@@ -13,11 +13,13 @@ the file, so a shard must also carry a signature of it under the shard key the m
 merged report says which.
 
 The merge streams (issue 53): it reads one shard at a time and one outcome line at a time, so what
-it holds is the compact fold of the verdict (``aggregate.Fold``), the unions of the visits, and a key per
-test, never every shard's outcomes as records. It reads each shard three times: to check it
-(digest, signature, claims), to fold the verdict over every shard's outcomes merged in canonical
-order (each shard's file is in that order), then to write them in that order; a shard changed
-between its reads is refused.
+it holds is the fold of the verdict (``aggregate.Fold``: each outcome's place in a spool), the
+unions of the visits, and a key per test, never every shard's outcomes as records. It reads each
+shard twice: to check it (digest, signature, claims), then to fold the verdict over every shard's
+outcomes merged in canonical order (each shard's file is in that order), spooling each outcome's
+line as it goes (as read, when it is the line this version writes: ``as_written``); the report
+is written from the spool, and the verdict reads each model's outcomes back from it. A shard
+changed between its reads is refused.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from pathlib import Path
 
 from pytest_slam.errors import SlamError
 from pytest_slam.metrics.budget import SessionBudget
-from pytest_slam.records import JSON, Outcome
+from pytest_slam.records import JSON, Outcome, Record
 from pytest_slam.report.aggregate import (
     ENGINE,
     Fold,
@@ -105,6 +107,10 @@ UNSIGNED_FIX = (
 )
 
 
+# An outcome as the merge reads it: its record, and its line and JSON value when read from a file.
+Read = tuple[Outcome, str | None, dict[str, JSON] | None]
+
+
 @dataclass
 class Shard:
     """One shard as the merge holds it between its reads: its run, its own gate, its digest and
@@ -120,8 +126,14 @@ class Shard:
 
     def outcomes(self) -> Iterator[Outcome]:
         """Its outcomes but the engines', in canonical order."""
+        return (item[0] for item in self.items())
+
+    def items(self) -> Iterator[Read]:
+        """Its outcomes but the engines', in canonical order, each with its line and its JSON
+        value as read (none for an outcome held)."""
         if self.held is not None:
-            yield from self.held
+            for outcome in self.held:
+                yield outcome, None, None
             return
         assert self.stream is not None
         seen = hashlib.sha256()
@@ -129,7 +141,7 @@ class Shard:
             seen.update(line.encode())
             data = json.loads(line)
             if data.get("outcome") != ENGINE:
-                yield Outcome.from_dict(data)
+                yield Outcome.from_dict(data), line, data
         if seen.hexdigest() != self.lines:
             raise MergeError(
                 f"{self.name} changed while it was merged; merge the shards again once every "
@@ -264,7 +276,7 @@ def _read_outcomes(
     for line in streamed.lines():
         lines.update(line.encode())
         data = read_value(streamed.path, line)
-        seal.add(json.dumps(data, allow_nan=False))
+        seal.add(line)  # the text its writer sealed: one changed in any way is refused
         if not isinstance(data, dict):
             raise ReportError(
                 f"{path} is not a report as pytest-slam writes it (an outcome "
@@ -356,10 +368,18 @@ class MergedOutcomes(Iterable[Outcome]):
         self._shards = shards
 
     def __iter__(self) -> Iterator[Outcome]:
-        streams: list[Iterable[Outcome]] = []
+        return (item[0] for item in self.items())
+
+    def items(self) -> Iterator[Read]:
+        """Each outcome with its line and JSON value as read, when read from a shard's file."""
+        streams: list[Iterable[Read]] = []
         for shard in self._shards:
-            streams += [shard.outcomes(), shard.engines]
-        return heapq.merge(*streams, key=outcome_order)
+            streams += [shard.items(), ((e, None, None) for e in shard.engines)]
+        return heapq.merge(*streams, key=_read_order)
+
+
+def _read_order(item: Read) -> tuple[tuple[tuple[str | int, ...], str], int, str]:
+    return outcome_order(item[0])
 
 
 class Spool(Iterable[str]):
@@ -372,27 +392,74 @@ class Spool(Iterable[str]):
     def __init__(self) -> None:
         self._folder = Path(tempfile.gettempdir())
         with writing(self._folder):
-            self._file = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115 (held by Merged)
+            self._file = tempfile.TemporaryFile("w+b")  # noqa: SIM115 (held by Merged)
+        self._end = 0
 
-    def kept(self, outcomes: Iterable[Outcome]) -> Iterator[tuple[Outcome, dict[str, JSON]]]:
-        """Each outcome with its ``as_dict``, its line spooled first."""
+    def kept(self, items: Iterable[Read]) -> Iterator[tuple[Outcome, int]]:
+        """Each outcome with its line's place in the spool, the line spooled first: as read
+        when it is what ``json.dumps`` of its ``as_dict`` gives (``as_written``), else made."""
         write = self._file.write
-        for outcome in outcomes:
-            data = outcome.as_dict()
+        for outcome, line, data in items:
+            if line is None or data is None or not as_written(outcome, data, line):
+                line = json.dumps(outcome.as_dict(), allow_nan=False)
+            encoded = line.encode() + b"\n"
             with writing(self._folder):
-                write(json.dumps(data, allow_nan=False))
-                write("\n")
-            yield outcome, data
+                write(encoded)
+            yield outcome, self._end
+            self._end += len(encoded)
+
+    def line_at(self, at: int) -> str:
+        """The line spooled at ``at`` (``kept``'s place), once every line is spooled."""
+        self._file.seek(at)
+        return self._file.readline()[:-1].decode()
 
     def __iter__(self) -> Iterator[str]:
         with writing(self._folder):
             self._file.flush()
         self._file.seek(0)
-        return (line[:-1] for line in self._file)
+        return (line[:-1].decode() for line in self._file)
 
 
-def _first(item: tuple[Outcome, dict[str, JSON]]) -> Outcome:
+def _first(item: tuple[Outcome, int]) -> Outcome:
     return item[0]
+
+
+_KEYS: dict[type[Record], list[str]] = {}
+
+
+def as_written(outcome: Outcome, data: dict[str, JSON], line: str) -> bool:
+    """Whether ``line``, read from a shard its seal vouches for, is the line this merge would
+    write for ``outcome`` (``json.dumps`` of its ``as_dict``): its records have the keys, in the
+    order, that ``as_dict`` gives them, and no value JSON cannot hold. A shard from another
+    version of pytest-slam, or with a NaN, is written anew from its records (0.9 s of a 13 s
+    merge of 15,000 outcomes: ``bench/bench_merge_scale.py``)."""
+    if "NaN" in line or "Infinity" in line:
+        return False
+    calls, pairs = data.get("calls"), data.get("pairs")
+    if not (_keyed(outcome, data) and isinstance(calls, list) and isinstance(pairs, list)):
+        return False
+    if len(calls) != len(outcome.calls) or len(pairs) != len(outcome.pairs):
+        return False
+    for call, value in zip(outcome.calls, calls, strict=True):
+        if not _keyed(call, value):
+            return False
+    for pair, value in zip(outcome.pairs, pairs, strict=True):
+        scores = value.get("scores") if isinstance(value, dict) else None
+        if not (_keyed(pair, value) and isinstance(scores, list)) or len(scores) != len(
+            pair.scores
+        ):
+            return False
+        if not all(_keyed(score, v) for score, v in zip(pair.scores, scores, strict=True)):
+            return False
+    return True
+
+
+def _keyed(record: Record, value: JSON) -> bool:
+    """``value``'s keys are those of ``record``'s ``as_dict``, in order (learnt once a type)."""
+    keys = _KEYS.get(type(record))
+    if keys is None:
+        keys = _KEYS[type(record)] = list(record.as_dict())
+    return isinstance(value, dict) and list(value) == keys
 
 
 class _Plain:
@@ -414,9 +481,9 @@ def merge(shards: Shards | Sequence[Report], unverified: Sequence[str] = ()) -> 
     with gc_paused():  # the fold's records live until the verdict is made
         run = merged_run([(s.name, s.run) for s in parts])
         outcomes, lines = MergedOutcomes(parts), Spool()
-        fold = Fold(compact=True)
-        for outcome, data in final_items(lines.kept(outcomes), _first):
-            fold.add(outcome, data)
+        fold = Fold(compact=True, spooled=lines.line_at)  # each outcome's place, read back
+        for outcome, at in final_items(lines.kept(outcomes.items()), _first):
+            fold.add(outcome, at=at)
         verdict = fold.verdict(run)
         visits = shards.visits
         if unverified:

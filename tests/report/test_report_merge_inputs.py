@@ -15,7 +15,7 @@ import report_helpers as synth
 
 from pytest_slam.cli import main
 from pytest_slam.report.aggregate import aggregate
-from pytest_slam.report.jsonreport import write_json
+from pytest_slam.report.jsonreport import report_text, write_json
 from pytest_slam.report.seal import digest_of
 from pytest_slam.report.visits import Visits
 
@@ -127,3 +127,35 @@ def test_unsigned_shards_merge_only_with_the_flag_and_the_merged_report_says_so(
     note = f"merged with --unsigned: 1 shard(s) not verified by a signature ({shard})"
     assert note in said
     assert any(n.startswith(note) for n in json.loads(out.read_text(encoding="utf-8"))["notes"])
+
+
+def test_a_shard_from_another_version_is_merged_as_this_version_writes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The merge writes a shard's outcome line as read when it is the line it would write itself,
+    and writes it anew otherwise: a shard whose outcomes carry a key this pytest-slam does not
+    know (a later version's), laid out and signed as a job writes it, merges into the same
+    report as the shard without it, the key dropped. And a laid-out line changed in any way,
+    a space added, is refused as changed after it was written."""
+    monkeypatch.setenv("SLAM_SHARD_KEY", "the-ci-secret")
+    shard = _shard(tmp_path)
+    doc = json.loads(shard.read_text(encoding="utf-8"))
+    doc["outcomes"] = [{**o, "from_a_later_version": [1, 2]} for o in doc["outcomes"]]
+    del doc["digest"], doc["signature"]
+    later = tmp_path / "later.json"
+    later.write_text(report_text(doc), encoding="utf-8")
+    assert '"from_a_later_version"' in later.read_text(encoding="utf-8")
+    merged = {}
+    for name, path in (("as written", shard), ("later", later)):
+        out = tmp_path / f"merged-{name}.json"
+        assert main(["report", "merge", str(path), "-o", str(out)]) in (0, 1), capsys.readouterr()
+        merged[name] = json.loads(out.read_text(encoding="utf-8"))["outcomes"]
+    assert merged["later"] == merged["as written"]
+    assert "from_a_later_version" not in json.dumps(merged["later"])
+
+    text = shard.read_text(encoding="utf-8")
+    spaced = tmp_path / "spaced.json"
+    spaced.write_text(text.replace('{"nodeid": ', '{"nodeid":  ', 1), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["report", "merge", str(spaced), "-o", str(tmp_path / "no.json")]) == 2
+    assert "was changed after it was written" in capsys.readouterr().err
