@@ -173,10 +173,12 @@ def _run_name(run: SavedRun) -> str:
 
 
 def _x_labels(history: History, sx: Callable[[float], float]) -> list[str]:
-    """Each run's number over its date; when they would overlap, every k-th run and the last."""
+    """Each run's number over its date; when they would overlap, every k-th run and the last
+    (a k-th run closer to the last than k is not labelled: its label would cover the last's)."""
     room = (W - RIGHT - LEFT - 40) / max(len(history) - 1, 1)
     every = max(1, math.ceil(LABEL_PX / room))
-    shown = {i for i in range(0, len(history), every)} | {len(history) - 1}
+    last = len(history) - 1
+    shown = {i for i in range(0, last, every) if last - i >= every} | {last}
     out = []
     for i in sorted(shown):
         run, x = history[i], sx(i)

@@ -3,8 +3,16 @@ counted, from saved reports' model rows as ``--slm-baseline=auto`` writes them."
 
 from __future__ import annotations
 
+import itertools
 import re
 
+import pytest
+import report_helpers as synth
+from review_helpers import Browser
+from slam_helpers import needs_chromium
+
+from pytest_slam.report.aggregate import aggregate
+from pytest_slam.report.html import write_html
 from pytest_slam.report.trend import METRICS, saved_run, trend_svgs, when
 
 
@@ -69,3 +77,40 @@ def test_when_reads_a_saved_stamp_and_an_iso_time() -> None:
     assert when("20261207T024300Z") == when("2026-12-07T02:43:59+00:00") == "2026-12-07 02:43"
     assert when("2026-12-07T04:43:00+02:00") == "2026-12-07 02:43"
     assert when(None) == when("soon") == ""
+
+
+@needs_chromium
+@pytest.mark.parametrize("runs", [3, 30])
+def test_chromium_draws_each_metric_dated_and_no_run_label_over_another(tmp_path, runs) -> None:
+    """In a real browser (issue 52 item 5): the history section holds one drawn chart per metric,
+    each run's label is its number over its UTC date, and no two labels on an axis overlap, also
+    at 30 runs where only some are labelled (the last always)."""
+    outcomes = synth.outcomes()
+    verdict = aggregate(outcomes, synth.run_info())
+    saved = [
+        saved_run(f"{i:04d}", f"2025-10-{i:02d} 10:00", [_row(0.9 - i / 100, i % 3)])
+        for i in range(1, runs)
+    ]
+    page = write_html(tmp_path / "report.html", verdict, outcomes, [r for r in saved if r])
+    browser = Browser(tmp_path / "profile")
+    try:
+        browser.open(page.as_uri())
+        charts = browser.js(
+            """[...document.querySelectorAll('#history + p + .charts svg')].map(svg => {
+                const box = svg.getBoundingClientRect();
+                const ticks = [...svg.querySelectorAll('text.tick')].filter(t => t.querySelector('tspan'))
+                  .map(t => { const r = t.getBoundingClientRect();
+                              return [t.textContent, r.left, r.right, r.top, r.bottom]; });
+                return {metric: svg.dataset.metric, width: box.width, height: box.height, ticks};
+            })"""
+        )
+    finally:
+        browser.close()
+    assert [c["metric"] for c in charts] == [m.key for m in METRICS]
+    for chart in charts:
+        assert chart["width"] > 200 and chart["height"] > 100, chart["metric"]  # drawn, not hidden
+        labels = [t for t in chart["ticks"] if re.fullmatch(r"(\d{4}|now)[\d-]{10} [\d:]{5}", t[0])]
+        assert labels[0][0] == "00012025-10-01 10:00" and labels[-1][0].startswith("now")
+        assert 2 <= len(labels) <= runs
+        for (a, *ra), (b, *rb) in itertools.pairwise(labels):
+            assert ra[1] <= rb[0], f"{chart['metric']}: {a!r} overlaps {b!r}"
