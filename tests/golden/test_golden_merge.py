@@ -14,7 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from disk_helpers import TOO_LARGE, no_traceback, run_full
 from patience import patient
+from slam_helpers import SLAM
 
 from pytest_slam.golden.fileformat import GoldenFileError, read_golden
 from pytest_slam.golden.keys import request_key
@@ -224,6 +226,27 @@ def test_the_driver_keeps_both_sides_between_markers_and_the_store_refuses_that_
     assert kept_ours == ours_before  # one side kept: exactly that side's file
     kept_theirs = "\n".join(lines[:start] + lines[middle + 1 : end] + lines[end + 1 :]) + "\n"
     assert kept_theirs == theirs.read_text(encoding="utf-8")
+
+
+def test_the_driver_on_a_full_disk_leaves_ours_as_it_was_in_one_line(tmp_path):
+    """git's merge driver writes OURS in place of git's copy: on a full disk (a file-size limit)
+    OURS is left whole as it was, one line names it with the fix, exit 2 (git then stops the
+    merge); with space, the same call merges."""
+    base = record(tmp_path / "base", (PASSWORD, T2))
+    ours, theirs = tmp_path / "ours.json", tmp_path / "theirs.json"
+    for path, text in ((ours, "Open Orders."), (theirs, "Ask Billing.")):
+        side = tmp_path / path.stem
+        shutil.copytree(tmp_path / "base", side)
+        shutil.copy(record(side, (rec("Refund?", text, "2026-01-02T00:00:00Z", T1), T1)), path)
+    before = ours.read_bytes()
+    argv = [*SLAM, "golden", "merge-driver", base, ours, theirs, "tests/x.json"]
+    full = run_full(list(map(str, argv)), tmp_path, limit=100)
+    no_traceback(full)
+    assert (full.returncode, full.stdout) == (2, ""), full.stderr
+    assert full.stderr == f"slam golden merge-driver: could not write ours.json: {TOO_LARGE}\n"
+    assert ours.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir() if p.is_file()] == ["ours.json", "theirs.json"]
+    assert slam(tmp_path, *argv[len(SLAM) :]).returncode == 1  # with space: merged, a conflict
 
 
 def test_the_driver_refuses_an_unusable_side_and_leaves_ours_as_it_was(tmp_path):
