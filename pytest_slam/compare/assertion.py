@@ -16,6 +16,7 @@ from pytest_slam.compare.named import get_scorer
 from pytest_slam.compare.scorer import Scorer
 from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON, Call, GoldenAnswer, GoldenRecord, Score
+from pytest_slam.util.files import WriteFailed
 from pytest_slam.util.textcodec import visible
 
 Answer = str | Call | GoldenAnswer | GoldenRecord | dict[str, JSON] | list[JSON]
@@ -132,6 +133,8 @@ def _write_obtained(candidate: str, scorer: str) -> str | None:
         return None
     try:
         path = _obtained_writer(candidate, scorer)
+    except WriteFailed as err:  # a full disk, a read-only folder: its file, error and fix
+        return f"the obtained answer was not kept: {err}"
     except Exception as err:
         return f"could not write the obtained answer: {type(err).__name__}: {err}"
     return f"obtained answer written to {path}" if path else None

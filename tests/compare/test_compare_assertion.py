@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from disk_helpers import TOO_LARGE, no_traceback, run_full
 
 from pytest_slam.compare import EquivalenceError, assert_equivalent, evaluate, set_obtained_writer
 from pytest_slam.compare.diff import side_by_side
@@ -140,3 +142,31 @@ def test_failing_writer_does_not_mask_the_verdict() -> None:
     with pytest.raises(EquivalenceError) as info:
         assert_equivalent("Lyon", "Paris", by="exact")
     assert "obtained answer" not in str(info.value)
+
+
+def test_an_obtained_answer_on_a_full_disk_is_one_line_and_the_verdict_stands(
+    tmp_path: Path,
+) -> None:
+    """The run's writer (``write_obtained``) under a file-size limit: the failure's text ends with
+    the file, the error and the fix; no part of the answer is left in the folder."""
+    (tmp_path / "obtained").mkdir()
+    script = (
+        "from pathlib import Path\n"
+        "from pytest_slam.compare import EquivalenceError, assert_equivalent, set_obtained_writer\n"
+        "from pytest_slam.run.start.repeat import write_obtained\n"
+        "set_obtained_writer(lambda text, scorer: str(write_obtained(\n"
+        "    Path('obtained'), f'answer-{scorer}.txt', text)))\n"
+        "try:\n"
+        "    assert_equivalent('Lyon ' * 100, 'Paris', by='exact')\n"
+        "except EquivalenceError as exc:\n"
+        "    print(str(exc).splitlines()[0])\n"
+        "    print(str(exc).splitlines()[-1])\n"
+    )
+    done = run_full([sys.executable, "-c", script], tmp_path, limit=100)
+    no_traceback(done)
+    verdict, last = done.stdout.splitlines()
+    assert verdict.startswith("candidate is not equivalent to the reference by exact")
+    assert last == (
+        f"the obtained answer was not kept: could not write obtained/answer-exact.txt: {TOO_LARGE}"
+    )
+    assert sorted(p.name for p in (tmp_path / "obtained").iterdir()) == [".gitignore"]
