@@ -31,19 +31,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import validity_data
 from _common import footer, header, table
-from bench_scope import TARGETS, _Value
-from validity import split
+from bench_scope import TARGETS, _Value, calibrated_splits
 
 from pytest_slam.cli.calibrate_toml import band_error
 from pytest_slam.compare.audit import ALPHA, RATIO, contradicts, fewest_audits
 from pytest_slam.compare.bands import EQUIVALENT
-from pytest_slam.compare.bandselect import Targets
 from pytest_slam.compare.binomial import interval
 from pytest_slam.compare.calibrate import (
     SCORERS,
     Aids,
     available_scorers,
-    calibrate_scope,
     score_column,
 )
 from pytest_slam.compare.decide import Rule
@@ -83,13 +80,9 @@ def main() -> None:
     sets = {row: [replace(p, module=m) for p in load()] for row, (load, m) in TARGETS.items()}
     qa = sets["(a) short QA, other half"]
     out = []
-    for seed in range(args.splits):
-        first, second = split([p.unit for p in qa], seed)
-        result = calibrate_scope("", [qa[i] for i in first], Targets(), scorers, 0, aids)
+    for seed, result, second in calibrated_splits(qa, args.splits, scorers, aids):
         pick = result.chosen
-        if pick is None or pick.at_least is None:
-            print(f"split {seed}: no pass band certified", file=sys.stderr)
-            continue
+        assert pick is not None and pick.at_least is not None
         stated_table = band_error(result)
         stated = float(stated_table["pass_upper"])  # type: ignore[arg-type]
         by = SCORERS[pick.scorer][0]

@@ -33,7 +33,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -50,6 +50,8 @@ from pytest_slam.compare.calibrate import (
     SCORERS,
     Aids,
     LabelledPair,
+    ScopeResult,
+    Scorers,
     available_scorers,
     calibrate_scope,
     score_column,
@@ -184,6 +186,22 @@ class Ceiling:
         ]
 
 
+def calibrated_splits(
+    qa: Sequence[LabelledPair], splits: int, scorers: Scorers, aids: Aids
+) -> Iterator[tuple[int, ScopeResult, list[int]]]:
+    """Each split of ``qa`` by prompt: bands calibrated on its first half as ``slam calibrate``
+    does, with the held-out half's indices; a split whose pass band is not certified is said and
+    left out."""
+    for seed in range(splits):
+        first, second = split([p.unit for p in qa], seed)
+        result = calibrate_scope("", [qa[i] for i in first], Targets(), scorers, 0, aids)
+        pick = result.chosen
+        if pick is None or pick.at_least is None:
+            print(f"split {seed}: no pass band certified", file=sys.stderr)
+            continue
+        yield seed, result, second
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--splits", type=int, default=5)
@@ -202,13 +220,9 @@ def main() -> None:
     columns: dict[tuple[str, str], list[float]] = {}
     tallies = {(row, scoped): Tally() for row in TARGETS for scoped in (True, False)}
     ceilings: dict[str, Ceiling] = {}
-    for seed in range(args.splits):
-        first, second = split([p.unit for p in qa], seed)
-        result = calibrate_scope("", [qa[i] for i in first], Targets(), scorers, 0, aids)
+    for seed, result, second in calibrated_splits(qa, args.splits, scorers, aids):
         pick = result.chosen
-        if pick is None or pick.at_least is None:
-            print(f"split {seed}: no pass band certified", file=sys.stderr)
-            continue
+        assert pick is not None and pick.at_least is not None
         stated = band_error(result)
         chosen = (pick.scorer, pick.at_least, pick.fail_below)
         for row, pairs in sets.items():
