@@ -10,14 +10,13 @@ their golden entry changes). ``--answers``, ``--paid`` and ``--missed`` clear on
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
 from pytest_slam.cli import exits
 from pytest_slam.golden import misses, paid
 from pytest_slam.swap import cache
-from pytest_slam.util.files import scratch_folder
+from pytest_slam.util.files import remove_files, scratch_folder
 
 
 class Kept(NamedTuple):
@@ -26,18 +25,18 @@ class Kept(NamedTuple):
     option: str
     folder: str
     label: str
-    clear: Callable[[Path], int]
+    pattern: str  # its files under the folder
     unit: str
     after: str  # what removing them means, said when any were
 
 
 KEPT = (
-    Kept("answers", cache.FOLDER, "answer cache", cache.clear, "answer", ""),
+    Kept("answers", cache.FOLDER, "answer cache", "*/*.json", "answer", ""),
     Kept(
         "paid",
         paid.FOLDER,
         "paid reference answers",
-        paid.clear,
+        "*.json",
         "answer",
         "a refresh paid for them and did not record them; the next refresh asks them again",
     ),
@@ -45,7 +44,7 @@ KEPT = (
         "missed",
         misses.FOLDER,
         "missed golden requests",
-        misses.clear,
+        "*-*",  # each note's name: where, then its content
         "note",
         "their golden entries are fetched ahead again",
     ),
@@ -67,7 +66,7 @@ def cmd_clear(args: argparse.Namespace) -> int:
     named = [k for k in KEPT if getattr(args, k.option, False)] or list(KEPT)
     for kept in named:
         folder = scratch / kept.folder
-        removed = kept.clear(folder)
+        removed = remove_files(folder, kept.pattern)
         counted = f"{removed} {kept.unit}{'' if removed == 1 else 's'}"
         after = f" ({kept.after})" if removed and kept.after else ""
         print(f"{kept.label}: {counted} removed from {folder}{after}")

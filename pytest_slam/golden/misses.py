@@ -67,17 +67,3 @@ def note(store: GoldenStore, module: str, test: str, turn: int, body: dict[str, 
 def noted(store: GoldenStore, module: str, test: str, rec: GoldenRecord) -> bool:
     """Whether ``rec``, as it is now, was the request ``test`` did not send in an earlier run."""
     return _note_path(store, module, test, rec).exists()
-
-
-def clear(folder: Path) -> int:
-    """Forget every note (``slam cache clear``); how many there were. Their golden entries are
-    fetched ahead again, each until it misses once more."""
-    removed = 0
-    for path in sorted(Path(folder).glob("*")):
-        try:
-            if path.is_file() and path.name != ".gitignore":
-                path.unlink()
-                removed += 1
-        except OSError:
-            continue
-    return removed

@@ -130,14 +130,3 @@ def reused_line(count: int, paid_at: float) -> str:
         f"record them (killed, or its tests did not reach them); not asked again "
         f"(`slam cache clear --paid` forgets such answers)"
     )
-
-
-def clear(folder: Path) -> int:
-    """Remove every kept answer (``slam cache clear``); how many there were. The next refresh
-    asks the reference for them again."""
-    removed = 0
-    for path in sorted(Path(folder).glob("*.json")):
-        with contextlib.suppress(OSError):
-            path.unlink()
-            removed += 1
-    return removed

@@ -270,15 +270,3 @@ COUNTS = ("hits", "kept", "damaged")
 def answers(count: int) -> str:
     """``1 answer``, ``49 answers``: what every line of the cache counts (kept, served, removed)."""
     return f"{count} answer{'' if count == 1 else 's'}"
-
-
-def clear(folder: Path) -> int:
-    """Remove every kept answer; how many there were."""
-    removed = 0
-    for path in sorted(Path(folder).glob("*/*.json")):
-        try:
-            path.unlink()
-            removed += 1
-        except OSError:
-            continue
-    return removed

@@ -172,6 +172,20 @@ def append_text(path: str | os.PathLike[str], text: str) -> int:
             os.close(fd)
 
 
+def remove_files(folder: Path, pattern: str) -> int:
+    """Remove the files under ``folder`` that ``pattern`` (a glob) matches; how many were removed.
+    For what ``.slam`` keeps to save work (a file another process removed first, or one that
+    cannot be removed, is skipped: it is asked again or kept, never a failure)."""
+    removed = 0
+    for path in sorted(folder.glob(pattern)):
+        try:
+            path.unlink()
+            removed += 1
+        except OSError:
+            continue
+    return removed
+
+
 def scratch_folder(golden_root: str | os.PathLike[str]) -> Path:
     """pytest-slam's scratch folder (``.slam``, git-ignored) beside the golden folder ``golden_root``:
     locks, the stale list, the trash and the caches, none of them committed."""
