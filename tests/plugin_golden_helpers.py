@@ -4,7 +4,6 @@ reference by endpoint spec and the candidate ``mini``, and readers of what a run
 from __future__ import annotations
 
 import collections
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 import pytest
 from patience import patient
+from report_helpers import read_report
 from slam_helpers import PRODUCT
 
 from pytest_slam.testing import FakeOpenAI
@@ -91,12 +91,12 @@ def golden_files(root: Path) -> dict[str, bytes]:
 
 
 def entries(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text(encoding="utf-8"))["entries"]
+    return read_report(path)["entries"]
 
 
 def by_test(report: Path) -> dict[str, tuple[str, list[tuple[str, str]]]]:
     """Each test's outcome and the golden answers (key, text) it was compared with."""
-    outcomes = json.loads(report.read_text(encoding="utf-8"))["outcomes"]
+    outcomes = read_report(report)["outcomes"]
     return {
         o["nodeid"]: (o["outcome"], [(p["key"], p["reference_text"]) for p in o["pairs"]])
         for o in outcomes

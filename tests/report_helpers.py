@@ -13,6 +13,9 @@ The numbers are chosen so the expected aggregates can be worked out by hand in t
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 from pytest_slam.records import Call, ModelSpec, Outcome, Pair, Score
@@ -166,3 +169,19 @@ def run_info(models: tuple[str, ...] = MODELS) -> RunInfo:
         cost_assumption="self-hosted: engine hourly price x busy seconds; API: price table 2025-11",
         gpu_telemetry="GPU telemetry: NVML available for vLLM only",
     )
+
+
+def expanded(document: Any) -> Any:
+    """A report document with each outcome as ``Outcome.as_dict`` gives it: the file leaves out
+    each field at its default (``report/packed.py``), which a reader fills back in."""
+    outcomes = document.get("outcomes") if isinstance(document, dict) else None
+    if isinstance(outcomes, list):
+        document["outcomes"] = [
+            Outcome.from_dict(o).as_dict() if isinstance(o, dict) else o for o in outcomes
+        ]
+    return document
+
+
+def read_report(path: str | os.PathLike[str]) -> Any:
+    """A JSON file as ``json.loads`` reads it; a report's outcomes ``expanded``."""
+    return expanded(json.loads(Path(path).read_text(encoding="utf-8")))

@@ -807,12 +807,13 @@ def slim(outcome: Outcome, data: dict[str, JSON] | None = None) -> str:
 
 
 def _blanked(data: dict[str, Any]) -> dict[str, Any]:
-    """An outcome's ``as_dict`` without the texts the verdict never reads (changed in place)."""
-    for call in data["calls"]:
+    """An outcome's ``as_dict`` (or its report line, its defaults left out) without the texts the
+    verdict never reads (changed in place)."""
+    for call in data.get("calls") or ():
         call.update(_CALL_TEXTS)
-    for pair in data["pairs"]:
+    for pair in data.get("pairs") or ():
         pair.update(_PAIR_TEXTS)
-        for score in pair["scores"]:
+        for score in pair.get("scores") or ():
             score["explanation"] = ""
     return data
 

@@ -1,4 +1,4 @@
-"""The JSON report, schema ``pytest-slam/report/1`` (every field is documented in SCHEMA.md).
+"""The JSON report, schema ``pytest-slam/report/2`` (every field is documented in SCHEMA.md).
 
 It holds the run settings, the per-model verdict, per-test rows and every outcome with its calls,
 so the HTML report and a later baseline comparison can be made from the file alone.
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON, Outcome, records, utc_now
 from pytest_slam.report.aggregate import OutcomeLike, Verdict, outcome_order, sort_outcomes
+from pytest_slam.report.packed import outcome_line
 from pytest_slam.report.schema import ReportDocument
 from pytest_slam.report.seal import Seal, digest_of, shard_key, sign
 from pytest_slam.report.visits import Visits
@@ -30,7 +31,8 @@ if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
 SCHEMA_NAME = "pytest-slam/report"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: an outcome's fields at their default are left out of its line
+OLDEST_READ = 1  # a version-1 report (every field written) reads as it did
 SCHEMA_ID = f"{SCHEMA_NAME}/{SCHEMA_VERSION}"
 
 
@@ -106,7 +108,7 @@ def write_json(
     The outcomes are streamed, one line each, so a merged run of 300,000 never exists as one
     document or one string; the rest of the document is encoded first, so a value JSON cannot
     hold (NaN) there is refused before anything is written. ``lines``: each outcome's line
-    (``json.dumps`` of its ``as_dict``) in canonical order, made already (``slam report merge``
+    (``packed.outcome_line``) in canonical order, made already (``slam report merge``
     spooled them as it read its shards): written as they come, ``outcomes`` not read.
     """
     with gc_paused():  # what is built here is freed as it is written: no cycle to collect
@@ -119,7 +121,7 @@ def write_json(
         rows = (row.as_dict() for row in verdict.tests)
         head, tail = _frame({**document, "digest": mark, "signature": signed}, rows)
         if lines is None:
-            lines = (json.dumps(o.as_dict(), allow_nan=False) for o in sort_outcomes(outcomes))
+            lines = (outcome_line(o.as_dict()) for o in sort_outcomes(outcomes))
         sealed = (seal.add(line) for line in lines)
         pieces = _sealed(_joined(head, sealed, tail), mark, seal, key, signed)
         return atomic_write(path, pieces)
@@ -143,7 +145,8 @@ def _sealed(
 
 
 def report_text(document: dict[str, JSON]) -> str:
-    """The document as JSON: indented, except that each outcome is one line.
+    """The document as JSON: indented, except that each per-test row and each outcome is one line
+    (its fields at their default left out: ``packed.outcome_line``).
 
     An indent makes ``json`` encode in Python instead of C, which for a thousand outcomes was most
     of a report's cost; one line per outcome keeps a committed baseline's diff one line per test.
@@ -152,7 +155,7 @@ def report_text(document: dict[str, JSON]) -> str:
     if not isinstance(outcomes, list):
         return json.dumps(document, indent=2, allow_nan=False) + "\n"
     seal = Seal(document.get("visits"))
-    lines = [seal.add(json.dumps(o, allow_nan=False)) for o in outcomes]
+    lines = [seal.add(_line(o)) for o in outcomes]
     key = shard_key()
     signature = sign(key, seal.text()) if key else None
     head, tail = _frame({**document, "digest": seal.text(), "signature": signature})
@@ -166,7 +169,7 @@ def _frame(
     (``outcomes`` is its last key).
 
     The per-test rows (``rows``, else the document's ``tests``: one per test and model, as many as
-    the outcomes) are encoded each by ``_indented`` as the pieces are read; the rest, a few dozen
+    the outcomes) are encoded one line each as the pieces are read; the rest, a few dozen
     lines, by ``json``'s indenting encoder.
     """
     if rows is None:
@@ -187,28 +190,19 @@ def _frame(
 
 
 def _rows_text(before: str, first: JSON, rows: Iterator[JSON], after: str) -> Iterator[str]:
-    yield f"{before}[\n    {_indented(first, 2)}"
+    yield f"{before}[\n    {_row_line(first)}"
     for row in rows:
-        yield f",\n    {_indented(row, 2)}"
+        yield f",\n    {_row_line(row)}"
     yield f"\n  ]{after}"
 
 
-def _indented(value: JSON, depth: int) -> str:
-    """``value`` as ``json.dumps(value, indent=2)`` writes it ``depth`` levels deep.
+def _line(outcome: JSON) -> str:
+    return outcome_line(outcome) if isinstance(outcome, dict) else json.dumps(outcome)
 
-    A flat object (every value a scalar or empty) goes through the C encoder, its item separator
-    carrying the indent: byte for byte what the Python indenting encoder writes, 10 times faster.
-    A JSON string never holds a raw newline, so any other value is re-indented by its newlines.
-    """
-    pad = "\n" + "  " * (depth + 1)
-    if (
-        isinstance(value, dict)
-        and value
-        and all(not v or not isinstance(v, dict | list) for v in value.values())
-    ):
-        inner = json.dumps(value, separators=("," + pad, ": "), allow_nan=False)[1:-1]
-        return f"{{{pad}{inner}{pad[:-2]}}}"
-    return json.dumps(value, indent=2, allow_nan=False).replace("\n", "\n" + "  " * depth)
+
+def _row_line(row: JSON) -> str:
+    """A per-test row as the report writes it: one line, no spaces (as each outcome)."""
+    return json.dumps(row, separators=(",", ":"), allow_nan=False)
 
 
 def _joined(head: Iterable[str], lines: Iterator[str], tail: str) -> Iterator[str]:
@@ -278,7 +272,7 @@ class Streamed:
         """Each outcome's JSON text, in file order (``read_value`` reads one)."""
         if self._held is not None:
             for value in self._held:
-                yield json.dumps(value)
+                yield json.dumps(value, separators=(",", ":"))  # as digest_of hashes it
             return
         with self.path.open(encoding="utf-8-sig") as lines:
             for line in lines:
@@ -384,7 +378,11 @@ def _check_digest(data: dict[str, JSON], path: str) -> None:
             f"{path} carries no digest of its outcomes (written by an older pytest-slam, or "
             "edited); run it again with this pytest-slam and pass the file --slm-report wrote"
         )
-    if not isinstance(outcomes, list) or digest_of(data.get("visits"), outcomes) != written:
+    visits = data.get("visits")
+    if not isinstance(outcomes, list) or written not in (
+        digest_of(visits, outcomes),
+        digest_of(visits, outcomes, spaced=True),
+    ):
         raise ReportError(
             f"{path} was changed after it was written: its outcomes or visits do not match its "
             "digest; pass the file --slm-report wrote, unchanged, or run it again"
@@ -464,7 +462,7 @@ def check_schema(data: dict[str, JSON], where: str) -> int:
             f"expected {SCHEMA_ID!r}); pass the file written by --slm-report"
         )
     number = int(version)
-    if number < SCHEMA_VERSION:
+    if number < OLDEST_READ:
         raise ReportError(
             f"{where} uses the older schema {schema}; this pytest-slam reads {SCHEMA_ID}. "
             "Re-run the tests with --slm-report to write a current report"

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from pytest_slam.errors import SlamError
 from pytest_slam.metrics.budget import SessionBudget
-from pytest_slam.records import JSON, Outcome, Record
+from pytest_slam.records import JSON, Outcome
 from pytest_slam.report.aggregate import (
     ENGINE,
     Fold,
@@ -59,6 +59,7 @@ from pytest_slam.report.jsonreport import (
     read_value,
     stream_report,
 )
+from pytest_slam.report.packed import outcome_line
 from pytest_slam.report.seal import KEY_ENV, KEY_FILE_ENV, Seal, verified
 from pytest_slam.report.visits import Visits, VisitsFold
 from pytest_slam.util.files import writing
@@ -383,7 +384,7 @@ def _read_order(item: Read) -> tuple[tuple[tuple[str | int, ...], str], int, str
 
 
 class Spool(Iterable[str]):
-    """The merged outcomes' lines (``json.dumps`` of each ``as_dict``, as ``write_json`` writes
+    """The merged outcomes' lines (``packed.outcome_line`` of each ``as_dict``, as ``write_json`` writes
     them), in a temporary file as the fold reads them: the report is written from it, so the
     shards are not read and parsed a third time. Read again from its start at each iteration.
     A full temporary folder is ``WriteFailed`` naming that folder (the merge's own output is not
@@ -397,11 +398,11 @@ class Spool(Iterable[str]):
 
     def kept(self, items: Iterable[Read]) -> Iterator[tuple[Outcome, int]]:
         """Each outcome with its line's place in the spool, the line spooled first: as read
-        when it is what ``json.dumps`` of its ``as_dict`` gives (``as_written``), else made."""
+        when it is what ``outcome_line`` of its ``as_dict`` gives (``as_written``), else made."""
         write = self._file.write
         for outcome, line, data in items:
-            if line is None or data is None or not as_written(outcome, data, line):
-                line = json.dumps(outcome.as_dict(), allow_nan=False)
+            if line is None or data is None or not as_written(data, line):
+                line = outcome_line(outcome.as_dict())
             encoded = line.encode() + b"\n"
             with writing(self._folder):
                 write(encoded)
@@ -410,7 +411,8 @@ class Spool(Iterable[str]):
 
     def line_at(self, at: int) -> str:
         """The line spooled at ``at`` (``kept``'s place), once every line is spooled."""
-        self._file.seek(at)
+        with writing(self._folder):  # the seek writes what is still buffered
+            self._file.seek(at)
         return self._file.readline()[:-1].decode()
 
     def __iter__(self) -> Iterator[str]:
@@ -424,42 +426,15 @@ def _first(item: tuple[Outcome, int]) -> Outcome:
     return item[0]
 
 
-_KEYS: dict[type[Record], list[str]] = {}
-
-
-def as_written(outcome: Outcome, data: dict[str, JSON], line: str) -> bool:
+def as_written(data: dict[str, JSON], line: str) -> bool:
     """Whether ``line``, read from a shard its seal vouches for, is the line this merge would
-    write for ``outcome`` (``json.dumps`` of its ``as_dict``): its records have the keys, in the
-    order, that ``as_dict`` gives them, and no value JSON cannot hold. A shard from another
-    version of pytest-slam, or with a NaN, is written anew from its records (0.9 s of a 13 s
-    merge of 15,000 outcomes: ``bench/bench_merge_scale.py``)."""
-    if "NaN" in line or "Infinity" in line:
+    write for it (``packed.outcome_line``: its fields at their default left out, no spaces). A
+    shard from another version of pytest-slam, or with a NaN, is written anew from its records
+    (0.9 s of a 13 s merge of 15,000 outcomes: ``bench/bench_merge_scale.py``)."""
+    try:
+        return outcome_line(data) == line
+    except ValueError:  # NaN: made again from the record, which refuses it in one line
         return False
-    calls, pairs = data.get("calls"), data.get("pairs")
-    if not (_keyed(outcome, data) and isinstance(calls, list) and isinstance(pairs, list)):
-        return False
-    if len(calls) != len(outcome.calls) or len(pairs) != len(outcome.pairs):
-        return False
-    for call, value in zip(outcome.calls, calls, strict=True):
-        if not _keyed(call, value):
-            return False
-    for pair, value in zip(outcome.pairs, pairs, strict=True):
-        scores = value.get("scores") if isinstance(value, dict) else None
-        if not (_keyed(pair, value) and isinstance(scores, list)) or len(scores) != len(
-            pair.scores
-        ):
-            return False
-        if not all(_keyed(score, v) for score, v in zip(pair.scores, scores, strict=True)):
-            return False
-    return True
-
-
-def _keyed(record: Record, value: JSON) -> bool:
-    """``value``'s keys are those of ``record``'s ``as_dict``, in order (learnt once a type)."""
-    keys = _KEYS.get(type(record))
-    if keys is None:
-        keys = _KEYS[type(record)] = list(record.as_dict())
-    return isinstance(value, dict) and list(value) == keys
 
 
 class _Plain:

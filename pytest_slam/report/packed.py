@@ -7,7 +7,7 @@ string of about 1 KiB, read back one outcome at a time when the end of the run w
 
 ``pack`` drops each field of ``Outcome``, ``Call``, ``Pair`` and ``Score`` that holds its
 default (the same value of the same type) and the keys derived from the others (``tpot_ms``,
-``passed``...); ``unpack`` reads it back as the record, whose ``as_dict`` is the dict ``pack``
+``passed``...: not fields); ``unpack`` reads it back as the record, whose ``as_dict`` is the dict ``pack``
 was given. The string is plain JSON text (``ensure_ascii=False``, so a lone surrogate stays
 one: ``run/workers/crossing.py`` carries it across xdist as it carries any model text).
 """
@@ -35,8 +35,6 @@ def _defaults(cls: type[Record]) -> dict[str, Any]:
     return found
 
 
-# Keys ``as_dict`` derives from the fields: never kept, made again by ``unpack``.
-_DERIVED = {Call: ("tpot_ms", "tokens_per_s", "cut_by_cap"), Score: ("passed",)}
 _KINDS: dict[type[Record], dict[str, Any]] = {
     cls: _defaults(cls) for cls in (Outcome, Call, Pair, Score)
 }
@@ -46,11 +44,19 @@ _NESTED: dict[type[Record], dict[str, type[Record]]] = {
 }
 
 
+_FIELDS: dict[type[Record], tuple[str, ...]] = {
+    cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in _KINDS
+}
+
+
 def _slim(data: Mapping[str, JSON], cls: type[Record]) -> dict[str, JSON]:
-    defaults, derived, nested = _KINDS[cls], _DERIVED.get(cls, ()), _NESTED.get(cls, {})
+    """``data``'s fields of ``cls`` in the record's order, those at their default left out; a key
+    the record does not have (a derived one, one of another version) is not kept."""
+    defaults, nested = _KINDS[cls], _NESTED.get(cls, {})
     out: dict[str, JSON] = {}
-    for name, value in data.items():
-        if name in derived:
+    for name in _FIELDS[cls]:
+        value = data.get(name, _MISSING)
+        if value is _MISSING:
             continue
         default = defaults.get(name, _MISSING)
         if default is not _MISSING and type(value) is type(default) and value == default:
@@ -65,6 +71,14 @@ def _slim(data: Mapping[str, JSON], cls: type[Record]) -> dict[str, JSON]:
 def pack(outcome: Mapping[str, JSON]) -> str:
     """An Outcome's dict (``Outcome.as_dict()``) as its compact JSON string."""
     return json.dumps(_slim(outcome, Outcome), ensure_ascii=False, separators=(",", ":"))
+
+
+def outcome_line(outcome: Mapping[str, JSON]) -> str:
+    """An Outcome's dict as the JSON report writes it: one line of its non-default fields, ASCII
+    (a lone surrogate an escape, which a UTF-8 file can hold), no spaces; ``ValueError`` for a
+    value JSON cannot hold (NaN). A reader gets each left-out field's default back
+    (``Outcome.from_dict``; ``jq`` reads a left-out key as null)."""
+    return json.dumps(_slim(outcome, Outcome), separators=(",", ":"), allow_nan=False)
 
 
 def unpack(kept: str | Mapping[str, JSON], strings: dict[str, str] | None = None) -> Outcome:

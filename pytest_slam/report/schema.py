@@ -24,7 +24,7 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 @dataclass
 class ReportDocument(Record):
-    """One JSON report (schema ``pytest-slam/report/1``); ``schema`` first, to check at a glance.
+    """One JSON report (schema ``pytest-slam/report/2``); ``schema`` first, to check at a glance.
 
     Derived keys that ``as_dict`` adds (a call's ``tpot_ms``, ``tokens_per_s`` and ``cut_by_cap``,
     a score's ``passed``) are written too (``DERIVED``); readers recompute them.

@@ -84,10 +84,12 @@ class Seal:
         return PREFIX + self._hash.hexdigest()
 
 
-def digest_of(visits: JSON, outcomes: Iterable[JSON]) -> str:
-    """The digest of a report's values as read back (``json.loads`` then ``json.dumps`` gives the
-    line the writer hashed, whatever the file's indentation)."""
+def digest_of(visits: JSON, outcomes: Iterable[JSON], *, spaced: bool = False) -> str:
+    """The digest of a report's values as read back: ``json.loads`` then ``json.dumps`` gives the
+    line the writer hashed, whatever the file's indentation; without spaces as the report writes
+    its lines, or (``spaced``) with ``json``'s default ones, as earlier development builds wrote them."""
+    separators = (", ", ": ") if spaced else (",", ":")
     seal = Seal(visits)
     for outcome in outcomes:
-        seal.add(json.dumps(outcome, allow_nan=False))
+        seal.add(json.dumps(outcome, separators=separators, allow_nan=False))
     return seal.text()

@@ -7,12 +7,12 @@ FakeOpenAI server on loopback. The mock below is the product's own monkeypatch o
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
 from typing import Any
 
 import pytest
 from html_helpers import report_data
+from report_helpers import read_report
 from slam_helpers import PRODUCT, said, write_pyproject
 
 from pytest_slam.run.inputs.options import EXIT_GATE_FAILED
@@ -78,7 +78,7 @@ def test_a_mocked_client_is_not_swapped_and_fails_the_gate(
     header = next(line for line in result.stdout.lines if line.startswith("model "))
     assert "not swapped" in header
 
-    report = json.loads((pytester.path / "r.json").read_text())
+    report = read_report(pytester.path / "r.json")
     outcomes = {o["nodeid"].split("::")[1]: o for o in report["outcomes"]}
     assert outcomes["test_mocked[mini]"]["outcome"] == "not_swapped"
     assert "no call reached mini" in outcomes["test_mocked[mini]"]["message"]
@@ -119,7 +119,7 @@ def test_a_run_whose_every_test_is_not_swapped_fails_the_gate_not_incomplete(
     result = run(pytester, "--slm-report=r.json", "-k", "mocked")
     result.assert_outcomes(passed=1, deselected=2)
     assert result.ret == EXIT_GATE_FAILED
-    gate = json.loads((pytester.path / "r.json").read_text())["gate"]
+    gate = read_report(pytester.path / "r.json")["gate"]
     assert gate["passed"] is False and not gate.get("incomplete")
     assert gate["models"][0]["breaches"][0]["rule"] == "not_swapped"
     assert candidate.hits == 0
@@ -133,7 +133,7 @@ def test_allow_not_swapped_lets_the_gate_pass(pytester: pytest.Pytester, candida
     result = run(pytester, "--slm-report=r.json")
     result.assert_outcomes(passed=3)
     assert result.ret == 0
-    report = json.loads((pytester.path / "r.json").read_text())
+    report = read_report(pytester.path / "r.json")
     assert report["models"][0]["tests_not_swapped"] == 1  # still shown, no longer gated
     assert "not swapped: 1 test(s)" in said(result)
 
@@ -162,7 +162,7 @@ def test_an_exempt_test_runs_once_against_the_original_endpoint(
     result.assert_outcomes(passed=2)
     assert result.ret == 0
     assert candidate.hits == 1  # only the swapped test's call
-    report = json.loads((pytester.path / "r.json").read_text())
+    report = read_report(pytester.path / "r.json")
     assert [o["nodeid"] for o in report["outcomes"]] == ["test_product.py::test_swapped[mini]"]
 
 
@@ -221,7 +221,7 @@ def test_a_mocker_patch_is_not_swapped_and_pytest_mocks_own_patches_are_no_tests
     write_pyproject(pytester, candidate.base_url)
     result = run(pytester, "-p", "pytest_mock", "--slm-report=r.json")
     result.assert_outcomes(passed=2)
-    report = json.loads((pytester.path / "r.json").read_text())
+    report = read_report(pytester.path / "r.json")
     outcomes = {o["nodeid"].split("::")[1]: o for o in report["outcomes"]}
     mocked = outcomes["test_mocked[mini]"]
     assert mocked["outcome"] == "not_swapped"
@@ -268,7 +268,7 @@ def test_a_patch_started_for_the_whole_run_in_a_conftest_is_still_a_mock(
     write_pyproject(pytester, candidate.base_url)
     result = run(pytester, "--slm-report=r.json")
     result.assert_outcomes(passed=1)
-    outcome = json.loads((pytester.path / "r.json").read_text())["outcomes"][0]
+    outcome = read_report(pytester.path / "r.json")["outcomes"][0]
     assert outcome["outcome"] == "not_swapped"
     assert "Completions.create replaced" in outcome["message"]
     assert candidate.hits == 0

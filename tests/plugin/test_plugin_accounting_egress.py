@@ -8,11 +8,11 @@ nothing is sent), or calls the hook with an address and no socket at all.
 
 from __future__ import annotations
 
-import json
 import types
 from typing import Any
 
 import pytest
+from report_helpers import read_report
 from slam_helpers import PRODUCT, said, write_pyproject
 
 from pytest_slam.swap import egress
@@ -68,7 +68,7 @@ def project(pytester: pytest.Pytester) -> Any:
 
 
 def egress_of(pytester: pytest.Pytester) -> dict[str, list[str]]:
-    report = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
+    report = read_report(pytester.path / "r.json")
     return {o["nodeid"]: o["egress"] for o in report["outcomes"]}
 
 

@@ -10,10 +10,10 @@ AsyncOpenAI call (over the loopback socket), and the model's own ``timeout_s``.
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
 
 import pytest
+from report_helpers import read_report
 from slam_helpers import said, write_pyproject
 
 from pytest_slam.run.inputs.options import EXIT_GATE_FAILED
@@ -81,7 +81,7 @@ def test_a_candidate_that_times_out_fails_the_gate_though_the_product_swallowed_
     assert "mini: candidate_failed: timeout: 4 of 5 tests" in text
     assert "not swapped" not in text and "explicit base_url" not in text
 
-    report = json.loads((pytester.path / "r.json").read_text())
+    report = read_report(pytester.path / "r.json")
     outcomes = {o["nodeid"].split("::")[1]: o for o in report["outcomes"]}
     assert outcomes["test_5[mini]"]["outcome"] == "passed"
     for n in range(1, 5):
@@ -124,7 +124,7 @@ def test_a_call_the_candidate_answered_after_a_failed_one_does_not_hide_it(
     result.assert_outcomes(passed=1)
     assert result.ret == EXIT_GATE_FAILED
     assert "mini: candidate_failed: http: 1 of 1 tests" in said(result)
-    [outcome] = json.loads((pytester.path / "r.json").read_text())["outcomes"]
+    [outcome] = read_report(pytester.path / "r.json")["outcomes"]
     assert outcome["outcome"] == "candidate_failed"
     assert [c["error_kind"] for c in outcome["calls"]] == ["http", None]
     assert "1 of 2 call(s) to mini failed (http 1)" in outcome["message"]
@@ -146,6 +146,6 @@ def test_a_candidate_that_drops_the_connection_gets_one_post_and_fails_the_test(
     result.assert_outcomes(passed=1)
     assert result.ret == EXIT_GATE_FAILED
     assert "mini: candidate_failed: unreachable: 1 of 1 tests" in said(result)
-    [outcome] = json.loads((pytester.path / "r.json").read_text())["outcomes"]
+    [outcome] = read_report(pytester.path / "r.json")["outcomes"]
     [call] = outcome["calls"]
     assert call["error_kind"] == "unreachable" and "RemoteDisconnected" in call["error"]

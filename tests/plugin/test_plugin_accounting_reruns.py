@@ -6,10 +6,10 @@ server on loopback whose answer makes one test fail every time (a deterministic 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
+from report_helpers import read_report
 from slam_helpers import PRODUCT, write_pyproject
 
 from pytest_slam.testing import FakeOpenAI
@@ -52,7 +52,7 @@ def report_of(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, 
     result = pytester.runpytest(
         "-p", "no:cacheprovider", "-p", "rerunfailures", f"--slm-report={path}", *args
     )  # rerunfailures: the suite's conftest leaves it out of inner runs (it leaks a socket)
-    return result, json.loads(path.read_text(encoding="utf-8"))
+    return result, read_report(path)
 
 
 def counts(report: dict[str, Any]) -> tuple[Any, ...]:

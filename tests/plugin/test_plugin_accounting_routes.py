@@ -7,9 +7,8 @@ test passes on answers its own candidate never gave, so it must be ``not_swapped
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from report_helpers import read_report
 
 from pytest_slam.testing import FakeOpenAI
 
@@ -57,7 +56,7 @@ model = "mb"
         result = pytester.runpytest("-p", "no:cacheprovider", "--slm-report=r.json")
         assert b.hits == 0  # b answered nothing: both tests' calls went to a
     result.assert_outcomes(passed=2)
-    report = json.loads((pytester.path / "r.json").read_text())
+    report = read_report(pytester.path / "r.json")
     outcomes = {o["nodeid"].split("::")[1]: o for o in report["outcomes"]}
     assert outcomes["test_cached[a]"]["outcome"] == "passed"
     assert outcomes["test_cached[b]"]["outcome"] == "not_swapped"
@@ -97,6 +96,6 @@ base_url = "{mini.base_url}"
         result = pytester.runpytest("-p", "no:cacheprovider", "--slm-report=r.json")
         assert mini.hits == 1
     result.assert_outcomes(passed=1)
-    (outcome,) = json.loads((pytester.path / "r.json").read_text())["outcomes"]
+    (outcome,) = read_report(pytester.path / "r.json")["outcomes"]
     assert outcome["outcome"] == "candidate_failed"
     assert outcome["calls"][0]["error_kind"] == "http"

@@ -8,7 +8,6 @@ what the candidate saw and what the run reported, never a timing.
 from __future__ import annotations
 
 import collections
-import json
 import os
 import re
 import signal
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 from patience import patient
 from plugin_golden_helpers import run, sent_to, write_project
+from report_helpers import read_report
 from slam_helpers import PRODUCT, said, wait_for
 
 from pytest_slam.testing import FakeOpenAI
@@ -94,7 +94,7 @@ def _recorded(
 
 
 def _calls(report: Path) -> list[dict[str, Any]]:
-    outcomes = json.loads(report.read_text(encoding="utf-8"))["outcomes"]
+    outcomes = read_report(report)["outcomes"]
     return [c for o in outcomes for c in o["calls"]]
 
 
@@ -137,7 +137,7 @@ def test_concurrency_one_asks_one_at_a_time_with_the_same_outcomes_and_answers(
     assert not any(c["fetched_ahead"] for c in every)
 
     def kept(name: str) -> list[tuple[str, str, str]]:
-        outcomes = json.loads((pytester.path / name).read_text(encoding="utf-8"))["outcomes"]
+        outcomes = read_report(pytester.path / name)["outcomes"]
         return [(o["nodeid"], o["outcome"], o["calls"][0]["text"]) for o in outcomes]
 
     assert kept("ahead.json") == kept("serial.json")

@@ -11,11 +11,11 @@ a place), never a timing.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from report_helpers import read_report
 
 from pytest_slam.testing import FakeOpenAI
 
@@ -56,7 +56,7 @@ alone_every = 0
 
 
 def _calls(report: Path) -> dict[str, dict[str, Any]]:
-    outcomes = json.loads(report.read_text(encoding="utf-8"))["outcomes"]
+    outcomes = read_report(report)["outcomes"]
     # each test's call by its number (test_ask[smollm2-135m-N])
     return {o["nodeid"].rsplit("-", 1)[-1]: c for o in outcomes for c in o["calls"]}
 

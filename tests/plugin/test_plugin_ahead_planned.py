@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from plugin_golden_helpers import run, write_project
+from report_helpers import read_report
 from slam_helpers import PRODUCT, said
 
 from pytest_slam.golden.store import GoldenStore
@@ -140,7 +141,7 @@ def _bodies(fake: FakeOpenAI) -> collections.Counter[str]:
 
 
 def _calls(report: Path) -> list[dict[str, Any]]:
-    outcomes = json.loads(report.read_text(encoding="utf-8"))["outcomes"]
+    outcomes = read_report(report)["outcomes"]
     return [c for o in outcomes for c in o["calls"]]
 
 

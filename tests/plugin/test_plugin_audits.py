@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from report_helpers import read_report
 from review_helpers import slam
 
 from pytest_slam.cli.review import audit_pairs, load_pairs
@@ -86,7 +87,7 @@ def test_audits_withdraw_the_bands_they_contradict_after_three_and_keep_the_rest
         f"audits: 6 pair(s) set aside for review, at most 3 per feature of 2 feature(s) decided "
         f"by bands or the judge (seed {seed}): review them blind with `slam review --audit`"
     ) in text
-    assert _by_module(json.loads((pytester.path / "r.json").read_text())) == {
+    assert _by_module(read_report(pytester.path / "r.json")) == {
         "test_qa.py": {("equivalent", "bands")},
         "test_chat.py": {("equivalent", "bands")},
     }
@@ -110,14 +111,14 @@ def test_audits_withdraw_the_bands_they_contradict_after_three_and_keep_the_rest
 
     done = slam(pytester.path, "rescore", "r.json", "-o", "two.json")
     assert done.returncode == 0, done.stdout + done.stderr
-    two = _by_module(json.loads((pytester.path / "two.json").read_text()))
+    two = _by_module(read_report(pytester.path / "two.json"))
     assert two["test_qa.py"] == {("equivalent", "bands")}  # 2 errors in 2: the bound stays
 
     last = qa[fewest_audits(0.047) - 1]
     session.record({"id": last.id, "choice": "a" if not last.candidate_is_a else "b", "note": ""})
     done = slam(pytester.path, "rescore", "r.json", "-o", "three.json")
     assert done.returncode == 6, done.stdout + done.stderr  # undecided pairs fail the gate
-    three = json.loads((pytester.path / "three.json").read_text())
+    three = read_report(pytester.path / "three.json")
     assert _by_module(three) == {
         "test_qa.py": {("undecided", None)},  # withdrawn after the third error
         "test_chat.py": {("equivalent", "bands")},  # three audits agreed: the bands stay

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from plugin_golden_helpers import run, sent_to, write_project
+from report_helpers import read_report
 from slam_helpers import PRODUCT, said
 
 from pytest_slam.testing import FakeOpenAI
@@ -60,7 +61,7 @@ def _recorded(pytester: pytest.Pytester, gpt4: FakeOpenAI, mini: FakeOpenAI, sui
 
 
 def _calls(report: Path) -> list[dict[str, Any]]:
-    outcomes = json.loads(report.read_text(encoding="utf-8"))["outcomes"]
+    outcomes = read_report(report)["outcomes"]
     return [c for o in outcomes for c in o["calls"]]
 
 
@@ -107,7 +108,7 @@ def test_a_damaged_entry_is_asked_live_and_counted_never_a_failed_test(
     assert len(entries) == 2
     cut, odd = entries
     cut.write_bytes(cut.read_bytes()[: len(cut.read_bytes()) // 2])
-    data = json.loads(odd.read_text(encoding="utf-8"))
+    data = read_report(odd)
     odd.write_text(json.dumps({**data, "call": ["not", "a", "call"]}), encoding="utf-8")
 
     mini.requests.clear()

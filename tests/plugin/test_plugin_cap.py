@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from html_helpers import report_data
+from report_helpers import read_report
 from slam_helpers import write_pyproject
 
 from pytest_slam.testing import FakeOpenAI
@@ -43,7 +44,7 @@ def mini() -> Iterator[FakeOpenAI]:
 
 
 def calls(report: Path) -> dict[str, dict[str, Any]]:
-    outcomes = json.loads(report.read_text(encoding="utf-8"))["outcomes"]
+    outcomes = read_report(report)["outcomes"]
     return {o["nodeid"].split("::")[1].split("[")[0]: o["calls"][0] for o in outcomes}
 
 
@@ -160,7 +161,7 @@ reference = "{ref.base_url}#gpt-4"
     by_test = calls(pytester.path / "r.json")
     assert by_test["test_json"]["finish_reason"] == "stop"
     assert not by_test["test_json"]["cut_by_cap"] and by_test["test_text"]["cut_by_cap"]
-    outcomes = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["outcomes"]
+    outcomes = read_report(pytester.path / "r.json")["outcomes"]
     message = {o["nodeid"].split("::")[1].split("[")[0]: o["message"] for o in outcomes}
     assert message["test_json"] is None
     named = f"generation cap cut 1 answer(s) of mini at {derived} token(s)"

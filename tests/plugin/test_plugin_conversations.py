@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from report_helpers import read_report
 
 from pytest_slam.compare.policy import EMPTY_REFERENCE
 from pytest_slam.swap.request import CANDIDATE_SEED
@@ -99,12 +100,12 @@ def _project(pytester: pytest.Pytester, reference: FakeOpenAI, **files: str) -> 
 
 def _golden(pytester: pytest.Pytester) -> dict[str, Any]:
     (path,) = (pytester.path / "__slam__").rglob("test_conversations.json")
-    entries: dict[str, Any] = json.loads(Path(path).read_text())["entries"]
+    entries: dict[str, Any] = read_report(Path(path))["entries"]
     return entries
 
 
 def _report(pytester: pytest.Pytester, name: str) -> dict[str, Any]:
-    report: dict[str, Any] = json.loads((pytester.path / name).read_text())
+    report: dict[str, Any] = read_report(pytester.path / name)
     return report
 
 

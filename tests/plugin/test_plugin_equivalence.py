@@ -8,13 +8,13 @@ what is under test is the judge's path, so the candidate's answer must not vary 
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from report_helpers import read_report
 
 from pytest_slam.testing import FakeOpenAI
 
@@ -46,7 +46,7 @@ def pytest_unconfigure(config):
 
 
 def _report(pytester: pytest.Pytester, name: str = "report.json") -> list[dict]:
-    return json.loads((pytester.path / name).read_text())["outcomes"]
+    return read_report(pytester.path / name)["outcomes"]
 
 
 def _scores(outcomes: list[dict]) -> list[dict]:
@@ -138,7 +138,7 @@ def test_judge_verdicts_are_cached_in_the_golden_file_and_replay_without_the_jud
     prompt = asked.json["messages"][-1]["content"]
     assert "[Question]\nWhat is the capital of France?\n" in prompt  # the last user message
     assert "[Assistant's answer]\nParis is the capital of France." in prompt
-    entries = json.loads(_golden(pytester).read_text())["entries"]
+    entries = read_report(_golden(pytester))["entries"]
     ((key, verdict),) = next(iter(entries.values()))["judge"].items()
     assert key.startswith("judge-") and verdict["grade"] == 8
     # The judge is stopped: the replay must take the verdict from the golden file.
@@ -196,7 +196,7 @@ def test_a_judge_answering_nonsense_is_unjudged_not_zero_and_its_cost_is_reporte
     assert "judge answered nonsense: 'I like turtles.'" in text
     assert re.search(r"judge for \S+: 2 call\(s\), \$0\.\d+, \d+\+\d+ tokens, E2E p50 \d+ ms; "
                      r"1 pair\(s\) unjudged", text)  # fmt: skip
-    report = json.loads((pytester.path / "report.json").read_text())
+    report = read_report(pytester.path / "report.json")
     (row,) = report["models"]
     assert row["unjudged"] == 1 and row["judge_calls"] == 2 and row["judge_cost_usd"] > 0
     assert row["equivalence_mean"] is None  # nothing was scored: not a 0
@@ -205,7 +205,7 @@ def test_a_judge_answering_nonsense_is_unjudged_not_zero_and_its_cost_is_reporte
     judged = [c for c in outcome["calls"] if c["role"] == "judge"]
     assert judged[-1]["error"].startswith("unjudged: judge ")
     assert "gave no readable verdict after a retry" in judged[-1]["error"]
-    entries = json.loads(_golden(pytester).read_text())["entries"]
+    entries = read_report(_golden(pytester))["entries"]
     assert next(iter(entries.values())).get("judge", {}) == {}  # nonsense is never cached
 
 

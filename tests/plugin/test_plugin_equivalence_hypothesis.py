@@ -5,9 +5,8 @@ recorded on the test.
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from report_helpers import read_report
 
 
 def test_given_test_that_names_slm_model_runs_every_example(
@@ -40,6 +39,6 @@ def test_given_test_that_names_slm_model_runs_every_example(
     result = pytester.runpytest(f"--slm-models={smollm2_endpoint}", "--slm-report=report.json")
     result.assert_outcomes(passed=2)
     result.stdout.no_fnmatch_line("*FailedHealthCheck*")
-    outcomes = json.loads((pytester.path / "report.json").read_text())["outcomes"]
+    outcomes = read_report(pytester.path / "report.json")["outcomes"]
     calls = {o["test"].split("::")[-1]: len(o["calls"]) for o in outcomes}
     assert calls["test_each_example_calls_the_model"] >= 3

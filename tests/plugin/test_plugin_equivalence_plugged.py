@@ -8,7 +8,6 @@ overlap (Jaccard) of "same" is 1.0, of "near" 0.5 and of "far" 0.0 against the r
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 from ext_dist import make_dist
 from patience import patient
+from report_helpers import read_report
 from slam_helpers import said
 
 from pytest_slam.testing import FakeOpenAI
@@ -89,7 +89,7 @@ def _project(pytester: pytest.Pytester, reference: FakeOpenAI, equivalence: str)
 
 def _scores(pytester: pytest.Pytester) -> dict[str, dict[str, Any]]:
     """kind -> its one score, from the JSON report."""
-    report = json.loads((pytester.path / "r.json").read_text())
+    report = read_report(pytester.path / "r.json")
     out = {}
     for outcome in report["outcomes"]:
         ((score,),) = [pair["scores"] for pair in outcome["pairs"]]
@@ -98,7 +98,7 @@ def _scores(pytester: pytest.Pytester) -> dict[str, dict[str, Any]]:
 
 
 def _row(pytester: pytest.Pytester) -> dict[str, Any]:
-    (row,) = json.loads((pytester.path / "r.json").read_text())["models"]
+    (row,) = read_report(pytester.path / "r.json")["models"]
     return dict(row)
 
 
@@ -325,7 +325,7 @@ def test_slam_rescore_with_a_scorer_calling_sys_exit_says_it_in_one_line_and_end
 
     status = main(["rescore", "r.json", "-o", "again.json"])
     assert status in (0, 1)  # the run's statuses, never a crash
-    again = json.loads((pytester.path / "again.json").read_text())
+    again = read_report(pytester.path / "again.json")
     messages = [o["message"] for o in again["outcomes"]]
     assert len(messages) == 3 and all(
         m == "call 1: scorer 'exits': raised SystemExit: sys.exit('acme: no licence') called (at "

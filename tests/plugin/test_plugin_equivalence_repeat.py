@@ -4,9 +4,8 @@ SmolLM2 engine: a test that fails on every other run by design passes at 0.5 and
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from report_helpers import read_report
 
 FLAKY = """
 import itertools
@@ -27,7 +26,7 @@ def test_not_swapped_runs_once():
 
 
 def _outcome(pytester: pytest.Pytester) -> dict:
-    report = json.loads((pytester.path / "report.json").read_text())
+    report = read_report(pytester.path / "report.json")
     (outcome,) = [o for o in report["outcomes"] if o["test"].endswith("test_flaky")]
     return outcome
 
@@ -78,7 +77,7 @@ def test_each_run_is_checked_and_its_pairs_are_kept(pytester: pytest.Pytester, f
         result = pytester.runpytest(f"--slm-models={candidate.base_url}#cand", "--slm-repeat=2",
                                     "--slm-record=new", "--slm-report=report.json")  # fmt: skip
     result.assert_outcomes(passed=1)
-    report = json.loads((pytester.path / "report.json").read_text())
+    report = read_report(pytester.path / "report.json")
     (outcome,) = report["outcomes"]
     assert outcome["repeat"] == {"runs": 2, "passed": 1, "rate": 0.5}
     assert [p["call_index"] for p in outcome["pairs"]] == [0, 1]
@@ -117,5 +116,5 @@ def test_a_run_whose_failed_calls_the_product_swallowed_is_not_a_pass(
         "*passed 1 of 2 runs (rate 0.50), below pass_fraction 1.00*",
         "*run 1: no call of this run was answered by the candidate (1 failed; HTTP 500*",
     ])  # fmt: skip
-    (outcome,) = json.loads((pytester.path / "report.json").read_text())["outcomes"]
+    (outcome,) = read_report(pytester.path / "report.json")["outcomes"]
     assert outcome["repeat"] == {"runs": 2, "passed": 1, "rate": 0.5}

@@ -10,11 +10,11 @@ pytest_slam names either part.
 
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
 from ext_dist import make_dist
+from report_helpers import read_report
 from slam_helpers import said
 
 from pytest_slam.testing import FakeOpenAI
@@ -107,7 +107,7 @@ def test_a_distribution_s_scorer_and_engine_are_used_by_name_from_the_table(
         done = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--slm-report=run.json")
     assert done.ret == 0, done.stdout.str()[-3000:]
     done.stdout.fnmatch_lines(["*engine acme: acme-serve, on http://127.0.0.1:*/v1, up in *"])
-    report = json.loads((pytester.path / "run.json").read_text(encoding="utf-8"))
+    report = read_report(pytester.path / "run.json")
     (row,) = report["models"]
     assert row["model"] == "acme" and row["tests_passed"] == 3 and row["calls"] == 3
     assert row["equivalence_by_scorer"] == {"acme-overlap": 0.5}  # the report names the scorer

@@ -7,10 +7,9 @@ serially and under xdist (the message is built on the worker and rides on the te
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from html_helpers import report_data
+from report_helpers import read_report
 from slam_helpers import PRODUCT, write_pyproject
 
 from pytest_slam.testing import FakeOpenAI
@@ -41,7 +40,7 @@ def test_the_products_assertion_text_is_in_the_failed_row(
         result = pytester.runpytest_subprocess("--slm-report=report.json", "--slm-html=report.html",
                                                "-p", "no:cacheprovider", *dist)  # fmt: skip
     assert result.ret == 1, result.stdout.str()
-    report = json.loads((pytester.path / "report.json").read_text())
+    report = read_report(pytester.path / "report.json")
     failed = [t for t in report["tests"] if t["outcome"] == "failed"]
     assert [t["test"] for t in failed] == ["test_product.py::test_priority"]
     message = failed[0]["message"]

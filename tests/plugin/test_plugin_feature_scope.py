@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from report_helpers import read_report
 from review_helpers import slam
 
 from pytest_slam.testing import FakeOpenAI
@@ -70,7 +71,7 @@ def test_bands_measured_on_one_feature_leave_another_features_pairs_undecided(
     )
     args = (f"--slm-models={candidate.base_url}#cand", "--slm-report=r.json")
     ran = pytester.runpytest(*args, "--slm-record=new")
-    report = json.loads((pytester.path / "r.json").read_text())
+    report = read_report(pytester.path / "r.json")
     verdicts = _verdicts(report)
     qa, chat = verdicts["test_qa.py"], verdicts["test_chat.py"]
     assert (qa["verdict"], qa["decided_by"], qa["error_upper"]) == ("equivalent", "bands", 0.047)
@@ -81,7 +82,7 @@ def test_bands_measured_on_one_feature_leave_another_features_pairs_undecided(
     # slam rescore: the same policy, the same verdicts
     done = slam(pytester.path, "rescore", "r.json", "-o", "again.json")
     assert done.returncode == 6, done.stdout + done.stderr  # an undecided pair fails the gate
-    again = _verdicts(json.loads((pytester.path / "again.json").read_text()))
+    again = _verdicts(read_report(pytester.path / "again.json"))
     assert {m: (s["verdict"], s["decided_by"]) for m, s in again.items()} == {
         m: (s["verdict"], s["decided_by"]) for m, s in verdicts.items()
     }
@@ -110,7 +111,7 @@ def test_bands_without_modules_decide_every_module_and_say_the_scope_is_unknown(
     ran = pytester.runpytest(
         f"--slm-models={candidate.base_url}#cand", "--slm-report=r.json", "--slm-record=new"
     )
-    verdicts = _verdicts(json.loads((pytester.path / "r.json").read_text()))
+    verdicts = _verdicts(read_report(pytester.path / "r.json"))
     assert {m: s["decided_by"] for m, s in verdicts.items()} == {
         "test_qa.py": "bands",
         "test_chat.py": "bands",
@@ -141,7 +142,7 @@ def test_a_judges_error_measured_on_one_feature_is_not_stated_on_another(
         pytester.runpytest(
             f"--slm-models={candidate.base_url}#cand", "--slm-report=r.json", "--slm-record=new"
         )
-    verdicts = _verdicts(json.loads((pytester.path / "r.json").read_text()))
+    verdicts = _verdicts(read_report(pytester.path / "r.json"))
     qa, chat = verdicts["test_qa.py"], verdicts["test_chat.py"]
     assert (qa["verdict"], qa["decided_by"], qa["error_upper"]) == ("equivalent", "judge", 0.05)
     assert (chat["verdict"], chat["decided_by"], chat["error_upper"]) == (

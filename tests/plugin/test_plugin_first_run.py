@@ -6,11 +6,11 @@ on loopback; ``smollm2-135m`` is named but never started (no test needs it).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from report_helpers import read_report
 from slam_helpers import PRODUCT, said, write_pyproject
 
 from pytest_slam.testing import FakeOpenAI
@@ -119,7 +119,7 @@ min_pass_rate = 1.0
         "pass rate, not gated): tests/llm/test_product.py::TestTemplates::test_fills, "
         "tests/llm/test_product.py::test_parses_a_ticket" in text
     )
-    report: dict[str, Any] = json.loads((pytester.path / "r.json").read_text())
+    report: dict[str, Any] = read_report(pytester.path / "r.json")
     outcomes = {o["test"].split("::", 1)[1]: o for o in report["outcomes"]}
     assert outcomes["test_asks"]["outcome"] == "passed"
     for name in ("test_parses_a_ticket", "TestTemplates::test_fills"):

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from html_helpers import chromium, report_data, sides
+from report_helpers import read_report
 from slam_helpers import MINI_PYPROJECT, PRODUCT, needs_chromium, said
 
 from pytest_slam.cli import main
@@ -77,7 +78,7 @@ def _run(pytester: pytest.Pytester, name: str, *args: str) -> pytest.RunResult:
 
 def _texts(report: Path) -> tuple[dict[str, str], dict[str, str | None]]:
     """Each test's candidate answer and the reference answer paired with it, from the report."""
-    doc = json.loads(report.read_text(encoding="utf-8"))
+    doc = read_report(report)
     calls = {o["test"].split("::")[1]: o["calls"][0]["text"] for o in doc["outcomes"]}
     pairs = {o["test"].split("::")[1]: o["pairs"][0]["reference_text"] for o in doc["outcomes"]}
     return calls, pairs
@@ -85,7 +86,7 @@ def _texts(report: Path) -> tuple[dict[str, str], dict[str, str | None]]:
 
 def _golden(pytester: pytest.Pytester) -> dict[str, str]:
     """The golden file's answers by question, read by a plain JSON reader."""
-    doc = json.loads((pytester.path / GOLDEN).read_text(encoding="utf-8"))
+    doc = read_report(pytester.path / GOLDEN)
     return {
         e["request"]["messages"][-1]["content"]: e["answers"][0]["text"]
         for e in doc["entries"].values()
@@ -231,7 +232,7 @@ def test_an_answer_that_is_not_json_fails_its_call_and_keeps_its_neighbours(
     golden = _golden(pytester)
     assert golden["first"] == "GPT-4 says: first" and golden["third"] == "GPT-4 says: third"
     assert "second" not in golden or golden["second"] == "GPT-4 says: second"
-    doc = json.loads((pytester.path / "run.json").read_text(encoding="utf-8"))
+    doc = read_report(pytester.path / "run.json")
     second = next(o for o in doc["outcomes"] if o["test"].endswith("::test_second"))
     assert second["outcome"] == "failed"
     assert "neither an SSE stream nor a chat completion" in second["message"]

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from html_helpers import chromium
+from report_helpers import read_report
 from slam_helpers import needs_chromium
 
 from pytest_slam.testing import FakeOpenAI
@@ -107,7 +108,7 @@ def test_the_transcript_shows_each_calls_tokens_time_and_raw_request_and_answer(
             "--slm-html=r.html", "--slm-report=r.json",
         )  # fmt: skip
     result.assert_outcomes(passed=1)
-    report = json.loads((pytester.path / "r.json").read_text())
+    report = read_report(pytester.path / "r.json")
     calls = [c for o in report["outcomes"] if o["model"] == "mini" for c in o["calls"]]
     assert len(calls) == 2
     dom = chromium(

@@ -10,12 +10,12 @@ pyproject.toml as they are, make the same pair equivalent; so does the mark it p
 from __future__ import annotations
 
 import html
-import json
 import re
 from pathlib import Path
 
 import pytest
 from html_helpers import chromium
+from report_helpers import read_report
 from slam_helpers import needs_chromium
 
 from pytest_slam.testing import FakeOpenAI
@@ -36,12 +36,12 @@ NEAR = '{"sentiment": "positive", "confidence": 1, "reason": "says great"}'
 
 
 def message(report: Path) -> str:
-    (outcome,) = json.loads(report.read_text(encoding="utf-8"))["outcomes"]
+    (outcome,) = read_report(report)["outcomes"]
     return str(outcome["message"])
 
 
 def pair_verdict(report: Path) -> str:
-    (outcome,) = json.loads(report.read_text(encoding="utf-8"))["outcomes"]
+    (outcome,) = read_report(report)["outcomes"]
     return str(outcome["pairs"][0]["scores"][0]["verdict"])
 
 
@@ -230,7 +230,7 @@ def test_a_json_schema_near_miss_gets_the_table_and_pasted_back_it_makes_the_pai
         ]
         pasted = _pasted(pytester, head, table, models)  # pasted as printed
         pasted.assert_outcomes(passed=1)
-        (outcome,) = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["outcomes"]
+        (outcome,) = read_report(pytester.path / "r.json")["outcomes"]
         (score,) = outcome["pairs"][0]["scores"]
         assert score["verdict"] == "equivalent"
         assert score["scorer"] == "json+json_schema"  # the request's schema is still the contract

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from plugin_golden_helpers import run, write_project
+from report_helpers import read_report
 from slam_helpers import PRODUCT, said
 
 from pytest_slam.testing import FakeOpenAI
@@ -100,7 +101,7 @@ def _judge_asked(judge: FakeOpenAI) -> collections.Counter[str]:
 
 
 def _outcomes(report: Path) -> list[dict[str, Any]]:
-    return list(json.loads(report.read_text(encoding="utf-8"))["outcomes"])
+    return list(read_report(report)["outcomes"])
 
 
 def _decided(report: Path) -> list[tuple[str, str, list[tuple[Any, ...]]]]:
@@ -121,9 +122,7 @@ def _decided(report: Path) -> list[tuple[str, str, list[tuple[Any, ...]]]]:
 
 def _counts(report: Path) -> dict[str, Any]:
     """The candidate's row of the report: its verdict and judge figures, timing left out."""
-    (row,) = [
-        r for r in json.loads(report.read_text(encoding="utf-8"))["models"] if r["model"] == "mini"
-    ]
+    (row,) = [r for r in read_report(report)["models"] if r["model"] == "mini"]
     keys = [k for k in row if k.startswith(("pairs_", "judge_", "equivalence_", "tests_"))]
     counts = {k: row[k] for k in keys if "ms" not in k}
     assert counts["judge_asked"] and counts["pairs_equivalent"]  # the figures compared
@@ -202,7 +201,7 @@ def test_an_answer_asked_live_gets_a_live_judge_call_and_the_one_asked_ahead_is_
     assert line in said(result)
     assert "1 judge verdict call(s) asked ahead, unused" in said(result)
     # the verdict no test used is written nowhere: the goldens hold no judge verdict
-    goldens = [json.loads(p.read_text()) for p in (pytester.path / "__slam__").rglob("*.json")]
+    goldens = [read_report(p) for p in (pytester.path / "__slam__").rglob("*.json")]
     assert not any(e.get("judge") for g in goldens for e in g.get("entries", {}).values())
 
 

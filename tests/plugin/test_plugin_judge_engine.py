@@ -7,11 +7,11 @@ loopback fakes, so the engine the run starts is the judge's alone.
 
 from __future__ import annotations
 
-import json
 import socket
 from urllib.parse import urlsplit
 
 import pytest
+from report_helpers import read_report
 
 from pytest_slam.testing import FakeOpenAI
 
@@ -49,7 +49,7 @@ def test_a_managed_engine_judges_and_is_started_and_stopped_like_a_candidate(
     # its slots follow its concurrency (8 for the embedded engine): the run's judge pairs are
     # asked ahead, as many at once (run/test/judge_ahead.py)
     result.stdout.fnmatch_lines(["*engine smollm2-135m: llama.cpp, 8 slots of *"])
-    report = json.loads((pytester.path / "r.json").read_text())
+    report = read_report(pytester.path / "r.json")
     (row,) = report["models"]  # the judge's engine is no candidate of the verdict
     assert row["model"] == "cand" and "1 model(s) vs gpt-4" in result.stdout.str()
     assert row["judge_calls"] >= 1, result.stdout.str()  # the judge was asked, on its engine

@@ -7,10 +7,10 @@ The hosted GPT-4 and the candidates are FakeOpenAI servers on loopback, with kno
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
+from report_helpers import read_report
 
 from pytest_slam.metrics import catalog
 from pytest_slam.metrics.cost import cost_ratio
@@ -69,7 +69,7 @@ def test_replayed_gpt4_cost_self_hosted_cost_and_their_ratio(
         result = pytester.runpytest("--slm-models=cheap", "--slm-report=report.json")
     result.assert_outcomes(passed=2)
     assert fake_gpt4.hits == recorded  # the second run replayed GPT-4 from the golden file
-    report = json.loads((pytester.path / "report.json").read_text())
+    report = read_report(pytester.path / "report.json")
     calls = [c for o in report["outcomes"] for c in o["calls"]]
     pairs = [p for o in report["outcomes"] for p in o["pairs"]]
     assert len(calls) == len(pairs) == 2
@@ -103,7 +103,7 @@ def test_tokens_are_counted_when_the_server_reports_none(pytester: pytest.Pytest
         spec = f"{server.base_url}#gpt-4"
         result = pytester.runpytest(f"--slm-models={spec}", "--slm-report=report.json")
     result.assert_outcomes(passed=2)
-    report = json.loads((pytester.path / "report.json").read_text())
+    report = read_report(pytester.path / "report.json")
     for outcome in report["outcomes"]:
         (call,) = outcome["calls"]
         assert call["tokens_estimated"] is True
@@ -142,12 +142,12 @@ def test_a_second_run_prices_from_the_scratch_folder_without_importing_genai_pri
         for _ in range(2):
             args = (f"--slm-models={server.base_url}#gpt-4", "--slm-report=report.json")
             pytester.runpytest_subprocess(*args).assert_outcomes(passed=2)
-            report = json.loads((pytester.path / "report.json").read_text())
+            report = read_report(pytester.path / "report.json")
             costs.append([c["cost_usd"] for o in report["outcomes"] for c in o["calls"]])
     assert (pytester.path / "imported.txt").read_text().split() == ["True", "False"]
     assert costs[0] == costs[1] and all(cost > 0 for cost in costs[0])  # gpt-4's list price
     (kept,) = pytester.path.glob("**/.slam/prices/*/*.json")
-    assert json.loads(kept.read_text())["key"].endswith(" openai gpt-4")
+    assert read_report(kept)["key"].endswith(" openai gpt-4")
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,8 @@ and everything else (latency, tokens, cost) works; on a GPU machine the calls ca
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from report_helpers import read_report
 
 from pytest_slam.metrics.energy import GpuMeter
 from pytest_slam.testing import FakeOpenAI
@@ -57,7 +56,7 @@ def test_energy_per_call_and_test_or_one_line_saying_why_not(pytester: pytest.Py
     result.assert_outcomes(passed=2)
     out = result.stdout.str()
     assert "Traceback" not in out
-    report = json.loads((pytester.path / "report.json").read_text())
+    report = read_report(pytester.path / "report.json")
     assert report["run"]["gpu_telemetry"] == reason
     calls = [c for o in report["outcomes"] for c in o["calls"]]
     assert len(calls) == 4 and all(c["cost_usd"] and c["e2e_ms"] for c in calls)  # the rest works
@@ -83,5 +82,5 @@ def test_a_cpu_model_opens_no_gpu_telemetry(pytester: pytest.Pytester) -> None:
             f"--slm-models={server.base_url}#cpu-model", "--slm-report=r.json"
         )
     result.assert_outcomes(passed=2)
-    assert json.loads((pytester.path / "r.json").read_text())["run"]["gpu_telemetry"] == ""
+    assert read_report(pytester.path / "r.json")["run"]["gpu_telemetry"] == ""
     assert "not available" not in result.stdout.str()

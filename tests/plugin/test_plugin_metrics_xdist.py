@@ -10,11 +10,11 @@ and differs, so it is compared by count only (how many calls were timed).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from report_helpers import read_report
 
 from pytest_slam.testing import FakeOpenAI
 
@@ -70,7 +70,7 @@ def _pick(data: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
 
 
 def _what_must_not_depend_on_distribution(path: Path) -> dict[str, Any]:
-    report = json.loads(path.read_text())
+    report = read_report(path)
     outcomes = {
         o["nodeid"]: {
             "outcome": o["outcome"],
@@ -127,7 +127,7 @@ def test_aggregates_with_two_workers_equal_a_serial_run(
     )
     (row,) = once["models"]
     assert (row["calls"], row["pairs"], row["missing_golden"]) == (10, 10, 0)
-    serial_row = json.loads((pytester.path / "serial.json").read_text())["models"][0]
+    serial_row = read_report(pytester.path / "serial.json")["models"][0]
     assert serial_row["latency_samples"] == 1  # the latency sample: the first call, sent alone
     assert row["prompt_tokens"] > 0 and row["cost_ratio"] is not None
     assert twice == once

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from html_helpers import chromium, report_data
+from report_helpers import read_report
 from review_helpers import slam
 from slam_helpers import needs_chromium
 
@@ -82,7 +83,7 @@ def test_a_run_a_rescore_and_evaluate_decide_the_same_pairs_identically(
         f"--slm-models={candidate.base_url}#cand", "--slm-report=r.json", "--slm-record=new"
     )
     ran.assert_outcomes(passed=3, failed=2)  # near is undecided; far and empty are different
-    report = json.loads((pytester.path / "r.json").read_text())
+    report = read_report(pytester.path / "r.json")
     in_run = _by_kind(report)
     assert in_run == {
         "same": ("equivalent", "exact"),
@@ -93,7 +94,7 @@ def test_a_run_a_rescore_and_evaluate_decide_the_same_pairs_identically(
     }
     done = slam(pytester.path, "rescore", "r.json", "-o", "new.json")
     assert done.returncode == 1, done.stdout + done.stderr
-    assert _by_kind(json.loads((pytester.path / "new.json").read_text())) == in_run
+    assert _by_kind(read_report(pytester.path / "new.json")) == in_run
     # the same pairs as labels: each outcome's candidate answer and its golden answer
     kinds, rows = [], []
     for outcome in report["outcomes"]:
@@ -140,7 +141,7 @@ def test_an_empty_golden_answer_is_flagged_and_decides_no_pair(pytester: pytest.
         text = " ".join(result.stdout.str().split())
         assert f"golden answer {when}: test_nothing.py::test_nothing[cand-silent] call 1" in text
         assert "pytest --slm-record=all test_nothing.py::test_nothing[cand-silent]" in text
-    report = json.loads((pytester.path / "r.json").read_text())
+    report = read_report(pytester.path / "r.json")
     scores = [s for o in report["outcomes"] for p in o["pairs"] for s in p["scores"]]
     assert len(scores) == 2
     for score in scores:
@@ -169,7 +170,7 @@ def test_a_pair_outside_the_calibrated_domain_goes_to_the_judge_or_stays_undecid
             f"equivalence = {equivalence}\n"
         ))  # fmt: skip
         result = pytester.runpytest(*args, "--slm-record=new")
-        return result, json.loads((pytester.path / "r.json").read_text())
+        return result, read_report(pytester.path / "r.json")
 
     result, report = run(f"{{ at_least = 0.9, fail_below = 0.3, band_error = {SHORT} }}")
     verdicts = _by_kind(report)
@@ -289,10 +290,10 @@ def test_a_rescore_decides_on_the_text_the_run_decided_on_when_a_secret_was_reda
         asked = [r.json["messages"][-1]["content"] for r in judge.requests]
     ran.assert_outcomes(passed=1)
     assert asked and not any("abc123xyz" in m for m in asked)
-    report = json.loads((pytester.path / "r.json").read_text())
+    report = read_report(pytester.path / "r.json")
     assert "abc123xyz" not in json.dumps(report)
     in_run = _by_kind(report)
     assert in_run == {"near": ("equivalent", "judge")}
     done = slam(pytester.path, "rescore", "r.json", "-o", "new.json")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert _by_kind(json.loads((pytester.path / "new.json").read_text())) == in_run
+    assert _by_kind(read_report(pytester.path / "new.json")) == in_run

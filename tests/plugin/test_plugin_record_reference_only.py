@@ -11,10 +11,9 @@ user's environment has it.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from plugin_golden_helpers import GOLDEN, QUESTIONS, make_suite, run, slam
+from report_helpers import read_report
 
 
 @pytest.fixture(autouse=True)
@@ -53,7 +52,7 @@ def test_candidates_asked_for_run_in_the_recording(pytester, fake_gpt4, mini, as
 def test_a_recording_run_reports_the_reference_against_its_own_answers(pytester, fake_gpt4, mini):
     make_suite(pytester, fake_gpt4, mini)
     run(pytester, "--slm-record=all", "--slm-report=r.json").assert_outcomes(passed=3)
-    report = json.loads((pytester.path / "r.json").read_text())
+    report = read_report(pytester.path / "r.json")
     assert [row["model"] for row in report["models"]] == ["gpt-4"]
     texts = sorted(call["text"] for o in report["outcomes"] for call in o["calls"])
     assert texts == sorted("GPT-4 says: " + q for q in QUESTIONS)

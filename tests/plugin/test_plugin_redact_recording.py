@@ -6,11 +6,11 @@ reaches no junit file, terminal, report or golden file, and a replay gives the s
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from plugin_golden_helpers import run, write_project
+from report_helpers import read_report
 
 from pytest_slam.golden.redact import REDACTED
 from pytest_slam.testing import FakeOpenAI
@@ -41,7 +41,7 @@ def _candidate(req: dict) -> str:
 
 
 def _scores(report: Path) -> dict[str, list[float]]:
-    outcomes = json.loads(report.read_text(encoding="utf-8"))["outcomes"]
+    outcomes = read_report(report)["outcomes"]
     return {o["nodeid"]: [s["value"] for p in o["pairs"] for s in p["scores"]] for o in outcomes}
 
 

@@ -8,9 +8,8 @@ looks at each item after its last report, and at the outcomes the run reported.
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from report_helpers import read_report
 from slam_helpers import PRODUCT, write_pyproject
 
 from pytest_slam.testing import FakeOpenAI
@@ -58,9 +57,9 @@ def test_a_finished_test_keeps_its_outcome_and_leaves_no_context(
         pytester.makeconftest(CONFTEST)
         result = pytester.runpytest("-p", "no:cacheprovider", "--slm-report=run.json")
     result.assert_outcomes(passed=2, errors=1)
-    kept = json.loads((pytester.path / "kept.json").read_text())
+    kept = read_report(pytester.path / "kept.json")
     assert kept and all(v == [False, False] for v in kept.values()), kept
-    report = json.loads((pytester.path / "run.json").read_text())
+    report = read_report(pytester.path / "run.json")
     outcomes = {o["nodeid"].split("::")[1]: o for o in report["outcomes"]}
     assert outcomes["test_answers[mini]"]["outcome"] == "passed"
     assert outcomes["test_answers[mini]"]["calls"][0]["text"] == "the candidate"

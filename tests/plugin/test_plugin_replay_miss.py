@@ -7,9 +7,8 @@ Real pytest runs (pytester); the candidate is a loopback FakeOpenAI whose reques
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from report_helpers import read_report
 from slam_helpers import MINI_PYPROJECT, SLAM
 
 from pytest_slam.testing import FakeOpenAI
@@ -55,14 +54,14 @@ def test_a_replay_miss_fails_with_the_record_command_and_the_candidate_is_never_
     assert fake_gpt4.requests == []  # replay never asks the real reference
     hint = "Record it from the real reference with: pytest --slm-record=new"
     result.stdout.fnmatch_lines([f"*pytest-slam: call 1: no golden answer of reference*{hint}*"])
-    (outcome,) = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["outcomes"]
+    (outcome,) = read_report(pytester.path / "r.json")["outcomes"]
     assert hint in outcome["message"] and outcome["calls"] == []
     assert outcome["pairs"][0]["missing"]
     assert "call(s) to mini failed" not in outcome["message"]  # no fault of the candidate's
     # a refused call has no answer: its pair points at no call, and rescore takes the report as is
     rescored = pytester.run(*SLAM, "rescore", "r.json", "-o", "again.json")
     assert rescored.ret == 1, rescored.stderr.str()  # the test still fails there, as in the run
-    (again,) = json.loads((pytester.path / "again.json").read_text(encoding="utf-8"))["outcomes"]
+    (again,) = read_report(pytester.path / "again.json")["outcomes"]
     assert again["outcome"] == "failed" and again["pairs"][0]["missing"]
 
 
@@ -111,12 +110,12 @@ def test_a_miss_is_reported_in_its_one_line_and_debuggers_still_get_the_products
         )
         result = pytester.runpytest("-p", "no:cacheprovider", "--slm-report=r.json")
     result.assert_outcomes(failed=1)
-    seen = json.loads((pytester.path / "interact.json").read_text(encoding="utf-8"))
+    seen = read_report(pytester.path / "interact.json")
     assert seen["exception"] == "NotFoundError"  # the product's, not the one-line stand-in
     assert seen["longrepr"].startswith("pytest-slam: call 1: no golden answer of reference")
     assert "\n" not in seen["longrepr"]
     assert "completions.py" not in result.stdout.str()  # no SDK frame was shown
-    (outcome,) = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["outcomes"]
+    (outcome,) = read_report(pytester.path / "r.json")["outcomes"]
     assert "openai.NotFoundError: Error code: 404" in outcome["message"]
 
 

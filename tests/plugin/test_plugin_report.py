@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from html_helpers import report_data, sides
+from report_helpers import read_report
 from slam_helpers import MINI_PYPROJECT, PRODUCT, SLAM, TESTS
 
 from pytest_slam.run.inputs.options import EXIT_GATE_FAILED
@@ -95,7 +96,7 @@ def said(result: pytest.RunResult) -> str:
 
 
 def load(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_report(path)
 
 
 def test_regression_against_a_baseline_fails_the_gate(project, candidate, monkeypatch) -> None:
@@ -218,7 +219,7 @@ def test_missing_or_older_baseline_is_said_and_compares_nothing(project) -> None
     older = run(project, "--slm-baseline=old.json")
     assert older.ret == EXIT_GATE_FAILED
     assert ("note: baseline not compared: old.json uses the older schema pytest-slam/report/0; "
-            "this pytest-slam reads pytest-slam/report/1. Re-run the tests with --slm-report to "
+            "this pytest-slam reads pytest-slam/report/2. Re-run the tests with --slm-report to "
             "write a current report regressions: 0") in said(older)  # fmt: skip
 
 

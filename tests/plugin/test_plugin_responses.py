@@ -9,12 +9,12 @@ replay with the reference stopped must give the same outcome.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from report_helpers import read_report
 from slam_helpers import write_pyproject
 
 from pytest_slam.testing import FakeOpenAI
@@ -91,7 +91,7 @@ reference_retries = 0
 
 
 def outcomes(report: Path) -> dict[str, dict[str, Any]]:
-    return {o["nodeid"]: o for o in json.loads(report.read_text(encoding="utf-8"))["outcomes"]}
+    return {o["nodeid"]: o for o in read_report(report)["outcomes"]}
 
 
 def verdicts(report: Path) -> dict[str, tuple[str, list[tuple[str, str, float]]]]:
@@ -107,7 +107,7 @@ def verdicts(report: Path) -> dict[str, tuple[str, list[tuple[str, str, float]]]
 
 def golden_entries(root: Path) -> dict[str, Any]:
     (path,) = [p for p in root.rglob("test_responses.json") if ".slam" not in p.parts]
-    return json.loads(path.read_text(encoding="utf-8"))["entries"]
+    return read_report(path)["entries"]
 
 
 def test_responses_calls_are_swapped_recorded_paired_and_replayed(

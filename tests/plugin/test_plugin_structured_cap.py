@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_structured_formats import curated, json_part, mt_bench, variants  # noqa: E402
+from report_helpers import read_report  # noqa: E402
 
 SUITE = """
 import json, openai, pytest
@@ -50,7 +51,7 @@ def reversed_keys(value: dict[str, Any]) -> dict[str, Any]:
 
 
 def outcomes(report: Path) -> dict[str, dict[str, Any]]:
-    data = json.loads(report.read_text(encoding="utf-8"))
+    data = read_report(report)
     return {o["model"]: o for o in data["outcomes"]}
 
 
@@ -103,7 +104,7 @@ reference = "{ref.base_url}#gpt-4"
         summary
     )
     assert "generation cap: the answers" not in summary  # a runaway, not a cut answer
-    data = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
+    data = read_report(pytester.path / "r.json")
     row = next(r for r in data["models"] if r["model"] == "runaway")
     assert row["calls_errored"] == 1 and row["tests_failed"] == 1
 
@@ -156,7 +157,7 @@ reference = "{ref.base_url}#gpt-4"
         caps = [r.json["max_tokens"] for r in mini.requests]
     result.assert_outcomes(passed=len(answers))
     assert len(answers) >= 3 and max(caps) < 1024  # every call had a derived cap
-    data = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
+    data = read_report(pytester.path / "r.json")
     calls = [c for o in data["outcomes"] for c in o["calls"]]
     assert all(c["finish_reason"] == "stop" and not c["cut_by_cap"] for c in calls)
 
@@ -366,7 +367,7 @@ mini = {{ input_per_mtok = 1, output_per_mtok = 2 }}
             "--slm-report=r.json",
         )  # fmt: skip
     result.assert_outcomes(passed=1, failed=1)
-    data = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
+    data = read_report(pytester.path / "r.json")
     row = next(r for r in data["models"] if r["model"] == "mini")
     ran = next(c for o in data["outcomes"] for c in o["calls"] if c["error_kind"] == "runaway")
     assert ran["cost_usd"] is not None and ran["cost_usd"] > 0  # its tokens were paid for
@@ -412,7 +413,7 @@ reference = "{ref.base_url}#gpt-4"
             "-p", "no:cacheprovider", f"--slm-models={mini.base_url}#mini", "--slm-record=new",
             "--slm-report=r.json",
         )  # fmt: skip
-    data = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
+    data = read_report(pytester.path / "r.json")
     row = next(r for r in data["models"] if r["model"] == "mini")
     assert (row["calls"], row["calls_runaway"], row["calls_errored"]) == (4, 1, 2)
     lines = result.stdout.lines

@@ -8,9 +8,8 @@ Real pytest runs (pytester) of a product without a fallback against a FakeOpenAI
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from report_helpers import read_report
 from slam_helpers import write_pyproject
 
 from pytest_slam.testing import FakeOpenAI
@@ -120,6 +119,6 @@ reference = "{ref.base_url}#gpt-4"
     assert "The product's own client timeout ended it, not the model's timeout_s" in out
     assert "structured cap: the candidate ran away" not in out  # the summary's runaway line
     assert "set max_tokens in the request" not in out
-    report = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
+    report = read_report(pytester.path / "r.json")
     calls = [c for o in report["outcomes"] if o["model"] == "slow" for c in o["calls"]]
     assert [c["error_kind"] for c in calls] == ["timeout"], calls

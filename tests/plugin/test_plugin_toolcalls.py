@@ -7,13 +7,13 @@ product code uses the real openai client, built at import time, and never mentio
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agent_helpers import AGENT_TEST, PRODUCT, agent
+from report_helpers import read_report
 
 from pytest_slam.testing import FakeOpenAI
 
@@ -46,13 +46,13 @@ def _record_agent(
 
 
 def _outcome(pytester: pytest.Pytester, name: str) -> dict[str, Any]:
-    (outcome,) = json.loads((pytester.path / name).read_text())["outcomes"]
+    (outcome,) = read_report(pytester.path / name)["outcomes"]
     return outcome
 
 
 def _golden(pytester: pytest.Pytester) -> dict[str, Any]:
     (path,) = (pytester.path / "__slam__").rglob("test_agent.json")
-    return json.loads(Path(path).read_text())["entries"]
+    return read_report(Path(path))["entries"]
 
 
 def test_same_function_and_arguments_score_one(

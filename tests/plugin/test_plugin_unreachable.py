@@ -11,12 +11,12 @@ is still recorded as failed, unreachable, and the report says so.
 
 from __future__ import annotations
 
-import json
 import socket
 from collections.abc import Iterator
 
 import pytest
 import slam_helpers
+from report_helpers import read_report
 from slam_helpers import said, write_pyproject
 
 from pytest_slam.run.inputs.options import EXIT_GATE_FAILED
@@ -91,7 +91,7 @@ def _run(
     result.assert_outcomes(passed=6)  # each test caught the error it expected
     assert result.ret == EXIT_GATE_FAILED, result.stdout.str()
     assert "mini: candidate_failed: unreachable: 6 of 6 tests" in said(result)
-    report: dict[str, object] = json.loads((pytester.path / "r.json").read_text())
+    report: dict[str, object] = read_report(pytester.path / "r.json")
     return report
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from html_helpers import report_data
+from report_helpers import read_report
 from review_helpers import slam
 from slam_helpers import said
 
@@ -68,7 +69,7 @@ def _run(pytester: pytest.Pytester, candidate: FakeOpenAI, *args: str) -> pytest
 
 
 def _report(pytester: pytest.Pytester, name: str = "r.json") -> dict[str, Any]:
-    return json.loads((pytester.path / name).read_text())
+    return read_report(pytester.path / name)
 
 
 def _verdicts(report: dict[str, Any]) -> dict[str, tuple[str | None, str | None]]:
@@ -172,7 +173,7 @@ def test_the_judge_is_asked_exactly_about_the_undecided_pairs_and_its_verdicts_a
     row = _row(again)
     assert (row["judge_asked"], row["judge_replayed"], row["judge_saved"]) == (0, 1, 2)
     ((entry,),) = [
-        [e for e in json.loads(p.read_text())["entries"].values() if e.get("judge")]
+        [e for e in read_report(p)["entries"].values() if e.get("judge")]
         for p in (pytester.path / "__slam__").rglob("test_capital.json")
     ]
     assert len(entry["judge"]) == 1

@@ -4,9 +4,8 @@ surrogate: under ``-n 2`` a recording run and a replay whose candidate and refer
 
 from __future__ import annotations
 
-import json
-
 from plugin_golden_helpers import GOLDEN, PRODUCT, entries, run, write_project
+from report_helpers import read_report
 
 from pytest_slam.testing import FakeOpenAI
 
@@ -49,7 +48,7 @@ def test_lone_surrogates_in_both_roles_cross_xdist_when_recording_and_replaying(
         replayed = run(pytester, "-n", "2", "--slm-report=replayed.json")
         assert "INTERNALERROR" not in replayed.stdout.str()
         replayed.assert_outcomes(passed=len(QUESTIONS))
-    outcomes = json.loads((pytester.path / "replayed.json").read_text("utf-8"))["outcomes"]
+    outcomes = read_report(pytester.path / "replayed.json")["outcomes"]
     pairs = sorted(
         (o["calls"][p["call_index"]]["text"], p["reference_text"])
         for o in outcomes

@@ -28,6 +28,7 @@ import pytest
 import yaml
 from merge_helpers import project, rows
 from patience import patient
+from report_helpers import read_report
 
 from pytest_slam.run.inputs.options import EXIT_GATE_FAILED
 from pytest_slam.testing import FakeOpenAI
@@ -328,7 +329,7 @@ def assert_merged_equals_whole(merged: Path, whole: Whole, status: int) -> None:
     assert status == whole.status
     assert got == whole.rows  # counts, pass rates, equivalence, intervals, verdicts, gate
     assert got["mini"]["tests_passed"] == got["twin"]["tests_passed"] == 3 * CASES
-    visits = json.loads(merged.read_text(encoding="utf-8"))["visits"]
+    visits = read_report(merged)["visits"]
     assert len(visits["selected"]) == 2 * 3 * CASES and visits["complete"]
 
 
@@ -348,7 +349,7 @@ def github_run(doc: dict[str, Any], project_dir: Path, tmp: Path, split: str) ->
     for group, job in in_parallel(shard, doc["jobs"]["shard"]["strategy"]["matrix"]["group"]):
         assert job.status in (0, EXIT_GATE_FAILED)  # mini's equivalence, in the shards with mini
         artifacts.update(job.artifacts)
-        report = json.loads((tmp / f"shard-{group}" / f"slam-{group}.json").read_text())
+        report = read_report(tmp / f"shard-{group}" / f"slam-{group}.json")
         sizes.append(len(report["outcomes"]))
     assert sorted(artifacts) == [f"slam-shard-{g}" for g in range(1, int(env["SHARDS"]) + 1)]
     assert sum(sizes) == 2 * 3 * CASES and all(sizes)  # every test in one shard, no shard empty

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import report_helpers as synth
+from report_helpers import expanded
 
 from pytest_slam.compare.uncertainty import Comparison
 from pytest_slam.metrics.stats import Summary
@@ -42,7 +43,7 @@ def written(tmp_path):
 def test_round_trip_keeps_verdict_and_outcomes(written) -> None:
     path, verdict, outcomes = written
     report = load_report(path)
-    assert report.schema == SCHEMA_ID == "pytest-slam/report/1"
+    assert report.schema == SCHEMA_ID == "pytest-slam/report/2"
     assert report.verdict.as_dict() == verdict.as_dict()
     written_back = [o.as_dict() for o in report.outcomes]
     assert written_back == sorted(outcomes, key=lambda o: o["nodeid"])  # canonical order
@@ -81,9 +82,24 @@ def test_document_layout(written) -> None:
     assert data["digest"] == digest_of(data["visits"], data["outcomes"])  # seal.py
     assert data["reference"]["role"] == "reference"
     assert data["models"][1]["distributions"]["e2e_ms"]["p95"] == pytest.approx(640.0)
-    with_calls = next(o for o in data["outcomes"] if o["calls"])
-    assert with_calls["calls"][0]["tpot_ms"] is not None
+    with_calls = next(o for o in data["outcomes"] if o.get("calls"))
+    assert "tpot_ms" not in with_calls["calls"][0]  # derived: made again when read
+    assert Outcome.from_dict(with_calls).calls[0].tpot_ms is not None
     assert not [p for p in path.parent.iterdir() if p.name != "slam.json"]  # no temp left
+
+
+def test_an_outcome_line_leaves_out_each_field_at_its_default(written) -> None:
+    """Issue 53: a field at its default (None, False, an empty list) is not written; the line is
+    read back as the whole record, and is the shorter for it."""
+    path, _, outcomes = written
+    lines = {json.loads(line.strip().rstrip(","))["nodeid"]: line.strip().rstrip(",")
+             for line in path.read_text().splitlines() if line.startswith('    {"nodeid"')}  # fmt: skip
+    assert len(lines) == len(outcomes)
+    for outcome in records(Outcome, outcomes):
+        line = lines[outcome.nodeid]
+        assert Outcome.from_dict(json.loads(line)).as_dict() == outcome.as_dict()
+        assert ", " not in line.replace('\\", "', "")[:12] and ": null" not in line
+        assert len(line) < len(json.dumps(outcome.as_dict())) * 0.8
 
 
 def test_one_line_per_outcome_and_the_same_document(written) -> None:
@@ -99,7 +115,8 @@ def test_one_line_per_outcome_and_the_same_document(written) -> None:
     tail = ["  ],", f'  "digest": "{digest}",', '  "signature": null', "}"]  # no shard key
     assert lines[start + 1 + len(outcomes) :] == tail
     expected = {**report_dict(verdict, outcomes), "digest": digest}
-    assert {**json.loads(text), "generated_at": None} == {**expected, "generated_at": None}
+    read = expanded(json.loads(text))  # each field at its default filled back in
+    assert {**read, "generated_at": None} == {**expected, "generated_at": None}
 
 
 def test_rows_made_once_are_the_document_s_outcomes_in_its_order() -> None:
@@ -117,10 +134,10 @@ def test_rows_made_once_are_the_document_s_outcomes_in_its_order() -> None:
         report_dict(verdict, outcomes, rows=rows[:1])
 
 
-def test_the_text_is_json_indenting_encoder_s_byte_for_byte(written) -> None:
-    """The per-test rows go through the C encoder (bench/README.md section 14): every row, flat or
-    not (a non-empty egress list, a nested table, text that needs escapes), reads as the indenting
-    encoder writes it, and an empty report is exactly ``json.dumps(indent=2)``."""
+def test_each_row_is_one_line_and_the_rest_is_json_indenting_encoder_s(written) -> None:
+    """Each per-test row is one line, as each outcome (a committed baseline's diff is a line per
+    test), whatever it holds (a non-empty egress list, a nested table, text that needs escapes);
+    the rest is the indenting encoder's, and an empty report is exactly ``json.dumps(indent=2)``."""
     path, _, _ = written
     document = json.loads(path.read_text())
     rows = document["tests"]
@@ -130,18 +147,22 @@ def test_the_text_is_json_indenting_encoder_s_byte_for_byte(written) -> None:
     rows.append({})
     rows.append({"test": "t", "model": "m", "runs": 2, "cost_usd": 1e-07, "ok": True, "x": None})
     text = report_text(document)
-    head = text[: text.index('  "outcomes": [\n')]
+    assert json.loads(text)["tests"] == rows
+    for row in rows:
+        assert f"    {json.dumps(row, separators=(',', ':'))}" in text.splitlines()[:-1] or (
+            f"    {json.dumps(row, separators=(',', ':'))}," in text.splitlines()
+        )
+    head = text[: text.index('  "tests": [\n')]
     expected = json.dumps({**document, "outcomes": []}, indent=2)
-    assert head == expected[: expected.index('  "outcomes": []')]
+    assert head == expected[: expected.index('  "tests": [\n')]
     empty = {**document, "outcomes": [], "digest": digest_of(document["visits"], [])}
-    assert report_text(empty) == json.dumps(empty, indent=2) + "\n"
     no_rows = {**empty, "tests": []}
     assert report_text(no_rows) == json.dumps(no_rows, indent=2) + "\n"
 
 
 def test_every_written_field_is_documented_in_schema_md(written) -> None:
     path, _, _ = written
-    data = json.loads(path.read_text())
+    data = expanded(json.loads(path.read_text()))  # each field, at its default or not
     documented = Path(SCHEMA_MD).read_text(encoding="utf-8")
     fields = set(data) | set(data["run"]) | set(data["models"][0]) | set(data["tests"][0])
     outcome = next(o for o in data["outcomes"] if o["calls"] and o["pairs"])

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import report_helpers as synth
+from report_helpers import read_report
 from slam_helpers import PRODUCT, REPORTED_TESTS
 
 from pytest_slam.report.aggregate import aggregate
@@ -35,7 +36,7 @@ model = "gpt-4o-mini"
 
 
 def validator() -> Any:
-    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    schema = read_report(SCHEMA_PATH)
     return jsonschema.Draft202012Validator(schema)
 
 
@@ -58,7 +59,7 @@ def test_a_real_report_validates(pytester: pytest.Pytester, fake_gpt4: Any) -> N
     assert recorded.ret == 0, recorded.stdout.str()
     result = pytester.runpytest("-p", "no:cacheprovider", "--slm-report=slam.json")
     assert result.ret == 0, result.stdout.str()
-    report = json.loads((pytester.path / "slam.json").read_text(encoding="utf-8"))
+    report = read_report(pytester.path / "slam.json")
     assert report["outcomes"][0]["calls"] and report["outcomes"][0]["pairs"][0]["scores"]
     validator().validate(report)
 

@@ -5,7 +5,6 @@ Real pytest runs against the real llama.cpp engine (SmolLM2-135M), as a user's r
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -15,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from report_helpers import read_report
 from slam_helpers import wait_for
 
 from pytest_slam.swap.engines import KV_TOKENS_PER_FILE, slots_that_fit
@@ -66,7 +66,7 @@ def test_with_two_workers_the_engine_serves_two_requests_at_once(
     result.stdout.fnmatch_lines(
         ["*engine smollm2-135m: llama.cpp, 16 slots of 4096 tokens, on http://127.0.0.1:*/v1*"]
     )
-    report = json.loads((pytester.path / "run.json").read_text())
+    report = read_report(pytester.path / "run.json")
     calls = [c for o in report["outcomes"] if o["outcome"] == "passed" for c in o["calls"]]
     assert len(calls) == 2 and all(c["completion_tokens"] > 1 for c in calls), calls
     (a_start, a_end), (b_start, b_end) = (_generating_span(c) for c in calls)
@@ -169,7 +169,7 @@ def test_sigkill_of_the_process_group_leaves_no_process_and_no_port(
     )
     try:
         wait_for(engine_file.exists, 180, "the inner test to reach the engine")
-        port = int(json.loads(engine_file.read_text())["endpoint"].rsplit(":", 1)[1].split("/")[0])
+        port = int(read_report(engine_file)["endpoint"].rsplit(":", 1)[1].split("/")[0])
         assert _port_open(port)
         assert len(_processes_with(marker)) >= 3  # pytest, the supervisor, the engine
         os.killpg(proc.pid, signal.SIGKILL)

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import openai
 import pytest
+from report_helpers import read_report
 from slam_helpers import PRODUCT, swap_proxy
 
 from pytest_slam.records import ModelSpec
@@ -127,7 +128,7 @@ def test_each_candidate_fault_is_one_line_naming_the_model(
         ours = [line for line in lines if line.startswith(f"pytest-slam: model '{model}' at ")]
         whole = [line for line in ours if fault in line and "OpenAI protocol" in line]
         assert len(whole) == 2, (model, lines)
-    outcomes = json.loads((pytester.path / "report.json").read_text())["outcomes"]
+    outcomes = read_report(pytester.path / "report.json")["outcomes"]
     errors = {o["nodeid"]: [c["error"] for c in o["calls"]] for o in outcomes}
     assert len(errors) == 2 * len(FAULTS)
     assert all(len(e) == 1 and e[0].startswith("model '") for e in errors.values()), errors

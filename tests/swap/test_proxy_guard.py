@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from patience import patient
+from report_helpers import read_report
 from slam_helpers import PRODUCT, swap_proxy, write_pyproject
 
 from pytest_slam.swap.peer import owner_uid
@@ -91,12 +92,12 @@ def test_a_process_outside_the_run_gets_401_and_leaves_no_trace(
         attacked.assert_outcomes(passed=1)
         requests = fake_gpt4.requests + mini.requests
 
-    assert json.loads((pytester.path / "attack.json").read_text()) == [401] * 7
+    assert read_report(pytester.path / "attack.json") == [401] * 7
     assert golden_files(pytester.path) == recorded  # byte for byte: nothing foreign was recorded
     assert (fake_gpt4.hits, mini.hits) == (1, 2)  # each run's own call, nothing of the attacker's
     assert "ATTACKER" not in json.dumps([r.json for r in requests])
     assert "sk-attacker" not in json.dumps([r.headers for r in requests])
-    (outcome,) = json.loads((pytester.path / "report.json").read_text())["outcomes"]
+    (outcome,) = read_report(pytester.path / "report.json")["outcomes"]
     assert [c["request"]["messages"][0]["content"] for c in outcome["calls"]] == [
         "How do I get a refund?"
     ]

@@ -7,12 +7,12 @@ pytester run). Every request is counted at the servers: a request is never sent 
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from collections.abc import Iterator
 
 import pytest
+from report_helpers import read_report
 from slam_helpers import PRODUCT
 
 from pytest_slam.records import ModelSpec
@@ -128,7 +128,7 @@ base_urls = ["{a.base_url}", "{b.base_url}", "{c.base_url}"]
     assert b.hits == 1  # test 2 (in turn a, b, c, a), then it died
     assert sum(s.hits for s in trio) == 12  # one request per test: none sent twice
     assert set(_questions(trio).values()) == {1} and len(_questions(trio)) == 12
-    report = json.loads((pytester.path / "run.json").read_text())
+    report = read_report(pytester.path / "run.json")
     calls = [call for o in report["outcomes"] for call in o["calls"]]
     assert len(calls) == 12 and all(call["error"] is None for call in calls)
     assert Counter(call["endpoint"] for call in calls) == {s.base_url: s.hits for s in trio}
