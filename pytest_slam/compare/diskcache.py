@@ -44,8 +44,10 @@ class DiskCache:
             return None
 
     def put(self, key: str, value: Any) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        """Keep ``value`` under ``key``. A file that cannot be written (a full disk, a read-only
+        ``.slam``, its sub-folder not made included) raises ``WriteFailed``, its one line; the
+        entries already kept stay as they were."""
+        path = self._path(key)  # atomic_write makes its folder, inside its own WriteFailed
         for parent in (self.folder, *self.folder.parents):  # .slam stays git-ignored
             if parent.name == ".slam":
                 ignore_scratch_folder(parent)

@@ -18,6 +18,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from disk_helpers import (
+    PYTEST,
+    files_under,
+    needs_read_only_mount,
+    no_traceback,
+    run_read_only,
+)
 from plugin_golden_helpers import run, sent_to, write_project
 from slam_helpers import PRODUCT, wait_for
 
@@ -188,3 +195,67 @@ def test_a_refresh_that_reuses_paid_answers_says_so_in_one_line(
         text,
     ), text
     assert text.count("reference answers: ") == 1
+
+
+@needs_read_only_mount
+def test_a_read_only_paid_folder_keeps_nothing_and_the_refresh_records_every_answer(
+    pytester: pytest.Pytester, mini: FakeOpenAI
+) -> None:
+    """``.slam/paid`` read-only (a full disk fails the golden files first, which are larger:
+    test_plugin_full_disk.py): no answer is kept, silently, and the refresh records each answer
+    it fetched, asking the reference once per question; the next refresh, with space, too."""
+    questions = QUESTIONS[:4]
+    pytester.makepyfile(product=PRODUCT, test_product=SUITE.format(questions=questions))
+    root, paid = pytester.path, pytester.path / ".slam" / "paid"
+    with _answering("GPT-4") as reference:
+        write_project(pytester, reference, mini)
+        run(pytester, "--slm-record=new").assert_outcomes(passed=len(questions))
+    paid.mkdir()
+    with _answering("GPT-4 (May)") as reference:
+        write_project(pytester, reference, mini)
+        done = run_read_only([*PYTEST, "--slm-record=all"], root, [paid])
+        no_traceback(done)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+        assert "not written" not in done.stdout and "reference answers:" not in done.stdout
+        assert sent_to(reference) == collections.Counter(questions)  # each once
+    assert _texts(root) == {q: f"GPT-4 (May) says: {q}" for q in questions}
+    assert list(paid.iterdir()) == []
+    with _answering("GPT-4 (June)") as reference:  # with space
+        write_project(pytester, reference, mini)
+        run(pytester, "--slm-record=all").assert_outcomes(passed=len(questions))
+        assert sent_to(reference) == collections.Counter(questions)
+    assert _texts(root) == {q: f"GPT-4 (June) says: {q}" for q in questions}
+    assert list(paid.iterdir()) == []
+
+
+@needs_read_only_mount
+def test_a_read_only_missed_folder_notes_nothing_and_the_replay_s_verdict_stands(
+    pytester: pytest.Pytester, mini: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``.slam/missed`` read-only (its notes are empty files: a file-size limit never fails
+    them): a replay whose request missed its golden entry fails that test as always, exit 1, and
+    notes nothing, silently; the next replay with space fetches the entry again and notes it."""
+    pytester.makepyfile(product=PRODUCT, test_product=STAMPED)
+    root, missed = pytester.path, pytester.path / ".slam" / "missed"
+    monkeypatch.setenv("MINI_URL", mini.base_url)
+    monkeypatch.setenv("STAMP", "09:00")
+    with _answering("GPT-4") as reference:
+        write_project(pytester, reference, mini)
+        run(pytester, "--slm-record=new").assert_outcomes(passed=3)
+        goldens = files_under(root / "__slam__")
+        missed.mkdir()
+        mini.requests.clear()
+        monkeypatch.setenv("STAMP", "09:05")
+        monkeypatch.setenv("AHEAD", "2")  # question 1's fetch and question 2's golden request
+        done = run_read_only([*PYTEST, "--slm-report=r.json"], root, [missed])
+        no_traceback(done)
+        assert done.returncode == pytest.ExitCode.TESTS_FAILED, done.stdout[-3000:]
+        assert "1 failed, 2 passed" in done.stdout
+        assert sent_to(mini)["question 2 at 09:00"] == 1  # fetched ahead, unused
+        assert list(missed.iterdir()) == []  # not noted
+        mini.requests.clear()
+        monkeypatch.setenv("STAMP", "09:10")  # with space
+        run(pytester, "--slm-report=r.json").assert_outcomes(passed=2, failed=1)
+        assert sent_to(mini)["question 2 at 09:00"] == 1  # not noted: fetched again
+    assert len(list(missed.iterdir())) == 1  # noted now: the next replay does not fetch it
+    assert files_under(root / "__slam__") == goldens

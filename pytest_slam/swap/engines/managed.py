@@ -7,6 +7,7 @@ are handed the URLs and never start one, so ``-n N`` still means one engine per 
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import subprocess
@@ -15,10 +16,12 @@ import time
 import urllib.error
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import BinaryIO
 
 from pytest_slam.records import ModelSpec
 from pytest_slam.swap import upstream
 from pytest_slam.swap.engines.protocol import EngineError, Say
+from pytest_slam.util.files import WriteFailed
 
 LOG_TAIL_LINES = 20
 
@@ -36,6 +39,24 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     except OSError:
         return "(no log)"
     return "\n".join(text.splitlines()[-lines:])
+
+
+def log_unwritten(path: Path) -> WriteFailed | None:
+    """Why the engine's log could not hold what the engine wrote, if it could not: the log at the
+    file-size limit (``ulimit -f``, inherited by the engine), or no space left on its disk."""
+    try:
+        size, disk = path.stat().st_size, os.statvfs(path.parent)
+    except (OSError, AttributeError):  # no log, or no statvfs (Windows)
+        return None
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    except ImportError:
+        limit = -1
+    free = disk.f_bfree if os.geteuid() == 0 else disk.f_bavail  # root writes the reserve too
+    code = errno.EFBIG if 0 <= limit <= size else errno.ENOSPC if free == 0 else None
+    return None if code is None else WriteFailed(path, OSError(code, os.strerror(code)))
 
 
 class Engine(ABC):
@@ -110,7 +131,7 @@ class ManagedServer:
             *self.engine.command(),
         ]
         t0 = time.perf_counter()
-        with open(self.log_path, "wb") as log:
+        with self._open_log() as log:
             self.proc = subprocess.Popen(
                 argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
@@ -124,6 +145,17 @@ class ManagedServer:
         self.started_s = time.perf_counter() - t0
         if say is not None:
             say(f"engine {name} ready in {self.started_s:.1f} s on {self.engine.base_url}")
+
+    def _open_log(self) -> BinaryIO:
+        """The engine's log, for its stdout and stderr; one that cannot be made is the start's
+        one line (its file, the error and the fix), not an ``OSError`` out of the run."""
+        try:
+            return open(self.log_path, "wb")
+        except OSError as exc:
+            raise EngineError(
+                f"{self.engine.kind} engine for model {self.engine.spec.name!r} not started: "
+                f"{WriteFailed(self.log_path, exc)}"
+            ) from None
 
     def start_line(self) -> str:
         """One summary line: which engine serves the model, how, where, and how long it took."""
@@ -152,10 +184,14 @@ class ManagedServer:
         self._fail(f"was not healthy after {timeout_s:.0f} s")
 
     def _fail(self, what: str) -> None:
-        raise EngineError(
+        head = (
             f"{self.engine.kind} engine for model {self.engine.spec.name!r} on "
-            f"{self.engine.base_url} {what}. Last lines of {self.log_path}:\n{log_tail(self.log_path)}"
+            f"{self.engine.base_url} {what}"
         )
+        unwritten = log_unwritten(self.log_path)
+        if unwritten is not None:  # a log cut short says nothing of why: its disk does
+            raise EngineError(f"{head}: {unwritten}")
+        raise EngineError(f"{head}. Last lines of {self.log_path}:\n{log_tail(self.log_path)}")
 
     def stop(self) -> None:
         """Ask the supervisor to stop the engine; kill it when that takes too long or the user
