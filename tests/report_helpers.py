@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_slam.records import Call, ModelSpec, Outcome, Pair, Score
-from pytest_slam.report.aggregate import RunInfo
+from pytest_slam.report.aggregate import PerTestRow, RunInfo
 
 REFERENCE = "openai:gpt-4"
 SMOL, QWEN, MINI = "smollm2-135m", "qwen2.5-1.5b", "gpt-4o-mini"
@@ -172,13 +172,14 @@ def run_info(models: tuple[str, ...] = MODELS) -> RunInfo:
 
 
 def expanded(document: Any) -> Any:
-    """A report document with each outcome as ``Outcome.as_dict`` gives it: the file leaves out
-    each field at its default (``report/packed.py``), which a reader fills back in."""
-    outcomes = document.get("outcomes") if isinstance(document, dict) else None
-    if isinstance(outcomes, list):
-        document["outcomes"] = [
-            Outcome.from_dict(o).as_dict() if isinstance(o, dict) else o for o in outcomes
-        ]
+    """A report document with each outcome and per-test row as ``as_dict`` gives it: the file
+    leaves out each field at its default (``report/packed.py``), which a reader fills back in."""
+    for key, kind in (("outcomes", Outcome), ("tests", PerTestRow)):
+        found = document.get(key) if isinstance(document, dict) else None
+        if isinstance(found, list):
+            document[key] = [
+                kind.from_dict(o).as_dict() if isinstance(o, dict) else o for o in found
+            ]
     return document
 
 

@@ -18,8 +18,14 @@ from typing import TYPE_CHECKING
 
 from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON, Outcome, records, utc_now
-from pytest_slam.report.aggregate import OutcomeLike, Verdict, outcome_order, sort_outcomes
-from pytest_slam.report.packed import outcome_line
+from pytest_slam.report.aggregate import (
+    OutcomeLike,
+    PerTestRow,
+    Verdict,
+    outcome_order,
+    sort_outcomes,
+)
+from pytest_slam.report.packed import outcome_line, record_line
 from pytest_slam.report.schema import ReportDocument
 from pytest_slam.report.seal import Seal, digest_of, shard_key, sign
 from pytest_slam.report.visits import Visits
@@ -118,10 +124,10 @@ def write_json(
         seal, mark = Seal(document.get("visits")), f"slam-digest-{uuid.uuid4().hex}"
         key = shard_key()  # read before anything is written: an unreadable key file is refused
         signed = f"slam-signature-{uuid.uuid4().hex}" if key else None
-        rows = (row.as_dict() for row in verdict.tests)
+        rows = iter(verdict.tests)
         head, tail = _frame({**document, "digest": mark, "signature": signed}, rows)
         if lines is None:
-            lines = (outcome_line(o.as_dict()) for o in sort_outcomes(outcomes))
+            lines = (outcome_line(o) for o in sort_outcomes(outcomes))
         sealed = (seal.add(line) for line in lines)
         pieces = _sealed(_joined(head, sealed, tail), mark, seal, key, signed)
         return atomic_write(path, pieces)
@@ -197,11 +203,15 @@ def _rows_text(before: str, first: JSON, rows: Iterator[JSON], after: str) -> It
 
 
 def _line(outcome: JSON) -> str:
-    return outcome_line(outcome) if isinstance(outcome, dict) else json.dumps(outcome)
+    """An outcome of a document (a hook's keys kept) as its line."""
+    return record_line(outcome, Outcome, keep=True) if isinstance(outcome, dict) else json.dumps(outcome)
 
 
-def _row_line(row: JSON) -> str:
-    """A per-test row as the report writes it: one line, no spaces (as each outcome)."""
+def _row_line(row: JSON | PerTestRow) -> str:
+    """A per-test row as the report writes it: one line, its fields at their default left out
+    (a hook's keys kept), as each outcome."""
+    if isinstance(row, PerTestRow | dict):
+        return record_line(row, PerTestRow, keep=True)
     return json.dumps(row, separators=(",", ":"), allow_nan=False)
 
 

@@ -402,7 +402,7 @@ class Spool(Iterable[str]):
         write = self._file.write
         for outcome, line, data in items:
             if line is None or data is None or not as_written(data, line):
-                line = outcome_line(outcome.as_dict())
+                line = outcome_line(outcome)
             encoded = line.encode() + b"\n"
             with writing(self._folder):
                 write(encoded)

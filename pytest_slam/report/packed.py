@@ -19,7 +19,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, MutableSequence
 from typing import Any, overload
 
-from pytest_slam.records import JSON, Call, Outcome, Pair, Record, Score
+from pytest_slam.records import JSON, Call, Outcome, Pair, Record, Score, field_names, plain
 
 _MISSING = object()
 
@@ -35,26 +35,48 @@ def _defaults(cls: type[Record]) -> dict[str, Any]:
     return found
 
 
-_KINDS: dict[type[Record], dict[str, Any]] = {
-    cls: _defaults(cls) for cls in (Outcome, Call, Pair, Score)
+@dataclasses.dataclass(frozen=True)
+class _Kind:
+    """How a record kind is slimmed: its defaults, its fields in order (``as_dict``'s, less the
+    derived keys), its lists of records, and each field as ``_slim_record`` walks it."""
+
+    defaults: dict[str, Any]
+    fields: tuple[str, ...]
+    nested: dict[str, type[Record]]
+    specs: tuple[tuple[str, Any, type[Record] | None, bool], ...]
+
+
+# The keys ``as_dict`` derives from the fields: never written, made again when read.
+_DERIVED: dict[type[Record], set[str]] = {
+    Call: {"tpot_ms", "tokens_per_s", "cut_by_cap"},
+    Score: {"passed"},
 }
-_NESTED: dict[type[Record], dict[str, type[Record]]] = {
-    Outcome: {"calls": Call, "pairs": Pair},
-    Pair: {"scores": Score},
-}
+# An Outcome reads its calls and pairs by hand (``Outcome.from_dict``), not through ``NESTED``.
+_LISTS: dict[type[Record], dict[str, type[Record]]] = {Outcome: {"calls": Call, "pairs": Pair}}
 
 
-_FIELDS: dict[type[Record], tuple[str, ...]] = {
-    cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in _KINDS
-}
+_KINDS: dict[type[Record], _Kind] = {}
 
 
-def _slim(data: Mapping[str, JSON], cls: type[Record]) -> dict[str, JSON]:
+def _kind(cls: type[Record]) -> _Kind:
+    kind = _KINDS.get(cls)
+    if kind is None:
+        defaults, fields = _defaults(cls), field_names(cls)
+        nested = {**cls.NESTED, **_LISTS.get(cls, {})}
+        shallow = cls is Call  # as Call.as_dict: its values as they are, not made plain
+        specs = tuple((n, defaults.get(n, _MISSING), nested.get(n), shallow) for n in fields)
+        kind = _KINDS[cls] = _Kind(defaults, fields, nested, specs)
+    return kind
+
+
+def slim(data: Mapping[str, JSON], cls: type[Record], keep: bool = False) -> dict[str, JSON]:
     """``data``'s fields of ``cls`` in the record's order, those at their default left out; a key
-    the record does not have (a derived one, one of another version) is not kept."""
-    defaults, nested = _KINDS[cls], _NESTED.get(cls, {})
+    the record does not have (a derived one, one of another version) is not kept, unless
+    ``keep``: then a key of its own (a ``pytest_slam_report`` hook's) follows the fields."""
+    kind = _kind(cls)
+    defaults, nested = kind.defaults, kind.nested
     out: dict[str, JSON] = {}
-    for name in _FIELDS[cls]:
+    for name in kind.fields:
         value = data.get(name, _MISSING)
         if value is _MISSING:
             continue
@@ -63,22 +85,51 @@ def _slim(data: Mapping[str, JSON], cls: type[Record]) -> dict[str, JSON]:
             continue
         inner = nested.get(name)
         if inner is not None and isinstance(value, list):
-            value = [_slim(v, inner) if isinstance(v, Mapping) else v for v in value]
+            value = [slim(v, inner, keep) if isinstance(v, Mapping) else v for v in value]
+        out[name] = value
+    if keep and len(out) < len(data):
+        known = set(kind.fields) | _DERIVED.get(cls, set())
+        out.update((k, v) for k, v in data.items() if k not in known)
+    return out
+
+
+def slim_record(record: Record) -> dict[str, JSON]:
+    """``slim(record.as_dict(), type(record))`` without the whole dict made first: most of the
+    writing of a 10,000-case report was the dicts of every field, most of them then left out."""
+    out: dict[str, JSON] = {}
+    for name, default, inner, shallow in _kind(type(record)).specs:
+        value = getattr(record, name)
+        if inner is not None and type(value) is list:
+            if value:
+                out[name] = [slim_record(v) if isinstance(v, inner) else plain(v) for v in value]
+            elif default is _MISSING:
+                out[name] = []
+            continue
+        if not shallow:
+            value = plain(value)
+        if default is not _MISSING and type(value) is type(default) and value == default:
+            continue
         out[name] = value
     return out
 
 
+def record_line(value: Mapping[str, JSON] | Record, cls: type[Record], keep: bool = False) -> str:
+    """A record (or its dict) as the JSON report writes it: one line of its non-default fields,
+    ASCII (a lone surrogate an escape, which a UTF-8 file can hold), no spaces; ``ValueError``
+    for a value JSON cannot hold (NaN). A reader gets each left-out field's default back
+    (``from_dict``; ``jq`` reads a left-out key as null). ``keep``: as ``slim``'s."""
+    data = slim_record(value) if isinstance(value, Record) else slim(value, cls, keep)
+    return json.dumps(data, separators=(",", ":"), allow_nan=False)
+
+
 def pack(outcome: Mapping[str, JSON]) -> str:
     """An Outcome's dict (``Outcome.as_dict()``) as its compact JSON string."""
-    return json.dumps(_slim(outcome, Outcome), ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(slim(outcome, Outcome), ensure_ascii=False, separators=(",", ":"))
 
 
-def outcome_line(outcome: Mapping[str, JSON]) -> str:
-    """An Outcome's dict as the JSON report writes it: one line of its non-default fields, ASCII
-    (a lone surrogate an escape, which a UTF-8 file can hold), no spaces; ``ValueError`` for a
-    value JSON cannot hold (NaN). A reader gets each left-out field's default back
-    (``Outcome.from_dict``; ``jq`` reads a left-out key as null)."""
-    return json.dumps(_slim(outcome, Outcome), separators=(",", ":"), allow_nan=False)
+def outcome_line(outcome: Mapping[str, JSON] | Outcome) -> str:
+    """An Outcome (or its dict) as the report's outcome line (``record_line``)."""
+    return record_line(outcome, Outcome)
 
 
 def unpack(kept: str | Mapping[str, JSON], strings: dict[str, str] | None = None) -> Outcome:

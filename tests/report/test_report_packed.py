@@ -9,7 +9,7 @@ import tracemalloc
 import report_helpers as synth
 
 from pytest_slam.records import Call, Outcome
-from pytest_slam.report.packed import KeptOutcomes, pack, unpack
+from pytest_slam.report.packed import KeptOutcomes, outcome_line, pack, unpack
 from pytest_slam.run.end.accounting import Accounting
 from pytest_slam.run.test.outcomes import keep_final
 
@@ -32,6 +32,24 @@ def test_every_outcome_reads_back_as_the_dict_it_was_packed_from() -> None:
         assert unpack(packed).as_dict() == data
         # the same JSON types: an int stays an int where the default is a float
         assert json.dumps(unpack(packed).as_dict()) == json.dumps(data)
+
+
+def test_an_outcome_s_report_line_is_the_same_from_its_record_and_from_its_dict() -> None:
+    """The report writes a record's line without making its whole dict first
+    (``packed._slim_record``): the same text as the line of its ``as_dict``, and read back as
+    that dict, for every kind of outcome (an int where the default is a float, empty lists,
+    text that needs escapes, a required list left empty)."""
+    outcomes = synth.outcomes()
+    odd = Call(
+        model="m", role="candidate", request={"x": [1, 2.0, None]}, text="\ud800 \u202e",
+        ttft_ms=0.0, e2e_ms=0, in_flight=0, error="", capped=True, finish_reason="length", cap=8,
+    ).as_dict()  # fmt: skip
+    outcomes.append({**synth.outcome("m", "test_odd", "failed", [odd], []), "duration_s": 0})
+    for data in outcomes:
+        record = Outcome.from_dict(data)
+        line = outcome_line(record)
+        assert line == outcome_line(record.as_dict()) and line.isascii()
+        assert Outcome.from_dict(json.loads(line)).as_dict() == record.as_dict()
 
 
 def test_a_packed_outcome_leaves_out_its_defaults_and_what_is_derived() -> None:
