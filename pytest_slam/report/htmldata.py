@@ -10,6 +10,10 @@ The rows come failures first: errors, failures, failed candidate calls, tests no
 passed tests whose pairs are different or undecided, then the rest; in run order within each.
 Pairs are stored test by test, so the three candidates' diffs of one reference answer sit next
 to each other and gzip stores the shared text once.
+
+At 10,000 cases the build is per-row work and little else (issue 53; bench/bench_html.py): one
+pass writes each (test, model)'s pairs as a line of JSON, made visible once over the line, not
+string by string (``htmlcalls.shown_json``); a pair of answers seen before is not diffed again.
 """
 
 from __future__ import annotations

@@ -50,3 +50,22 @@ def test_a_repeated_pair_of_answers_shows_the_same_words_as_a_fresh_diff() -> No
                                 visible(outcome.calls[0].text))  # fmt: skip
         assert data[6:8] == [f"{ratio:.0%}", runs]  # type: ignore[index]
     assert len(diffs._known) <= 2
+
+
+def test_the_page_is_the_same_whatever_order_the_outcomes_come_in() -> None:
+    """Workers finish in any order: each row puts its own runs and phases in order (a teardown's
+    error beside its call), and the page does not move."""
+    import copy
+
+    import report_helpers as synth
+
+    from pytest_slam.report.aggregate import aggregate
+    from pytest_slam.report.html import render_html
+
+    outcomes = synth.outcomes()
+    teardown = copy.deepcopy(outcomes[0])
+    teardown.update(outcome="error", message="teardown failed")
+    teardown["calls"][0]["text"] = "An answer of the teardown's own."
+    outcomes.append(teardown)
+    verdict = aggregate(outcomes, synth.run_info())
+    assert render_html(verdict, outcomes[::-1]) == render_html(verdict, outcomes)
