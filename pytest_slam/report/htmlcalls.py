@@ -27,7 +27,6 @@ from pytest_slam.util.textcodec import dumps, visible
 _CHANGED = re.compile(
     "[\ud800-\udfff\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff\ufffe\uffff\x80-\x9f]"
 )
-_CHANGED_ASCII = ("\x7f", "\\u", "\\b", "\\f")
 
 
 def call_data(calls: list[Call], index: int, steps: list[JSON], earlier: int) -> list[JSON]:
@@ -119,7 +118,7 @@ def shown_json(data: JSON) -> str:
     """``data`` as one compact line of JSON with every string ``shown``: written once at C speed;
     walked string by string only when the text holds something ``visible`` changes."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    changed = any(found in text for found in _CHANGED_ASCII)
+    changed = "\\u" in text or "\\b" in text or "\\f" in text or "\x7f" in text
     if not changed and (text.isascii() or _CHANGED.search(text) is None):
         return text
     return dumps(shown(data), separators=(",", ":"))

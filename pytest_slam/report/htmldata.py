@@ -23,12 +23,15 @@ import gzip
 import hashlib
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import NamedTuple
 
+from pytest_slam.compare.policy import cause_of
 from pytest_slam.records import JSON, Call, Outcome, Pair, Score
 from pytest_slam.report import fmt
 from pytest_slam.report.aggregate import PerTestRow, Verdict, outcome_order
 from pytest_slam.report.columns import TEST_COLUMNS
 from pytest_slam.report.diffview import answer_text, diff_runs
+from pytest_slam.report.evidence import deciding_score
 from pytest_slam.report.htmlcalls import call_data, shown_json
 from pytest_slam.util.textcodec import dumps, visible
 
@@ -143,8 +146,7 @@ def table_data(verdict: Verdict, outcomes: list[Outcome]) -> TableData:
 _Row = tuple[str, str]  # (test, model)
 
 
-@dataclass(frozen=True)
-class _RowFacts:
+class _RowFacts(NamedTuple):
     """What a (test, model)'s row shows of its pairs: its line among the pairs' (-1: none), how
     many, the nodeid pytest prints for it (which the page's search finds), its worst verdict and
     that verdict's note (``row_note``), and whether any answer differs (``differs``: 1 or 0)."""
@@ -209,9 +211,6 @@ def _rank(outcome: str, worst: str | None) -> int:
 def row_note(pairs: list[Pair], worst: str | None) -> str | None:
     """Beside a row's verdict: the error behind it (its least certain deciding score), or why
     it is undecided (the cause: ``policy.cause_of``)."""
-    from pytest_slam.compare.policy import cause_of
-    from pytest_slam.report.evidence import deciding_score
-
     if worst == "undecided":
         whys = [s.why_undecided for p in pairs for s in p.scores if s.verdict == "undecided"]
         return cause_of(whys[0]).value if whys else None
