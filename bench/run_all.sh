@@ -22,3 +22,4 @@ run engine_slots bench_engine_slots.py
 run validity validity.py
 run validity_loose validity.py --max-pass-error 0.10 --max-fail-error 0.20
 run html_size html_size.py --shots screenshots
+run html_build bench_html.py

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_slam.records import Outcome
+from pytest_slam.records import Outcome, records
 from pytest_slam.report import charts, fmt, trend
 from pytest_slam.report.aggregate import (
     ModelRow,
@@ -25,7 +25,6 @@ from pytest_slam.report.aggregate import (
     Verdict,
     golden_pairs,
     latency_calls,
-    sort_outcomes,
 )
 from pytest_slam.report.charts import Series
 from pytest_slam.report.columns import TEST_COLUMNS, HtmlCell, html_cell, shown
@@ -34,6 +33,7 @@ from pytest_slam.report.htmldata import headline, pack_table, table_data
 from pytest_slam.report.jsonreport import SCHEMA_ID
 from pytest_slam.report.terminal import comparisons, notes
 from pytest_slam.util.files import atomic_write
+from pytest_slam.util.gcpause import gc_paused
 
 TEMPLATE = "report.html.j2"
 PAGE_ROWS = 100  # rows (or matrix tests) the script draws at a time
@@ -73,6 +73,13 @@ def render_html(
 ) -> str:
     """The page as a string; ``history``: the saved runs' metrics (``autosave.history``), drawn
     as one chart a metric with this run last."""
+    with gc_paused():  # a burst of rows and lines, none of them a cycle (issue 53)
+        return _render(verdict, outcomes, history)
+
+
+def _render(
+    verdict: Verdict, outcomes: Iterable[OutcomeLike], history: trend.History | None
+) -> str:
     import jinja2  # a core dependency, imported only when a report is rendered
     from markupsafe import Markup
 
@@ -83,7 +90,9 @@ def render_html(
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    ordered = sort_outcomes(outcomes)
+    # by nodeid as written (a choice among equal golden keys that no worker's order moves): the
+    # table puts each (test, model)'s runs in order itself, and the charts sort their values
+    ordered = sorted(records(Outcome, outcomes), key=_nodeid)
     rows, pairs = pack_table(table_data(verdict, ordered))
     context = {
         "schema": SCHEMA_ID,
@@ -183,6 +192,10 @@ def latency_series(verdict: Verdict, outcomes: list[Outcome]) -> list[tuple[str,
         }
         series.append((f"{verdict.reference.model} (recorded)", ref))
     return series
+
+
+def _nodeid(outcome: Outcome) -> str:
+    return outcome.nodeid
 
 
 def _with_this_run(history: trend.History | None, verdict: Verdict) -> trend.History:

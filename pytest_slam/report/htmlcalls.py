@@ -6,16 +6,27 @@ message its previous call sent, so its request keeps only the messages that call
 naming the pair whose request holds the rest; a message whose text the transcript step already
 shows carries that step's index instead of the text. The answer's text is the step's too. The
 page's script puts the whole request and answer back together. Every string is shown as
-``textcodec.visible`` writes it (a bidi override is a marker, never applied), keys included.
+``textcodec.visible`` writes it (a bidi override is a marker, never applied), keys included: once,
+over a row's whole line as it is written (``shown_json``), not string by string.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from pytest_slam.records import JSON, Call
 from pytest_slam.report import fmt
-from pytest_slam.util.textcodec import visible
+from pytest_slam.util.textcodec import dumps, visible
+
+# What ``visible`` changes beyond ASCII, as ``json.dumps(ensure_ascii=False)`` writes it: a
+# surrogate, a bidi control, a C1 control... Within ASCII: DEL, and a C0 control, which json writes
+# as an escape (a backslash, then b, f or u; an escaped backslash before one of those letters
+# counts too: the walk then, never a wrong line).
+_CHANGED = re.compile(
+    "[\ud800-\udfff\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff\ufffe\uffff\x80-\x9f]"
+)
 
 
 def call_data(calls: list[Call], index: int, steps: list[JSON], earlier: int) -> list[JSON]:
@@ -60,7 +71,7 @@ def raw_request(calls: list[Call], index: int, steps: list[JSON], earlier: int) 
         if before is not None and messages[: len(before)] == before:
             kept = len(before)
         request["messages"] = [_by_step(m, steps) for m in messages[kept:]]
-    return [earlier if kept else -1, kept, shown(request)]
+    return [earlier if kept else -1, kept, request]
 
 
 def _previous_messages(calls: list[Call], index: int) -> list[JSON] | None:
@@ -74,7 +85,7 @@ def _by_step(message: JSON, steps: list[JSON]) -> JSON:
     """The message, its string content replaced by the index of the step showing that text."""
     if not isinstance(message, dict) or not isinstance(message.get("content"), str):
         return message
-    text = visible(str(message["content"]))
+    text = message["content"]
     for i, step in enumerate(steps):
         if isinstance(step, list) and step[1] == text and step[0] != "assistant":
             return {**message, "content": i}
@@ -96,11 +107,21 @@ def raw_answer(call: Call, steps: list[JSON]) -> list[JSON]:
     answer["usage"] = usage
     if call.system_fingerprint:
         answer["system_fingerprint"] = call.system_fingerprint
-    text = visible(call.text) if call.text else None
+    text = call.text or None
     found = [i for i, s in enumerate(steps) if isinstance(s, list) and s == ["assistant", text]]
     if text is not None and not found:  # not in the steps: carried here, once
         answer["content"] = call.text
-    return [found[-1] if found else -1, shown(answer)]
+    return [found[-1] if found else -1, answer]
+
+
+def shown_json(data: JSON) -> str:
+    """``data`` as one compact line of JSON with every string ``shown``: written once at C speed;
+    walked string by string only when the text holds something ``visible`` changes."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    changed = "\\u" in text or "\\b" in text or "\\f" in text or "\x7f" in text
+    if not changed and (text.isascii() or _CHANGED.search(text) is None):
+        return text
+    return dumps(shown(data), separators=(",", ":"))
 
 
 def shown(data: Any) -> JSON:

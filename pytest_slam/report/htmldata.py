@@ -10,6 +10,10 @@ The rows come failures first: errors, failures, failed candidate calls, tests no
 passed tests whose pairs are different or undecided, then the rest; in run order within each.
 Pairs are stored test by test, so the three candidates' diffs of one reference answer sit next
 to each other and gzip stores the shared text once.
+
+At 10,000 cases the build is per-row work and little else (issue 53; bench/bench_html.py): one
+pass writes each (test, model)'s pairs as a line of JSON, made visible once over the line, not
+string by string (``htmlcalls.shown_json``); a pair of answers seen before is not diffed again.
 """
 
 from __future__ import annotations
@@ -19,13 +23,16 @@ import gzip
 import hashlib
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import NamedTuple
 
+from pytest_slam.compare.policy import cause_of
 from pytest_slam.records import JSON, Call, Outcome, Pair, Score
 from pytest_slam.report import fmt
-from pytest_slam.report.aggregate import PerTestRow, Verdict
+from pytest_slam.report.aggregate import PerTestRow, Verdict, outcome_order
 from pytest_slam.report.columns import TEST_COLUMNS
 from pytest_slam.report.diffview import answer_text, diff_runs
-from pytest_slam.report.htmlcalls import call_data
+from pytest_slam.report.evidence import deciding_score
+from pytest_slam.report.htmlcalls import call_data, shown_json
 from pytest_slam.util.textcodec import dumps, visible
 
 # outcome -> rank in the failures-first order (unknown outcomes after the failures)
@@ -90,33 +97,40 @@ def table_data(verdict: Verdict, outcomes: list[Outcome]) -> TableData:
     many, nodeid, *figures, verdict note, different]``: the figures (``columns.TEST_COLUMNS``,
     each ``[text, value]`` or a count) come after the fixed fields, so a new one moves none of
     them; ``different`` (1 or 0) drives the page's "different answers only" filter (``differs``).
+    One pass over the (test, model)s, test by test: each one's pairs are written as its line of
+    JSON as they are read, and what its row needs of them kept (``_RowFacts``), nothing more.
     """
     models = _models(verdict)
     tests = list(dict.fromkeys(row.test for row in verdict.tests))
-    by_row, nodeids = _pairs_by_row(outcomes)
-    lines, line = _pair_lines(tests, models, by_row)
+    grouped = _grouped(outcomes)
+    diffs = _Diffs()
+    lines: list[str] = []
+    facts: dict[_Row, _RowFacts] = {}
+    for key in ((t, m) for t in tests for m in models):
+        found = grouped.pop(key, None)
+        if found is not None:
+            facts[key] = _row_facts(found, lines, diffs)
     test_index = {t: i for i, t in enumerate(tests)}
     model_index = {m: i for i, m in enumerate(models)}
     rows = []
     for position, row in enumerate(verdict.tests):
-        found = by_row.get((row.test, row.model), [])
-        worst = _row_verdict([p for _, p in found])
+        fact = facts.get((row.test, row.model), _NO_FACTS)
         rows.append(
             (
-                (_rank(row.outcome, worst), position),
+                (_rank(row.outcome, fact.worst), position),
                 [
                     test_index[row.test],
                     model_index[row.model],
                     row.outcome,
-                    worst,
+                    fact.worst,
                     visible(row.message or ""),
                     anchor(row.test, row.model),
-                    line.get((row.test, row.model), -1),
-                    len(found),
-                    nodeids.get((row.test, row.model)),
+                    fact.line,
+                    fact.pairs,
+                    fact.nodeid,
                     *_figures(row),
-                    row_note([p for _, p in found], worst),
-                    int(any(differs(o, p) for o, p in found)),
+                    fact.note,
+                    fact.different,
                 ],
             )
         )
@@ -132,6 +146,22 @@ def table_data(verdict: Verdict, outcomes: list[Outcome]) -> TableData:
 _Row = tuple[str, str]  # (test, model)
 
 
+class _RowFacts(NamedTuple):
+    """What a (test, model)'s row shows of its pairs: its line among the pairs' (-1: none), how
+    many, the nodeid pytest prints for it (which the page's search finds), its worst verdict and
+    that verdict's note (``row_note``), and whether any answer differs (``differs``: 1 or 0)."""
+
+    line: int
+    pairs: int
+    nodeid: str | None
+    worst: str | None
+    note: str | None
+    different: int
+
+
+_NO_FACTS = _RowFacts(-1, 0, None, None, None, 0)
+
+
 def _models(verdict: Verdict) -> list[str]:
     """The models of the model rows, then any with test rows but no model row (an older report
     still shows them)."""
@@ -142,34 +172,30 @@ def _models(verdict: Verdict) -> list[str]:
     return models
 
 
-def _pairs_by_row(
-    outcomes: list[Outcome],
-) -> tuple[dict[_Row, list[tuple[Outcome, Pair]]], dict[_Row, str]]:
-    """Each (test, model)'s pairs with their outcome, and the nodeid pytest prints for it (which
-    the page's search finds)."""
-    by_row: dict[_Row, list[tuple[Outcome, Pair]]] = defaultdict(list)
-    nodeids: dict[_Row, str] = {}
+def _grouped(outcomes: list[Outcome]) -> dict[_Row, list[Outcome]]:
+    """Each (test, model)'s outcomes, in run order (``aggregate.outcome_order``: a test's runs
+    and phases)."""
+    grouped: dict[_Row, list[Outcome]] = defaultdict(list)
     for outcome in outcomes:
-        nodeids.setdefault((outcome.test, outcome.model), outcome.nodeid)
-        for pair in outcome.pairs:
-            by_row[(outcome.test, outcome.model)].append((outcome, pair))
-    return by_row, nodeids
+        grouped[(outcome.test, outcome.model)].append(outcome)
+    for runs in grouped.values():
+        if len(runs) > 1:
+            runs.sort(key=outcome_order)
+    return grouped
 
 
-def _pair_lines(
-    tests: list[str], models: list[str], by_row: dict[_Row, list[tuple[Outcome, Pair]]]
-) -> tuple[list[str], dict[_Row, int]]:
-    """One JSON line of pairs per (test, model) that has any, and each one's line number; test by
-    test, so one reference answer's diffs sit side by side for gzip."""
-    lines: list[str] = []
-    line: dict[_Row, int] = {}
-    for test in tests:
-        for model in models:
-            found = by_row.get((test, model))
-            if found:
-                line[(test, model)] = len(lines)
-                lines.append(_json(pairs_data(found)))
-    return lines, line
+def _row_facts(outcomes: list[Outcome], lines: list[str], diffs: _Diffs) -> _RowFacts:
+    """A row's facts; its pairs, when it has any, appended to ``lines`` as one line of JSON
+    (``pairs_data``)."""
+    found = [(o, p) for o in outcomes for p in o.pairs]
+    pairs = [p for _, p in found]
+    worst = _row_verdict(pairs)
+    line = -1
+    if found:
+        line = len(lines)
+        lines.append(shown_json(pairs_data(found, diffs)))
+    different = int(any(differs(o, p) for o, p in found))
+    return _RowFacts(line, len(found), outcomes[0].nodeid, worst, row_note(pairs, worst), different)
 
 
 def _rank(outcome: str, worst: str | None) -> int:
@@ -185,9 +211,6 @@ def _rank(outcome: str, worst: str | None) -> int:
 def row_note(pairs: list[Pair], worst: str | None) -> str | None:
     """Beside a row's verdict: the error behind it (its least certain deciding score), or why
     it is undecided (the cause: ``policy.cause_of``)."""
-    from pytest_slam.compare.policy import cause_of
-    from pytest_slam.report.evidence import deciding_score
-
     if worst == "undecided":
         whys = [s.why_undecided for p in pairs for s in p.scores if s.verdict == "undecided"]
         return cause_of(whys[0]).value if whys else None
@@ -204,14 +227,24 @@ def row_note(pairs: list[Pair], worst: str | None) -> str | None:
 def differs(outcome: Outcome, pair: Pair) -> bool:
     """The candidate's answer is not the reference's word for word (spacing aside): a different
     text or tool call, a failed call, or no golden answer to match."""
+    return _differs(pair, *_answers(outcome, pair))
+
+
+def _answers(outcome: Outcome, pair: Pair) -> tuple[Call | None, str, str | None]:
+    """The pair's call (None: not in the outcome), its answer and the golden one as read side by
+    side (``diffview.answer_text``; the golden one None when there is none)."""
     calls = outcome.calls
-    if pair.missing or pair.reference_text is None or not 0 <= pair.call_index < len(calls):
+    call = calls[pair.call_index] if 0 <= pair.call_index < len(calls) else None
+    candidate = answer_text(call.text, call.tool_calls) if call is not None else ""
+    reference = pair.reference_text
+    if reference is not None:  # a golden answer that only called tools has the text ""
+        reference = answer_text(reference, pair.reference_tool_calls)
+    return call, candidate, reference
+
+
+def _differs(pair: Pair, call: Call | None, candidate: str, reference: str | None) -> bool:
+    if pair.missing or reference is None or call is None or call.error is not None:
         return True
-    call = calls[pair.call_index]
-    if call.error is not None:
-        return True
-    candidate = answer_text(call.text, call.tool_calls)
-    reference = answer_text(pair.reference_text, pair.reference_tool_calls)
     return candidate.split() != reference.split()
 
 
@@ -235,7 +268,24 @@ def _short(value: float | None) -> float | None:
     return None if value is None else float(f"{value:.4g}")
 
 
-def pairs_data(found: list[tuple[Outcome, Pair]]) -> list[JSON]:
+class _Diffs:
+    """``diffview.diff_runs`` with the last ``size`` distinct pairs of texts remembered: a suite's
+    answers repeat (a label, a refusal, one reference against three candidates' same answer)."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._known: dict[tuple[str, str], tuple[list[str], float]] = {}
+
+    def __call__(self, reference: str, candidate: str) -> tuple[list[str], float]:
+        found = self._known.get((reference, candidate))
+        if found is None:
+            if len(self._known) >= self.size:
+                self._known.clear()
+            found = self._known[(reference, candidate)] = diff_runs(reference, candidate)
+        return found
+
+
+def pairs_data(found: list[tuple[Outcome, Pair]], diffs: _Diffs | None = None) -> list[JSON]:
     """A row's pairs (``pair_data``), each call's request naming the pair of its previous call
     (of its outcome, same role) whose request holds the messages it sent again."""
     at: dict[tuple[int, int], int] = {}
@@ -243,7 +293,7 @@ def pairs_data(found: list[tuple[Outcome, Pair]]) -> list[JSON]:
     for position, (outcome, pair) in enumerate(found):
         at[(id(outcome), pair.call_index)] = position
         before = _previous_call(outcome.calls, pair.call_index)
-        out.append(pair_data(outcome, pair, at.get((id(outcome), before), -1)))
+        out.append(pair_data(outcome, pair, at.get((id(outcome), before), -1), diffs))
     return out
 
 
@@ -255,19 +305,19 @@ def _previous_call(calls: list[Call], index: int) -> int:
     return same[-1] if same else -1
 
 
-def pair_data(outcome: Outcome, pair: Pair, earlier: int = -1) -> list[JSON]:
+def pair_data(
+    outcome: Outcome, pair: Pair, earlier: int = -1, diffs: _Diffs | None = None
+) -> list[JSON]:
     """``[key, reference model, missing, equivalence, scores, error, words in common, diff runs,
     candidate text, transcript step, call facts]`` (the call facts: ``htmlcalls.call_data``, its
     request's repeated messages in the pair at ``earlier``): the runs (``diffview.diff_runs``)
     hold both answers, each text once; a missing golden answer has no runs and the candidate's
-    text whole instead. Both are shown as ``textcodec.visible`` writes them: a bidi override is a
-    marker, never applied."""
+    text whole instead. Both are diffed as ``textcodec.visible`` writes them (a bidi override is
+    a marker, never applied); the other strings are made visible as the line is written
+    (``htmlcalls.shown_json``)."""
     calls = outcome.calls
-    call: Call | None = calls[pair.call_index] if 0 <= pair.call_index < len(calls) else None
-    candidate = visible(answer_text(call.text, call.tool_calls)) if call is not None else ""
-    reference = pair.reference_text
-    if reference is not None:  # a golden answer that only called tools has the text ""
-        reference = visible(answer_text(reference, pair.reference_tool_calls))
+    call, candidate, reference = _answers(outcome, pair)
+    candidate = visible(candidate)
     scores: list[JSON] = [
         [
             s.scorer,
@@ -275,7 +325,7 @@ def pair_data(outcome: Outcome, pair: Pair, earlier: int = -1) -> list[JSON]:
             s.verdict,
             s.decided_by,
             error_text(s),
-            visible(s.why_undecided) if s.why_undecided else None,
+            s.why_undecided or None,
         ]
         for s in pair.scores
     ]
@@ -283,9 +333,9 @@ def pair_data(outcome: Outcome, pair: Pair, earlier: int = -1) -> list[JSON]:
     runs: list[JSON] | None = None
     similarity = None
     if reference is not None and not missing:
-        found, ratio = diff_runs(reference, candidate)
+        found, ratio = (diffs or diff_runs)(visible(reference), candidate)
         runs, similarity = list(found), f"{ratio:.0%}"
-    error = visible(call.error) if call is not None and call.error is not None else None
+    error = call.error if call is not None else None
     step = transcript_step(calls, pair.call_index)
     return [
         pair.key,
@@ -348,14 +398,14 @@ def _sent(calls: list[Call], index: int) -> list[JSON]:
         role = str(message.get("role", "")) if isinstance(message, dict) else ""
         if role == "assistant" and earlier:  # the previous answer, shown as that call's
             continue
-        steps.append([_who(role, message), visible(_content(message))])
+        steps.append([_who(role, message), _content(message)])
     return steps
 
 
 def _who(role: str, message: JSON) -> str:
     """Who a sent message is from, as the transcript names it (a tool result with its call's id)."""
     if role == "tool" and isinstance(message, dict):
-        return visible(f"tool result {message.get('tool_call_id') or ''}".rstrip())
+        return f"tool result {message.get('tool_call_id') or ''}".rstrip()
     return role or "message"
 
 
@@ -363,9 +413,9 @@ def _answered(call: Call) -> list[JSON]:
     """The call's answer: its error, its text, each tool call with its arguments."""
     steps: list[JSON] = []
     if call.error is not None:
-        steps.append(["error", visible(call.error)])
+        steps.append(["error", call.error])
     if call.text:
-        steps.append(["assistant", visible(call.text)])
+        steps.append(["assistant", call.text])
     steps += [_tool_call(tc) for tc in call.tool_calls or ()]
     return steps
 
@@ -375,7 +425,7 @@ def _tool_call(tc: dict[str, JSON]) -> list[JSON]:
     name = fn.get("name") if isinstance(fn, dict) else None
     args = fn.get("arguments") if isinstance(fn, dict) else None
     shown = args if isinstance(args, str) else dumps(args)
-    return [visible(f"tool call {tc.get('id') or ''}".rstrip()), visible(f"{name}({shown})")]
+    return [f"tool call {tc.get('id') or ''}".rstrip(), f"{name}({shown})"]
 
 
 def _json(data: JSON) -> str:

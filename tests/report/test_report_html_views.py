@@ -5,6 +5,7 @@ Chromium, driven by the address (``#outcome=failures&model=...``) as a user's li
 from __future__ import annotations
 
 import copy
+import json
 from html.parser import HTMLParser
 from typing import Any
 
@@ -326,8 +327,10 @@ def test_chromium_a_matrix_cell_opens_to_the_whole_answer_and_the_reason(report,
 
 def test_a_transcript_shows_a_models_tool_call_ids_with_their_controls_marked() -> None:
     """A tool call's id and a tool result's id come from the model: a bidi override in one is a
-    marker in the page, never applied (as every other text of the transcript)."""
+    marker in the page, never applied (as every other text of the transcript), once the line
+    of the page's JSON is written (``shown_json``)."""
     from pytest_slam.records import Call
+    from pytest_slam.report.htmlcalls import shown_json
     from pytest_slam.report.htmldata import transcript_step
 
     tool_call = {"id": "c\u202e1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
@@ -337,7 +340,9 @@ def test_a_transcript_shows_a_models_tool_call_ids_with_their_controls_marked() 
     second = Call("mini", "candidate", {"messages": [
         {"role": "user", "content": "go"}, {"role": "assistant", "tool_calls": [tool_call]}, result
     ]}, text="ok")  # fmt: skip
-    steps = transcript_step([first, second], 0) + transcript_step([first, second], 1)
+    steps = json.loads(
+        shown_json(transcript_step([first, second], 0) + transcript_step([first, second], 1))
+    )
     shown = " ".join(str(who) for who, _ in steps)  # type: ignore[misc]
     assert "\u202e" not in shown and "tool call c⟨U+202E⟩1" in shown
     assert "tool result c⟨U+202E⟩1" in shown
@@ -348,7 +353,7 @@ def test_a_calls_raw_request_and_answer_mark_a_models_controls_and_repeat_nothin
     controls as markers; a later call keeps only the messages its previous call had not sent,
     and a text its transcript step shows is that step's index, not a second copy."""
     from pytest_slam.records import Call
-    from pytest_slam.report.htmlcalls import call_data
+    from pytest_slam.report.htmlcalls import call_data, shown_json
     from pytest_slam.report.htmldata import transcript_step
 
     user = {"role": "user", "content": "go\u202e"}
@@ -357,7 +362,9 @@ def test_a_calls_raw_request_and_answer_mark_a_models_controls_and_repeat_nothin
         user, {"role": "assistant", "content": "a\u202e"}, {"role": "user", "content": "more"}
     ]}, text="b", prompt_tokens=1234, completion_tokens=5, e2e_ms=412.0)  # fmt: skip
     calls = [first, second]
-    facts = [call_data(calls, i, transcript_step(calls, i), i - 1) for i in (0, 1)]
+    facts = json.loads(
+        shown_json([call_data(calls, i, transcript_step(calls, i), i - 1) for i in (0, 1)])
+    )
     assert "\u202e" not in str(facts)
     (_, request, answer), (measured, request2, answer2) = facts
     assert request == [
