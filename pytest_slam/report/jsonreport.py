@@ -204,7 +204,11 @@ def _rows_text(before: str, first: JSON, rows: Iterator[JSON], after: str) -> It
 
 def _line(outcome: JSON) -> str:
     """An outcome of a document (a hook's keys kept) as its line."""
-    return record_line(outcome, Outcome, keep=True) if isinstance(outcome, dict) else json.dumps(outcome)
+    return (
+        record_line(outcome, Outcome, keep=True)
+        if isinstance(outcome, dict)
+        else json.dumps(outcome)
+    )
 
 
 def _row_line(row: JSON | PerTestRow) -> str:
