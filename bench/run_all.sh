@@ -23,3 +23,4 @@ run validity validity.py
 run validity_loose validity.py --max-pass-error 0.10 --max-fail-error 0.20
 run html_size html_size.py --shots screenshots
 run html_build bench_html.py
+run json_report bench_json_report.py

@@ -105,9 +105,13 @@ def slim_record(record: Record) -> dict[str, JSON]:
             elif default is _MISSING:
                 out[name] = []
             continue
-        if not shallow:
-            value = plain(value)
-        if default is not _MISSING and type(value) is type(default) and value == default:
+        kind = type(value)
+        if not (
+            shallow or value is None or kind is str or kind is int or kind is float or kind is bool
+        ):
+            value = plain(value)  # a container or a record; a scalar is its own plain form
+            kind = type(value)
+        if kind is type(default) and value == default:  # _MISSING's type is no value's
             continue
         out[name] = value
     return out

@@ -67,11 +67,17 @@ def test_report_hook_adds_to_the_json_document(project: pytest.Pytester) -> None
     project.makeconftest("""
 def pytest_slam_report(document):
     document["build"] = {"id": "ci-1182", "models": [m["model"] for m in document["models"]]}
+    document["outcomes"][0]["owner"] = "team-support"
+    document["tests"][0]["owner"] = "team-support"
 """)
     result = run(project, "--slm-report=slam.json")
     assert result.ret == 0
     document = json.loads((project.path / "slam.json").read_text())
     assert document["build"] == {"id": "ci-1182", "models": ["mini"]}
+    # a key of the hook's own on an outcome or a row is written, though the fields at their
+    # default are left out of both
+    assert document["outcomes"][0]["owner"] == document["tests"][0]["owner"] == "team-support"
+    assert "error" not in document["outcomes"][0]["calls"][0]
 
 
 def test_gate_hook_fails_the_gate_with_a_project_rule(project: pytest.Pytester) -> None:
