@@ -27,7 +27,9 @@ class ReportDocument(Record):
     """One JSON report (schema ``pytest-slam/report/2``); ``schema`` first, to check at a glance.
 
     Derived keys that ``as_dict`` adds (a call's ``tpot_ms``, ``tokens_per_s`` and ``cut_by_cap``,
-    a score's ``passed``) are written too (``DERIVED``); readers recompute them.
+    a score's ``passed``) are described too (``DERIVED``): version 1 wrote them; version 2 leaves
+    them out, with every field of an outcome and a per-test row at its default, and readers make
+    them again.
     """
 
     schema: str
@@ -45,7 +47,8 @@ class ReportDocument(Record):
 
 
 _NUMBER_OR_NULL = {"anyOf": [{"type": "number"}, {"type": "null"}]}
-# Keys ``as_dict`` derives from a record's properties: written, so described too (by record name).
+# Keys ``as_dict`` derives from a record's properties: described (by record name), as version 1
+# wrote them.
 DERIVED: dict[str, dict[str, JSON]] = {
     "Call": {
         "tpot_ms": {**_NUMBER_OR_NULL, "title": "Tpot Ms"},
