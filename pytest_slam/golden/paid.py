@@ -26,7 +26,7 @@ from pathlib import Path
 from pytest_slam.golden.keys import request_key
 from pytest_slam.golden.redact import scrub
 from pytest_slam.records import JSON, Call, ModelSpec
-from pytest_slam.swap.cache import whole_numbers
+from pytest_slam.swap.cache import answers, whole_numbers
 from pytest_slam.swap.request import for_reference
 from pytest_slam.util.files import atomic_write, ignore_scratch_folder, scratch_folder
 from pytest_slam.util.textcodec import dumps
@@ -124,9 +124,8 @@ def reused_line(count: int, paid_at: float) -> str:
     """The summary's line for the answers a refresh took instead of asking (``count``, the
     earliest paid at ``paid_at``): without it a refresh said nothing of answers it never asked."""
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(paid_at))
-    answers = f"{count} answer{'' if count == 1 else 's'}"
     return (
-        f"reference answers: {answers} reused, paid by an earlier refresh ({when}) that did not "
+        f"reference answers: {answers(count)} reused, paid by an earlier refresh ({when}) that did not "
         f"record them (killed, or its tests did not reach them); not asked again "
         f"(`slam cache clear --paid` forgets such answers)"
     )
