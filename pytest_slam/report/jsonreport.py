@@ -281,12 +281,14 @@ class Streamed:
     head: dict[str, JSON]
     head_text: str
     _held: list[JSON] | None = None  # a report not laid out as write_json writes it: read whole
+    _spaced: bool = False  # held, of schema 1: its lines were hashed with json's spaces
 
     def lines(self) -> Iterator[str]:
         """Each outcome's JSON text, in file order (``read_value`` reads one)."""
-        if self._held is not None:
+        if self._held is not None:  # each value as its writer hashed it (seal.digest_of)
+            separators = (", ", ": ") if self._spaced else (",", ":")
             for value in self._held:
-                yield json.dumps(value, separators=(",", ":"))  # as digest_of hashes it
+                yield json.dumps(value, separators=separators)
             return
         with self.path.open(encoding="utf-8-sig") as lines:
             for line in lines:
@@ -330,7 +332,8 @@ def stream_report(path: str | os.PathLike[str]) -> Streamed:
         data, text = _read_json(where)
         held = data.get("outcomes")
         data["outcomes"] = []
-        return Streamed(where, data, text, held if isinstance(held, list) else [])
+        spaced = data.get("schema") == f"{SCHEMA_NAME}/1"
+        return Streamed(where, data, text, held if isinstance(held, list) else [], spaced)
     text = "".join(head) + "".join(tail)
     data = read_value(where, text)
     if not isinstance(data, dict):

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 import report_helpers as synth
+from report_helpers import expanded
 
 from pytest_slam.cli import main
+from pytest_slam.records import Outcome
 from pytest_slam.report.aggregate import aggregate
-from pytest_slam.report.jsonreport import write_json
+from pytest_slam.report.jsonreport import load_report, write_json
 from pytest_slam.report.seal import Seal, digest_of, sign
 from pytest_slam.report.visits import Visits
 
@@ -164,3 +166,38 @@ def test_a_shard_from_another_version_is_merged_as_this_version_writes_it(
     capsys.readouterr()
     assert main(["report", "merge", str(spaced), "-o", str(tmp_path / "no.json")]) == 2
     assert "was changed after it was written" in capsys.readouterr().err
+
+
+def test_a_version_1_report_reads_and_merges_as_before(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A report of schema 1 (every field of every outcome written, ``json``'s spaces, its digest
+    over those lines), laid out as its writer wrote it or re-indented by a tool, is read as the
+    same outcomes as this version's report of the run and merges into the same report: a
+    committed baseline or a shard of the older writer is not refused."""
+    monkeypatch.setenv("SLAM_SHARD_KEY", "the-ci-secret")
+    shard = _shard(tmp_path)
+    doc = json.loads(shard.read_text(encoding="utf-8"))
+    full = [Outcome.from_dict(o).as_dict() for o in doc["outcomes"]]
+    lines = [json.dumps(o) for o in full]
+    seal = Seal(doc["visits"])
+    for line in lines:
+        seal.add(line)
+    old = {**expanded({**doc, "outcomes": []}), "schema": "pytest-slam/report/1",
+           "outcomes": "OUTCOMES", "digest": seal.text(),
+           "signature": sign(b"the-ci-secret", seal.text())}  # fmt: skip
+    laid_out = tmp_path / "v1.json"
+    outcomes = "[\n    " + ",\n    ".join(lines) + "\n  ]"
+    laid_out.write_text(json.dumps(old, indent=2).replace('"OUTCOMES"', outcomes), encoding="utf-8")
+    reindented = tmp_path / "v1-reindented.json"
+    reindented.write_text(json.dumps({**old, "outcomes": full}, indent=4), encoding="utf-8")
+    expected = [o.as_dict() for o in load_report(shard, sealed=True).outcomes]
+    merged = {}
+    for path in (shard, laid_out, reindented):
+        assert [o.as_dict() for o in load_report(path, sealed=True).outcomes] == expected
+        out = tmp_path / f"merged-{path.stem}.json"
+        assert main(["report", "merge", str(path), "-o", str(out)]) in (0, 1), capsys.readouterr()
+        text = out.read_text(encoding="utf-8")
+        merged[path.stem] = text[text.index('  "outcomes": [') : text.index('  "digest"')]
+        assert json.loads(text)["schema"] == "pytest-slam/report/2"
+    assert merged["v1"] == merged["v1-reindented"] == merged["shard"]  # the lines, byte for byte
