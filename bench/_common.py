@@ -7,6 +7,7 @@ same run (a ratio survives a busy machine better than a raw time does).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib.metadata
 import json
@@ -22,6 +23,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -223,3 +225,24 @@ def engine_project(prefix: str, url: str, model_id: str, files: dict[str, str]) 
         f'models = ["{url}#{model_id}"]\nreference = "none"\npaths = ["tests"]\n'
     )
     return root
+
+
+def sized_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a bench that times a step of the report at sizes, tree against tree, each
+    in a child process of its own (bench_html.py, bench_json_report.py)."""
+    parser.add_argument("--cases", default="1000,10000")
+    parser.add_argument("--repeats", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--before", type=Path, default=None)
+    parser.add_argument("--child", type=int, default=None)
+
+
+def child_result(script: Path, args: list[str], tree: Path | None, n: int) -> dict[str, Any]:
+    """``script --child`` run in ``tree`` (this one when None): the JSON line it printed last; a
+    failure stops the bench with its error."""
+    done = subprocess.run([PYTHON, str(script), *args], cwd=script.parent, env=tree_env(tree),
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode != 0:
+        sys.exit(f"bench: {tree or 'this tree'} at {n}: {done.stderr[-3000:]}")
+    found: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return found

@@ -18,13 +18,11 @@ import argparse
 import hashlib
 import json
 import random
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from _common import PYTHON, Sample, footer, header, ratio, table, tree_env, trees
+from _common import Sample, child_result, footer, header, ratio, sized_options, table, trees
 from _suite import CANDIDATE_ANSWER, REFERENCE_ANSWER
 
 HERE = Path(__file__).resolve().parent
@@ -88,23 +86,14 @@ def child(n: int, distinct: bool, repeats: int) -> None:
 
 
 def measure(tree: Path | None, n: int, distinct: bool, repeats: int) -> dict[str, Any]:
-    cmd = [PYTHON, str(HERE / "bench_html.py"), "--child", str(n), "--repeats", str(repeats)]
-    done = subprocess.run([*cmd, *(["--distinct"] if distinct else [])], cwd=HERE,
-                          env=tree_env(tree), capture_output=True, text=True)  # fmt: skip
-    if done.returncode != 0:
-        sys.exit(f"bench: {tree or 'this tree'} at {n}: {done.stderr[-3000:]}")
-    found: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
-    return found
+    args = ["--child", str(n), "--repeats", str(repeats), *(["--distinct"] if distinct else [])]
+    return child_result(HERE / "bench_html.py", args, tree, n)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--cases", default="1000,10000")
-    parser.add_argument("--repeats", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--before", type=Path, default=None)
+    sized_options(parser)
     parser.add_argument("--distinct", action="store_true")
-    parser.add_argument("--child", type=int, default=None)
     args = parser.parse_args()
     if args.child is not None:
         child(args.child, args.distinct, args.repeats)

@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from _common import PYTHON, Sample, footer, header, ratio, table, tree_env, trees
+from _common import Sample, child_result, footer, header, ratio, sized_options, table, trees
 
 HERE = Path(__file__).resolve().parent
 TARGET_BYTES, TARGET_S = 1500, 1.0
@@ -55,21 +53,13 @@ def child(n: int, repeats: int) -> None:
 
 
 def measure(tree: Path | None, n: int, repeats: int) -> dict[str, Any]:
-    cmd = [PYTHON, str(HERE / "bench_json_report.py"), "--child", str(n), "--repeats", str(repeats)]
-    done = subprocess.run(cmd, cwd=HERE, env=tree_env(tree), capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit(f"bench: {tree or 'this tree'} at {n}: {done.stderr[-3000:]}")
-    found: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
-    return found
+    args = ["--child", str(n), "--repeats", str(repeats)]
+    return child_result(HERE / "bench_json_report.py", args, tree, n)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--cases", default="1000,10000")
-    parser.add_argument("--repeats", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--before", type=Path, default=None)
-    parser.add_argument("--child", type=int, default=None)
+    sized_options(parser)
     args = parser.parse_args()
     if args.child is not None:
         child(args.child, args.repeats)
