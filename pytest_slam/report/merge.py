@@ -267,7 +267,8 @@ def _read_shard(path: str, index: int, trust: Trust, owners: _Owners) -> tuple[S
             )
         visits = Visits.from_dict(head["visits"])
         verdict = Verdict.from_dict({**head, "tests": [], "models": [], "reference": None})
-        shard, sample = _read_outcomes(path, index, streamed, visits, owners)
+        vouched = _ours(schema, verdict.run) and _signed(head, trust.key)
+        shard, sample = _read_outcomes(path, index, streamed, visits, owners, vouched)
     except ReportError as exc:
         raise MergeError(str(exc)) from None
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
@@ -277,19 +278,31 @@ def _read_shard(path: str, index: int, trust: Trust, owners: _Owners) -> tuple[S
         ) from None
     shard.run, shard.gate = verdict.run, verdict.gate
     signature = head.get("signature")
-    signed = _check_signature(path, str(head.get("digest") or ""), _text(signature), trust)
-    shard.canonical = signed and sample and _ours(schema, shard.run)
+    _check_signature(path, str(head.get("digest") or ""), _text(signature), trust)
+    shard.canonical = vouched and sample
     return shard, visits
 
 
+def _signed(head: dict[str, JSON], key: bytes | None) -> bool:
+    """Whether the head's digest carries a signature under ``key`` (its lines are checked
+    against the digest as they are read; ``_check_signature`` refuses the shard otherwise)."""
+    signature = head.get("signature")
+    digest = head.get("digest")
+    if key is None or not isinstance(signature, str) or not isinstance(digest, str):
+        return False
+    return verified(key, digest, signature)
+
+
 def _ours(schema: int, run: RunInfo) -> bool:
-    """Whether a shard's run wrote its lines with this code: this schema and version. Its lines
-    are then written as read, unchecked (``as_written`` was 0.1 ms an outcome, 30 s at
-    300,000), when its signature is verified too: the seal covers each line's text, and only a
-    shard's job (the key's holder) signs one, each line ``packed.outcome_line`` of its record,
-    the line the whole run writes. Its first line is checked still (a build of another commit
-    under the same version). A shard let in unsigned is checked line by line: anyone could
-    have written it (a key twice, spaces), and the merged report is signed."""
+    """Whether a shard's run wrote its lines with this code: this schema and version. When its
+    signature is verified too, its lines are taken as written by this code: the seal covers
+    each line's text, and only a shard's job (the key's holder) signs one, each line
+    ``packed.outcome_line`` of its record, the line the whole run writes, of the record's
+    types. Its lines are then not type-checked (``outcome_error``: a line changed since is
+    refused by the digest) and written as read (``as_written`` was 0.1 ms an outcome, 30 s at
+    300,000), its first line checked still (a build of another commit under the same version).
+    A shard let in unsigned is checked line by line: anyone could have written it (a key twice,
+    spaces), and the merged report is signed."""
     return schema == SCHEMA_VERSION and run.plugin_version == __version__
 
 
@@ -305,10 +318,11 @@ def _order(data: dict[str, JSON]) -> Order:
 
 
 def _read_outcomes(
-    path: str, index: int, streamed: Streamed, visits: Visits, owners: _Owners
+    path: str, index: int, streamed: Streamed, visits: Visits, owners: _Owners, vouched: bool
 ) -> tuple[Shard, bool]:
-    """The shard's outcome lines checked (digest, types, claims, order), and whether its first
-    line is the line this version writes (``as_written``: a sample for ``Shard.canonical``)."""
+    """The shard's outcome lines checked (digest, types unless ``vouched``: ``_ours``, claims,
+    order), and whether its first line is the line this version writes (``as_written``: a
+    sample for ``Shard.canonical``)."""
     collected = set(visits.collected)
     unknown = next((n for n in visits.selected if n not in collected), None)
     if unknown is not None:
@@ -333,7 +347,7 @@ def _read_outcomes(
                 f"{path} is not a report as pytest-slam writes it (an outcome "
                 "that is not an object); pass the file --slm-report wrote"
             )
-        wrong = outcome_error(line)
+        wrong = None if vouched else outcome_error(line)
         if wrong is not None:
             raise ReportError(
                 f"{path} is not a report as pytest-slam writes it ({wrong}); "
@@ -385,15 +399,14 @@ def _read_outcomes(
     return shard, sample is not False
 
 
-def _check_signature(path: str, digest: str, signature: str | None, trust: Trust) -> bool:
-    """A shard signed with the merge's key passes (True); one whose signature does not match is
-    refused whatever the flags (it was edited after signing, or signed with another key); an
-    unsigned one, or one the merge has no key for, only with ``--unsigned`` (False), and is then
-    named in the report."""
+def _check_signature(path: str, digest: str, signature: str | None, trust: Trust) -> None:
+    """A shard signed with the merge's key passes; one whose signature does not match is refused
+    whatever the flags (it was edited after signing, or signed with another key); an unsigned one,
+    or one the merge has no key for, only with ``--unsigned``, and is then named in the report."""
     key = trust.key
     if signature is not None and key is not None:
         if verified(key, digest, signature):
-            return True
+            return
         raise MergeError(
             f"{path}: its signature does not match the shard key: it was changed after its run "
             "signed it, or signed with another key; pass the file the shard's run wrote, and give "
@@ -401,7 +414,7 @@ def _check_signature(path: str, digest: str, signature: str | None, trust: Trust
         )
     if trust.unsigned:
         trust.unverified.append(path)
-        return False
+        return
     why = (
         "is signed, but this merge has no shard key to verify it"
         if signature is not None

@@ -235,3 +235,29 @@ def test_a_shard_from_another_version_is_merged_as_this_version_writes_it(
     capsys.readouterr()
     assert main(["report", "merge", str(spaced), "-o", str(tmp_path / "no.json")]) == 2
     assert "was changed after it was written" in capsys.readouterr().err
+
+
+def test_a_line_of_a_wrong_type_is_refused_as_changed_if_signed_else_by_its_type(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signed shard of this version is not type-checked line by line (its job wrote each line
+    from its record): a line edited to a wrong type is refused by its digest. Resealed and let
+    in unsigned, the same line is refused by its type."""
+    monkeypatch.setenv("SLAM_SHARD_KEY", "the-ci-secret")
+    shard = _shard(tmp_path)
+    text = shard.read_text(encoding="utf-8")
+    edited = tmp_path / "edited.json"
+    edited.write_text(text.replace('{"nodeid":', '{"egress":"x","nodeid":', 1), encoding="utf-8")
+    out = tmp_path / "merged.json"
+    assert main(["report", "merge", str(edited), "-o", str(out)]) == 2
+    assert f"{edited} was changed after it was written" in capsys.readouterr().err
+
+    doc = json.loads(edited.read_text(encoding="utf-8"))
+    doc["digest"] = digest_of(doc["visits"], doc["outcomes"])
+    edited.write_text(json.dumps(doc), encoding="utf-8")
+    monkeypatch.delenv("SLAM_SHARD_KEY")
+    assert main(["report", "merge", str(edited), "--unsigned", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    why = "outcomes.0.egress: Input should be a valid array"
+    assert f"{edited} is not a report as pytest-slam writes it ({why})" in err
+    assert not out.exists()
