@@ -259,7 +259,8 @@ def _read_shard(path: str, index: int, trust: Trust, owners: _Owners) -> tuple[S
                 f"{path} has no 'visits' (written by an older pytest-slam, or not by "
                 "--slm-report); run the shard again with this pytest-slam"
             )
-        wrong = head_error(streamed.head_text)
+        vouched = _ours(schema, head.get("run")) and _signed(head, trust.key)
+        wrong = head_error(_unsealed(head) if vouched else streamed.head_text)
         if wrong is not None:
             raise ReportError(
                 f"{path} is not a report as pytest-slam writes it ({wrong}); "
@@ -267,7 +268,6 @@ def _read_shard(path: str, index: int, trust: Trust, owners: _Owners) -> tuple[S
             )
         visits = Visits.from_dict(head["visits"])
         verdict = Verdict.from_dict({**head, "tests": [], "models": [], "reference": None})
-        vouched = _ours(schema, verdict.run) and _signed(head, trust.key)
         shard, sample = _read_outcomes(path, index, streamed, visits, owners, vouched)
     except ReportError as exc:
         raise MergeError(str(exc)) from None
@@ -293,17 +293,24 @@ def _signed(head: dict[str, JSON], key: bytes | None) -> bool:
     return verified(key, digest, signature)
 
 
-def _ours(schema: int, run: RunInfo) -> bool:
+def _ours(schema: int, run: JSON) -> bool:
     """Whether a shard's run wrote its lines with this code: this schema and version. When its
     signature is verified too, its lines are taken as written by this code: the seal covers
     each line's text, and only a shard's job (the key's holder) signs one, each line
     ``packed.outcome_line`` of its record, the line the whole run writes, of the record's
-    types. Its lines are then not type-checked (``outcome_error``: a line changed since is
+    types. Its lines and visits are then not type-checked (``outcome_error``: a line changed since is
     refused by the digest) and written as read (``as_written`` was 0.1 ms an outcome, 30 s at
     300,000), its first line checked still (a build of another commit under the same version).
     A shard let in unsigned is checked line by line: anyone could have written it (a key twice,
     spaces), and the merged report is signed."""
-    return schema == SCHEMA_VERSION and run.plugin_version == __version__
+    version = run.get("plugin_version") if isinstance(run, dict) else None
+    return schema == SCHEMA_VERSION and version == __version__
+
+
+def _unsealed(head: dict[str, JSON]) -> str:
+    """The head's text for its type check but its visits, which its signed digest covers (each
+    shard's name every test of the suite: most of its head)."""
+    return json.dumps({k: v for k, v in head.items() if k != "visits"})
 
 
 def _text(value: JSON) -> str | None:

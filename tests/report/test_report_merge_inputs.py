@@ -261,3 +261,20 @@ def test_a_line_of_a_wrong_type_is_refused_as_changed_if_signed_else_by_its_type
     why = "outcomes.0.egress: Input should be a valid array"
     assert f"{edited} is not a report as pytest-slam writes it ({why})" in err
     assert not out.exists()
+
+
+def test_a_signed_shards_visits_edited_to_a_wrong_type_are_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signed shard of this version's visits (its head's bulk) are checked by its digest, not
+    type-checked: edited, the shard is refused in one line, nothing written."""
+    monkeypatch.setenv("SLAM_SHARD_KEY", "the-ci-secret")
+    shard = _shard(tmp_path)
+    text = shard.read_text(encoding="utf-8")
+    assert '"complete": true' in text
+    shard.write_text(text.replace('"complete": true', '"complete": "yes"', 1), encoding="utf-8")
+    out = tmp_path / "merged.json"
+    assert main(["report", "merge", str(shard), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"slam report merge: {shard} ") and err.count("\n") == 1, err
+    assert not out.exists()
