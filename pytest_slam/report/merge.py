@@ -17,9 +17,10 @@ it holds is the fold of the verdict (``aggregate.Fold``: each outcome's place in
 unions of the visits, and a key per test, never every shard's outcomes as records. It reads each
 shard twice: to check it (digest, signature, claims), then to fold the verdict over every shard's
 outcomes merged in canonical order (each shard's file is in that order), spooling each outcome's
-line as it goes (as read, when it is the line this version writes: ``as_written``); the report
-is written from the spool, and the verdict reads each model's outcomes back from it. A shard
-changed between its reads is refused.
+line as it goes (as read, when it is the line this version writes: ``as_written``, or a shard
+signed by a job of this version: ``_ours``), with no record made of it; the report is written
+from the spool, and the verdict reads each model's outcomes back from it. A shard changed
+between its reads is refused.
 """
 
 from __future__ import annotations
