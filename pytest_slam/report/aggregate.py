@@ -18,7 +18,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pytest_slam.compare.named import describe_name
 from pytest_slam.compare.uncertainty import Comparison, Interval
@@ -382,11 +382,20 @@ def final_stream(ordered: Iterable[Outcome]) -> Iterator[Outcome]:
     return final_items(ordered, _itself)
 
 
-def final_items(ordered: Iterable[T], record: Callable[[T], Outcome]) -> Iterator[T]:
-    """``final_stream`` of items that each hold an outcome (``record`` gives it): the merge
-    streams each outcome with its dict."""
+class Phase(Protocol):
+    """What ``final_items`` reads of an outcome: an Outcome, or the merge's line read."""
+
+    @property
+    def nodeid(self) -> str: ...
+    @property
+    def outcome(self) -> str: ...
+
+
+def final_items(ordered: Iterable[T], record: Callable[[T], Phase]) -> Iterator[T]:
+    """``final_stream`` of items that each hold an outcome (``record`` gives it, or what this
+    reads of it): the merge streams each outcome's line with its JSON value."""
     kept: T | None = None
-    kept_record: Outcome | None = None
+    kept_record: Phase | None = None
     for item in ordered:
         outcome = record(item)
         if kept_record is not None and outcome.nodeid != kept_record.nodeid:
@@ -398,7 +407,7 @@ def final_items(ordered: Iterable[T], record: Callable[[T], Outcome]) -> Iterato
         yield kept  # type: ignore[misc]
 
 
-def _severity(outcome: Outcome) -> int:
+def _severity(outcome: Phase) -> int:
     return OUTCOME_SEVERITY.get(outcome.outcome, len(OUTCOME_SEVERITY))
 
 
@@ -851,16 +860,25 @@ class Fold:
         """The next final outcome; ``data``: its ``as_dict``, when the caller made it (a compact
         fold changes it); ``at``: its line's place in a spool (``spooled`` reads it back), kept
         in place of the outcome (a merge of 300,000 kept a packed copy of each)."""
-        for pair in outcome.pairs:
-            if not pair.missing and pair.key not in self._golden:
-                self._golden[pair.key] = _golden_only(pair) if self._compact else pair
-            self._open.add(pair)
+        self._pairs(outcome.pairs)
         kept: Outcome | str | int = outcome
         if at is not None and self._spooled is not None:
             kept = at
         elif self._compact:
             kept = slim(outcome, data)
         self._by_model.setdefault(outcome.model, []).append(kept)
+
+    def add_spooled(self, model: str, pairs: Iterable[Pair], at: int) -> None:
+        """The next final outcome by what the fold reads of it now (its model and pairs) and its
+        line's place in the spool: the merge makes no record of it until the verdict."""
+        self._pairs(pairs)
+        self._by_model.setdefault(model, []).append(at)
+
+    def _pairs(self, pairs: Iterable[Pair]) -> None:
+        for pair in pairs:
+            if not pair.missing and pair.key not in self._golden:
+                self._golden[pair.key] = _golden_only(pair) if self._compact else pair
+            self._open.add(pair)
 
     def extend(self, outcomes: Iterable[Outcome]) -> Fold:
         for outcome in outcomes:

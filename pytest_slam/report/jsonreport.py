@@ -311,18 +311,17 @@ def stream_report(path: str | os.PathLike[str]) -> Streamed:
     state = "head"
     try:
         with where.open(encoding="utf-8-sig") as lines:
+            for line in lines:  # a shard's head names every test of the suite: a line each
+                if line == OUTCOMES_OPEN:
+                    state = "outcomes"
+                    break
+                head.append(line)
             for line in lines:
-                if state == "head":
-                    if line == OUTCOMES_OPEN:
-                        state = "outcomes"
-                    else:
-                        head.append(line)
-                elif state == "outcomes":
-                    if line in OUTCOMES_CLOSE:
-                        tail.append('  "outcomes": []' + line.removeprefix("  ]"))
-                        state = "tail"
-                else:
-                    tail.append(line)
+                if line in OUTCOMES_CLOSE:
+                    tail.append('  "outcomes": []' + line.removeprefix("  ]"))
+                    state = "tail"
+                    break
+            tail.extend(lines)
     except UnicodeDecodeError as exc:
         raise ReportError(
             f"{where} is not a pytest-slam JSON report: not valid JSON ({exc}); "

@@ -17,9 +17,10 @@ it holds is the fold of the verdict (``aggregate.Fold``: each outcome's place in
 unions of the visits, and a key per test, never every shard's outcomes as records. It reads each
 shard twice: to check it (digest, signature, claims), then to fold the verdict over every shard's
 outcomes merged in canonical order (each shard's file is in that order), spooling each outcome's
-line as it goes (as read, when it is the line this version writes: ``as_written``); the report
-is written from the spool, and the verdict reads each model's outcomes back from it. A shard
-changed between its reads is refused.
+line as it goes (as read, when it is the line this version writes: ``as_written``, or a shard
+signed by a job of this version: ``_ours``), with no record made of it; the report is written
+from the spool, and the verdict reads each model's outcomes back from it. A shard changed
+between its reads is refused.
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
+from pytest_slam import __version__
 from pytest_slam.errors import SlamError
 from pytest_slam.metrics.budget import SessionBudget
-from pytest_slam.records import JSON, Outcome
+from pytest_slam.records import JSON, Outcome, Pair
 from pytest_slam.report.aggregate import (
     ENGINE,
     Fold,
@@ -50,6 +53,7 @@ from pytest_slam.report.budgets import session_budget_breaches
 from pytest_slam.report.gate import Gate, apply_gate, evaluate, incomplete_reason
 from pytest_slam.report.gate_result import GateResult
 from pytest_slam.report.jsonreport import (
+    SCHEMA_VERSION,
     Report,
     ReportError,
     Streamed,
@@ -108,8 +112,37 @@ UNSIGNED_FIX = (
 )
 
 
-# An outcome as the merge reads it: its record, and its line and JSON value when read from a file.
-Read = tuple[Outcome, str | None, dict[str, JSON] | None]
+Order = tuple[tuple[tuple[str | int, ...], str], int, str]  # ``outcome_order``'s
+
+
+class Read(NamedTuple):
+    """An outcome as the merge reads it the second time: its canonical order, its JSON value
+    (its fields at their default may be left out) and the line the merged report writes for it
+    (``packed.outcome_line``'s). No record is made of it (the verdict reads it back blanked)."""
+
+    order: Order
+    data: dict[str, JSON]
+    line: str
+
+    @property
+    def nodeid(self) -> str:
+        return str(self.data["nodeid"])
+
+    @property
+    def outcome(self) -> str:
+        return str(self.data.get("outcome", "passed"))
+
+    def pairs(self) -> list[Pair]:
+        """Its pairs as the fold reads them (``Outcome.from_dict``'s: left-out keys filled)."""
+        found = self.data.get("pairs")
+        if not found:
+            return []
+        return Outcome.from_dict({"nodeid": "", "test": "", "model": "", "pairs": found}).pairs
+
+    @classmethod
+    def of(cls, outcome: Outcome) -> Read:
+        """An outcome held as a record (an engine's, a held shard's): its line made."""
+        return cls(outcome_order(outcome), outcome.as_dict(), outcome_line(outcome))
 
 
 @dataclass
@@ -124,25 +157,29 @@ class Shard:
     stream: Streamed | None = None  # None: ``held`` holds its outcomes
     held: list[Outcome] | None = None  # in canonical order, engines left out
     lines: str = ""  # SHA-256 of its outcome lines as first read: a shard changed since is refused
+    canonical: bool = False  # its lines are written as read, unchecked (``_canonical``)
 
     def outcomes(self) -> Iterator[Outcome]:
         """Its outcomes but the engines', in canonical order."""
-        return (item[0] for item in self.items())
+        if self.held is not None:
+            return iter(self.held)
+        return (Outcome.from_dict(item.data) for item in self.items())
 
     def items(self) -> Iterator[Read]:
-        """Its outcomes but the engines', in canonical order, each with its line and its JSON
-        value as read (none for an outcome held)."""
+        """Its outcomes but the engines', in canonical order, each with its JSON value and its
+        line: as read when it is the line this version writes (``as_written``), else made."""
         if self.held is not None:
-            for outcome in self.held:
-                yield outcome, None, None
+            yield from map(Read.of, self.held)
             return
         assert self.stream is not None
-        seen = hashlib.sha256()
+        seen, canonical = hashlib.sha256(), self.canonical
         for line in self.stream.lines():
             seen.update(line.encode())
             data = json.loads(line)
             if data.get("outcome") != ENGINE:
-                yield Outcome.from_dict(data), line, data
+                if not (canonical or as_written(data, line)):
+                    line = outcome_line(Outcome.from_dict(data))
+                yield Read(_order(data), data, line)
         if seen.hexdigest() != self.lines:
             raise MergeError(
                 f"{self.name} changed while it was merged; merge the shards again once every "
@@ -217,13 +254,14 @@ def _read_shard(path: str, index: int, trust: Trust, owners: _Owners) -> tuple[S
     try:
         streamed = stream_report(path)
         head = streamed.head
-        check_schema(head, path)
+        schema = check_schema(head, path)
         if head.get("visits") is None:
             raise MergeError(
                 f"{path} has no 'visits' (written by an older pytest-slam, or not by "
                 "--slm-report); run the shard again with this pytest-slam"
             )
-        wrong = head_error(streamed.head_text)
+        vouched = _ours(schema, head.get("run")) and _signed(head, trust.key)
+        wrong = head_error(_unsealed(head) if vouched else streamed.head_text)
         if wrong is not None:
             raise ReportError(
                 f"{path} is not a report as pytest-slam writes it ({wrong}); "
@@ -231,7 +269,7 @@ def _read_shard(path: str, index: int, trust: Trust, owners: _Owners) -> tuple[S
             )
         visits = Visits.from_dict(head["visits"])
         verdict = Verdict.from_dict({**head, "tests": [], "models": [], "reference": None})
-        shard = _read_outcomes(path, index, streamed, visits, owners)
+        shard, sample = _read_outcomes(path, index, streamed, visits, owners, vouched)
     except ReportError as exc:
         raise MergeError(str(exc)) from None
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
@@ -242,14 +280,45 @@ def _read_shard(path: str, index: int, trust: Trust, owners: _Owners) -> tuple[S
     shard.run, shard.gate = verdict.run, verdict.gate
     signature = head.get("signature")
     _check_signature(path, str(head.get("digest") or ""), _text(signature), trust)
+    shard.canonical = vouched and sample
     return shard, visits
+
+
+def _signed(head: dict[str, JSON], key: bytes | None) -> bool:
+    """Whether the head's digest carries a signature under ``key`` (its lines are checked
+    against the digest as they are read; ``_check_signature`` refuses the shard otherwise)."""
+    signature = head.get("signature")
+    digest = head.get("digest")
+    if key is None or not isinstance(signature, str) or not isinstance(digest, str):
+        return False
+    return verified(key, digest, signature)
+
+
+def _ours(schema: int, run: JSON) -> bool:
+    """Whether a shard's run wrote its lines with this code: this schema and version. When its
+    signature is verified too, its lines are taken as written by this code: the seal covers
+    each line's text, and only a shard's job (the key's holder) signs one, each line
+    ``packed.outcome_line`` of its record, the line the whole run writes, of the record's
+    types. Its lines and visits are then not type-checked (``outcome_error``: a line changed since is
+    refused by the digest) and written as read (``as_written`` was 0.1 ms an outcome, 30 s at
+    300,000), its first line checked still (a build of another commit under the same version).
+    A shard let in unsigned is checked line by line: anyone could have written it (a key twice,
+    spaces), and the merged report is signed."""
+    version = run.get("plugin_version") if isinstance(run, dict) else None
+    return schema == SCHEMA_VERSION and version == __version__
+
+
+def _unsealed(head: dict[str, JSON]) -> str:
+    """The head's text for its type check but its visits, which its signed digest covers (each
+    shard's name every test of the suite: most of its head)."""
+    return json.dumps({k: v for k, v in head.items() if k != "visits"})
 
 
 def _text(value: JSON) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _order(data: dict[str, JSON]) -> tuple[tuple[tuple[str | int, ...], str], int, str]:
+def _order(data: dict[str, JSON]) -> Order:
     """``outcome_order`` of an outcome's JSON value, without making its record."""
     repeat = data.get("repeat")
     runs = int(repeat.get("runs", 0)) if isinstance(repeat, dict) else 0
@@ -257,8 +326,11 @@ def _order(data: dict[str, JSON]) -> tuple[tuple[tuple[str | int, ...], str], in
 
 
 def _read_outcomes(
-    path: str, index: int, streamed: Streamed, visits: Visits, owners: _Owners
-) -> Shard:
+    path: str, index: int, streamed: Streamed, visits: Visits, owners: _Owners, vouched: bool
+) -> tuple[Shard, bool]:
+    """The shard's outcome lines checked (digest, types unless ``vouched``: ``_ours``, claims,
+    order), and whether its first line is the line this version writes (``as_written``: a
+    sample for ``Shard.canonical``)."""
     collected = set(visits.collected)
     unknown = next((n for n in visits.selected if n not in collected), None)
     if unknown is not None:
@@ -272,8 +344,8 @@ def _read_outcomes(
     seal, lines = Seal(streamed.head.get("visits")), hashlib.sha256()
     shard = Shard(path, RunInfo(), None, [], streamed)
     foreign: list[str] = []
-    last: tuple[tuple[tuple[str | int, ...], str], int, str] | None = None
-    ordered = True
+    last: Order | None = None
+    ordered, sample = True, None
     for line in streamed.lines():
         lines.update(line.encode())
         data = read_value(streamed.path, line)
@@ -283,12 +355,19 @@ def _read_outcomes(
                 f"{path} is not a report as pytest-slam writes it (an outcome "
                 "that is not an object); pass the file --slm-report wrote"
             )
-        wrong = outcome_error(line)
+        wrong = None if vouched else outcome_error(line)
         if wrong is not None:
             raise ReportError(
                 f"{path} is not a report as pytest-slam writes it ({wrong}); "
                 "pass the file written by --slm-report, unchanged"
             )
+        if "model" not in data or "test" not in data:
+            raise ReportError(
+                f"{path} is not a report as pytest-slam writes it (an outcome without its "
+                "'model' or 'test'); pass the file written by --slm-report, unchanged"
+            )
+        if sample is None:
+            sample = as_written(data, line)
         if data.get("outcome") == ENGINE:
             engine = Outcome.from_dict(data)
             if index:
@@ -325,7 +404,7 @@ def _read_outcomes(
     if not ordered:  # not in canonical order (written by hand): held, sorted, as a shard was
         shard.held = sort_outcomes(o for o in shard.outcomes())
         shard.stream = None
-    return shard
+    return shard, sample is not False
 
 
 def _check_signature(path: str, digest: str, signature: str | None, trust: Trust) -> None:
@@ -369,18 +448,18 @@ class MergedOutcomes(Iterable[Outcome]):
         self._shards = shards
 
     def __iter__(self) -> Iterator[Outcome]:
-        return (item[0] for item in self.items())
+        return (Outcome.from_dict(item.data) for item in self.items())
 
     def items(self) -> Iterator[Read]:
-        """Each outcome with its line and JSON value as read, when read from a shard's file."""
+        """Each outcome as ``Read``, the engines' too."""
         streams: list[Iterable[Read]] = []
         for shard in self._shards:
-            streams += [shard.items(), ((e, None, None) for e in shard.engines)]
+            streams += [shard.items(), map(Read.of, shard.engines)]
         return heapq.merge(*streams, key=_read_order)
 
 
-def _read_order(item: Read) -> tuple[tuple[tuple[str | int, ...], str], int, str]:
-    return outcome_order(item[0])
+def _read_order(item: Read) -> Order:
+    return item.order
 
 
 class Spool(Iterable[str]):
@@ -396,17 +475,14 @@ class Spool(Iterable[str]):
             self._file = tempfile.TemporaryFile("w+b")  # noqa: SIM115 (held by Merged)
         self._end = 0
 
-    def kept(self, items: Iterable[Read]) -> Iterator[tuple[Outcome, int]]:
-        """Each outcome with its line's place in the spool, the line spooled first: as read
-        when it is what ``outcome_line`` of its ``as_dict`` gives (``as_written``), else made."""
+    def kept(self, items: Iterable[Read]) -> Iterator[tuple[Read, int]]:
+        """Each outcome with its line's place in the spool, the line spooled first."""
         write = self._file.write
-        for outcome, line, data in items:
-            if line is None or data is None or not as_written(data, line):
-                line = outcome_line(outcome)
-            encoded = line.encode() + b"\n"
+        for item in items:
+            encoded = item.line.encode() + b"\n"
             with writing(self._folder):
                 write(encoded)
-            yield outcome, self._end
+            yield item, self._end
             self._end += len(encoded)
 
     def line_at(self, at: int) -> str:
@@ -422,7 +498,7 @@ class Spool(Iterable[str]):
         return (line[:-1].decode() for line in self._file)
 
 
-def _first(item: tuple[Outcome, int]) -> Outcome:
+def _first(item: tuple[Read, int]) -> Read:
     return item[0]
 
 
@@ -457,8 +533,8 @@ def merge(shards: Shards | Sequence[Report], unverified: Sequence[str] = ()) -> 
         run = merged_run([(s.name, s.run) for s in parts])
         outcomes, lines = MergedOutcomes(parts), Spool()
         fold = Fold(compact=True, spooled=lines.line_at)  # each outcome's place, read back
-        for outcome, at in final_items(lines.kept(outcomes.items()), _first):
-            fold.add(outcome, at=at)
+        for item, at in final_items(lines.kept(outcomes.items()), _first):
+            fold.add_spooled(str(item.data["model"]), item.pairs(), at)
         verdict = fold.verdict(run)
         visits = shards.visits
         if unverified:

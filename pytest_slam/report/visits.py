@@ -105,6 +105,7 @@ class VisitsFold:
         # collected and did not narrow: covered when every id it collected of them ran somewhere
         self._collected: dict[str, int] = {}
         self._whole: list[set[str]] = []
+        self._last: tuple[list[str] | None, set[str]] = (None, set())  # collected, its modules
 
     @property
     def first_run(self) -> str | None:
@@ -130,7 +131,9 @@ class VisitsFold:
         for nodeid in visits.collected:
             collected[nodeid] = collected.get(nodeid, 0) | bit
         narrowed = {module_of(n) for n in visits.narrowed}
-        self._whole.append({module_of(n) for n in visits.collected} - narrowed)
+        if visits.collected != self._last[0]:  # each shard collects the whole suite, as a rule
+            self._last = (visits.collected, {module_of(n) for n in visits.collected})
+        self._whole.append(self._last[1] - narrowed)
 
     def merged(self) -> Visits:
         out = Visits(complete=self._complete, shards=list(self.names), partial=self._partial)

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_slam import __version__
 from pytest_slam.records import Call, Outcome, Pair, Score
 from pytest_slam.report.aggregate import RunInfo, Verdict, aggregate
 from pytest_slam.report.gate import Gate, apply_gate, evaluate
@@ -48,6 +49,7 @@ def run_info() -> RunInfo:
             },
             "started": "2026-12-01T10:00:00Z",
             "finished": "2026-12-01T10:30:00Z",
+            "plugin_version": __version__,  # as a run writes it (a merge of it trusts its lines)
         }
     )
 

@@ -8,6 +8,7 @@ recomputation itself crashed on the NaN: a traceback)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -131,6 +132,86 @@ def test_unsigned_shards_merge_only_with_the_flag_and_the_merged_report_says_so(
     assert any(n.startswith(note) for n in json.loads(out.read_text(encoding="utf-8"))["notes"])
 
 
+LATER = '{"from_a_later_version":[1,2],"nodeid":'
+
+
+def _later(shard: Path, which: Callable[[int], bool], name: str = "later.json") -> Path:
+    """The shard with the outcome lines ``which`` picks (by place) as a later version writes
+    them (a key this one does not know), resealed and signed as a job with the key signs it."""
+    doc = json.loads(shard.read_text(encoding="utf-8"))
+    seal, lines, place = Seal(doc["visits"]), [], 0
+    for line in shard.read_text(encoding="utf-8").splitlines():
+        if line.startswith('    {"nodeid":'):
+            if which(place):
+                line = line.replace('{"nodeid":', LATER, 1)
+            seal.add(line.strip().removesuffix(","))
+            place += 1
+        lines.append(line)
+    text = "\n".join(lines).replace(doc["digest"], seal.text())
+    text = text.replace(doc["signature"], sign(b"the-ci-secret", seal.text()))
+    later = shard.with_name(name)
+    later.write_text(text + "\n", encoding="utf-8")
+    return later
+
+
+def test_a_signed_shard_of_this_version_is_written_as_read_any_other_line_by_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shard signed by a job of this version (its schema, its plugin_version) is written as
+    read, its lines unchecked: they are the lines this version writes (most of a large merge's
+    time was checking so). Its first line is checked still. A shard of another version, or let
+    in unsigned, is checked line by line: a line this version would write otherwise is written
+    anew (here a key it does not know, after the first line)."""
+    monkeypatch.setenv("SLAM_SHARD_KEY", "the-ci-secret")
+    shard = _shard(tmp_path)
+    later = _later(shard, lambda place: place == 1)
+    older = later.with_name("older.json")
+    older.write_text(
+        later.read_text(encoding="utf-8").replace(
+            '"plugin_version": "0.1.0"', '"plugin_version": "0.0.9"', 1
+        ),
+        encoding="utf-8",
+    )
+
+    def merged(path: Path, *flags: str) -> str:
+        out = tmp_path / f"merged-{path.stem}{len(flags)}.json"
+        assert main(["report", "merge", str(path), *flags, "-o", str(out)]) in (0, 1), (
+            capsys.readouterr()
+        )
+        return out.read_text(encoding="utf-8")
+
+    assert merged(later).count(LATER) == 1  # as read
+    assert LATER not in merged(older)
+    monkeypatch.delenv("SLAM_SHARD_KEY")
+    assert LATER not in merged(later, "--unsigned")
+
+
+def test_an_outcome_without_its_model_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shard = _shard(tmp_path)
+    text = shard.read_text(encoding="utf-8")
+    doc = json.loads(text)
+    first = next(o for o in doc["outcomes"])
+    line = json.dumps(first, separators=(",", ":"))
+    assert line in text
+    del first["model"]
+    seal = Seal(doc["visits"])
+    for outcome in doc["outcomes"]:
+        seal.add(json.dumps(outcome, separators=(",", ":")))
+    text = text.replace(line, json.dumps(first, separators=(",", ":"))).replace(
+        doc["digest"], seal.text()
+    )
+    shard.write_text(text, encoding="utf-8")
+    out = tmp_path / "merged.json"
+    assert main(["report", "merge", str(shard), "--unsigned", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"{shard} is not a report as pytest-slam writes it (an outcome without its 'model'" in err
+    )
+    assert not out.exists()
+
+
 def test_a_shard_from_another_version_is_merged_as_this_version_writes_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -141,17 +222,7 @@ def test_a_shard_from_another_version_is_merged_as_this_version_writes_it(
     a space added, is refused as changed after it was written."""
     monkeypatch.setenv("SLAM_SHARD_KEY", "the-ci-secret")
     shard = _shard(tmp_path)
-    doc = json.loads(shard.read_text(encoding="utf-8"))
-    seal, lines = Seal(doc["visits"]), []
-    for line in shard.read_text(encoding="utf-8").splitlines():  # each line as a later job's
-        if line.startswith('    {"nodeid":'):
-            line = line.replace('{"nodeid":', '{"from_a_later_version":[1,2],"nodeid":', 1)
-            seal.add(line.strip().removesuffix(","))
-        lines.append(line)
-    text = "\n".join(lines).replace(doc["digest"], seal.text())
-    text = text.replace(doc["signature"], sign(b"the-ci-secret", seal.text()))
-    later = tmp_path / "later.json"
-    later.write_text(text + "\n", encoding="utf-8")
+    later = _later(shard, lambda _: True)  # each line as a later job's
     merged = {}
     for name, path in (("as written", shard), ("later", later)):
         out = tmp_path / f"merged-{name}.json"
@@ -201,3 +272,46 @@ def test_a_version_1_report_reads_and_merges_as_before(
         merged[path.stem] = text[text.index('  "outcomes": [') : text.index('  "digest"')]
         assert json.loads(text)["schema"] == "pytest-slam/report/2"
     assert merged["v1"] == merged["v1-reindented"] == merged["shard"]  # the lines, byte for byte
+
+
+def test_a_line_of_a_wrong_type_is_refused_as_changed_if_signed_else_by_its_type(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signed shard of this version is not type-checked line by line (its job wrote each line
+    from its record): a line edited to a wrong type is refused by its digest. Resealed and let
+    in unsigned, the same line is refused by its type."""
+    monkeypatch.setenv("SLAM_SHARD_KEY", "the-ci-secret")
+    shard = _shard(tmp_path)
+    text = shard.read_text(encoding="utf-8")
+    edited = tmp_path / "edited.json"
+    edited.write_text(text.replace('{"nodeid":', '{"egress":"x","nodeid":', 1), encoding="utf-8")
+    out = tmp_path / "merged.json"
+    assert main(["report", "merge", str(edited), "-o", str(out)]) == 2
+    assert f"{edited} was changed after it was written" in capsys.readouterr().err
+
+    doc = json.loads(edited.read_text(encoding="utf-8"))
+    doc["digest"] = digest_of(doc["visits"], doc["outcomes"])
+    edited.write_text(json.dumps(doc), encoding="utf-8")
+    monkeypatch.delenv("SLAM_SHARD_KEY")
+    assert main(["report", "merge", str(edited), "--unsigned", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    why = "outcomes.0.egress: Input should be a valid array"
+    assert f"{edited} is not a report as pytest-slam writes it ({why})" in err
+    assert not out.exists()
+
+
+def test_a_signed_shards_visits_edited_to_a_wrong_type_are_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signed shard of this version's visits (its head's bulk) are checked by its digest, not
+    type-checked: edited, the shard is refused in one line, nothing written."""
+    monkeypatch.setenv("SLAM_SHARD_KEY", "the-ci-secret")
+    shard = _shard(tmp_path)
+    text = shard.read_text(encoding="utf-8")
+    assert '"complete": true' in text
+    shard.write_text(text.replace('"complete": true', '"complete": "yes"', 1), encoding="utf-8")
+    out = tmp_path / "merged.json"
+    assert main(["report", "merge", str(shard), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"slam report merge: {shard} ") and err.count("\n") == 1, err
+    assert not out.exists()
