@@ -854,23 +854,17 @@ class Fold:
         self._golden: dict[str, Pair] = {}  # the first pair with a golden answer, by key
         self._open = _OpenEnded()
 
-    def add(
-        self, outcome: Outcome, data: dict[str, JSON] | None = None, at: int | None = None
-    ) -> None:
+    def add(self, outcome: Outcome, data: dict[str, JSON] | None = None) -> None:
         """The next final outcome; ``data``: its ``as_dict``, when the caller made it (a compact
-        fold changes it); ``at``: its line's place in a spool (``spooled`` reads it back), kept
-        in place of the outcome (a merge of 300,000 kept a packed copy of each)."""
+        fold changes it)."""
         self._pairs(outcome.pairs)
-        kept: Outcome | str | int = outcome
-        if at is not None and self._spooled is not None:
-            kept = at
-        elif self._compact:
-            kept = slim(outcome, data)
+        kept = slim(outcome, data) if self._compact else outcome
         self._by_model.setdefault(outcome.model, []).append(kept)
 
     def add_spooled(self, model: str, pairs: Iterable[Pair], at: int) -> None:
         """The next final outcome by what the fold reads of it now (its model and pairs) and its
-        line's place in the spool: the merge makes no record of it until the verdict."""
+        line's place in the spool (``spooled`` reads it back): the merge makes no record of it
+        until the verdict, and keeps no packed copy (a merge of 300,000 kept one of each)."""
         self._pairs(pairs)
         self._by_model.setdefault(model, []).append(at)
 
