@@ -27,7 +27,7 @@ from pytest_slam.report.aggregate import (
 )
 from pytest_slam.report.packed import outcome_line, record_line
 from pytest_slam.report.schema import ReportDocument
-from pytest_slam.report.seal import Seal, digest_of, shard_key, sign
+from pytest_slam.report.seal import Seal, digest_of, line_text, shard_key, sign
 from pytest_slam.report.visits import Visits
 from pytest_slam.util.files import atomic_write
 from pytest_slam.util.gcpause import gc_paused
@@ -204,11 +204,9 @@ def _rows_text(before: str, first: JSON, rows: Iterator[JSON], after: str) -> It
 
 def _line(outcome: JSON) -> str:
     """An outcome of a document (a hook's keys kept) as its line."""
-    return (
-        record_line(outcome, Outcome, keep=True)
-        if isinstance(outcome, dict)
-        else json.dumps(outcome)
-    )
+    if isinstance(outcome, dict):
+        return record_line(outcome, Outcome, keep=True)
+    return json.dumps(outcome, separators=(",", ":"), allow_nan=False)
 
 
 def _row_line(row: JSON | PerTestRow) -> str:
@@ -286,9 +284,8 @@ class Streamed:
     def lines(self) -> Iterator[str]:
         """Each outcome's JSON text, in file order (``read_value`` reads one)."""
         if self._held is not None:  # each value as its writer hashed it (seal.digest_of)
-            separators = (", ", ": ") if self._spaced else (",", ":")
             for value in self._held:
-                yield json.dumps(value, separators=separators)
+                yield line_text(value, spaced=self._spaced)
             return
         with self.path.open(encoding="utf-8-sig") as lines:
             for line in lines:
@@ -331,8 +328,8 @@ def stream_report(path: str | os.PathLike[str]) -> Streamed:
         data, text = _read_json(where)
         held = data.get("outcomes")
         data["outcomes"] = []
-        spaced = data.get("schema") == f"{SCHEMA_NAME}/1"
-        return Streamed(where, data, text, held if isinstance(held, list) else [], spaced)
+        listed = held if isinstance(held, list) else []
+        return Streamed(where, data, text, listed, _spaced(data))
     text = "".join(head) + "".join(tail)
     data = read_value(where, text)
     if not isinstance(data, dict):
@@ -394,11 +391,8 @@ def _check_digest(data: dict[str, JSON], path: str) -> None:
             f"{path} carries no digest of its outcomes (written by an older pytest-slam, or "
             "edited); run it again with this pytest-slam and pass the file --slm-report wrote"
         )
-    visits = data.get("visits")
-    if not isinstance(outcomes, list) or written not in (
-        digest_of(visits, outcomes),
-        digest_of(visits, outcomes, spaced=True),
-    ):
+    spaced = _spaced(data)
+    if not isinstance(outcomes, list) or digest_of(data.get("visits"), outcomes, spaced) != written:
         raise ReportError(
             f"{path} was changed after it was written: its outcomes or visits do not match its "
             "digest; pass the file --slm-report wrote, unchanged, or run it again"
@@ -466,6 +460,11 @@ def _read_json(path: Path) -> tuple[dict[str, JSON], str]:
             "pass the file written by --slm-report"
         )
     return data, text
+
+
+def _spaced(data: dict[str, JSON]) -> bool:
+    """Whether a report's outcome lines were written with ``json``'s spaces: schema 1's were."""
+    return data.get("schema") == f"{SCHEMA_NAME}/1"
 
 
 def check_schema(data: dict[str, JSON], where: str) -> int:

@@ -84,12 +84,17 @@ class Seal:
         return PREFIX + self._hash.hexdigest()
 
 
-def digest_of(visits: JSON, outcomes: Iterable[JSON], *, spaced: bool = False) -> str:
-    """The digest of a report's values as read back: ``json.loads`` then ``json.dumps`` gives the
-    line the writer hashed, whatever the file's indentation; without spaces as the report writes
-    its lines, or (``spaced``) with ``json``'s default ones, as earlier development builds wrote them."""
+def line_text(value: JSON, *, spaced: bool = False) -> str:
+    """An outcome's value as the line its writer hashed: without spaces, as the report writes its
+    lines (schema 2), or (``spaced``) with ``json``'s default ones, as schema 1 wrote them."""
     separators = (", ", ": ") if spaced else (",", ":")
+    return json.dumps(value, separators=separators, allow_nan=False)
+
+
+def digest_of(visits: JSON, outcomes: Iterable[JSON], spaced: bool = False) -> str:
+    """The digest of a report's values as read back: ``json.loads`` then ``line_text`` gives the
+    line the writer hashed, whatever the file's indentation."""
     seal = Seal(visits)
     for outcome in outcomes:
-        seal.add(json.dumps(outcome, separators=separators, allow_nan=False))
+        seal.add(line_text(outcome, spaced=spaced))
     return seal.text()
