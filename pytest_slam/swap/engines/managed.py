@@ -45,16 +45,13 @@ def log_unwritten(path: Path) -> WriteFailed | None:
     """Why the engine's log could not hold what the engine wrote, if it could not: the log at the
     file-size limit (``ulimit -f``, inherited by the engine), or no space left on its disk."""
     try:
-        size, disk = path.stat().st_size, os.statvfs(path.parent)
-    except (OSError, AttributeError):  # no log, or no statvfs (Windows)
-        return None
-    try:
         import resource
 
+        size, disk = path.stat().st_size, os.statvfs(path.parent)
         limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-    except ImportError:
-        limit = -1
-    free = disk.f_bfree if os.geteuid() == 0 else disk.f_bavail  # root writes the reserve too
+        free = disk.f_bfree if os.geteuid() == 0 else disk.f_bavail  # root writes the reserve too
+    except (OSError, AttributeError, ImportError):  # no log; no statvfs, rlimit, euid (Windows)
+        return None
     code = errno.EFBIG if 0 <= limit <= size else errno.ENOSPC if free == 0 else None
     return None if code is None else WriteFailed(path, OSError(code, os.strerror(code)))
 
