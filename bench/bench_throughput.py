@@ -4,6 +4,7 @@
                                      [--default-concurrency 16] [--promptfoo PATH]
                                      [--batch 64] [--step-ms 10] [--batch-concurrency 1,4,16,64]
                                      [--engine-cases 40] [--engine-slots 1,2,4] [--no-engine]
+                                     [--serial-up-to N] [--no-batch]
 
 Issue 41's figures, measured in one run. The benches' suite (bench/_suite.py: a product whose
 OpenAI client is built at import time, one call per test, a ``contains`` check) runs as whole
@@ -164,7 +165,7 @@ def latency_section(bench: Bench, candidate: str, pf: str | None) -> None:
         one, dflt = bench.concurrency(1), bench.concurrency(None)
         for _ in range(args.rounds):
             bench.startup(arms["start"])
-            if one is not None:
+            if one is not None and cases <= args.serial_up_to:
                 bench.slam(arms["one"], cases, one, candidate)
             if dflt is not None:
                 bench.slam(arms["default"], cases, dflt, candidate)
@@ -188,6 +189,8 @@ def latency_section(bench: Bench, candidate: str, pf: str | None) -> None:
             arm = arms[key]
             if key.startswith("pf") and not pf:
                 rows.append([cases, title, f"not installed at {args.promptfoo}", "", ""])
+            elif key == "one" and cases > args.serial_up_to:
+                rows.append([cases, title, f"not run (--serial-up-to {args.serial_up_to})", "", ""])
             elif not arm.wall:
                 rows.append([cases, title, UNAVAILABLE, "", ""])
             else:
@@ -326,6 +329,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--engine-cases", type=int, default=40, help="Cases on SmolLM2")
     parser.add_argument("--engine-slots", type=numbers, default=[1, 2, 4], help="SmolLM2 slots")
     parser.add_argument("--no-engine", action="store_true", help="Skip the SmolLM2 section")
+    parser.add_argument("--no-batch", action="store_true", help="Skip the batching section")
+    parser.add_argument("--serial-up-to", type=int, default=10**9,
+                        help="The one-at-a-time arm only up to this many cases (2,000: 10 min)")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -353,7 +359,8 @@ def main(argv: list[str]) -> int:
             most = max(*args.cases, 0 if args.no_engine else args.engine_cases)
             run_timed([*PYTEST, *record], root, clean_env(BENCH_CASES=str(most)))
             latency_section(bench, candidate, pf)
-            batch_section(bench, batched)
+            if not args.no_batch:
+                batch_section(bench, batched)
         if not args.no_engine:
             engine_section(bench)
     finally:
