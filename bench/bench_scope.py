@@ -2,13 +2,14 @@
 by another short-QA set as another module, and by MT-Bench answers as another module.
 
 Reads ../shared/data (or ``SLAM_SHARED_DATA``) in place (``validity_data.py``). Per split, the
-bands are chosen by ``slam calibrate``'s own path (``calibrate.calibrate_scope``: fuzzy x3 and
-length, Learn then Test, Bonferroni over the scorers) on half the prompts of EVOUNA-NQ with the
-gold short answer as the reference (short QA), labelled as module ``tests/test_qa.py``; what a
-run states is the ``band_error`` table ``slam calibrate`` writes (``calibrate_toml.band_error``,
-its domain naming the module). Each applied pair is decided by the one verdict policy
-(``policy.decide_pair``) with its own module (``Policy.module``), and, for comparison, with the
-module unknown (the length domain only: before issue 50):
+bands are chosen by ``slam calibrate``'s own path (``calibrate.calibrate_scope``: fuzzy x3, length
+and containment, Learn then Test, Bonferroni over the scorers; ``--scorers`` narrows them as
+``slam calibrate --scorers`` does) on half the prompts of EVOUNA-NQ with the gold short answer as
+the reference (short QA), labelled as module ``tests/test_qa.py``; what a run states is the
+``band_error`` table ``slam calibrate`` writes (``calibrate_toml.band_error``, its domain naming
+the module). Each applied pair is decided by the one verdict policy (``policy.decide_pair``) with
+its own module (``Policy.module``), and, for comparison, with the module unknown (the length
+domain only: before issue 50):
 
 - (a) the other half of the prompts, the same feature (``tests/test_qa.py``);
 - (b) EVOUNA-NQ with GPT-4's answer as the reference, another short-QA set, as
@@ -25,7 +26,7 @@ themselves, and the lowest fail error any fail band of ``min_count`` pairs reach
 oracle, never a verdict (it tunes on the pairs it measures): it bounds what any calibration of these
 scorers could decide on this set, honestly held out or not.
 
-    python bench/bench_scope.py [--splits 5] [--semantic]
+    python bench/bench_scope.py [--splits 5] [--semantic] [--scorers token_set_ratio,containment]
 """
 
 from __future__ import annotations
@@ -206,14 +207,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--splits", type=int, default=5)
     parser.add_argument("--semantic", action="store_true", help="try semantic too (slow on CPU)")
+    parser.add_argument("--scorers", default="", help="comma-separated, as slam calibrate's")
     parser.add_argument("--embeddings", type=Path, default=Path("/tmp/slam-bench-embeddings"))
     args = parser.parse_args()
     validity_data.located("bench/bench_scope.py")
     header(
         "Bands hold by feature (issue 50)",
-        f"python bench/bench_scope.py --splits {args.splits}" + " --semantic" * args.semantic,
+        f"python bench/bench_scope.py --splits {args.splits}"
+        + " --semantic" * args.semantic
+        + (f" --scorers {args.scorers}" if args.scorers else ""),
     )
-    scorers = {n: s for n, s in available_scorers().items() if args.semantic or s[0] != "semantic"}
+    only = [n.strip() for n in args.scorers.split(",") if n.strip()]
+    scorers = {
+        n: s for n, s in available_scorers(only).items() if args.semantic or s[0] != "semantic"
+    }
     aids = Aids(DiskCache(args.embeddings), None)
     sets = {row: [replace(p, module=m) for p in load()] for row, (load, m) in TARGETS.items()}
     qa = sets["(a) short QA, other half"]

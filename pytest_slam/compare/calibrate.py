@@ -30,6 +30,7 @@ SCORERS: dict[str, tuple[str, dict[str, str]]] = {  # name -> (scorer, options),
     "fuzzy token_set_ratio": ("fuzzy", {"method": "token_set_ratio"}),
     "fuzzy ratio": ("fuzzy", {"method": "ratio"}),
     "length": ("length", {}),
+    "containment": ("containment", {}),
     "semantic": ("semantic", {}),
 }
 BASELINE = ("fuzzy token_sort_ratio", 0.7)  # the plain threshold users reach for first

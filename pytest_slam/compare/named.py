@@ -33,6 +33,7 @@ SCORERS: dict[str, str] = {
     "label": "pytest_slam.compare.text:LabelScorer",
     "fuzzy": "pytest_slam.compare.text:FuzzyScorer",
     "length": "pytest_slam.compare.text:LengthScorer",
+    "containment": "pytest_slam.compare.text:ContainmentScorer",
     "semantic": "pytest_slam.compare.semantic:SemanticScorer",
     "judge": "pytest_slam.compare.judge:JudgeScorer",
 }

@@ -144,3 +144,66 @@ def test_length_scores_the_shorter_over_the_longer_and_says_which() -> None:
     assert "longer" in scorer.score("abcdefgh", "abcd").explanation
     assert scorer.score("", "abc").value == 0.0  # an empty answer reads as such
     assert scorer.score("  same  ", "same").value == 1.0
+
+
+def test_answer_words_normalize_as_squad_does() -> None:
+    from pytest_slam.compare.text import answer_words
+
+    assert answer_words("The  Eiffel-Tower, in PARIS!") == ["eiffel", "tower", "in", "paris"]
+    assert answer_words("An apple a day") == ["apple", "day"]  # articles left out
+    assert answer_words("\uff12\uff10\uff11\uff18 $5") == ["2018", "5"]  # NFKC; symbols as spaces
+    assert answer_words("the .") == []
+
+
+def test_containment_finds_the_short_answer_in_a_sentence_or_a_sentence_in_it() -> None:
+    from pytest_slam.compare.text import ContainmentScorer
+
+    scorer = ContainmentScorer()
+    said = scorer.score(
+        "It was awarded in 1901 to Wilhelm Conrad Röntgen.", "Wilhelm Conrad Röntgen"
+    )
+    assert (said.value, said.scorer) == (1.0, "containment")
+    assert said.explanation == "the candidate says 'wilhelm conrad röntgen'"
+    inside = scorer.score("Gemara", "the Mishnah and the Gemara")  # the candidate in the reference
+    assert (inside.value, inside.explanation) == (1.0, "the reference says 'gemara'")
+    order = scorer.score("Röntgen Conrad Wilhelm", "Wilhelm Conrad Röntgen")  # not one run
+    assert order.value == 0.99  # every word, never 1.0 without the run
+    part = scorer.score("Wilhelm Röntgen won it", "Wilhelm Conrad Röntgen")
+    assert part.value == pytest.approx(2 / 3)
+    assert (
+        part.explanation
+        == "2 of the reference's 3 words in the candidate ('wilhelm conrad röntgen')"
+    )
+    assert scorer.score("Marie Curie", "Wilhelm Conrad Röntgen").value == 0.0
+
+
+def test_containment_reads_alternatives_but_not_a_fraction_or_a_date() -> None:
+    from pytest_slam.compare.text import ContainmentScorer
+
+    scorer = ContainmentScorer()
+    assert scorer.answers("Sonu Nigam/Richa Sharma") == [["sonu", "nigam"], ["richa", "sharma"]]
+    assert scorer.answers("April 1, 2016/April 8") == [["april", "1", "2016"], ["april", "8"]]
+    assert scorer.answers("1/2 cup") == [["1", "2", "cup"]]  # between digits: no split
+    assert scorer.answers("24/7") == [["24", "7"]]
+    assert scorer.score("It was Richa Sharma.", "Sonu Nigam/Richa Sharma").value == 1.0
+    best = scorer.score("Sonu sang it", "Sonu Nigam/Richa Sharma/Alka Yagnik")
+    assert best.value == 0.5 and "('sonu nigam')" in best.explanation  # the best answer counts
+    whole = ContainmentScorer(alternatives="")  # the reference as one answer
+    assert whole.answers("Sonu Nigam/Richa Sharma") == [["sonu", "nigam", "richa", "sharma"]]
+    assert whole.score("It was Richa Sharma.", "Sonu Nigam/Richa Sharma").value == 0.5
+    semi = ContainmentScorer(alternatives=";")
+    assert semi.score("Paris", "Lyon; Paris").value == 1.0
+
+
+def test_containment_empty_answers_and_a_reference_without_words() -> None:
+    from pytest_slam.compare.text import ContainmentScorer
+
+    scorer = ContainmentScorer()
+    assert scorer.score("", "Paris").explanation == "candidate answer is empty"
+    assert scorer.score("", "").value == 1.0
+    nothing = scorer.score("Paris", "The ...")
+    assert (
+        nothing.value == 0.0
+        and nothing.explanation == "the reference has no words to find: 'The ...'"
+    )
+    assert scorer.score("...", "Paris").value == 0.0  # a candidate without words has none of them
