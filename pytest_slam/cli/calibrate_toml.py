@@ -129,6 +129,9 @@ def figures(result: ScopeResult, targets: Targets) -> list[str]:
             'label more pairs, or send pairs to a judge (then = ["judge"])'
         )
     name, threshold = BASELINE
+    if result.baseline is None:  # --scorers left it out: nothing to compare with
+        lines.append(f"#   plain  {name} >= {threshold}: not scored in this calibration")
+        return lines
     passed, failed = result.baseline
     lines.append(
         f"#   plain  {name} >= {threshold}: pass error {error_text(passed)}; fail error "

@@ -13,7 +13,7 @@ picking the scorer with the widest coverage afterwards keeps the guarantee.
 The sequence starts at the first threshold whose band holds enough pairs that a band at half the
 target error would be certified (and at least ``min_count``): a rule on the scores alone, so it
 spends no test on the labels, and one unlucky pair among the few strictest does not end the
-sequence. The price: at the defaults a pass band needs some 230 to 400 pairs (1 to 4 scorers). The
+sequence. The price: at the defaults a pass band needs some 230 to 430 pairs (1 to 6 scorers). The
 binomial test counts pairs as independent given their scores; pairs of one prompt are not, which is
 why the held-out figures (``--evaluate``, the validity bench) split by prompt and ``slam
 calibrate`` adds a bootstrap interval resampled by prompt (bench/README.md section 10).

@@ -72,7 +72,7 @@ class ScopeResult:
     pairs: int
     prompts: int
     tried: list[Choice]
-    baseline: tuple[Counts, Counts]
+    baseline: tuple[Counts, Counts] | None  # None: the run did not score the plain scorer
     by_prompt: dict[str, Estimate] = field(default_factory=dict)  # chosen bands' errors
     domain: Domain | None = None  # what the chosen bands were measured on (``domain.py``)
     # of ``pairs``, those a certain case settles before the bands (``policy.reaches_scorer``):
@@ -171,9 +171,7 @@ def calibrate_columns(
     ]
     name, threshold = BASELINE
     base = columns.get(name)
-    baseline = (
-        band_counts(base, labels, threshold, threshold) if base else (Counts(0, 0), Counts(0, 0))
-    )
+    baseline = band_counts(base, labels, threshold, threshold) if base else None
     result = ScopeResult(scope, len(labels), len(set(units)), tried, baseline)
     chosen = result.chosen
     if chosen is not None and resamples:

@@ -45,7 +45,11 @@ def test_calibrate_chooses_containment_where_it_decides_the_most(
     scorers = ["--scorers", "token_set_ratio,containment", "--resamples", "100"]
     assert main(["calibrate", "--labels", "a.jsonl", *scorers]) == 0
     capsys.readouterr()
-    table = tomllib.loads(pyproject.read_text())["tool"]["slam"]["equivalence"]
+    written = pyproject.read_text()
+    # the plain token_sort row says it was not scored (it said "none called; decides 100.0%")
+    assert "token_sort_ratio >= 0.7: not scored in this calibration" in written
+    assert not [line for line in written.splitlines() if "token_sort" in line and "decides" in line]
+    table = tomllib.loads(written)["tool"]["slam"]["equivalence"]
     assert table["by"] == "containment" and "method" not in table  # its defaults, as calibrated
     assert 0.5 < table["at_least"] <= 1.0 and 0.5 <= table["fail_below"] <= table["at_least"]
     EquivalenceTable.model_validate(table)  # what the run's configuration accepts
