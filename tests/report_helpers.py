@@ -20,6 +20,7 @@ from typing import Any
 
 from pytest_slam.records import Call, ModelSpec, Outcome, Pair, Score
 from pytest_slam.report.aggregate import PerTestRow, RunInfo
+from pytest_slam.report.visits import Visits
 
 REFERENCE = "openai:gpt-4"
 SMOL, QWEN, MINI = "smollm2-135m", "qwen2.5-1.5b", "gpt-4o-mini"
@@ -172,14 +173,18 @@ def run_info(models: tuple[str, ...] = MODELS) -> RunInfo:
 
 
 def expanded(document: Any) -> Any:
-    """A report document with each outcome and per-test row as ``as_dict`` gives it: the file
-    leaves out each field at its default (``report/packed.py``), which a reader fills back in."""
+    """A report document with each outcome and per-test row as ``as_dict`` gives it, and its
+    visits' ``selected``: the file leaves out each field at its default (``report/packed.py``),
+    and ``selected`` when it is ``collected``, which a reader fills back in."""
     for key, kind in (("outcomes", Outcome), ("tests", PerTestRow)):
         found = document.get(key) if isinstance(document, dict) else None
         if isinstance(found, list):
             document[key] = [
                 kind.from_dict(o).as_dict() if isinstance(o, dict) else o for o in found
             ]
+    visits = document.get("visits") if isinstance(document, dict) else None
+    if isinstance(visits, dict) and "selected" not in visits:
+        document["visits"] = {**visits, "selected": Visits.from_dict(visits).selected}
     return document
 
 

@@ -1,4 +1,4 @@
-"""The JSON report, schema ``pytest-slam/report/2`` (every field is documented in SCHEMA.md).
+"""The JSON report, schema ``pytest-slam/report/3`` (every field is documented in SCHEMA.md).
 
 It holds the run settings, the per-model verdict, per-test rows and every outcome with its calls,
 so the HTML report and a later baseline comparison can be made from the file alone.
@@ -37,8 +37,10 @@ if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
 SCHEMA_NAME = "pytest-slam/report"
-SCHEMA_VERSION = 2  # 2: an outcome's fields at their default are left out of its line
-OLDEST_READ = 1  # a version-1 report (every field written) reads as it did
+# 2: an outcome's fields at their default are left out of its line; 3: the visits' ``selected``
+# too when it is ``collected`` (a version-2 reader would read it as no test run)
+SCHEMA_VERSION = 3
+OLDEST_READ = 1  # a version-1 report (every field written) reads as it did, a version-2 one too
 SCHEMA_ID = f"{SCHEMA_NAME}/{SCHEMA_VERSION}"
 
 

@@ -24,12 +24,12 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 @dataclass
 class ReportDocument(Record):
-    """One JSON report (schema ``pytest-slam/report/2``); ``schema`` first, to check at a glance.
+    """One JSON report (schema ``pytest-slam/report/3``); ``schema`` first, to check at a glance.
 
     Derived keys that ``as_dict`` adds (a call's ``tpot_ms``, ``tokens_per_s`` and ``cut_by_cap``,
     a score's ``passed``) are described too (``DERIVED``): version 1 wrote them; version 2 leaves
     them out, with every field of an outcome and a per-test row at its default, and readers make
-    them again.
+    them again; version 3 the visits' ``selected`` too when it is ``collected``.
     """
 
     schema: str

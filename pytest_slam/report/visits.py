@@ -8,10 +8,10 @@ only when every shard ran its own selection to the end and every collected test 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from pytest_slam.records import Record
+from pytest_slam.records import JSON, Record
 
 
 def module_of(nodeid: str) -> str:
@@ -36,6 +36,10 @@ class Visits(Record):
     identity (run/workers/runid.py), the same in every shard of one run, so a merge refuses another
     run's shard; ``unverified``: of a merged report, the shards it let in by ``--unsigned``,
     kept inside what it signs so a later merge of it still says so.
+
+    ``as_dict`` leaves ``selected`` out when it equals ``collected`` (a run that deselected
+    nothing would write each node id twice; report schema 3); ``from_dict`` reads it absent as
+    ``collected``.
     """
 
     visited: dict[str, list[str]] = field(default_factory=dict)  # module -> golden keys
@@ -50,6 +54,19 @@ class Visits(Record):
     shards: list[str] = field(default_factory=list)  # a merged report: the shard files, in order
     run: str | None = None
     unverified: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, JSON]:
+        data = super().as_dict()
+        if data["selected"] == data["collected"]:
+            del data["selected"]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, JSON]) -> Visits:
+        visits = super().from_dict(data)
+        if "selected" not in data:
+            visits.selected = list(visits.collected)
+        return visits
 
     def missing(self) -> list[str]:
         """Collected tests that no shard ran: a shard is missing, or deselected them."""

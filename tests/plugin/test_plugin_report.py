@@ -219,7 +219,7 @@ def test_missing_or_older_baseline_is_said_and_compares_nothing(project) -> None
     older = run(project, "--slm-baseline=old.json")
     assert older.ret == EXIT_GATE_FAILED
     assert ("note: baseline not compared: old.json uses the older schema pytest-slam/report/0; "
-            "this pytest-slam reads pytest-slam/report/2. Re-run the tests with --slm-report to "
+            "this pytest-slam reads pytest-slam/report/3. Re-run the tests with --slm-report to "
             "write a current report regressions: 0") in said(older)  # fmt: skip
 
 

@@ -43,7 +43,7 @@ def written(tmp_path):
 def test_round_trip_keeps_verdict_and_outcomes(written) -> None:
     path, verdict, outcomes = written
     report = load_report(path)
-    assert report.schema == SCHEMA_ID == "pytest-slam/report/2"
+    assert report.schema == SCHEMA_ID == "pytest-slam/report/3"
     assert report.verdict.as_dict() == verdict.as_dict()
     written_back = [o.as_dict() for o in report.outcomes]
     assert written_back == sorted(outcomes, key=lambda o: o["nodeid"])  # canonical order

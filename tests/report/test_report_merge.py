@@ -194,7 +194,7 @@ def test_merge_refuses_overlapping_foreign_and_mismatched_shards_in_one_line(
     doc["run"]["settings"]["samples"] = 3
     (pytester.path / "other-settings.json").write_text(json.dumps(doc), encoding="utf-8")
     doc = json.loads((pytester.path / "b.json").read_text(encoding="utf-8"))
-    doc["schema"] = "pytest-slam/report/3"
+    doc["schema"] = "pytest-slam/report/4"
     (pytester.path / "newer.json").write_text(json.dumps(doc), encoding="utf-8")
     (pytester.path / "notes.txt").write_text("not a report\n", encoding="utf-8")
     shard_b = json.loads((pytester.path / "b.json").read_text(encoding="utf-8"))
@@ -225,7 +225,7 @@ def test_merge_refuses_overlapping_foreign_and_mismatched_shards_in_one_line(
         "shards); give each test to one shard, or merge only one of these files",
         "other-settings.json": "other-settings.json is not a shard of the same run as a.json: "
         "run.settings.samples is 3, not 1; run every shard with the same pyproject.toml",
-        "newer.json": "newer.json uses the newer schema pytest-slam/report/3",
+        "newer.json": "newer.json uses the newer schema pytest-slam/report/4",
         "notes.txt": "notes.txt is not a pytest-slam JSON report: not valid JSON",
         "claims.json": "claims.json was changed after it was written: its outcomes or visits do "
         "not match its digest; pass the file --slm-report wrote, unchanged, or run it again",

@@ -251,10 +251,11 @@ def test_a_version_1_report_reads_and_merges_as_before(
     doc = json.loads(shard.read_text(encoding="utf-8"))
     full = [Outcome.from_dict(o).as_dict() for o in doc["outcomes"]]
     lines = [json.dumps(o) for o in full]
-    seal = Seal(doc["visits"])
+    head = expanded({**doc, "outcomes": []})  # its visits' selected written, as version 1 did
+    seal = Seal(head["visits"])
     for line in lines:
         seal.add(line)
-    old = {**expanded({**doc, "outcomes": []}), "schema": "pytest-slam/report/1",
+    old = {**head, "schema": "pytest-slam/report/1",
            "outcomes": "OUTCOMES", "digest": seal.text(),
            "signature": sign(b"the-ci-secret", seal.text())}  # fmt: skip
     laid_out = tmp_path / "v1.json"
@@ -270,7 +271,7 @@ def test_a_version_1_report_reads_and_merges_as_before(
         assert main(["report", "merge", str(path), "-o", str(out)]) in (0, 1), capsys.readouterr()
         text = out.read_text(encoding="utf-8")
         merged[path.stem] = text[text.index('  "outcomes": [') : text.index('  "digest"')]
-        assert json.loads(text)["schema"] == "pytest-slam/report/2"
+        assert json.loads(text)["schema"] == "pytest-slam/report/3"
     assert merged["v1"] == merged["v1-reindented"] == merged["shard"]  # the lines, byte for byte
 
 
@@ -315,3 +316,76 @@ def test_a_signed_shards_visits_edited_to_a_wrong_type_are_refused_in_one_line(
     err = capsys.readouterr().err
     assert err.startswith(f"slam report merge: {shard} ") and err.count("\n") == 1, err
     assert not out.exists()
+
+
+def test_the_visits_leave_out_selected_when_it_is_collected_and_read_it_back(
+    tmp_path: Path,
+) -> None:
+    """``selected`` equal to ``collected`` (a run that deselected nothing) is not written: each
+    node id once in the visits, not twice; a reader takes it as ``collected``. A selection that is
+    not the whole collection, or none, is written and read back as it was."""
+    outcomes = synth.outcomes()
+    ran = sorted({o["nodeid"] for o in outcomes})
+    verdict = aggregate(outcomes, synth.run_info())
+    for selected in (ran, ran[:-1], []):
+        path = tmp_path / f"selected-{len(selected)}.json"
+        write_json(path, verdict, outcomes, Visits(complete=True, collected=ran, selected=selected))
+        written = json.loads(path.read_text(encoding="utf-8"))["visits"]
+        assert ("selected" in written) is (selected != ran)
+        assert written["collected"] == ran
+        visits = load_report(path, sealed=True).visits  # the digest over the visits as written
+        assert visits is not None and visits.selected == selected and visits.collected == ran
+        assert Visits.from_dict(visits.as_dict()) == visits
+
+
+def _as_version_2(shard: Path) -> Path:
+    """The shard as the version-2 writer wrote it: the visits' ``selected`` written although it
+    is ``collected``, the digest over those visits, signed as a job with the key signs it."""
+    text = shard.read_text(encoding="utf-8")
+    doc = json.loads(text)
+    visits = doc["visits"]
+    assert "selected" not in visits
+    start = text.index('  "visits": {\n')
+    end = text.index("\n  },\n", start) + len("\n  },\n")
+    assert text[start:end] == f'  "visits": {json.dumps(visits, indent=2)},\n'.replace("\n", "\n  ")[:-2]
+    at = list(visits).index("collected") + 1
+    old = dict([*list(visits.items())[:at], ("selected", visits["collected"]), *list(visits.items())[at:]])
+    seal = Seal(old)
+    for line in text.splitlines():
+        if line.startswith('    {"nodeid":'):
+            seal.add(line.strip().removesuffix(","))
+    block = f'  "visits": {json.dumps(old, indent=2)},\n'.replace("\n", "\n  ")[:-2]
+    text = text[:start] + block + text[end:]
+    text = text.replace('"schema": "pytest-slam/report/3"', '"schema": "pytest-slam/report/2"', 1)
+    text = text.replace(doc["digest"], seal.text()).replace(
+        doc["signature"], sign(b"the-ci-secret", seal.text())
+    )
+    path = shard.with_name("v2.json")
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_version_2_report_with_selected_written_reads_and_merges_as_this_versions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A report of schema 2 (the visits' ``selected`` written even when it is ``collected``, its
+    digest over those visits) loads as the same report as this version's and merges into the same
+    outcome lines and visits: a baseline or a shard of the last writer is not refused."""
+    monkeypatch.setenv("SLAM_SHARD_KEY", "the-ci-secret")
+    shard = _shard(tmp_path)
+    v2 = _as_version_2(shard)
+    assert '"selected": [' in v2.read_text(encoding="utf-8")
+    now, then = load_report(shard, sealed=True), load_report(v2, sealed=True)
+    assert then.schema == "pytest-slam/report/2"
+    assert then.visits == now.visits and then.visits is not None
+    assert then.visits.selected == then.visits.collected != []
+    assert then.verdict.as_dict() == now.verdict.as_dict()
+    assert [o.as_dict() for o in then.outcomes] == [o.as_dict() for o in now.outcomes]
+    merged = {}
+    for path in (shard, v2):
+        out = tmp_path / f"merged-{path.stem}.json"
+        assert main(["report", "merge", str(path), "-o", str(out)]) in (0, 1), capsys.readouterr()
+        document = json.loads(out.read_text(encoding="utf-8"))
+        assert "selected" not in document["visits"]
+        merged[path.stem] = (document["outcomes"], {**document["visits"], "shards": []})
+    assert merged["v2"] == merged["shard"]

@@ -272,7 +272,7 @@ def add_options(add: Callable[..., object]) -> None:
         dest="slm_report",
         default=None,
         metavar="PATH.json",
-        help="Write the JSON report (schema pytest-slam/report/2)",
+        help="Write the JSON report (schema pytest-slam/report/3)",
     )
     add(
         HTML,
