@@ -39,6 +39,7 @@ from pytest_slam.records import (
     GoldenAnswer,
     GoldenRecord,
     ModelSpec,
+    to_us,
     utc_moment,
     utc_now,
 )
@@ -564,7 +565,7 @@ class ReferenceService:
             replayed=(ctx.module, rec.key) not in self.rerecorded,
             key=rec.key,
             streamed=bool(body.get("stream")),
-            started_at=time.time(),
+            started_at=to_us(time.time()),
         )
         ctx.add(call)
         return ChatResult(call, completion=completion_from(rec))

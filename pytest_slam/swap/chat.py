@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Concatenate, ParamSpec
 
 from pytest_slam.errors import SlamError
-from pytest_slam.records import JSON, Call, ModelSpec
+from pytest_slam.records import JSON, Call, ModelSpec, in_ms, to_us
 from pytest_slam.swap import upstream
 from pytest_slam.swap.fleet import Replicas, send
 from pytest_slam.swap.request import build
@@ -218,7 +218,7 @@ class Accumulator:
         }
 
     def ms(self, at: float | None) -> float | None:
-        return None if at is None else (at - self.start) * 1000.0
+        return None if at is None else in_ms(at - self.start)
 
 
 LIMIT_KEYS = ("max_tokens", "max_completion_tokens")
@@ -365,7 +365,7 @@ def new_call(target: Target, body: JSONObject, **fields: JSON) -> Call:
         request=body,
         endpoint=target.base_url,
         streamed=bool(body.get("stream")),
-        started_at=time.time(),
+        started_at=to_us(time.time()),
         **fields,
     )
 
@@ -535,7 +535,7 @@ def _failed(
     took, and what the product is answered."""
     if error is not None:
         call.error, call.error_kind = error, kind
-    call.e2e_ms = (time.perf_counter() - start) * 1000.0
+    call.e2e_ms = in_ms(time.perf_counter() - start)
     return ChatResult(call, status=status, error_body=error_body, retry_after=retry_after)
 
 

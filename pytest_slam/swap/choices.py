@@ -12,6 +12,7 @@ A streaming caller gets the merged completion as a stream once every call has en
 
 from __future__ import annotations
 
+from pytest_slam.records import in_ms
 from pytest_slam.swap.chat import (
     ChatResult,
     Relay,
@@ -96,7 +97,7 @@ def merged_choices(results: list[ChatResult]) -> ChatResult:
     call.completion_tokens = sum(known) if len(known) == len(counts) else None
     last = results[-1].call
     if call.e2e_ms is not None and last.e2e_ms is not None:
-        call.e2e_ms = (last.started_at - call.started_at) * 1000.0 + last.e2e_ms
+        call.e2e_ms = in_ms(last.started_at - call.started_at + last.e2e_ms / 1000.0)
     completion = dict(results[0].completion or {})
     completion["choices"] = [completion_choice(s) for s in summaries]
     usage = completion.get("usage")

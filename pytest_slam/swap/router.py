@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from pytest_slam.records import Call, ModelSpec
+from pytest_slam.records import Call, ModelSpec, in_ms
 from pytest_slam.swap.ahead import Ahead, Planned, relayed, replayed
 from pytest_slam.swap.broker import patience, waited
 from pytest_slam.swap.cache import AnswerCache
@@ -100,7 +100,7 @@ class Flight:
         call = self.call
         caller_left(call)
         call.error = f"{call.error}: it was still in flight when the test ended"
-        call.e2e_ms = (time.perf_counter() - self.start) * 1000.0
+        call.e2e_ms = in_ms(time.perf_counter() - self.start)
         return call
 
 

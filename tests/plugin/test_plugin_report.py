@@ -8,6 +8,7 @@ changing what the candidate answers, never by editing a report.
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from html_helpers import report_data, sides
 from report_helpers import read_report
 from slam_helpers import MINI_PYPROJECT, PRODUCT, SLAM, TESTS
 
+from pytest_slam.report.jsonreport import load_report
 from pytest_slam.run.inputs.options import EXIT_GATE_FAILED
 from pytest_slam.testing import FakeOpenAI
 
@@ -182,6 +184,28 @@ def test_xdist_writes_the_same_report_as_a_serial_run(project) -> None:
     assert normalised(one) == normalised(two)
     cases = list(ET.parse(project.path / "junit.xml").iter("testcase"))  # sent home by workers
     assert [_properties(case)["slam_model"] for case in cases] == ["mini"] * 3
+
+
+# Each time an outcome line holds, and the decimals it is kept and written to (records.in_ms, to_us)
+PLACES = {"ttft_ms": 3, "e2e_ms": 3, "started_at": 6, "duration_s": 6}
+
+
+def test_times_are_written_to_the_microsecond_and_read_back_as_written(project) -> None:
+    """A run keeps its times to the microsecond, not a float's 16 digits (about 40 bytes a case,
+    issue 53): a call's ``ttft_ms`` and ``e2e_ms`` to 3 decimals, its ``started_at`` and its test's
+    ``duration_s`` to 6; a reader loads the numbers written."""
+    record(project)
+    assert run(project, "--slm-report=report.json").ret == 0
+    text = (project.path / "report.json").read_text(encoding="utf-8")
+    written = {key: re.findall(rf'"{key}":([0-9][0-9.e+-]*)', text) for key in PLACES}
+    assert all(len(found) >= 3 for found in written.values()), written  # a call a test
+    for key, found in written.items():
+        assert [round(float(n), PLACES[key]) for n in found] == [float(n) for n in found], key
+    outcomes = load_report(project.path / "report.json").outcomes
+    calls = [c for o in outcomes for c in o.calls]
+    assert [o.duration_s for o in outcomes] == [float(n) for n in written["duration_s"]]
+    for key in ("ttft_ms", "e2e_ms", "started_at"):
+        assert [getattr(c, key) for c in calls] == [float(n) for n in written[key]], key
 
 
 def _properties(case: ET.Element) -> dict[str, str]:

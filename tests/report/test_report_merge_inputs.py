@@ -338,6 +338,11 @@ def test_the_visits_leave_out_selected_when_it_is_collected_and_read_it_back(
         assert Visits.from_dict(visits.as_dict()) == visits
 
 
+def _block(visits: dict[str, object]) -> str:
+    """The visits' lines in a report's head, as ``write_json`` writes them."""
+    return f'  "visits": {json.dumps(visits, indent=2)},\n'.replace("\n", "\n  ")[:-2]
+
+
 def _as_version_2(shard: Path) -> Path:
     """The shard as the version-2 writer wrote it: the visits' ``selected`` written although it
     is ``collected``, the digest over those visits, signed as a job with the key signs it."""
@@ -347,15 +352,15 @@ def _as_version_2(shard: Path) -> Path:
     assert "selected" not in visits
     start = text.index('  "visits": {\n')
     end = text.index("\n  },\n", start) + len("\n  },\n")
-    assert text[start:end] == f'  "visits": {json.dumps(visits, indent=2)},\n'.replace("\n", "\n  ")[:-2]
+    assert text[start:end] == _block(visits)  # laid out as the head's json.dumps lays it out
+    items = list(visits.items())
     at = list(visits).index("collected") + 1
-    old = dict([*list(visits.items())[:at], ("selected", visits["collected"]), *list(visits.items())[at:]])
+    old = dict([*items[:at], ("selected", visits["collected"]), *items[at:]])
     seal = Seal(old)
     for line in text.splitlines():
         if line.startswith('    {"nodeid":'):
             seal.add(line.strip().removesuffix(","))
-    block = f'  "visits": {json.dumps(old, indent=2)},\n'.replace("\n", "\n  ")[:-2]
-    text = text[:start] + block + text[end:]
+    text = text[:start] + _block(old) + text[end:]
     text = text.replace('"schema": "pytest-slam/report/3"', '"schema": "pytest-slam/report/2"', 1)
     text = text.replace(doc["digest"], seal.text()).replace(
         doc["signature"], sign(b"the-ci-secret", seal.text())

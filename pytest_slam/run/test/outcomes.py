@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pytest
 
 from pytest_slam.metrics.metering import outcome_energy
-from pytest_slam.records import JSON, Call, Outcome
+from pytest_slam.records import JSON, Call, Outcome, to_us
 from pytest_slam.report.aggregate import (
     CANDIDATE_FAILED,
     CAUSES,
@@ -77,7 +77,7 @@ def build_outcome(
         test=base_test_id(item.nodeid, model),
         model=model,
         outcome=_status(report),
-        duration_s=report.duration,
+        duration_s=to_us(report.duration),
         egress=seen_by(item.nodeid),
         equivalence=plain_mark(item),
     )
