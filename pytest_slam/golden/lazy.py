@@ -9,7 +9,9 @@ file, looks once for a git conflict marker, finds every key line that follows th
 closing line of the entry before (one regular-expression pass, in C, no Python loop per entry),
 and keeps only each key's byte offset and the file's signature; the text itself is dropped.
 ``LazyEntries`` reads an entry's bytes back (seek and read) and parses it the first time it is
-asked for, so memory grows with what the run touches.
+asked for, so memory grows with what the run touches; once a quarter of the file has been read it
+keeps the file's bytes instead (about a third of its records parsed) and keeps no record it parses.
+``each`` parses every entry one at a time, keeping none (the fetch plan's scan).
 
 Nothing is trusted that was not checked: an entry is used only if its bytes are the closing line
 before it, its key line, one whole JSON value and the separator after it, which means they are
@@ -59,9 +61,10 @@ _AFTER_ENTRY = _ENTRY_END + b","
 _GROUP_1 = operator.methodcaller("group", 1)
 
 # Reading one entry (open, check, seek, read, parse) costs about twice what the full parse pays per
-# entry (bench/bench_golden.py), so once a quarter of a file has been read one entry at a time the
-# rest is parsed at once: a run that reads every entry of a 10k-entry file paid 1.7x the full load.
-# A small file is left lazy for its first reads (a broken entry nobody reads stays unread).
+# entry (bench/bench_golden.py), so once a quarter of a file has been read one entry at a time its
+# bytes are read at once and kept, and each entry is parsed from them as it is read, kept by no one
+# here: the records of every entry at once were 3 KiB an entry against 1 KiB of its text (issue
+# 53). A small file is left lazy for its first reads (a broken entry nobody reads stays unread).
 WHOLE_AFTER = 4
 WHOLE_MIN = 32
 
@@ -165,11 +168,13 @@ class LazyEntries(Mapping[str, GoldenRecord]):
         self._sig, self._numbers, self._starts = sig, numbers, starts
         self._parsed: dict[str, GoldenRecord] = {}
         self._whole: Mapping[str, GoldenRecord] | None = None  # set by a fall-back full parse
+        self._data: bytes | None = None  # the file's bytes, once a quarter was read (``_hold``)
+        self._reads = 0  # entries parsed by lookups (``each`` counts none)
 
     @property
     def parsed(self) -> int:
-        """How many entries were parsed so far (all of them after a fall-back)."""
-        return len(self._whole) if self._whole is not None else len(self._parsed)
+        """How many entries lookups parsed so far (all of them after a fall-back)."""
+        return len(self._whole) if self._whole is not None else self._reads
 
     def _keys(self) -> Mapping[str, object]:
         return self._whole if self._whole is not None else self._numbers
@@ -191,24 +196,58 @@ class LazyEntries(Mapping[str, GoldenRecord]):
             if rec is not None:
                 return rec
             number = self._numbers[key]  # KeyError: not in the file
-            # From the end of the entry before (its closing line; the first follows the header).
-            before = len(_AFTER_ENTRY) if number else 0
-            text = self._read(self._starts[number] - before, self._starts[number + 1])
+            start, end = self._span(number)
+            text = self._data[start:end] if self._data is not None else self._read(start, end)
             if text is None:  # the file was replaced since it was indexed: index it again
                 self._reindex()
                 continue
-            if text[:before] != _AFTER_ENTRY[:before]:
-                break
-            rec = self._entry(key, text[before:], last=number == len(self._numbers) - 1)
+            rec = self._checked(key, number, text)
             if rec is None:
                 break
-            self._parsed[key] = rec
-            count = len(self._parsed)
-            if count >= WHOLE_MIN and count * WHOLE_AFTER > len(self._numbers):
-                self._fall_back()  # reading one by one stopped paying: parse the rest at once
+            self._reads += 1
+            if self._data is None:
+                self._parsed[key] = rec
+                count = len(self._parsed)
+                if count >= WHOLE_MIN and count * WHOLE_AFTER > len(self._numbers):
+                    self._hold()  # reading one by one stopped paying: read the rest at once
             return rec
         self._fall_back()
         return self[key]
+
+    def each(self) -> Iterator[GoldenRecord]:
+        """Every entry, parsed one at a time from one read of the file and kept by no one here
+        (a reader that wants a few fields of each); a file replaced since it was indexed, or an
+        entry that does not check out, is read as the full parse gives it (or raises its error)."""
+        data = None
+        if self._whole is None:
+            data = self._data if self._data is not None else self._read(0, self._sig[1])
+        done: set[str] = set()
+        if data is not None:
+            for key, number in self._numbers.items():
+                start, end = self._span(number)
+                rec = self._parsed.get(key) or self._checked(key, number, data[start:end])
+                if rec is None:
+                    break
+                done.add(key)
+                yield rec
+            else:
+                return
+        if self._whole is None:
+            self._fall_back()
+        assert self._whole is not None
+        yield from (rec for key, rec in self._whole.items() if key not in done)
+
+    def _span(self, number: int) -> tuple[int, int]:
+        """Entry ``number``'s bytes: from the end of the entry before (its closing line and comma;
+        the first follows the header) to the separator after it."""
+        return self._starts[number] - (len(_AFTER_ENTRY) if number else 0), self._starts[number + 1]
+
+    def _checked(self, key: str, number: int, text: bytes) -> GoldenRecord | None:
+        """The record in entry ``number``'s bytes (``_span``), or None when they are not one."""
+        before = len(_AFTER_ENTRY) if number else 0
+        if text[:before] != _AFTER_ENTRY[:before]:
+            return None
+        return self._entry(key, text[before:], last=number == len(self._numbers) - 1)
 
     def _entry(self, key: str, text: bytes, last: bool) -> GoldenRecord | None:
         """The record in ``text`` (key line, value, separator), or None when it is not one."""
@@ -237,9 +276,15 @@ class LazyEntries(Mapping[str, GoldenRecord]):
         fresh = index_golden(self._path, self._reference).entries
         if isinstance(fresh, LazyEntries):
             self._sig, self._numbers, self._starts = fresh._sig, fresh._numbers, fresh._starts
-            self._parsed = {}
+            self._parsed, self._data = {}, None
         else:
             self._whole = fresh
+
+    def _hold(self) -> None:
+        """Keep the file's bytes and no parsed record (a file replaced since: left as it is)."""
+        data = self._read(0, self._sig[1])
+        if data is not None:
+            self._data, self._parsed = data, {}
 
     def _fall_back(self) -> None:
         """Parse the file whole: raises its error (naming the line), or, should an entry have been

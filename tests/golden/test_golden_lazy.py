@@ -133,16 +133,31 @@ def test_stale_parses_no_entry_when_no_test_failed(tmp_path):
     assert spared == []  # every entry lists t::a
 
 
-def test_once_a_quarter_is_read_one_by_one_the_rest_is_parsed_at_once(tmp_path):
+def test_once_a_quarter_is_read_one_by_one_the_files_bytes_are_kept_and_no_record(tmp_path):
     recs = records(160)
     path = write_module(tmp_path, MODULE, *recs)
     store = store_at(tmp_path)
-    for r in recs[:40]:
+    for r in recs[:41]:
         assert store.lookup(MODULE, r.key).answer.text == r.answer.text
-    assert store.load(MODULE).entries.parsed == 40
-    assert store.lookup(MODULE, recs[40].key) is not None
-    assert store.load(MODULE).entries.parsed == 160  # whole now
-    assert dict(store.load(MODULE).entries) == read_golden(path, "openai:gpt-4").entries
+    entries = store.load(MODULE).entries
+    assert entries.parsed == 41
+    whole = read_golden(path, "openai:gpt-4").entries
+    path.unlink()  # the bytes were read at the 41st: every entry is read from them now
+    assert [store.lookup(MODULE, r.key) for r in recs] == [whole[r.key] for r in recs]
+    assert entries.parsed == 41 + 160  # each read parsed again: no record is kept (issue 53)
+    assert list(entries.each()) == list(whole.values())
+
+
+def test_each_parses_every_entry_once_and_keeps_none(tmp_path):
+    recs = records(40)
+    path = write_module(tmp_path, MODULE, *recs)
+    entries = store_at(tmp_path).load(MODULE).entries
+    assert isinstance(entries, LazyEntries)
+    assert list(entries.each()) == list(read_golden(path, "openai:gpt-4").entries.values())
+    assert entries.parsed == 0
+    path.write_text(path.read_text().replace('"answer 3"', '"answer 3'))  # broken, and replaced
+    with pytest.raises(GoldenFileError):
+        list(store_at(tmp_path).load(MODULE).entries.each())
 
 
 def test_an_entry_indented_otherwise_is_read_by_the_full_parse(tmp_path):

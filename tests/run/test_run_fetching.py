@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pytest_slam.golden.foresee import depends, foreseen
 from pytest_slam.golden.keys import request_key
 from pytest_slam.records import JSON, Call, GoldenAnswer, GoldenRecord
-from pytest_slam.run.test.fetching import Chain, places
+from pytest_slam.run.test.fetching import Chain, Module, places
 from pytest_slam.swap.ahead import Fetched, Planned
 from pytest_slam.swap.broker import Job
 from pytest_slam.swap.chat import ChatResult
@@ -90,6 +90,25 @@ def test_places_are_each_tests_entries_by_call_number_the_latest_first(tmp_path:
         2: second.key,
     }
     assert found["tests/test_x.py::test_b"][1].key == untold.key  # taken as a first call
+
+
+def test_the_plan_reads_a_module_keeping_no_record_and_parses_a_test_s_entries_when_planned(
+    tmp_path: Path,
+) -> None:
+    """Issue 53: the plan kept every record of the module (20 MiB at 5,000 entries) whichever
+    tests ran; it keeps their keys, and a test's records are parsed when it is planned."""
+    recs = [
+        dataclasses.replace(rec(f"ticket {i}"), turns={f"tests/test_x.py::test_{i}": [1]})
+        for i in range(200)
+    ]
+    write_module(tmp_path, MODULE, *recs)
+    store = store_at(tmp_path)
+    read = Module.read(store, MODULE)
+    entries = store.load(MODULE).entries
+    assert read.places["tests/test_x.py::test_7"] == {1: recs[7].key}
+    assert entries.parsed == 0  # type: ignore[attr-defined]
+    assert read.turns("tests/test_x.py::test_7")[1].key == recs[7].key
+    assert entries.parsed == 1  # type: ignore[attr-defined]
 
 
 def test_an_unreadable_golden_file_plans_nothing(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import collections
 import functools
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import pytest
@@ -29,6 +29,7 @@ import pytest
 from pytest_slam.golden.fileformat import GoldenError
 from pytest_slam.golden.foresee import Answer, depends, foreseen
 from pytest_slam.golden.keys import request_key
+from pytest_slam.golden.lazy import LazyEntries
 from pytest_slam.golden.misses import noted
 from pytest_slam.golden.store import GoldenStore
 from pytest_slam.records import JSON, GoldenRecord, ModelSpec
@@ -38,6 +39,7 @@ from pytest_slam.swap.ahead import MIN_WINDOW, Planned, window_of
 from pytest_slam.swap.chat import generation_cap
 
 Places = dict[str, dict[int, GoldenRecord]]  # test -> call number -> the reference's entry there
+Keys = dict[str, dict[int, str]]  # the same places, by the entry's key
 MODULES_KEPT = 4  # modules whose places are kept read (a run moves through its modules in order)
 
 
@@ -58,14 +60,20 @@ def model_of(item: pytest.Item) -> str | None:
 def places(store: GoldenStore, module: str) -> Places:
     """Each test's golden entries by call number, read once per module (the latest recorded
     where a place has several: the one a replay of the same request would meet)."""
-    return _placed(_records(store, module))
+    read = Module.read(store, module)
+    return {test: read.turns(test) for test in read.places}
 
 
-def _placed(records: list[GoldenRecord]) -> Places:
-    out: Places = {}
+def _placed(records: Iterable[GoldenRecord], tokens: dict[str, int | None]) -> Keys:
+    """Each test's entries by call number, by key (and each entry's ``_tokens`` into ``tokens``):
+    the records are read one at a time and none is kept."""
+    out: Keys = {}
+    recorded: dict[str, str] = {}
     for rec in records:
+        tokens[rec.key] = _tokens(rec)
         if not rec.answers:
             continue
+        at = recorded[rec.key] = _recorded(rec)
         # an entry written before turns were kept names only its tests: a request that holds no
         # earlier answer is taken as a first call (a wrong guess is only a fetch left unused)
         unplaced = (
@@ -75,16 +83,13 @@ def _placed(records: list[GoldenRecord]) -> Places:
             slots = out.setdefault(test, {})
             for turn in turns:
                 held = slots.get(turn)
-                if held is None or _recorded(rec) > _recorded(held):
-                    slots[turn] = rec
+                if held is None or at > recorded[held]:
+                    slots[turn] = rec.key
     return out
 
 
-def _records(store: GoldenStore, module: str) -> list[GoldenRecord]:
-    try:
-        return list(store.load(module).entries.values())
-    except GoldenError:
-        return []  # the test says what is wrong with the file; nothing is fetched for it
+def _each(entries: Mapping[str, GoldenRecord]) -> Iterable[GoldenRecord]:
+    return entries.each() if isinstance(entries, LazyEntries) else entries.values()
 
 
 def _recorded(rec: GoldenRecord) -> str:
@@ -93,16 +98,31 @@ def _recorded(rec: GoldenRecord) -> str:
 
 @dataclass
 class Module:
-    """A module's goldens as the planner reads them: each test's places, and each entry's
-    reference answer length by key (a foreseen turn's cap, as its live call's would read it)."""
+    """A module's goldens as the planner reads them: each test's places by entry key, each
+    entry's reference answer length by key (a foreseen turn's cap, as its live call's would read
+    it), and the entries, a test's read when it is planned (issue 53: the plan kept every record
+    of the module, 20 MiB at 5,000 entries, whichever tests ran)."""
 
-    places: Places
+    places: Keys
     tokens: dict[str, int | None]
+    entries: Mapping[str, GoldenRecord]
 
     @classmethod
     def read(cls, store: GoldenStore, module: str) -> Module:
-        records = _records(store, module)
-        return cls(_placed(records), {rec.key: _tokens(rec) for rec in records})
+        tokens: dict[str, int | None] = {}
+        try:
+            entries = store.load(module).entries
+            return cls(_placed(_each(entries), tokens), tokens, entries)
+        except GoldenError:
+            return cls({}, {}, {})  # the test says what is wrong with the file; nothing is fetched
+
+    def turns(self, test: str) -> dict[int, GoldenRecord]:
+        """``test``'s entries by call number (none when the file has become unreadable since)."""
+        try:
+            found = {turn: self.entries.get(key) for turn, key in self.places.get(test, {}).items()}
+        except GoldenError:
+            return {}
+        return {turn: rec for turn, rec in found.items() if rec is not None}
 
 
 def answer_of(planned: Planned) -> Answer | None:
@@ -253,7 +273,7 @@ class Planner:
             spec = self.specs[name]
             module = module_of(item.nodeid)
             read = self._module(module)
-            turns = read.places.get(base_test_id(item.nodeid, name), {})
+            turns = read.turns(base_test_id(item.nodeid, name))
             contexts = {
                 turn: self.judging(item, rec, spec) if self.judging is not None else None
                 for turn, rec in turns.items()
@@ -286,7 +306,7 @@ class Planner:
             if name is None:
                 continue
             module = module_of(item.nodeid)
-            turns = self._module(module).places.get(base_test_id(item.nodeid, name), {})
+            turns = self._module(module).turns(base_test_id(item.nodeid, name))
 
             asks = functools.partial(self._asks, item.nodeid, order, spec, module, samples)
             chain = Chain(turns, functools.partial(_first_of, asks), own=False)
