@@ -280,6 +280,11 @@ class LazyEntries(Mapping[str, GoldenRecord]):
         else:
             self._whole = fresh
 
+    def release(self) -> None:
+        """Let go of the bytes and records kept: the run's reads are over (later reads work, from
+        the file again)."""
+        self._data, self._parsed = None, {}
+
     def _hold(self) -> None:
         """Keep the file's bytes and no parsed record (a file replaced since: left as it is)."""
         data = self._read(0, self._sig[1])

@@ -48,7 +48,7 @@ from pytest_slam.golden.fileformat import (
 )
 from pytest_slam.golden.journal import LOCK_TIMEOUT_S, Transaction, held, store_locked, transaction
 from pytest_slam.golden.keys import canonical_request, request_key
-from pytest_slam.golden.lazy import index_golden
+from pytest_slam.golden.lazy import LazyEntries, index_golden
 from pytest_slam.golden.turns import at_place, merged_turns, with_turn
 from pytest_slam.records import GoldenRecord
 from pytest_slam.util.files import (
@@ -216,6 +216,13 @@ class GoldenStore:
         if isinstance(cached, GoldenError):
             raise cached
         return cached
+
+    def release(self) -> None:
+        """Let go of what the lazy files keep read (``LazyEntries.release``): at the end of a
+        run, whose report then builds every outcome at once (issue 53)."""
+        for cached in self._files.values():
+            if isinstance(cached, GoldenFile) and isinstance(cached.entries, LazyEntries):
+                cached.entries.release()
 
     def lookup(self, module: str, key: str) -> GoldenRecord | None:
         """The record for a request key: recorded this run first, then the file."""

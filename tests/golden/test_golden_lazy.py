@@ -148,6 +148,18 @@ def test_once_a_quarter_is_read_one_by_one_the_files_bytes_are_kept_and_no_recor
     assert list(entries.each()) == list(whole.values())
 
 
+def test_a_released_store_keeps_nothing_read_and_reads_the_file_again(tmp_path):
+    recs = records(160)
+    path = write_module(tmp_path, MODULE, *recs)
+    store = store_at(tmp_path)
+    for r in recs[:41]:  # the bytes are kept from the 41st
+        store.lookup(MODULE, r.key)
+    store.release()
+    assert store.lookup(MODULE, recs[0].key) is not None
+    path.unlink()
+    assert store.lookup(MODULE, recs[1].key) is None  # read from the file, gone now
+
+
 def test_each_parses_every_entry_once_and_keeps_none(tmp_path):
     recs = records(40)
     path = write_module(tmp_path, MODULE, *recs)

@@ -70,6 +70,8 @@ def collect(ended: Ended) -> Collected:
     if roles.role != "controller":
         lines.extend(flush(roles.store, roles.summary, unwritten))
     own = payload(ended, [*roles.summary.lines, *lines], unwritten)
+    if roles.store is not None:  # the tests' reads are over: the report's peak is next
+        roles.store.release()
     if roles.role == "worker":
         gathered = Gathered(roles.summary, lines, payload=own, workeroutput=ended.workeroutput)
         return _collected(ended, "worker", gathered)
