@@ -29,7 +29,7 @@ import json
 import operator
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, Mapping, ValuesView
 from pathlib import Path
 
 from pytest_slam.golden.fileformat import (
@@ -214,6 +214,20 @@ class LazyEntries(Mapping[str, GoldenRecord]):
         self._fall_back()
         return self[key]
 
+    def items(self) -> ItemsView[str, GoldenRecord]:
+        """Every entry, by a bulk reader (``at_place``, maybe once a test): the file parsed whole
+        once and kept, as the fall-back does (the bytes kept would be parsed at every read)."""
+        return self._all().items()
+
+    def values(self) -> ValuesView[GoldenRecord]:
+        return self._all().values()
+
+    def _all(self) -> Mapping[str, GoldenRecord]:
+        if self._whole is None:
+            self._fall_back()
+        assert self._whole is not None
+        return self._whole
+
     def each(self) -> Iterator[GoldenRecord]:
         """Every entry, parsed one at a time from one read of the file and kept by no one here
         (a reader that wants a few fields of each); a file replaced since it was indexed, or an
@@ -232,10 +246,7 @@ class LazyEntries(Mapping[str, GoldenRecord]):
                 yield rec
             else:
                 return
-        if self._whole is None:
-            self._fall_back()
-        assert self._whole is not None
-        yield from (rec for key, rec in self._whole.items() if key not in done)
+        yield from (rec for key, rec in self._all().items() if key not in done)
 
     def _span(self, number: int) -> tuple[int, int]:
         """Entry ``number``'s bytes: from the end of the entry before (its closing line and comma;

@@ -148,6 +148,17 @@ def test_once_a_quarter_is_read_one_by_one_the_files_bytes_are_kept_and_no_recor
     assert list(entries.each()) == list(whole.values())
 
 
+def test_a_bulk_read_parses_the_file_whole_once_and_keeps_it(tmp_path):
+    recs = records(40)
+    path = write_module(tmp_path, MODULE, *recs)
+    store = store_at(tmp_path)
+    entries = store.load(MODULE).entries
+    whole = read_golden(path, "openai:gpt-4").entries
+    assert dict(entries.items()) == whole and entries.parsed == 40
+    path.unlink()  # kept: a miss's at_place, once a test, parses nothing again
+    assert list(entries.values()) == list(whole.values())
+
+
 def test_a_released_store_keeps_nothing_read_and_reads_the_file_again(tmp_path):
     recs = records(160)
     path = write_module(tmp_path, MODULE, *recs)
