@@ -41,9 +41,10 @@ def test_answer(question):
     assert product.client.chat.completions.create(
         model="gpt-4", messages=[{{"role": "user", "content": question}}], temperature=0)
 """
-FETCHED = re.compile(  # the first test's own may be asked live: 11 or 12
+FETCHED = re.compile(  # the first test's own may be asked live: 11 or 12; the adaptive limit
+    # may have doubled past 16 by the end (a round of answers that paid), whatever the machine's load
     r"gpt-4 \(reference\): 1[12] call\(s\) fetched ahead, 1[12] used "
-    r"\(up to \d+ at once, concurrency 16\)"
+    r"\(up to \d+ at once, concurrency \d+\)"
 )
 TIMING = re.compile(r'"(recorded_at|ttft_ms|e2e_ms)": ("[^"]*"|[0-9.eE+-]+|null)')
 
