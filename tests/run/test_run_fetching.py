@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pytest_slam.golden.foresee import depends, foreseen
 from pytest_slam.golden.keys import request_key
 from pytest_slam.records import JSON, Call, GoldenAnswer, GoldenRecord
-from pytest_slam.run.test.fetching import Chain, Module, places
+from pytest_slam.run.test.fetching import Chain, Module
 from pytest_slam.swap.ahead import Fetched, Planned
 from pytest_slam.swap.broker import Job
 from pytest_slam.swap.chat import ChatResult
@@ -84,12 +84,12 @@ def test_places_are_each_tests_entries_by_call_number_the_latest_first(tmp_path:
     )
     untold = dataclasses.replace(rec("three"), tests=["tests/test_x.py::test_b"])  # no turns kept
     write_module(tmp_path, MODULE, first, second, older, untold)
-    found = places(store_at(tmp_path), MODULE)
-    assert {t: r.key for t, r in found["tests/test_x.py::test_a"].items()} == {
+    read = Module.read(store_at(tmp_path), MODULE)
+    assert {t: r.key for t, r in read.turns("tests/test_x.py::test_a").items()} == {
         1: first.key,
         2: second.key,
     }
-    assert found["tests/test_x.py::test_b"][1].key == untold.key  # taken as a first call
+    assert read.turns("tests/test_x.py::test_b")[1].key == untold.key  # taken as a first call
 
 
 def test_the_plan_reads_a_module_keeping_no_record_and_parses_a_test_s_entries_when_planned(
@@ -116,7 +116,8 @@ def test_an_unreadable_golden_file_plans_nothing(tmp_path: Path) -> None:
     path = folder.path_for(MODULE)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("{ not json", encoding="utf-8")
-    assert places(folder, MODULE) == {}
+    read = Module.read(folder, MODULE)
+    assert read.places == {} and read.turns("tests/test_x.py::test_a") == {}
 
 
 # -- a later turn foreseen ---------------------------------------------------------------------

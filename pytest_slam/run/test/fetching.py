@@ -38,8 +38,7 @@ from pytest_slam.run.test.optin import base_test_id, module_of
 from pytest_slam.swap.ahead import MIN_WINDOW, Planned, window_of
 from pytest_slam.swap.chat import generation_cap
 
-Places = dict[str, dict[int, GoldenRecord]]  # test -> call number -> the reference's entry there
-Keys = dict[str, dict[int, str]]  # the same places, by the entry's key
+Keys = dict[str, dict[int, str]]  # test -> call number -> the key of the reference's entry there
 MODULES_KEPT = 4  # modules whose places are kept read (a run moves through its modules in order)
 
 
@@ -55,13 +54,6 @@ def model_of(item: pytest.Item) -> str | None:
     callspec = getattr(item, "callspec", None)
     name = callspec.params.get("slm_model") if callspec is not None else None
     return name if isinstance(name, str) else None
-
-
-def places(store: GoldenStore, module: str) -> Places:
-    """Each test's golden entries by call number, read once per module (the latest recorded
-    where a place has several: the one a replay of the same request would meet)."""
-    read = Module.read(store, module)
-    return {test: read.turns(test) for test in read.places}
 
 
 def _placed(records: Iterable[GoldenRecord], tokens: dict[str, int | None]) -> Keys:
