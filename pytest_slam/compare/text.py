@@ -216,11 +216,14 @@ class LabelScorer(Scorer):
 ARTICLES = frozenset({"a", "an", "the"})
 
 
+_NORMALIZED = NormalizedScorer()  # NFKC, case folded, punctuation as spaces
+
+
 def answer_words(text: str) -> list[str]:
-    """The words of a short answer as SQuAD's evaluation compares them: NFKC, case folded,
-    punctuation and symbols read as spaces, the articles a, an and the left out."""
-    text = unicodedata.normalize("NFKC", text).casefold()
-    text = "".join(" " if unicodedata.category(ch)[0] in "PS" else ch for ch in text)
+    """The words of a short answer as SQuAD's evaluation compares them: normalized as
+    ``NormalizedScorer`` does, symbols read as spaces too, the articles a, an and the left out."""
+    text = _NORMALIZED.normalize(text)
+    text = "".join(" " if unicodedata.category(ch)[0] == "S" else ch for ch in text)
     return [w for w in text.split() if w not in ARTICLES]
 
 
