@@ -197,7 +197,8 @@ class LazyEntries(Mapping[str, GoldenRecord]):
                 return rec
             number = self._numbers[key]  # KeyError: not in the file
             start, end = self._span(number)
-            text = self._data[start:end] if self._data is not None else self._read(start, end)
+            data = self._data  # once: release() may drop it from a fetch thread's reader
+            text = data[start:end] if data is not None else self._read(start, end)
             if text is None:  # the file was replaced since it was indexed: index it again
                 self._reindex()
                 continue
@@ -205,7 +206,7 @@ class LazyEntries(Mapping[str, GoldenRecord]):
             if rec is None:
                 break
             self._reads += 1
-            if self._data is None:
+            if data is None:
                 self._parsed[key] = rec
                 count = len(self._parsed)
                 if count >= WHOLE_MIN and count * WHOLE_AFTER > len(self._numbers):
