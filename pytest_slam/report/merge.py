@@ -38,7 +38,7 @@ from typing import NamedTuple
 from pytest_slam import __version__
 from pytest_slam.errors import SlamError
 from pytest_slam.metrics.budget import SessionBudget
-from pytest_slam.records import JSON, Outcome, Pair
+from pytest_slam.records import JSON, Outcome
 from pytest_slam.report.aggregate import (
     ENGINE,
     Fold,
@@ -63,7 +63,7 @@ from pytest_slam.report.jsonreport import (
     read_value,
     stream_report,
 )
-from pytest_slam.report.packed import outcome_line
+from pytest_slam.report.packed import outcome_line, slim_record
 from pytest_slam.report.seal import KEY_ENV, KEY_FILE_ENV, Seal, verified
 from pytest_slam.report.visits import Visits, VisitsFold
 from pytest_slam.util.files import writing
@@ -132,17 +132,10 @@ class Read(NamedTuple):
     def outcome(self) -> str:
         return str(self.data.get("outcome", "passed"))
 
-    def pairs(self) -> list[Pair]:
-        """Its pairs as the fold reads them (``Outcome.from_dict``'s: left-out keys filled)."""
-        found = self.data.get("pairs")
-        if not found:
-            return []
-        return Outcome.from_dict({"nodeid": "", "test": "", "model": "", "pairs": found}).pairs
-
     @classmethod
     def of(cls, outcome: Outcome) -> Read:
         """An outcome held as a record (an engine's, a held shard's): its line made."""
-        return cls(outcome_order(outcome), outcome.as_dict(), outcome_line(outcome))
+        return cls(outcome_order(outcome), slim_record(outcome), outcome_line(outcome))
 
 
 @dataclass
@@ -473,23 +466,14 @@ class Spool(Iterable[str]):
         self._folder = Path(tempfile.gettempdir())
         with writing(self._folder):
             self._file = tempfile.TemporaryFile("w+b")  # noqa: SIM115 (held by Merged)
-        self._end = 0
 
-    def kept(self, items: Iterable[Read]) -> Iterator[tuple[Read, int]]:
-        """Each outcome with its line's place in the spool, the line spooled first."""
+    def kept(self, items: Iterable[Read]) -> Iterator[Read]:
+        """Each outcome, its line spooled first."""
         write = self._file.write
         for item in items:
-            encoded = item.line.encode() + b"\n"
             with writing(self._folder):
-                write(encoded)
-            yield item, self._end
-            self._end += len(encoded)
-
-    def line_at(self, at: int) -> str:
-        """The line spooled at ``at`` (``kept``'s place), once every line is spooled."""
-        with writing(self._folder):  # the seek writes what is still buffered
-            self._file.seek(at)
-        return self._file.readline()[:-1].decode()
+                write(item.line.encode() + b"\n")
+            yield item
 
     def __iter__(self) -> Iterator[str]:
         with writing(self._folder):
@@ -498,8 +482,8 @@ class Spool(Iterable[str]):
         return (line[:-1].decode() for line in self._file)
 
 
-def _first(item: tuple[Read, int]) -> Read:
-    return item[0]
+def _itself(item: Read) -> Read:
+    return item
 
 
 def as_written(data: dict[str, JSON], line: str) -> bool:
@@ -532,9 +516,9 @@ def merge(shards: Shards | Sequence[Report], unverified: Sequence[str] = ()) -> 
     with gc_paused():  # the fold's records live until the verdict is made
         run = merged_run([(s.name, s.run) for s in parts])
         outcomes, lines = MergedOutcomes(parts), Spool()
-        fold = Fold(compact=True, spooled=lines.line_at)  # each outcome's place, read back
-        for item, at in final_items(lines.kept(outcomes.items()), _first):
-            fold.add_spooled(str(item.data["model"]), item.pairs(), at)
+        fold = Fold(compact=True)  # each model's outcomes in a file, read back as records
+        for item in final_items(lines.kept(outcomes.items()), _itself):
+            fold.add_value(item.data)
         verdict = fold.verdict(run)
         visits = shards.visits
         if unverified:
