@@ -197,10 +197,10 @@ def load_shards(paths: Sequence[str | os.PathLike[str]], trust: Trust) -> Shards
             "no shard reports given; pass the JSON files the shards' --slm-report wrote"
         )
     shards: list[Shard] = []
-    fold, owners = VisitsFold(), _Owners()
+    fold, owners, suite = VisitsFold(), _Owners(), _Suite()
     with gc_paused():  # what is kept lives until the merge is written
         for index, path in enumerate(paths):
-            shard, visits = _read_shard(str(path), index, trust, owners)
+            shard, visits = _read_shard(str(path), index, trust, owners, suite)
             if shards and visits.run != fold.first_run:
                 raise _other_run(str(path), str(paths[0]), visits.run, fold.first_run)
             if visits.unverified:  # an earlier merge's unverified shards stay named
@@ -241,7 +241,49 @@ class _Owners:
             )
 
 
-def _read_shard(path: str, index: int, trust: Trust, owners: _Owners) -> tuple[Shard, Visits]:
+class _Suite:
+    """The suite the last shard collected: its node ids, as a set, and as its JSON text in the
+    visits' digest. Every shard's head names the whole suite (300,000 node ids a shard at
+    20 x 5,000 x 3, issue 53); shards that collected the same suite share one list of it, made
+    into a set and encoded once, not once a shard."""
+
+    def __init__(self) -> None:
+        self._ids: list[str] | None = None
+        self._set: frozenset[str] = frozenset()
+        self._text = ""
+
+    def shared(self, visits: Visits, written: JSON) -> frozenset[str]:
+        """``visits.collected`` as a set; where it is the last shard's suite, ``visits`` and its
+        JSON value (``written``) are given that list (the same node ids: changed in place)."""
+        ids = visits.collected
+        if ids != self._ids:
+            self._ids, self._set, self._text = ids, frozenset(ids), ""
+        visits.collected = self._ids
+        if isinstance(written, dict) and written.get("collected") is ids:
+            written["collected"] = self._ids
+        return self._set
+
+    def seal(self, written: JSON) -> Seal:
+        """The digest of the visits' JSON value (``Seal``'s), the suite's text encoded once."""
+        if not isinstance(written, dict) or written.get("collected") is not self._ids:
+            return Seal(written)
+        if not self._text:
+            self._text = json.dumps(self._ids, allow_nan=False)
+        parts = [
+            f"{json.dumps(key)}: "
+            + (
+                self._text
+                if key == "collected"
+                else json.dumps(value, sort_keys=True, allow_nan=False)
+            )
+            for key, value in sorted(written.items())
+        ]
+        return Seal(written, text="{" + ", ".join(parts) + "}")
+
+
+def _read_shard(
+    path: str, index: int, trust: Trust, owners: _Owners, suite: _Suite
+) -> tuple[Shard, Visits]:
     """One shard read through once: its head, then each outcome line (digest, types, claims,
     order), then its digest and signature."""
     try:
@@ -262,7 +304,7 @@ def _read_shard(path: str, index: int, trust: Trust, owners: _Owners) -> tuple[S
             )
         visits = Visits.from_dict(head["visits"])
         verdict = Verdict.from_dict({**head, "tests": [], "models": [], "reference": None})
-        shard, sample = _read_outcomes(path, index, streamed, visits, owners, vouched)
+        shard, sample = _read_outcomes(path, index, streamed, visits, owners, vouched, suite)
     except ReportError as exc:
         raise MergeError(str(exc)) from None
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
@@ -301,10 +343,15 @@ def _ours(schema: int, run: JSON) -> bool:
     return schema == SCHEMA_VERSION and version == __version__
 
 
+# A head's parts a merge does not read: its visits, which its signed digest covers (they name
+# every test of the suite: most of its head), and its verdict's rows (one a test and model: the
+# merge computes every row again from the outcomes).
+_NOT_CHECKED = ("visits", "models", "reference", "tests")
+
+
 def _unsealed(head: dict[str, JSON]) -> str:
-    """The head's text for its type check but its visits, which its signed digest covers (each
-    shard's name every test of the suite: most of its head)."""
-    return json.dumps({k: v for k, v in head.items() if k != "visits"})
+    """The head's text for its type check but the parts the merge does not read."""
+    return json.dumps({k: v for k, v in head.items() if k not in _NOT_CHECKED})
 
 
 def _text(value: JSON) -> str | None:
@@ -319,12 +366,19 @@ def _order(data: dict[str, JSON]) -> Order:
 
 
 def _read_outcomes(
-    path: str, index: int, streamed: Streamed, visits: Visits, owners: _Owners, vouched: bool
+    path: str,
+    index: int,
+    streamed: Streamed,
+    visits: Visits,
+    owners: _Owners,
+    vouched: bool,
+    suite: _Suite,
 ) -> tuple[Shard, bool]:
     """The shard's outcome lines checked (digest, types unless ``vouched``: ``_ours``, claims,
     order), and whether its first line is the line this version writes (``as_written``: a
     sample for ``Shard.canonical``)."""
-    collected = set(visits.collected)
+    written = streamed.head.get("visits")
+    collected = suite.shared(visits, written)
     unknown = next((n for n in visits.selected if n not in collected), None)
     if unknown is not None:
         count = sum(1 for n in visits.selected if n not in collected)
@@ -334,7 +388,7 @@ def _read_outcomes(
         )
     del collected
     selected = set(visits.selected)
-    seal, lines = Seal(streamed.head.get("visits")), hashlib.sha256()
+    seal, lines = suite.seal(written), hashlib.sha256()
     shard = Shard(path, RunInfo(), None, [], streamed)
     foreign: list[str] = []
     last: Order | None = None
