@@ -31,7 +31,7 @@ from pytest_slam.report.evidence import (
     unmeasured_pairs,
     widened_interval,
 )
-from pytest_slam.report.foldspool import ModelSpools, outcome_of, stripped
+from pytest_slam.report.foldspool import ModelSpools, outcome_of, pair_of, stripped
 from pytest_slam.report.gate_result import GateResult
 from pytest_slam.report.packed import slim_record
 
@@ -748,12 +748,17 @@ def _as_call(pair: Pair) -> Call:
 
 def per_test_rows(outcomes: Iterable[OutcomeLike]) -> list[PerTestRow]:
     """Per (test, model) rows in natural (test, model) order; repeats of a test fold into one row."""
+    return _test_order(test_rows(outcomes))
+
+
+def test_rows(outcomes: Iterable[OutcomeLike]) -> list[PerTestRow]:
+    """``per_test_rows`` in the order their tests first come (``Fold.verdict`` orders every
+    model's at once: a natural key made twice a row was a tenth of a merge's verdict)."""
     groups: dict[tuple[str, str], list[Outcome]] = {}
     for outcome in records(Outcome, outcomes):
         if outcome.outcome != ENGINE:
             groups.setdefault((outcome.test, outcome.model), []).append(outcome)
-    order = sorted(groups, key=lambda k: (natural_key(k[0]), natural_key(k[1])))
-    return [_test_row(test, model, groups[(test, model)]) for test, model in order]
+    return [_test_row(test, model, runs) for (test, model), runs in groups.items()]
 
 
 def _test_row(test: str, model: str, runs: list[Outcome]) -> PerTestRow:
@@ -814,6 +819,9 @@ class _OpenEnded:
             self.scorers.update(s.scorer for s in pair.scores)
 
 
+_NAMELESS: dict[str, JSON] = {"nodeid": "", "test": "", "model": ""}  # a record of pairs alone
+
+
 def _maybe_open(pair: Mapping[str, JSON]) -> bool:
     """Whether a pair's JSON value may be similarity only (``similarity_only``): scored, with a
     reference answer, and no score asking for a verdict. Only such a pair is made a record."""
@@ -850,12 +858,10 @@ class Fold:
         changed here): no record is made of it until the verdict (a compact fold's file)."""
         model = str(data["model"])
         for pair in data.get("pairs") or ():
-            if not isinstance(pair, Mapping) or self._read(pair):
-                self._pairs(
-                    Outcome.from_dict(
-                        {"nodeid": "", "test": "", "model": "", "pairs": [pair]}
-                    ).pairs
-                )
+            if not isinstance(pair, dict):  # read as ``Outcome.from_dict`` reads it
+                self._pairs(Outcome.from_dict({**_NAMELESS, "pairs": [pair]}).pairs)
+            elif self._read(pair):
+                self._pairs([pair_of(pair)])
         if self._spools is None:
             self._by_model.setdefault(model, []).append(outcome_of(data))
         else:
@@ -903,7 +909,7 @@ class Fold:
             ran = [o for o in outcomes if o.outcome != ENGINE]
             equivalence[name] = request_equivalence(ran)
             passes[name] = passes_by_test(ran)
-            tests.extend(per_test_rows(outcomes))
+            tests.extend(test_rows(outcomes))
             if self._compact:  # this model's records go; the next model's are made
                 del outcomes, ran
         fill_comparisons(rows, equivalence, passes)
