@@ -418,11 +418,17 @@ def model_order(models: Iterable[str], run_info: RunInfo) -> list[str]:
     return named + extra
 
 
-def model_row(model: str, outcomes: list[Outcome], ref_cost: float | None) -> ModelRow:
+Units = tuple[dict[str, float], dict[str, float]]  # ``request_equivalence``, ``passes_by_test``
+
+
+def model_row(
+    model: str, outcomes: list[Outcome], ref_cost: float | None, units: Units | None = None
+) -> ModelRow:
     """One candidate's row from its (sorted) outcomes.
 
     An engine's warm-up call counts as a cold start only: the product never made it, so its
-    tokens and its (load-inflated) self-hosted cost stay out of the per-call figures.
+    tokens and its (load-inflated) self-hosted cost stay out of the per-call figures. ``units``:
+    the per-unit values of its tests (engines' left out), when the caller made them already.
     """
     row = ModelRow(model=model)
     tests = [o for o in outcomes if o.outcome != ENGINE]
@@ -436,7 +442,7 @@ def model_row(model: str, outcomes: list[Outcome], ref_cost: float | None) -> Mo
         row.equivalence_mean, _valued(tests), row.calls_errored
     )
     _fill_verdicts(row, [p for o in tests for p in o.pairs])
-    _fill_intervals(row, tests)
+    _fill_intervals(row, tests, units)
     _fill_judge(row, [c for o in tests for c in o.calls if c.role == "judge"])
     _fill_latency(row, calls)
     _fill_tokens(row, calls)
@@ -585,11 +591,13 @@ def passes_by_test(outcomes: list[Outcome]) -> dict[str, float]:
     return per_unit((o.test, float(o.outcome == "passed")) for o in ran)
 
 
-def _fill_intervals(row: ModelRow, outcomes: list[Outcome]) -> None:
+def _fill_intervals(row: ModelRow, outcomes: list[Outcome], units: Units | None = None) -> None:
     from pytest_slam.compare.uncertainty import mean_interval
 
-    equiv = mean_interval(request_equivalence(outcomes))
-    passes = mean_interval(passes_by_test(outcomes))
+    if units is None:
+        units = request_equivalence(outcomes), passes_by_test(outcomes)
+    equiv = mean_interval(units[0])
+    passes = mean_interval(units[1])
     if equiv is not None:
         row.equivalence_mean_low, row.equivalence_mean_high = equiv.low, equiv.high
     if passes is not None:
@@ -905,10 +913,10 @@ class Fold:
         passes: dict[str, dict[str, float]] = {}
         for name in model_order(list(self._by_model), run_info):
             outcomes = list(self._outcomes(name))
-            rows.append(model_row(name, outcomes, ref_cost))
             ran = [o for o in outcomes if o.outcome != ENGINE]
             equivalence[name] = request_equivalence(ran)
             passes[name] = passes_by_test(ran)
+            rows.append(model_row(name, outcomes, ref_cost, (equivalence[name], passes[name])))
             tests.extend(test_rows(outcomes))
             if self._compact:  # this model's records go; the next model's are made
                 del outcomes, ran

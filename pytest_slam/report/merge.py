@@ -13,13 +13,14 @@ the file, so a shard must also carry a signature of it under the shard key the m
 merged report says which.
 
 The merge streams (issue 53): it reads one shard at a time and one outcome line at a time, so what
-it holds is the fold of the verdict (``aggregate.Fold``: each outcome's place in a spool), the
-unions of the visits, and a key per test, never every shard's outcomes as records. It reads each
-shard twice: to check it (digest, signature, claims), then to fold the verdict over every shard's
-outcomes merged in canonical order (each shard's file is in that order), spooling each outcome's
-line as it goes (as read, when it is the line this version writes: ``as_written``, or a shard
-signed by a job of this version: ``_ours``), with no record made of it; the report is written
-from the spool, and the verdict reads each model's outcomes back from it. A shard changed
+it holds is the fold of the verdict (``aggregate.Fold``: each model's outcomes in a temporary
+file, ``foldspool``), the unions of the visits (the suite every shard names, once: ``_Suite``), and
+a key per test, never every shard's outcomes as records. It reads each shard twice: to check it
+(digest, signature, claims), then to fold the verdict over every shard's outcomes merged in
+canonical order (each shard's file is in that order), spooling each outcome's line as it goes (as
+read, when it is the line this version writes: ``as_written``, or a shard signed by a job of this
+version: ``_ours``), with no record made of it; the report is written from the spool, and the
+verdict reads each model's outcomes back from its file, one model at a time. A shard changed
 between its reads is refused.
 """
 
@@ -66,7 +67,7 @@ from pytest_slam.report.jsonreport import (
 from pytest_slam.report.packed import outcome_line, slim_record
 from pytest_slam.report.seal import KEY_ENV, KEY_FILE_ENV, Seal, verified
 from pytest_slam.report.visits import Visits, VisitsFold
-from pytest_slam.util.files import writing
+from pytest_slam.util.files import WriteFailed, writing
 from pytest_slam.util.gcpause import gc_paused
 
 # Settings a shard may set for itself: the candidates it ran and where it wrote its reports.
@@ -525,8 +526,10 @@ class Spool(Iterable[str]):
         """Each outcome, its line spooled first."""
         write = self._file.write
         for item in items:
-            with writing(self._folder):
+            try:  # not ``writing``: a context a line was a tenth of this
                 write(item.line.encode() + b"\n")
+            except OSError as exc:
+                raise WriteFailed(self._folder, exc) from exc
             yield item
 
     def __iter__(self) -> Iterator[str]:
