@@ -14,11 +14,10 @@ Definitions (SCHEMA.md):
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from pytest_slam.compare.named import describe_name
 from pytest_slam.compare.uncertainty import Comparison, Interval
@@ -32,8 +31,9 @@ from pytest_slam.report.evidence import (
     unmeasured_pairs,
     widened_interval,
 )
+from pytest_slam.report.foldspool import ModelSpools, outcome_of, pair_of, stripped
 from pytest_slam.report.gate_result import GateResult
-from pytest_slam.report.packed import pack, unpack
+from pytest_slam.report.packed import slim_record
 
 NOT_SWAPPED = "not_swapped"  # passed, but the candidate answered none of its calls (outcomes.py)
 CANDIDATE_FAILED = "candidate_failed"  # passed, but a candidate call failed: a failed test
@@ -418,11 +418,17 @@ def model_order(models: Iterable[str], run_info: RunInfo) -> list[str]:
     return named + extra
 
 
-def model_row(model: str, outcomes: list[Outcome], ref_cost: float | None) -> ModelRow:
+Units = tuple[dict[str, float], dict[str, float]]  # ``request_equivalence``, ``passes_by_test``
+
+
+def model_row(
+    model: str, outcomes: list[Outcome], ref_cost: float | None, units: Units | None = None
+) -> ModelRow:
     """One candidate's row from its (sorted) outcomes.
 
     An engine's warm-up call counts as a cold start only: the product never made it, so its
-    tokens and its (load-inflated) self-hosted cost stay out of the per-call figures.
+    tokens and its (load-inflated) self-hosted cost stay out of the per-call figures. ``units``:
+    the per-unit values of its tests (engines' left out), when the caller made them already.
     """
     row = ModelRow(model=model)
     tests = [o for o in outcomes if o.outcome != ENGINE]
@@ -436,7 +442,7 @@ def model_row(model: str, outcomes: list[Outcome], ref_cost: float | None) -> Mo
         row.equivalence_mean, _valued(tests), row.calls_errored
     )
     _fill_verdicts(row, [p for o in tests for p in o.pairs])
-    _fill_intervals(row, tests)
+    _fill_intervals(row, tests, units)
     _fill_judge(row, [c for o in tests for c in o.calls if c.role == "judge"])
     _fill_latency(row, calls)
     _fill_tokens(row, calls)
@@ -585,11 +591,13 @@ def passes_by_test(outcomes: list[Outcome]) -> dict[str, float]:
     return per_unit((o.test, float(o.outcome == "passed")) for o in ran)
 
 
-def _fill_intervals(row: ModelRow, outcomes: list[Outcome]) -> None:
+def _fill_intervals(row: ModelRow, outcomes: list[Outcome], units: Units | None = None) -> None:
     from pytest_slam.compare.uncertainty import mean_interval
 
-    equiv = mean_interval(request_equivalence(outcomes))
-    passes = mean_interval(passes_by_test(outcomes))
+    if units is None:
+        units = request_equivalence(outcomes), passes_by_test(outcomes)
+    equiv = mean_interval(units[0])
+    passes = mean_interval(units[1])
     if equiv is not None:
         row.equivalence_mean_low, row.equivalence_mean_high = equiv.low, equiv.high
     if passes is not None:
@@ -748,12 +756,17 @@ def _as_call(pair: Pair) -> Call:
 
 def per_test_rows(outcomes: Iterable[OutcomeLike]) -> list[PerTestRow]:
     """Per (test, model) rows in natural (test, model) order; repeats of a test fold into one row."""
+    return _test_order(test_rows(outcomes))
+
+
+def test_rows(outcomes: Iterable[OutcomeLike]) -> list[PerTestRow]:
+    """``per_test_rows`` in the order their tests first come (``Fold.verdict`` orders every
+    model's at once: a natural key made twice a row was a tenth of a merge's verdict)."""
     groups: dict[tuple[str, str], list[Outcome]] = {}
     for outcome in records(Outcome, outcomes):
         if outcome.outcome != ENGINE:
             groups.setdefault((outcome.test, outcome.model), []).append(outcome)
-    order = sorted(groups, key=lambda k: (natural_key(k[0]), natural_key(k[1])))
-    return [_test_row(test, model, groups[(test, model)]) for test, model in order]
+    return [_test_row(test, model, runs) for (test, model), runs in groups.items()]
 
 
 def _test_row(test: str, model: str, runs: list[Outcome]) -> PerTestRow:
@@ -792,39 +805,10 @@ def _mean(values: list[float]) -> float | None:
 # outcomes as it reads them, one shard line at a time in canonical order, so both compute every
 # figure with the same code in the same order (a merged report is byte for byte the whole run's).
 # Each model's figures are computed from its own outcomes, model by model, so at most one model's
-# outcomes are records at once; with ``compact`` they wait as packed strings without the texts the
-# verdict never reads (the request, the answers, the explanations): about 0.8 KB an outcome instead
-# of a few KB of records (issue 53). What needs the texts (the note on similarity-only pairs) and
-# what spans the models (the reference row's golden answers) is taken as each outcome arrives.
-
-# Texts the verdict never reads, dropped from a compact fold's outcomes (its answers, requests).
-_CALL_TEXTS: dict[str, JSON] = {
-    "request": {},
-    "text": "",
-    "tool_calls": None,
-    "logprobs": None,
-    "other_choices": None,
-    "usage_details": None,
-}
-_PAIR_TEXTS: dict[str, JSON] = {"reference_text": None, "reference_tool_calls": None}
-
-
-def slim(outcome: Outcome, data: dict[str, JSON] | None = None) -> str:
-    """The outcome as a packed string without the texts the verdict never reads; ``data``: its
-    ``as_dict``, when the caller made it (changed here)."""
-    return pack(_blanked(outcome.as_dict() if data is None else data))
-
-
-def _blanked(data: dict[str, Any]) -> dict[str, Any]:
-    """An outcome's ``as_dict`` (or its report line, its defaults left out) without the texts the
-    verdict never reads (changed in place)."""
-    for call in data.get("calls") or ():
-        call.update(_CALL_TEXTS)
-    for pair in data.get("pairs") or ():
-        pair.update(_PAIR_TEXTS)
-        for score in pair.get("scores") or ():
-            score["explanation"] = ""
-    return data
+# outcomes are records at once; with ``compact`` they wait in a temporary file a model, without the
+# texts the verdict never reads (the request, the answers, the explanations: ``foldspool``), not
+# in memory (issue 53). What needs the texts (the note on similarity-only pairs) and what spans
+# the models (the reference row's golden answers) is taken as each outcome arrives.
 
 
 @dataclass
@@ -843,30 +827,61 @@ class _OpenEnded:
             self.scorers.update(s.scorer for s in pair.scores)
 
 
+_NAMELESS: dict[str, JSON] = {"nodeid": "", "test": "", "model": ""}  # a record of pairs alone
+
+
+def _maybe_open(pair: Mapping[str, JSON]) -> bool:
+    """Whether a pair's JSON value may be similarity only (``similarity_only``): scored, with a
+    reference answer, and no score asking for a verdict. Only such a pair is made a record."""
+    scores = pair.get("scores")
+    if pair.get("missing") or pair.get("reference_text") is None or not scores:
+        return False
+    return not any(
+        isinstance(s, Mapping) and (s.get("verdict") is not None or s.get("threshold") is not None)
+        for s in scores
+    )
+
+
 class Fold:
     """Final outcomes (``final_outcomes``) added in canonical order; ``verdict`` is the verdict
     ``aggregate`` gives for them."""
 
-    def __init__(self, compact: bool = False, spooled: Callable[[int], str] | None = None) -> None:
+    def __init__(self, compact: bool = False) -> None:
         self._compact = compact
-        self._spooled = spooled  # an outcome's line by its place (``add``'s ``at``)
-        self._by_model: dict[str, list[Outcome | str | int]] = {}
+        self._by_model: dict[str, list[Outcome]] = {}
+        self._spools = ModelSpools() if compact else None
         self._golden: dict[str, Pair] = {}  # the first pair with a golden answer, by key
         self._open = _OpenEnded()
 
-    def add(self, outcome: Outcome, data: dict[str, JSON] | None = None) -> None:
-        """The next final outcome; ``data``: its ``as_dict``, when the caller made it (a compact
-        fold changes it)."""
+    def add(self, outcome: Outcome) -> None:
+        """The next final outcome (a compact fold keeps its value, not the record)."""
+        if self._spools is not None:
+            self.add_value(slim_record(outcome))
+            return
         self._pairs(outcome.pairs)
-        kept = slim(outcome, data) if self._compact else outcome
-        self._by_model.setdefault(outcome.model, []).append(kept)
+        self._by_model.setdefault(outcome.model, []).append(outcome)
 
-    def add_spooled(self, model: str, pairs: Iterable[Pair], at: int) -> None:
-        """The next final outcome by what the fold reads of it now (its model and pairs) and its
-        line's place in the spool (``spooled`` reads it back): the merge makes no record of it
-        until the verdict, and keeps no packed copy (a merge of 300,000 kept one of each)."""
-        self._pairs(pairs)
-        self._by_model.setdefault(model, []).append(at)
+    def add_value(self, data: dict[str, JSON]) -> None:
+        """The next final outcome as its JSON value (a report line's, its defaults left out; it is
+        changed here): no record is made of it until the verdict (a compact fold's file)."""
+        model = str(data["model"])
+        for pair in data.get("pairs") or ():
+            if not isinstance(pair, dict):  # read as ``Outcome.from_dict`` reads it
+                self._pairs(Outcome.from_dict({**_NAMELESS, "pairs": [pair]}).pairs)
+            elif self._read(pair):
+                self._pairs([pair_of(pair)])
+        if self._spools is None:
+            self._by_model.setdefault(model, []).append(outcome_of(data))
+        else:
+            self._by_model.setdefault(model, [])
+            self._spools.add(model, stripped(data))
+
+    def _read(self, pair: Mapping[str, JSON]) -> bool:
+        """Whether ``_pairs`` reads anything of a pair's JSON value: the first golden answer of
+        its key, or a pair that may be similarity only. Only those are made records."""
+        if not pair.get("missing") and pair.get("key", "") not in self._golden:
+            return True
+        return _maybe_open(pair)
 
     def _pairs(self, pairs: Iterable[Pair]) -> None:
         for pair in pairs:
@@ -882,15 +897,10 @@ class Fold:
     def _outcomes(self, model: str) -> Iterator[Outcome]:
         """The model's outcomes, given up by the fold as they are read (``verdict`` reads each
         model's once)."""
-        strings: dict[str, str] = {}
-        for kept in self._by_model.pop(model, []):
-            if isinstance(kept, int) and self._spooled is not None:
-                yield unpack(_blanked(json.loads(self._spooled(kept))), strings)
-            elif isinstance(kept, str):
-                yield unpack(kept, strings)
-            else:
-                assert isinstance(kept, Outcome)
-                yield kept
+        held = self._by_model.pop(model, [])
+        if self._spools is not None:
+            return self._spools.take(model)
+        return iter(held)
 
     def verdict(self, run_info: RunInfo) -> Verdict:
         """The verdict, model by model: one model's outcomes are records at a time (once: the
@@ -903,11 +913,11 @@ class Fold:
         passes: dict[str, dict[str, float]] = {}
         for name in model_order(list(self._by_model), run_info):
             outcomes = list(self._outcomes(name))
-            rows.append(model_row(name, outcomes, ref_cost))
             ran = [o for o in outcomes if o.outcome != ENGINE]
             equivalence[name] = request_equivalence(ran)
             passes[name] = passes_by_test(ran)
-            tests.extend(per_test_rows(outcomes))
+            rows.append(model_row(name, outcomes, ref_cost, (equivalence[name], passes[name])))
+            tests.extend(test_rows(outcomes))
             if self._compact:  # this model's records go; the next model's are made
                 del outcomes, ran
         fill_comparisons(rows, equivalence, passes)

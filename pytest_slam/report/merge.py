@@ -13,13 +13,14 @@ the file, so a shard must also carry a signature of it under the shard key the m
 merged report says which.
 
 The merge streams (issue 53): it reads one shard at a time and one outcome line at a time, so what
-it holds is the fold of the verdict (``aggregate.Fold``: each outcome's place in a spool), the
-unions of the visits, and a key per test, never every shard's outcomes as records. It reads each
-shard twice: to check it (digest, signature, claims), then to fold the verdict over every shard's
-outcomes merged in canonical order (each shard's file is in that order), spooling each outcome's
-line as it goes (as read, when it is the line this version writes: ``as_written``, or a shard
-signed by a job of this version: ``_ours``), with no record made of it; the report is written
-from the spool, and the verdict reads each model's outcomes back from it. A shard changed
+it holds is the fold of the verdict (``aggregate.Fold``: each model's outcomes in a temporary
+file, ``foldspool``), the unions of the visits (the suite every shard names, once: ``_Suite``), and
+a key per test, never every shard's outcomes as records. It reads each shard twice: to check it
+(digest, signature, claims), then to fold the verdict over every shard's outcomes merged in
+canonical order (each shard's file is in that order), spooling each outcome's line as it goes (as
+read, when it is the line this version writes: ``as_written``, or a shard signed by a job of this
+version: ``_ours``), with no record made of it; the report is written from the spool, and the
+verdict reads each model's outcomes back from its file, one model at a time. A shard changed
 between its reads is refused.
 """
 
@@ -38,7 +39,7 @@ from typing import NamedTuple
 from pytest_slam import __version__
 from pytest_slam.errors import SlamError
 from pytest_slam.metrics.budget import SessionBudget
-from pytest_slam.records import JSON, Outcome, Pair
+from pytest_slam.records import JSON, Outcome
 from pytest_slam.report.aggregate import (
     ENGINE,
     Fold,
@@ -63,10 +64,10 @@ from pytest_slam.report.jsonreport import (
     read_value,
     stream_report,
 )
-from pytest_slam.report.packed import outcome_line
+from pytest_slam.report.packed import outcome_line, slim_record
 from pytest_slam.report.seal import KEY_ENV, KEY_FILE_ENV, Seal, verified
 from pytest_slam.report.visits import Visits, VisitsFold
-from pytest_slam.util.files import writing
+from pytest_slam.util.files import WriteFailed, writing
 from pytest_slam.util.gcpause import gc_paused
 
 # Settings a shard may set for itself: the candidates it ran and where it wrote its reports.
@@ -132,17 +133,10 @@ class Read(NamedTuple):
     def outcome(self) -> str:
         return str(self.data.get("outcome", "passed"))
 
-    def pairs(self) -> list[Pair]:
-        """Its pairs as the fold reads them (``Outcome.from_dict``'s: left-out keys filled)."""
-        found = self.data.get("pairs")
-        if not found:
-            return []
-        return Outcome.from_dict({"nodeid": "", "test": "", "model": "", "pairs": found}).pairs
-
     @classmethod
     def of(cls, outcome: Outcome) -> Read:
         """An outcome held as a record (an engine's, a held shard's): its line made."""
-        return cls(outcome_order(outcome), outcome.as_dict(), outcome_line(outcome))
+        return cls(outcome_order(outcome), slim_record(outcome), outcome_line(outcome))
 
 
 @dataclass
@@ -204,10 +198,10 @@ def load_shards(paths: Sequence[str | os.PathLike[str]], trust: Trust) -> Shards
             "no shard reports given; pass the JSON files the shards' --slm-report wrote"
         )
     shards: list[Shard] = []
-    fold, owners = VisitsFold(), _Owners()
+    fold, owners, suite = VisitsFold(), _Owners(), _Suite()
     with gc_paused():  # what is kept lives until the merge is written
         for index, path in enumerate(paths):
-            shard, visits = _read_shard(str(path), index, trust, owners)
+            shard, visits = _read_shard(str(path), index, trust, owners, suite)
             if shards and visits.run != fold.first_run:
                 raise _other_run(str(path), str(paths[0]), visits.run, fold.first_run)
             if visits.unverified:  # an earlier merge's unverified shards stay named
@@ -248,7 +242,49 @@ class _Owners:
             )
 
 
-def _read_shard(path: str, index: int, trust: Trust, owners: _Owners) -> tuple[Shard, Visits]:
+class _Suite:
+    """The suite the last shard collected: its node ids, as a set, and as its JSON text in the
+    visits' digest. Every shard's head names the whole suite (300,000 node ids a shard at
+    20 x 5,000 x 3, issue 53); shards that collected the same suite share one list of it, made
+    into a set and encoded once, not once a shard."""
+
+    def __init__(self) -> None:
+        self._ids: list[str] | None = None
+        self._set: frozenset[str] = frozenset()
+        self._text = ""
+
+    def shared(self, visits: Visits, written: JSON) -> frozenset[str]:
+        """``visits.collected`` as a set; where it is the last shard's suite, ``visits`` and its
+        JSON value (``written``) are given that list (the same node ids: changed in place)."""
+        ids = visits.collected
+        if ids != self._ids:
+            self._ids, self._set, self._text = ids, frozenset(ids), ""
+        visits.collected = self._ids
+        if isinstance(written, dict) and written.get("collected") is ids:
+            written["collected"] = self._ids
+        return self._set
+
+    def seal(self, written: JSON) -> Seal:
+        """The digest of the visits' JSON value (``Seal``'s), the suite's text encoded once."""
+        if not isinstance(written, dict) or written.get("collected") is not self._ids:
+            return Seal(written)
+        if not self._text:
+            self._text = json.dumps(self._ids, allow_nan=False)
+        parts = [
+            f"{json.dumps(key)}: "
+            + (
+                self._text
+                if key == "collected"
+                else json.dumps(value, sort_keys=True, allow_nan=False)
+            )
+            for key, value in sorted(written.items())
+        ]
+        return Seal(written, text="{" + ", ".join(parts) + "}")
+
+
+def _read_shard(
+    path: str, index: int, trust: Trust, owners: _Owners, suite: _Suite
+) -> tuple[Shard, Visits]:
     """One shard read through once: its head, then each outcome line (digest, types, claims,
     order), then its digest and signature."""
     try:
@@ -269,7 +305,7 @@ def _read_shard(path: str, index: int, trust: Trust, owners: _Owners) -> tuple[S
             )
         visits = Visits.from_dict(head["visits"])
         verdict = Verdict.from_dict({**head, "tests": [], "models": [], "reference": None})
-        shard, sample = _read_outcomes(path, index, streamed, visits, owners, vouched)
+        shard, sample = _read_outcomes(path, index, streamed, visits, owners, vouched, suite)
     except ReportError as exc:
         raise MergeError(str(exc)) from None
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
@@ -308,10 +344,15 @@ def _ours(schema: int, run: JSON) -> bool:
     return schema == SCHEMA_VERSION and version == __version__
 
 
+# A head's parts a merge does not read: its visits, which its signed digest covers (they name
+# every test of the suite: most of its head), and its verdict's rows (one a test and model: the
+# merge computes every row again from the outcomes).
+_NOT_CHECKED = ("visits", "models", "reference", "tests")
+
+
 def _unsealed(head: dict[str, JSON]) -> str:
-    """The head's text for its type check but its visits, which its signed digest covers (each
-    shard's name every test of the suite: most of its head)."""
-    return json.dumps({k: v for k, v in head.items() if k != "visits"})
+    """The head's text for its type check but the parts the merge does not read."""
+    return json.dumps({k: v for k, v in head.items() if k not in _NOT_CHECKED})
 
 
 def _text(value: JSON) -> str | None:
@@ -326,12 +367,19 @@ def _order(data: dict[str, JSON]) -> Order:
 
 
 def _read_outcomes(
-    path: str, index: int, streamed: Streamed, visits: Visits, owners: _Owners, vouched: bool
+    path: str,
+    index: int,
+    streamed: Streamed,
+    visits: Visits,
+    owners: _Owners,
+    vouched: bool,
+    suite: _Suite,
 ) -> tuple[Shard, bool]:
     """The shard's outcome lines checked (digest, types unless ``vouched``: ``_ours``, claims,
     order), and whether its first line is the line this version writes (``as_written``: a
     sample for ``Shard.canonical``)."""
-    collected = set(visits.collected)
+    written = streamed.head.get("visits")
+    collected = suite.shared(visits, written)
     unknown = next((n for n in visits.selected if n not in collected), None)
     if unknown is not None:
         count = sum(1 for n in visits.selected if n not in collected)
@@ -341,7 +389,7 @@ def _read_outcomes(
         )
     del collected
     selected = set(visits.selected)
-    seal, lines = Seal(streamed.head.get("visits")), hashlib.sha256()
+    seal, lines = suite.seal(written), hashlib.sha256()
     shard = Shard(path, RunInfo(), None, [], streamed)
     foreign: list[str] = []
     last: Order | None = None
@@ -473,23 +521,16 @@ class Spool(Iterable[str]):
         self._folder = Path(tempfile.gettempdir())
         with writing(self._folder):
             self._file = tempfile.TemporaryFile("w+b")  # noqa: SIM115 (held by Merged)
-        self._end = 0
 
-    def kept(self, items: Iterable[Read]) -> Iterator[tuple[Read, int]]:
-        """Each outcome with its line's place in the spool, the line spooled first."""
+    def kept(self, items: Iterable[Read]) -> Iterator[Read]:
+        """Each outcome, its line spooled first."""
         write = self._file.write
         for item in items:
-            encoded = item.line.encode() + b"\n"
-            with writing(self._folder):
-                write(encoded)
-            yield item, self._end
-            self._end += len(encoded)
-
-    def line_at(self, at: int) -> str:
-        """The line spooled at ``at`` (``kept``'s place), once every line is spooled."""
-        with writing(self._folder):  # the seek writes what is still buffered
-            self._file.seek(at)
-        return self._file.readline()[:-1].decode()
+            try:  # not ``writing``: a context a line was a tenth of this
+                write(item.line.encode() + b"\n")
+            except OSError as exc:
+                raise WriteFailed(self._folder, exc) from exc
+            yield item
 
     def __iter__(self) -> Iterator[str]:
         with writing(self._folder):
@@ -498,8 +539,8 @@ class Spool(Iterable[str]):
         return (line[:-1].decode() for line in self._file)
 
 
-def _first(item: tuple[Read, int]) -> Read:
-    return item[0]
+def _itself(item: Read) -> Read:
+    return item
 
 
 def as_written(data: dict[str, JSON], line: str) -> bool:
@@ -532,9 +573,9 @@ def merge(shards: Shards | Sequence[Report], unverified: Sequence[str] = ()) -> 
     with gc_paused():  # the fold's records live until the verdict is made
         run = merged_run([(s.name, s.run) for s in parts])
         outcomes, lines = MergedOutcomes(parts), Spool()
-        fold = Fold(compact=True, spooled=lines.line_at)  # each outcome's place, read back
-        for item, at in final_items(lines.kept(outcomes.items()), _first):
-            fold.add_spooled(str(item.data["model"]), item.pairs(), at)
+        fold = Fold(compact=True)  # each model's outcomes in a file, read back as records
+        for item in final_items(lines.kept(outcomes.items()), _itself):
+            fold.add_value(item.data)
         verdict = fold.verdict(run)
         visits = shards.visits
         if unverified:

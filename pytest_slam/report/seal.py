@@ -70,9 +70,13 @@ def verified(key: bytes, digest: str, signature: object) -> bool:
 class Seal:
     """The digest built as the report is written: the visits first, then one outcome line at a time."""
 
-    def __init__(self, visits: JSON) -> None:
+    def __init__(self, visits: JSON, text: str | None = None) -> None:
+        """``text``: the visits' JSON text as hashed here, when the caller made it (a merge
+        encodes a suite its shards share once)."""
         self._hash = hashlib.sha256()
-        self._hash.update(json.dumps(visits, sort_keys=True, allow_nan=False).encode())
+        if text is None:
+            text = json.dumps(visits, sort_keys=True, allow_nan=False)
+        self._hash.update(text.encode())
 
     def add(self, line: str) -> str:
         """Take one outcome line (``json.dumps`` of the outcome: ASCII) and hand it back."""

@@ -118,9 +118,10 @@ class VisitsFold:
         self._narrowed: set[str] = set()
         self._statuses: list[int] = []
         self._modules: set[str] = set()
-        # each collected id -> the shards that collected it (a bit each); by shard, the modules it
-        # collected and did not narrow: covered when every id it collected of them ran somewhere
-        self._collected: dict[str, int] = {}
+        # each suite a shard collected -> the shards that collected it (a bit each: shards collect
+        # the same suite, as a rule, so a suite is held once, not once a shard); by shard, the
+        # modules it collected and did not narrow: covered when every id it collected ran somewhere
+        self._suites: list[tuple[list[str], int]] = []
         self._whole: list[set[str]] = []
         self._last: tuple[list[str] | None, set[str]] = (None, set())  # collected, its modules
 
@@ -144,32 +145,43 @@ class VisitsFold:
         self._narrowed.update(visits.narrowed)
         self._statuses.append(visits.exitstatus)
         self._modules.update(visits.modules)
-        collected = self._collected
-        for nodeid in visits.collected:
-            collected[nodeid] = collected.get(nodeid, 0) | bit
+        suites = self._suites
+        if suites and (suites[-1][0] is visits.collected or suites[-1][0] == visits.collected):
+            suites[-1] = (suites[-1][0], suites[-1][1] | bit)
+        else:
+            suites.append((visits.collected, bit))
         narrowed = {module_of(n) for n in visits.narrowed}
         if visits.collected != self._last[0]:  # each shard collects the whole suite, as a rule
             self._last = (visits.collected, {module_of(n) for n in visits.collected})
         self._whole.append(self._last[1] - narrowed)
+
+    def _collected(self) -> dict[str, int]:
+        """Each collected id -> the shards that collected it (a bit each)."""
+        found: dict[str, int] = {}
+        for ids, bits in self._suites:
+            for nodeid in ids:
+                found[nodeid] = found.get(nodeid, 0) | bits
+        return found
 
     def merged(self) -> Visits:
         out = Visits(complete=self._complete, shards=list(self.names), partial=self._partial)
         out.run = self._run
         out.visited = {m: sorted(keys) for m, keys in sorted(self._visited.items())}
         out.failed_tests = sorted(self._failed)
-        out.collected = sorted(self._collected)
+        collected = self._collected()
+        out.collected = sorted(collected)
         out.selected = sorted(self._selected)
         out.narrowed = sorted(self._narrowed)
         out.exitstatus = merged_exitstatus(self._statuses)
-        out.modules = sorted(self._covered())
+        out.modules = sorted(self._covered(collected))
         return out
 
-    def _covered(self) -> set[str]:
+    def _covered(self, collected: dict[str, int]) -> set[str]:
         """Modules a shard ran whole, and modules of which every test a shard collected ran in
         some shard: a module is not covered by a shard that collected one of its tests none ran."""
         ran = self._selected
         short: set[tuple[int, str]] = set()  # (shard, module) with a collected test none ran
-        for nodeid, shards in self._collected.items():
+        for nodeid, shards in collected.items():
             if nodeid not in ran:
                 module = module_of(nodeid)
                 short.update((i, module) for i in range(len(self.names)) if shards >> i & 1)
