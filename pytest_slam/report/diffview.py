@@ -3,6 +3,9 @@ the two sides' tool calls next to each other, for the HTML and the terminal.
 
 Computed by ``compare.tokendiff`` on word and whitespace tokens, so spacing and line breaks survive.
 The segments are plain text; the template escapes them and wraps changes in ``<del>``/``<ins>``.
+The HTML page computes its diffs itself, when it draws a pair (``templates/worddiff.js``: a port of
+``uncut_runs``, checked against it); this module is that port's reference, and the diff of tests
+and tools.
 Tool calls are shown one per line as ``name({arguments})`` (``answer_text`` appends them to the
 answer's text so the word diff covers them too); ``tool_calls_side_by_side`` lines up calls of the
 same function in two columns for a failure message.
