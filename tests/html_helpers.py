@@ -11,6 +11,7 @@ from typing import Any
 from patience import patient
 from slam_helpers import CHROMIUM
 
+from pytest_slam.report.diffview import uncut_runs
 from pytest_slam.report.htmldata import unpack
 
 
@@ -30,10 +31,12 @@ def _packed(page: str, name: str) -> str:
 
 def sides(pair: list[Any]) -> tuple[str | None, str]:
     """A pair's reference and candidate answers as the page shows them: changes in
-    ``<del>``/``<ins>`` (text not escaped); no reference when the golden answer is missing."""
-    runs = pair[7]
-    if runs is None:
-        return None, pair[8]
+    ``<del>``/``<ins>`` (text not escaped); no reference when the golden answer is missing. The
+    page's script diffs the pair's two texts (``worddiff.js``); the Python diff it ports stands in
+    here (``test_report_worddiff_js.py`` checks they agree)."""
+    if pair[6] is None:
+        return None, pair[7]
+    runs, _ = uncut_runs(pair[6], pair[7])
     ref = "".join(
         t if i % 3 == 0 else f"<del>{t}</del>" for i, t in enumerate(runs) if t and i % 3 != 2
     )

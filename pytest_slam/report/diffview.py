@@ -3,6 +3,9 @@ the two sides' tool calls next to each other, for the HTML and the terminal.
 
 Computed by ``compare.tokendiff`` on word and whitespace tokens, so spacing and line breaks survive.
 The segments are plain text; the template escapes them and wraps changes in ``<del>``/``<ins>``.
+The HTML page computes its diffs itself, when it draws a pair (``templates/worddiff.js``: a port of
+``uncut_runs``, checked against it); this module is that port's reference, and the diff of tests
+and tools.
 Tool calls are shown one per line as ``name({arguments})`` (``answer_text`` appends them to the
 answer's text so the word diff covers them too); ``tool_calls_side_by_side`` lines up calls of the
 same function in two columns for a failure message.
@@ -61,9 +64,15 @@ def diff_and_similarity(
 def diff_runs(reference: str, candidate: str) -> tuple[list[str], float]:
     """Both sides at once, each text stored once: ``[same, deleted, inserted, same, ...]`` (any
     may be ""); the reference reads same + deleted, the candidate same + inserted. With the share
-    of words in common (a hint only)."""
-    ref_tokens = TOKEN.findall(_cut(reference))
-    cand_tokens = TOKEN.findall(_cut(candidate))
+    of words in common (a hint only). Each text cut at ``MAX_CHARS`` first."""
+    return uncut_runs(cut(reference), cut(candidate))
+
+
+def uncut_runs(reference: str, candidate: str) -> tuple[list[str], float]:
+    """``diff_runs`` of two texts already cut: what the HTML page's script computes from the
+    texts it carries (``templates/worddiff.js``, a port of this function)."""
+    ref_tokens = TOKEN.findall(reference)
+    cand_tokens = TOKEN.findall(candidate)
     ops = opcodes(ref_tokens, cand_tokens)
     runs: list[str] = []
     for op, i1, i2, j1, j2 in _absorb_spaces(ops, ref_tokens):
@@ -97,7 +106,8 @@ def _add(segments: list[Segment], kind: SegmentKind, tokens: list[str]) -> None:
         segments.append(Segment(kind, text))
 
 
-def _cut(text: str) -> str:
+def cut(text: str) -> str:
+    """``text``, or its first ``MAX_CHARS`` characters and how many more there were."""
     if len(text) <= MAX_CHARS:
         return text
     return text[:MAX_CHARS] + f" [... {len(text) - MAX_CHARS} more characters not shown]"

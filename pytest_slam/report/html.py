@@ -12,10 +12,12 @@ is escaped by Jinja2's autoescape, and the SVG charts escape their own labels (c
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_slam.records import Outcome, records
 from pytest_slam.report import charts, fmt, trend
@@ -34,6 +36,9 @@ from pytest_slam.report.jsonreport import SCHEMA_ID
 from pytest_slam.report.terminal import comparisons, notes
 from pytest_slam.util.files import atomic_write
 from pytest_slam.util.gcpause import gc_paused
+
+if TYPE_CHECKING:
+    import jinja2
 
 TEMPLATE = "report.html.j2"
 PAGE_ROWS = 100  # rows (or matrix tests) the script draws at a time
@@ -80,16 +85,8 @@ def render_html(
 def _render(
     verdict: Verdict, outcomes: Iterable[OutcomeLike], history: trend.History | None
 ) -> str:
-    import jinja2  # a core dependency, imported only when a report is rendered
     from markupsafe import Markup
 
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
     # by nodeid as written (a choice among equal golden keys that no worker's order moves): the
     # table puts each (test, model)'s runs in order itself, and the charts sort their values
     ordered = sorted(records(Outcome, outcomes), key=_nodeid)
@@ -114,7 +111,23 @@ def _render(
         "packed_pairs": pairs,
         "page_rows": PAGE_ROWS,
     }
-    return env.get_template(TEMPLATE).render(**context)
+    return _template().render(**context)
+
+
+@functools.cache
+def _template() -> jinja2.Template:
+    """The page's template, compiled once a process (40-80 ms; a report rendered again, as
+    ``slam report`` and the benches do, reuses it)."""
+    import jinja2  # a core dependency, imported only when a report is rendered
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    return env.get_template(TEMPLATE)
 
 
 @dataclass

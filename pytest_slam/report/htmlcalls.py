@@ -28,6 +28,9 @@ _CHANGED = re.compile(
     "[\ud800-\udfff\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff\ufffe\uffff\x80-\x9f]"
 )
 
+# one encoder for every line: ``json.dumps`` with options builds a new one a call (3 us of 20)
+_LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
 
 def call_data(calls: list[Call], index: int, steps: list[JSON], earlier: int) -> list[JSON]:
     """``[tokens and time, raw request, raw answer]`` of ``calls[index]``; ``steps``: its
@@ -117,7 +120,7 @@ def raw_answer(call: Call, steps: list[JSON]) -> list[JSON]:
 def shown_json(data: JSON) -> str:
     """``data`` as one compact line of JSON with every string ``shown``: written once at C speed;
     walked string by string only when the text holds something ``visible`` changes."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    text = _LINE.encode(data)
     changed = "\\u" in text or "\\b" in text or "\\f" in text or "\x7f" in text
     if not changed and (text.isascii() or _CHANGED.search(text) is None):
         return text

@@ -4,16 +4,18 @@ At 10,000 tests x 3 models the rows and the word diffs as HTML would be tens of 
 browser lays out for many seconds. Instead the page embeds them once as compact JSON (strings by
 index, numbers raw beside their formatted text), gzip-compressed and base64-encoded, and its
 script unpacks them with the browser's own ``DecompressionStream`` (no library, no network) and
-draws one page of the table or the test x model matrix at a time, and a pair's diff when opened.
+draws one page of the table or the test x model matrix at a time, and a pair's word diff when it
+is drawn (``templates/worddiff.js``: the page carries the two answers, not their diff).
 
 The rows come failures first: errors, failures, failed candidate calls, tests not swapped, then
 passed tests whose pairs are different or undecided, then the rest; in run order within each.
-Pairs are stored test by test, so the three candidates' diffs of one reference answer sit next
-to each other and gzip stores the shared text once.
+Pairs are stored test by test, so the three candidates' answers to one reference answer sit
+next to each other and gzip stores the shared text once.
 
 At 10,000 cases the build is per-row work and little else (issue 53; bench/bench_html.py): one
 pass writes each (test, model)'s pairs as a line of JSON, made visible once over the line, not
-string by string (``htmlcalls.shown_json``); a pair of answers seen before is not diffed again.
+string by string (``htmlcalls.shown_json``); no pair is diffed here (70-100 us a pair of
+distinct answers): the page diffs the ones it draws.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pytest_slam.records import JSON, Call, Outcome, Pair, Score
 from pytest_slam.report import fmt
 from pytest_slam.report.aggregate import PerTestRow, Verdict, outcome_order
 from pytest_slam.report.columns import TEST_COLUMNS
-from pytest_slam.report.diffview import answer_text, diff_runs
+from pytest_slam.report.diffview import answer_text, cut
 from pytest_slam.report.evidence import deciding_score
 from pytest_slam.report.htmlcalls import call_data, shown_json
 from pytest_slam.util.textcodec import dumps, visible
@@ -103,13 +105,12 @@ def table_data(verdict: Verdict, outcomes: list[Outcome]) -> TableData:
     models = _models(verdict)
     tests = list(dict.fromkeys(row.test for row in verdict.tests))
     grouped = _grouped(outcomes)
-    diffs = _Diffs()
     lines: list[str] = []
     facts: dict[_Row, _RowFacts] = {}
     for key in ((t, m) for t in tests for m in models):
         found = grouped.pop(key, None)
         if found is not None:
-            facts[key] = _row_facts(found, lines, diffs)
+            facts[key] = _row_facts(found, lines)
     test_index = {t: i for i, t in enumerate(tests)}
     model_index = {m: i for i, m in enumerate(models)}
     rows = []
@@ -184,18 +185,19 @@ def _grouped(outcomes: list[Outcome]) -> dict[_Row, list[Outcome]]:
     return grouped
 
 
-def _row_facts(outcomes: list[Outcome], lines: list[str], diffs: _Diffs) -> _RowFacts:
+def _row_facts(outcomes: list[Outcome], lines: list[str]) -> _RowFacts:
     """A row's facts; its pairs, when it has any, appended to ``lines`` as one line of JSON
     (``pairs_data``)."""
     found = [(o, p) for o in outcomes for p in o.pairs]
     pairs = [p for _, p in found]
     worst = _row_verdict(pairs)
-    line = -1
+    line, different = -1, False
     if found:
         line = len(lines)
-        lines.append(shown_json(pairs_data(found, diffs)))
-    different = int(any(differs(o, p) for o, p in found))
-    return _RowFacts(line, len(found), outcomes[0].nodeid, worst, row_note(pairs, worst), different)
+        data, different = _pairs(found)
+        lines.append(shown_json(data))
+    note = row_note(pairs, worst)
+    return _RowFacts(line, len(found), outcomes[0].nodeid, worst, note, int(different))
 
 
 def _rank(outcome: str, worst: str | None) -> int:
@@ -224,12 +226,6 @@ def row_note(pairs: list[Pair], worst: str | None) -> str | None:
     return error_text(worst_score)
 
 
-def differs(outcome: Outcome, pair: Pair) -> bool:
-    """The candidate's answer is not the reference's word for word (spacing aside): a different
-    text or tool call, a failed call, or no golden answer to match."""
-    return _differs(pair, *_answers(outcome, pair))
-
-
 def _answers(outcome: Outcome, pair: Pair) -> tuple[Call | None, str, str | None]:
     """The pair's call (None: not in the outcome), its answer and the golden one as read side by
     side (``diffview.answer_text``; the golden one None when there is none)."""
@@ -243,6 +239,8 @@ def _answers(outcome: Outcome, pair: Pair) -> tuple[Call | None, str, str | None
 
 
 def _differs(pair: Pair, call: Call | None, candidate: str, reference: str | None) -> bool:
+    """The candidate's answer is not the reference's word for word (spacing aside): a different
+    text or tool call, a failed call, or no golden answer to match."""
     if pair.missing or reference is None or call is None or call.error is not None:
         return True
     return candidate.split() != reference.split()
@@ -268,33 +266,24 @@ def _short(value: float | None) -> float | None:
     return None if value is None else float(f"{value:.4g}")
 
 
-class _Diffs:
-    """``diffview.diff_runs`` with the last ``size`` distinct pairs of texts remembered: a suite's
-    answers repeat (a label, a refusal, one reference against three candidates' same answer)."""
-
-    def __init__(self, size: int = 1024) -> None:
-        self.size = size
-        self._known: dict[tuple[str, str], tuple[list[str], float]] = {}
-
-    def __call__(self, reference: str, candidate: str) -> tuple[list[str], float]:
-        found = self._known.get((reference, candidate))
-        if found is None:
-            if len(self._known) >= self.size:
-                self._known.clear()
-            found = self._known[(reference, candidate)] = diff_runs(reference, candidate)
-        return found
-
-
-def pairs_data(found: list[tuple[Outcome, Pair]], diffs: _Diffs | None = None) -> list[JSON]:
+def pairs_data(found: list[tuple[Outcome, Pair]]) -> list[JSON]:
     """A row's pairs (``pair_data``), each call's request naming the pair of its previous call
     (of its outcome, same role) whose request holds the messages it sent again."""
+    return _pairs(found)[0]
+
+
+def _pairs(found: list[tuple[Outcome, Pair]]) -> tuple[list[JSON], bool]:
+    """``pairs_data``, and whether any answer differs from its reference (``_differs``)."""
     at: dict[tuple[int, int], int] = {}
     out: list[JSON] = []
+    different = False
     for position, (outcome, pair) in enumerate(found):
         at[(id(outcome), pair.call_index)] = position
         before = _previous_call(outcome.calls, pair.call_index)
-        out.append(pair_data(outcome, pair, at.get((id(outcome), before), -1), diffs))
-    return out
+        data, differs = _pair(outcome, pair, at.get((id(outcome), before), -1))
+        out.append(data)
+        different = different or differs
+    return out, different
 
 
 def _previous_call(calls: list[Call], index: int) -> int:
@@ -305,19 +294,23 @@ def _previous_call(calls: list[Call], index: int) -> int:
     return same[-1] if same else -1
 
 
-def pair_data(
-    outcome: Outcome, pair: Pair, earlier: int = -1, diffs: _Diffs | None = None
-) -> list[JSON]:
-    """``[key, reference model, missing, equivalence, scores, error, words in common, diff runs,
-    candidate text, transcript step, call facts]`` (the call facts: ``htmlcalls.call_data``, its
-    request's repeated messages in the pair at ``earlier``): the runs (``diffview.diff_runs``)
-    hold both answers, each text once; a missing golden answer has no runs and the candidate's
-    text whole instead. Both are diffed as ``textcodec.visible`` writes them (a bidi override is
-    a marker, never applied); the other strings are made visible as the line is written
-    (``htmlcalls.shown_json``)."""
+def pair_data(outcome: Outcome, pair: Pair, earlier: int = -1) -> list[JSON]:
+    """``[key, reference model, missing, equivalence, scores, error, reference text, candidate
+    text, transcript step, call facts]`` (the call facts: ``htmlcalls.call_data``, its request's
+    repeated messages in the pair at ``earlier``). The two answers are as the word diff reads
+    them (``diffview.answer_text``, cut at ``diffview.MAX_CHARS``, made visible: a bidi override
+    is a marker, never applied), and the page's script diffs them when the pair is drawn
+    (``templates/worddiff.js``, a port of ``diffview.diff_runs``): no reference text (None) when
+    the golden answer is missing, the candidate's text then whole. The other strings are made
+    visible as the line is written (``htmlcalls.shown_json``)."""
+    return _pair(outcome, pair, earlier)[0]
+
+
+def _pair(outcome: Outcome, pair: Pair, earlier: int) -> tuple[list[JSON], bool]:
+    """``pair_data``, and whether its answer differs from the reference (``_differs``)."""
     calls = outcome.calls
     call, candidate, reference = _answers(outcome, pair)
-    candidate = visible(candidate)
+    different = _differs(pair, call, candidate, reference)
     scores: list[JSON] = [
         [
             s.scorer,
@@ -330,26 +323,25 @@ def pair_data(
         for s in pair.scores
     ]
     missing = pair.missing or reference is None
-    runs: list[JSON] | None = None
-    similarity = None
-    if reference is not None and not missing:
-        found, ratio = (diffs or diff_runs)(visible(reference), candidate)
-        runs, similarity = list(found), f"{ratio:.0%}"
+    candidate = visible(candidate)
+    shown_reference = None
+    if reference is not None and not missing:  # as diff_runs reads them: visible, then cut
+        shown_reference, candidate = cut(visible(reference)), cut(candidate)
     error = call.error if call is not None else None
     step = transcript_step(calls, pair.call_index)
-    return [
+    data: list[JSON] = [
         pair.key,
         pair.reference_model or "reference",
         missing,
         fmt.score(pair.equivalence),
         scores,
         error,
-        similarity,
-        runs,
-        None if runs is not None else candidate,
+        shown_reference,
+        candidate,
         step,
         call_data(calls, pair.call_index, step, earlier),
     ]
+    return data, different
 
 
 def error_text(score: Score) -> str | None:
