@@ -295,7 +295,7 @@ class GoldenRecord(Record):
         return self.answers[0] if self.answers else None
 
 
-@dataclass
+@dataclass(slots=True)  # as Call: a run's end holds one per pair of every test at once
 class Score(Record):
     """A scorer's verdict on one candidate/reference pair: a value in [0, 1] and why."""
 
@@ -330,12 +330,13 @@ class Score(Record):
         return None if self.threshold is None else self.value >= self.threshold
 
     def as_dict(self) -> dict[str, JSON]:
-        data = super().as_dict()
+        # super() with no arguments names the class before slots=True made a new one
+        data = super(Score, self).as_dict()
         data["passed"] = self.passed
         return data
 
 
-@dataclass
+@dataclass(slots=True)
 class Pair(Record):
     """A candidate call joined with the golden answer to the same canonical request."""
 
@@ -379,7 +380,7 @@ class Pair(Record):
         return "equivalent"
 
 
-@dataclass
+@dataclass(slots=True)
 class Outcome(Record):
     """What one test run against one model produced: carried on the test report to the controller."""
 
@@ -409,7 +410,7 @@ class Outcome(Record):
     def from_dict(cls, data: Mapping[str, JSON]) -> Outcome:
         """Read as the report code always has: a call without ``role`` is the candidate's, and a
         hand-made or older call or pair may leave out what the report code never needed."""
-        outcome = super().from_dict(data)
+        outcome = super(Outcome, cls).from_dict(data)  # named: see Score.as_dict
         calls = (_with(c, {"model": "", "role": "candidate", "request": {}}) for c in outcome.calls)
         outcome.calls = records(Call, calls)
         pair_defaults = {"call_index": -1, "key": "", "golden_file": "", "reference_text": None}

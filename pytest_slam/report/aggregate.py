@@ -218,7 +218,7 @@ def comparison(data: Mapping[str, JSON]) -> Comparison:
     )
 
 
-@dataclass
+@dataclass(slots=True)  # one per test of the run, all held by the verdict: no dict each
 class PerTestRow(Record):
     """One test against one model: the unit a baseline compares and the HTML table lists."""
 

@@ -195,3 +195,58 @@ def test_an_entry_indented_otherwise_is_read_by_the_full_parse(tmp_path):
     store = store_at(tmp_path)
     assert {key: store.lookup(MODULE, key) for key in full} == full
     assert set(store.load(MODULE).entries) == set(full)
+
+
+def _variants(tmp_path) -> dict[str, bytes]:
+    """Golden files as the store writes them, and the same bytes out of the layout."""
+    odd = rec('ünïcode ✓ "quoted"\nnew line', "line\n>>>>>>> in an answer", temperature=0)
+    by_key = {r.key: r for r in [*records(12), odd]}
+    quoted = rec("q")
+    quoted.key = 'k"quote\\slash'
+    by_key[quoted.key] = quoted
+    whole = dump_golden(GoldenFile(tmp_path / "g.json", "openai:gpt-4", by_key)).encode()
+    one = dump_golden(GoldenFile(tmp_path / "g.json", "openai:gpt-4", {odd.key: odd})).encode()
+    half = len(whole) // 2
+    return {
+        "entries": whole,
+        "one entry": one,
+        "no entry": dump_golden(GoldenFile(tmp_path / "g.json", "openai:gpt-4", {})).encode(),
+        "a conflict": whole[:half] + b"\n>>>>>>> theirs\n" + whole[half:],
+        "cut short": whole[:-5],
+        "indented otherwise": whole.replace(b"\n    ", b"\n   "),
+    }
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 7, 64, 1000])
+def test_the_index_read_in_pieces_of_any_size_is_the_index_read_at_once(tmp_path, chunk):
+    """A key line and the closing line before it may fall across two pieces; a conflict marker
+    too: each piece's whole lines are matched and the last one is read again with the next."""
+    import io
+
+    from pytest_slam.golden.lazy import _index
+
+    found = {}
+    for name, data in _variants(tmp_path).items():
+        at_once = _index(io.BytesIO(data), len(data), chunk=len(data) + 1)
+        assert _index(io.BytesIO(data), len(data), chunk=chunk) == at_once, name
+        found[name] = at_once is not None
+    assert found == {
+        "entries": True,
+        "one entry": True,
+        "no entry": True,
+        "a conflict": False,
+        "cut short": False,
+        "indented otherwise": False,
+    }
+
+
+def test_a_file_indexed_in_small_pieces_reads_what_a_full_parse_gives(tmp_path, monkeypatch):
+    from pytest_slam.golden import lazy
+
+    monkeypatch.setattr(lazy, "CHUNK", 5)
+    recs = records(20)
+    path = write_module(tmp_path, MODULE, *recs)
+    entries = index_golden(path, "openai:gpt-4").entries
+    assert isinstance(entries, LazyEntries)
+    assert entries[recs[19].key].answer.text == "answer 19"
+    assert {k: entries[k] for k in entries} == read_golden(path, "openai:gpt-4").entries

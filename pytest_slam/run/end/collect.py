@@ -22,6 +22,7 @@ from pytest_slam.run.end.exitstatus import Reached
 from pytest_slam.run.end.summary import Summary
 from pytest_slam.run.end.unvisited import Merged, Stale, find_stale
 from pytest_slam.util.files import WriteFailed
+from pytest_slam.util.heaptrim import trim_heap
 
 if TYPE_CHECKING:
     from pytest_slam.golden.store import GoldenStore
@@ -72,6 +73,7 @@ def collect(ended: Ended) -> Collected:
     own = payload(ended, [*roles.summary.lines, *lines], unwritten)
     if roles.store is not None:  # the tests' reads are over: the report's peak is next
         roles.store.release()
+    trim_heap()  # what the tests freed, not kept resident under the report's records
     if roles.role == "worker":
         gathered = Gathered(roles.summary, lines, payload=own, workeroutput=ended.workeroutput)
         return _collected(ended, "worker", gathered)
