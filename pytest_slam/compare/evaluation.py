@@ -366,6 +366,7 @@ def _ask_ahead(
     from pytest_slam.swap.broker import Job, Server
 
     wanted: list[tuple[Mapping[str, Any], LabelledPair]] = []
+    keys: set[str] = set()  # a pair labelled twice is one request (two in flight both miss)
     for p, value in zip(group, values, strict=True):
         options = judge_wanted(policy, scope, p, value)
         if options is None:
@@ -373,8 +374,13 @@ def _ask_ahead(
         mode = str(options.get("mode", "grade"))
         key = judge_key(judge.model, mode, p.candidate, p.reference, p.question)
         cache = judge.cache
-        if cache is None or (cache.get(key) is None and cache.get("unjudged-" + key) is None):
-            wanted.append((options, p))
+        cached = cache is not None and (
+            cache.get(key) is not None or cache.get("unjudged-" + key) is not None
+        )
+        if key in keys or cached:
+            continue
+        keys.add(key)
+        wanted.append((options, p))
     if not wanted:
         return
     counts = (judge.seen, judge.replayed, judge.unjudged)

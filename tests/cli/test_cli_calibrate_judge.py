@@ -231,11 +231,13 @@ def test_a_pair_labelled_twice_is_asked_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any, concurrency: int
 ) -> None:
     """The same pair twice in the labels (the same candidate, reference and question) is one
-    judge request, asked together with the others or one at a time."""
+    judge request, asked together with the others or one at a time: twice in a row, with a judge
+    slow enough that the two would be in flight together if both were asked."""
     monkeypatch.chdir(tmp_path)
     labelled = rows(20)
-    write(tmp_path / "labels.jsonl", labelled + labelled[:5])
-    with FakeOpenAI(grade, model="gpt-4-judge") as server:
+    twice = [row for row in labelled[:5] for row in (row, row)]
+    write(tmp_path / "labels.jsonl", twice + labelled[5:])
+    with FakeOpenAI(grade, model="gpt-4-judge", latency_s=0.2) as server:
         project(tmp_path, server, '{ by = "judge" }', extra=f"concurrency = {concurrency}\n")
         result = evaluated(capsys)
         assert len(server.requests) == 20
