@@ -3,12 +3,13 @@ candidate and back (run by bench_size.py with ``PYTHONPATH`` set to the tree to 
 
     BENCH_TRACE_OUT=trace.json python bench/_trace_call.py CANDIDATE_URL REFERENCE_URL
 
-A one-test suite (the benches' product) runs twice under pytest, recording its golden answer, then
-replaying it as a CI run does (the traced run: no paid call on the path); its test wraps the
+A one-test suite (the benches' product) runs twice under pytest, recording its golden answers, then
+replaying them as a CI run does (the traced run: no paid call on the path); its test makes one call
+untraced (the process's first: its imports and the golden file's index, once a run), then wraps the
 product's ``client.chat.completions.create`` in ``sys.setprofile`` and ``threading.setprofile``
-(threads started during the call), so only the call itself counts: the test's set-up, its
-checks after it and the report do not. Each Python function entered whose file is in
-``pytest_slam`` is a hop; the files are listed in the order the call first reaches them.
+(threads started during the call), so only a warm call counts, as every later call of a run is:
+the test's set-up, its checks after it and the report do not. Each Python function entered whose
+file is in ``pytest_slam`` is a hop; the files are listed in the order the call first reaches them.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def test_one_call(slm_model):
         if event == "call" and "pytest_slam" in frame.f_code.co_filename:
             hops.append([frame.f_code.co_filename, frame.f_code.co_name, threading.get_ident()])
 
+    assert "billing" in product.triage(1)  # the first call: warms the process, not traced
     threading.setprofile(seen)
     sys.setprofile(seen)
     try:

@@ -21,8 +21,8 @@ one call per test) runs as whole ``python -m pytest`` processes:
    folder (a temp ``PROMPTFOO_CONFIG_DIR``); its default concurrency (4) is kept, as a user gets
    it. The ratio is the plugin-on wall over promptfoo's, median of ``--pairs``; target <= 0.5x.
 4. **The call's path**: the pytest_slam files and function calls (hops) from the product's
-   ``client.chat.completions.create`` to the candidate and back, one replayed call traced with
-   ``sys.setprofile`` (bench/_trace_call.py).
+   ``client.chat.completions.create`` to the candidate and back, one warm replayed call (a run's
+   second) traced with ``sys.setprofile`` (bench/_trace_call.py).
 
 ``--before OTHER_TREE`` (a folder holding another ``pytest_slam``) adds its on arm to every pair,
 its recording and its trace, run with ``PYTHONPATH=OTHER_TREE``: a change's before and after in
@@ -205,7 +205,8 @@ def report(
                          f"(<= {TARGET_PROMPTFOO}x wall: {met})"])  # fmt: skip
         table(["arm", "wall (s)", "CPU (s)", "vs promptfoo"], rows)
     print(
-        "\n### 4. One replayed swapped call: from the product's client to the candidate and back\n"
+        "\n### 4. One warm replayed swapped call: from the product's client to the candidate and "
+        "back\n"
     )
     table(
         ["tree", "pytest_slam files", "hops (function calls)", "threads"],

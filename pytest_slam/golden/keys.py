@@ -70,19 +70,23 @@ FLOAT_FIELDS = ("temperature", "top_p", "presence_penalty", "frequency_penalty")
 KEY_LENGTH = 16
 
 
+_LEAVES = frozenset({str, int, float, bool, type(None)})  # copied as they are
+
+
 def _plain(obj: object) -> JSON:
     """JSON-shaped copy: SDK pydantic objects dumped, tuples as lists, mappings as dicts."""
     kind = type(obj)
-    if kind is str or kind is int or kind is float or kind is bool or obj is None:
+    if kind in _LEAVES:
         return obj  # the common leaves first: no attribute probe per string
     if type(obj) is dict:  # narrows, unlike ``kind is dict``
-        return {str(k): _plain(v) for k, v in obj.items()}
+        # a leaf value taken in the same pass: one call per container, not one per string
+        return {str(k): v if type(v) in _LEAVES else _plain(v) for k, v in obj.items()}
     if hasattr(obj, "model_dump"):
         obj = obj.model_dump(mode="json", exclude_unset=True)
     if isinstance(obj, Mapping):
         return {str(k): _plain(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [_plain(v) for v in obj]
+        return [v if type(v) in _LEAVES else _plain(v) for v in obj]
     return obj
 
 

@@ -13,12 +13,16 @@ Only a request whose messages are the product's own (no assistant or tool messag
 conversation's later turn differs from its golden request by the candidate's earlier answers, not
 because the product sends something else. The notes are empty files in the scratch folder
 (``.slam/missed``, never committed): xdist workers add theirs without a lock, and a note that
-cannot be written is only a fetch left unused again.
+cannot be written is only a fetch left unused again. The folder is listed once per store (a
+run), not probed per planned test: most runs have no note, and then no digest is computed either;
+a note another process writes during the run is read by the next run.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import weakref
 from pathlib import Path
 
 from pytest_slam.golden.store import GoldenStore, normalize_module
@@ -27,6 +31,8 @@ from pytest_slam.util.files import ignore_scratch_folder, scratch_folder
 from pytest_slam.util.textcodec import dumps
 
 FOLDER = "missed"  # under the scratch folder
+# the notes' names as a store (a run) first listed them, with the notes it wrote since
+_LISTED: weakref.WeakKeyDictionary[GoldenStore, set[str]] = weakref.WeakKeyDictionary()
 
 
 def _sha(value: JSON) -> str:
@@ -37,6 +43,18 @@ def _note_path(store: GoldenStore, module: str, test: str, rec: GoldenRecord) ->
     where = _sha([normalize_module(module), test, rec.key])[:32]
     content = _sha([rec.request, [answer.as_dict() for answer in rec.answers]])[:16]
     return scratch_folder(store.root) / FOLDER / f"{where}-{content}"
+
+
+def _listed(store: GoldenStore) -> set[str]:
+    """The names in the notes' folder, listed at the store's first ask (none when it is absent)."""
+    names = _LISTED.get(store)
+    if names is None:
+        try:
+            names = set(os.listdir(scratch_folder(store.root) / FOLDER))
+        except OSError:
+            names = set()
+        _LISTED[store] = names
+    return names
 
 
 def _first_hand(body: dict[str, JSON]) -> bool:
@@ -62,8 +80,10 @@ def note(store: GoldenStore, module: str, test: str, turn: int, body: dict[str, 
             path.touch()
         except OSError:
             return
+        _listed(store).add(path.name)
 
 
 def noted(store: GoldenStore, module: str, test: str, rec: GoldenRecord) -> bool:
     """Whether ``rec``, as it is now, was the request ``test`` did not send in an earlier run."""
-    return _note_path(store, module, test, rec).exists()
+    names = _listed(store)
+    return bool(names) and _note_path(store, module, test, rec).name in names

@@ -51,6 +51,7 @@ from pytest_slam.swap.request import Request, for_reference
 
 RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
 MAX_RETRY_AFTER_S = 30.0
+MAX_READ = 64  # entries read for a call and kept for its pairing, at most (a few KiB each)
 SAME_ANSWER_FIELDS = ("text", "model", "finish_reason", "tool_calls", "prompt_tokens",
                       "completion_tokens", "system_fingerprint")  # fmt: skip
 
@@ -203,6 +204,9 @@ class ReferenceService:
     limiter: Limiter | None = None  # the reference's calls in flight (swap/limits.py)
     ahead: ReferenceQueue | None = None  # a refresh's answers fetched ahead (golden/prefetch.py)
     paid: Paid | None = None  # answers paid for and not yet recorded (golden/paid.py)
+    # a replay's entries read before their candidate was asked (``miss_before``), handed once to
+    # the pairing's ``answer`` after the test: one read of the golden file per call, not two
+    _read: dict[tuple[str, str], GoldenRecord] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.store.write_through = True  # a paid answer (or judge verdict) is never only in memory
@@ -253,7 +257,7 @@ class ReferenceService:
         request's key when the caller has it already (``Call.request_key``).
         """
         key = key or request_key(body)
-        rec = self.found(module, test, body, turn, key)
+        rec = self._read.pop((module, key), None) or self.found(module, test, body, turn, key)
         if rec is not None and (rec.key != key or not self._wants_record(module, key, rec)):
             self.store.mark_used(module, rec.key, test, turn)  # this run visited the entry
             return rec
@@ -333,6 +337,10 @@ class ReferenceService:
         try:
             key = key or request_key(body)
             rec = self.found(ctx.module, ctx.test, body, turn, key)
+            if rec is not None and rec.key == key and rec.answers:  # the exact entry: kept
+                if len(self._read) >= MAX_READ:  # answers the pairing never asked (a broken test)
+                    self._read.clear()
+                self._read[(ctx.module, key)] = rec
             if rec is not None and (rec.answers or rec.key != key):  # as ``answer`` serves it
                 return None
         except (GoldenError, ValueError):

@@ -209,20 +209,25 @@ class Limiter:
         with self._lock:
             arrived = self.ended
             queue = self._own if own else self._fetched
-            me = threading.Condition(self._lock)
-            queue.join(me, 0 if own else order)
+            me: threading.Condition | None = None
             try:
-                while queue.first() is not me or not self._room(own):
-                    if stop is not None and stop.is_set():
-                        return None
-                    me.wait(self._timeout(own))
-                queue.leave(me)
+                # nobody of its kind waits and there is room: it enters at once, as it would at
+                # the head of the line, with no place in it to take and give back
+                if len(queue) or not self._room(own):
+                    me = threading.Condition(self._lock)
+                    queue.join(me, 0 if own else order)
+                    while queue.first() is not me or not self._room(own):
+                        if stop is not None and stop.is_set():
+                            return None
+                        me.wait(self._timeout(own))
+                    queue.leave(me)
                 alone = self.ceiling > 1 and not retry and self._sampled()
-                if alone and not self._drain(me, stop):
+                if alone and not self._drain(me or threading.Condition(self._lock), stop):
                     return None
                 return self._enter(alone, self.ended - arrived)
             finally:
-                queue.leave(me)
+                if me is not None:
+                    queue.leave(me)
                 self._wake()
 
     def _room(self, own: bool) -> bool:

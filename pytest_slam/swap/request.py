@@ -17,6 +17,10 @@ from pytest_slam.swap.engines.registry import provider_of
 from pytest_slam.swap.upstream import JSONObject
 
 CANDIDATE_SEED = 1234  # the seed a candidate request gets when the product set none
+# What a model's provider adds to each request it is sent (its cap field, its defaults), asked once
+# per model and not per call: keyed by the spec's id, with the spec to tell a reused id apart.
+_SHAPES: dict[int, tuple[ModelSpec, str, str, JSONObject]] = {}
+MAX_SHAPES = 256  # specs made and dropped (tests, a calibration's) start the memo afresh
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,12 +54,24 @@ def upstream_body(body: JSONObject, spec: ModelSpec, cap: int | None = None) -> 
     out["model"] = spec.model_id or body.get("model")
     out["stream"] = True
     out["stream_options"] = {"include_usage": True}
-    provider = provider_of(spec)
+    cap_field, defaults = _shape(spec)
     if cap is not None:  # hosted OpenAI models (o-series) refuse max_tokens; servers take both
-        out[provider.cap_field] = cap
-    for key, value in provider.request_defaults(spec).items():  # llama.cpp: no prompt cache
+        out[cap_field] = cap
+    for key, value in defaults.items():  # llama.cpp: no prompt cache
         out.setdefault(key, value)
     return out
+
+
+def _shape(spec: ModelSpec) -> tuple[str, JSONObject]:
+    """``spec``'s provider's cap field and request defaults, as its first request found them."""
+    known = _SHAPES.get(id(spec))
+    if known is not None and known[0] is spec and known[1] == spec.provider:
+        return known[2], known[3]
+    provider = provider_of(spec)
+    if len(_SHAPES) >= MAX_SHAPES:
+        _SHAPES.clear()
+    _SHAPES[id(spec)] = (spec, spec.provider, provider.cap_field, provider.request_defaults(spec))
+    return provider.cap_field, _SHAPES[id(spec)][3]
 
 
 def pin_seed(payload: JSONObject, role: str) -> JSONObject:

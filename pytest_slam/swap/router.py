@@ -212,11 +212,12 @@ Forward = Callable[[Target, Request, "Relay | None"], ChatResult]
 
 def candidate_forward(meter: Meter | None) -> Forward:
     """How a candidate is asked, live or ahead: ``n`` > 1 split where the engine lacks it, and
-    GPU energy metered where a GPU serves it."""
+    GPU energy metered where a GPU serves it (no ``meter``: no model of the run is)."""
+    if meter is None:
+        return forward_candidate
 
     def forward(target: Target, request: Request, relay: Relay | None) -> ChatResult:
-        if meter is None:
-            return forward_candidate(target, request, relay)
+        assert meter is not None
         return meter.metered(target.spec, lambda: forward_candidate(target, request, relay))
 
     return forward

@@ -28,12 +28,16 @@ class Targets:
         self.engine_errors = engine_errors if engine_errors is not None else {}
         # starts the run's engines (once): a test that makes no model call starts none
         self.starter = starter
+        self._started = False  # the starter ran and returned: a call asks it nothing more
         self._fleets: dict[tuple[str, tuple[str, ...]], Replicas] = {}
         self._lock = threading.Lock()
 
     def start(self) -> None:
-        if self.starter is not None:
-            self.starter()
+        """The run's engines started (once: every later call of the run finds them started)."""
+        if self._started or self.starter is None:
+            return
+        self.starter()
+        self._started = True
 
     def candidate(self, spec: ModelSpec) -> Target:
         """``spec``'s target; RouteError 503 when it has no server to call."""

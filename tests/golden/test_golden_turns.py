@@ -220,3 +220,33 @@ def test_the_miss_before_the_candidate_refuses_what_the_pairing_would(tmp_path: 
     miss = service.miss_before(ctx, asked, 3)  # type: ignore[arg-type]
     assert miss is not None and miss[0] == request_key(asked)
     assert service.miss_before(ctx, BASE, 3) is None  # an entry with its answer: no miss
+
+
+def test_a_replayed_call_reads_its_entry_once_for_the_miss_check_and_the_pairing(
+    tmp_path: Path,
+) -> None:
+    """The entry ``miss_before`` read before the candidate was asked is the one the pairing's
+    ``answer`` serves after the test: the golden file is read once a call, and the visit is still
+    marked by ``answer`` alone."""
+    from types import SimpleNamespace
+
+    written = GoldenStore(tmp_path / "__slam__", "openai:gpt-4", write_through=True)
+    written.record("tests/test_agent.py", record(BASE, "Sunny.", {TEST: [3]}), TEST)
+    store = GoldenStore(tmp_path / "__slam__", "openai:gpt-4")
+    service = ReferenceService(ModelSpec("openai:gpt-4", "openai", "gpt-4"), store, mode="none")
+    reads: list[str] = []
+    lookup = store.lookup
+
+    def counted(module: str, key: str) -> GoldenRecord | None:
+        reads.append(key)
+        return lookup(module, key)
+
+    store.lookup = counted  # type: ignore[method-assign]
+    ctx = SimpleNamespace(module="tests/test_agent.py", test=TEST, nodeid=TEST)
+    assert service.miss_before(ctx, BASE, 3) is None  # type: ignore[arg-type]
+    assert store.visited == {}
+    served = service.answer("tests/test_agent.py", TEST, BASE, TEST, turn=3)
+    assert served.answers[0].text == "Sunny." and reads == [request_key(BASE)]
+    assert request_key(BASE) in store.visited["tests/test_agent.py"]
+    service.answer("tests/test_agent.py", TEST, BASE, TEST, turn=3)  # handed once: read again
+    assert reads == [request_key(BASE)] * 2

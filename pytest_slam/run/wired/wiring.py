@@ -137,13 +137,15 @@ def build_swap(inputs: SwapInputs) -> Swap:
     sample = Sample(inputs.settings.alone_first, inputs.settings.alone_every)
     limits = limiters(inputs.specs, inputs.say, sample)
     cache = answer_cache(settings, inputs.golden_root, inputs.run)
-    ahead = Ahead(limits, inputs.targets.candidate, candidate_forward(inputs.energy), cache)
+    # a run none of whose models a GPU serves meters no call: none is handed to the calls
+    energy = inputs.energy if inputs.energy is not None and inputs.energy.gpu is not None else None
+    ahead = Ahead(limits, inputs.targets.candidate, candidate_forward(energy), cache)
     router = SwapRouter(
         inputs.specs,
         original,
         targets=inputs.targets,
         golden=reference,
-        meter=inputs.energy,
+        meter=energy,
         embedder=EmbeddingsService(original.base_url, inputs.embeddings_spec, reference),
         # a refresh (--slm-record=all) re-records each reference answer before the candidate is
         # asked, so the cap a fetched request carried may no longer be the call's: the candidate
