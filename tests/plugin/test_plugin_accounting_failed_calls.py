@@ -74,7 +74,9 @@ def test_a_candidate_that_times_out_fails_the_gate_though_the_product_swallowed_
         result = pytester.runpytest(
             "-p", "no:cacheprovider", "--slm-report=r.json", "--junitxml=j.xml"
         )  # fmt: skip
-        assert fake.hits == 5  # one request per call: nothing was sent twice
+        # one request per call at most: nothing was sent twice (on a loaded machine the caller's
+        # 0.5 s can end before the server has read a hanging request: it is then not counted)
+        assert fake.hits <= 5, fake.hits
     result.assert_outcomes(passed=5)  # the product's assertions decided the pytest outcome
     assert result.ret == EXIT_GATE_FAILED
     text = said(result)
