@@ -101,7 +101,8 @@ def _can_bind_read_only() -> bool:
     if shutil.which("unshare") is None or shutil.which("mount") is None:
         return False
     with tempfile.TemporaryDirectory() as folder:
-        return run_read_only(["true"], Path(folder), [Path(folder)], timeout=30).returncode == 0
+        done = run_read_only(["true"], Path(folder), [Path(folder)], timeout=patient(30))
+        return done.returncode == 0
 
 
 READ_ONLY = _can_bind_read_only()

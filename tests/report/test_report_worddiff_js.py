@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from html_helpers import chromium, report_data, sides
+from patience import patient
 from slam_helpers import SHARED_DATA, needs_chromium
 
 from pytest_slam.report import htmldata
@@ -50,7 +51,7 @@ def page_diffs(
     assert NODE is not None
     asked = json.dumps({"pairs": pairs, "ratios": list(ratios)})  # ASCII: astral as two escapes
     done = subprocess.run([NODE, "-e", RUNNER, str(SCRIPT)], input=asked, capture_output=True,
-                          text=True, encoding="utf-8", check=True, timeout=300)  # fmt: skip
+                          text=True, encoding="utf-8", check=True, timeout=patient(300))  # fmt: skip
     found = json.loads(done.stdout)
     return [(runs, share) for runs, share in found["runs"]], found["percents"]
 
