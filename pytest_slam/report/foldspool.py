@@ -13,6 +13,7 @@ golden file) are interned before they are written, so the records of one model s
 
 from __future__ import annotations
 
+import contextlib
 import marshal
 import sys
 import tempfile
@@ -123,6 +124,7 @@ class ModelSpools:
         try:  # not ``writing``: a context a line was a tenth of this
             found[0].write(len(encoded).to_bytes(_SIZE, "little") + encoded)
         except OSError as exc:
+            self._discard()
             raise WriteFailed(self._folder, exc) from exc
         found[1][0] += 1
 
@@ -135,10 +137,22 @@ class ModelSpools:
         if found is None:
             return
         spool, (count,) = found
-        with spool:
+        try:
             with writing(self._folder):  # the seek writes what is still buffered
                 spool.seek(0)
+        except WriteFailed:
+            self._discard(spool)
+            raise
+        with spool:
             read = spool.read
             for _ in range(count):
                 size = int.from_bytes(read(_SIZE), "little")
                 yield outcome_of(marshal.loads(read(size)))
+
+    def _discard(self, *more: IO[bytes]) -> None:
+        """Every file closed, what is still buffered dropped: the folder is full, and a close
+        that flushes would raise the same error over the one the merge reports."""
+        for spool in [*more, *(spool for spool, _ in self._files.values())]:
+            with contextlib.suppress(OSError):
+                spool.close()
+        self._files.clear()
