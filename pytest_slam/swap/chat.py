@@ -19,7 +19,7 @@ from typing import Concatenate, ParamSpec
 from pytest_slam.errors import SlamError
 from pytest_slam.records import JSON, Call, ModelSpec, in_ms, to_us
 from pytest_slam.swap import upstream
-from pytest_slam.swap.fleet import Replicas
+from pytest_slam.swap.fleet import Replicas, send
 from pytest_slam.swap.request import build
 from pytest_slam.swap.upstream import JSONObject
 from pytest_slam.util.textcodec import joined
@@ -405,9 +405,7 @@ def forward_chat(
         return f"model {target.spec.name!r} at {call.endpoint}"
 
     try:
-        # one endpoint (no replicas): none to step around, fleet.py has nothing to do
-        many = target.replicas
-        resp = post(target.base_url) if many is None else many.send(target.base_url, post)[1]
+        resp = send(target.replicas, target.base_url, post)[1]
     except upstream.UpstreamTimeout as exc:
         if deadline is not None and time.perf_counter() >= deadline:
             return _gave_up(call, start, limit)
