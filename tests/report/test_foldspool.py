@@ -70,3 +70,21 @@ def test_a_value_with_a_key_no_record_has_is_read_as_from_dict_reads_it() -> Non
     assert outcome_of(json.loads(json.dumps(data))) == Outcome.from_dict(data)
     assert pair_of(data["pairs"][0]) == Outcome.from_dict(data).pairs[0]
     assert outcome_of(json.loads(outcome_line(outcome))) == outcome
+
+
+def test_a_suite_encoded_once_seals_as_the_visits_encoded_whole() -> None:
+    """The merge encodes the suite its shards share once (``merge._Suite``) and builds the visits'
+    text around it: the digest must be the one ``Seal`` makes of the whole value, or every merged
+    report's signature would change (odd ids: non-ASCII, quotes, a lone surrogate)."""
+    from pytest_slam.report.merge import _Suite
+    from pytest_slam.report.seal import Seal
+    from pytest_slam.report.visits import Visits
+
+    ids = ["tests/test_a.py::test_é[x]", 'tests/t.py::test_"q"', "t.py::s\ud800", "b.py::z"]
+    suite = _Suite()
+    for selected in (ids[:2], ids[1:]):
+        visits = Visits(collected=list(ids))
+        written: dict[str, object] = {"selected": selected, "collected": visits.collected, "z": 1}
+        suite.shared(visits, written)
+        assert written["collected"] == ids
+        assert suite.seal(written).text() == Seal(written).text()
