@@ -1,13 +1,17 @@
-"""One call's facts for the HTML report's transcript: its tokens and time, and its raw request and
-answer, as small as the page can carry them at 10,000 tests.
+"""One call as the HTML report's line carries it: its request and answer as recorded, and a few
+numbers; the page's script (``templates/calls.js``) derives from them what the call's view shows
+(its transcript step, its tokens and time, its raw request and answer).
 
-The raw request is not a second copy of the conversation: a call of an agent sends again every
-message its previous call sent, so its request keeps only the messages that call had not sent,
-naming the pair whose request holds the rest; a message whose text the transcript step already
-shows carries that step's index instead of the text. The answer's text is the step's too. The
-page's script puts the whole request and answer back together. Every string is shown as
-``textcodec.visible`` writes it (a bidi override is a marker, never applied), keys included: once,
-over a row's whole line as it is written (``shown_json``), not string by string.
+At 10,000 tests the build's cost was these views, built in Python for every call (about 65 us of
+a row's 90: issue 53). The line now carries each text once: the request (keeping only the
+messages its previous call of the same role had not sent, naming the pair whose request holds
+the rest), the answer's fields, and its text as the number 1 when it is the pair's candidate text
+already on the line. Where the script's derivation could differ from Python's (a non-string role,
+content part, id or tool-call argument, which Python would write as its ``str``; an id ending in
+a space ``rstrip`` strips; a number JavaScript cannot format as Python does), the line carries
+Python's own transcript step or facts text instead, so the page shows what Python would, always.
+Every string is shown as ``textcodec.visible`` writes it (a bidi override is a marker, never
+applied), keys included: once, over a row's whole line as it is written (``shown_json``).
 """
 
 from __future__ import annotations
@@ -31,15 +35,122 @@ _CHANGED = re.compile(
 # one encoder for every line: ``json.dumps`` with options builds a new one a call (3 us of 20)
 _LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
+# the facts' flags (``call_line``): estimated tokens, a replayed answer, a cached one
+ESTIMATED, REPLAYED, CACHED = 1, 2, 4
+_SAFE = 2**53  # an int JavaScript holds exactly
+_MS_LIMIT = 1e15  # below it ``toFixed`` writes digits, and ``value / 1000`` keeps its tenths
 
-def call_data(calls: list[Call], index: int, steps: list[JSON], earlier: int) -> list[JSON]:
-    """``[tokens and time, raw request, raw answer]`` of ``calls[index]``; ``steps``: its
-    transcript step (``htmldata.transcript_step``); ``earlier``: the position, among its row's
-    pairs, of the pair whose call is this call's previous one of the same role (-1: none)."""
+
+def call_line(
+    calls: list[Call], index: int, previous: int, earlier: int, shipped: str
+) -> tuple[list[JSON], bool]:
+    """``[earlier pair, messages kept from its request, where the step's messages start, whether
+    a call of the same role came before (0 or 1), the request with the other messages, model,
+    text (1: ``shipped``, the pair's candidate text), finish reason, tool calls, prompt tokens,
+    completion tokens, usage details, system fingerprint, TTFT, E2E, flags]`` of
+    ``calls[index]`` (``[]``: no such call), and whether the script derives its transcript step
+    as ``htmldata.transcript_step`` does (``step_derivable``). ``previous``: the index of the
+    same role's call before it (-1: none); ``earlier``: the position, among its row's pairs, of
+    that call's pair (-1: none). Flags: ``ESTIMATED | REPLAYED | CACHED``, or Python's own facts
+    text (``measured``) when a number is not one the script formats as Python does."""
     if not 0 <= index < len(calls):
-        return []
+        return [], True
     call = calls[index]
-    return [measured(call), raw_request(calls, index, steps, earlier), raw_answer(call, steps)]
+    request = call.request
+    messages = request.get("messages")
+    kept = start = 0
+    if previous >= 0 and isinstance(messages, list):
+        before = calls[previous].request.get("messages")
+        if isinstance(before, list) and len(before) <= len(messages):
+            start = len(before)
+            if earlier >= 0 and before and messages[:start] == before:
+                kept = start
+                request = {**request, "messages": messages[kept:]}
+    text: JSON = 1 if call.text == shipped and call.text else call.text
+    pt, ct, ttft, e2e = call.prompt_tokens, call.completion_tokens, call.ttft_ms, call.e2e_ms
+    flags: JSON = (
+        (ESTIMATED if call.tokens_estimated else 0)
+        | (REPLAYED if call.replayed else 0)
+        | (CACHED if call.cached else 0)
+    )
+    if not (_plain_count(pt) and _plain_count(ct) and _plain_ms(ttft) and _plain_ms(e2e)):
+        flags, ttft, e2e = measured(call), None, None
+    line: list[JSON] = [
+        earlier if kept else -1,
+        kept,
+        start,
+        1 if previous >= 0 else 0,
+        request,
+        call.response_model or call.model,
+        text,
+        call.finish_reason,
+        call.tool_calls or None,
+        pt,
+        ct,
+        call.usage_details or None,
+        call.system_fingerprint or None,
+        ttft,
+        e2e,
+        flags,
+    ]
+    sent = messages[start:] if isinstance(messages, list) else []
+    return line, step_derivable(sent, previous >= 0, call)
+
+
+def _plain_count(value: object) -> bool:
+    """A token count the script writes as ``f"{value:,}"`` does."""
+    return value is None or (type(value) is int and -_SAFE < value < _SAFE)
+
+
+def _plain_ms(value: object) -> bool:
+    """A time the script writes as ``fmt.ms`` does (``pyFixed``: half to even on the double)."""
+    if value is None:
+        return True
+    if type(value) is float:
+        return 0 < value < _MS_LIMIT
+    return type(value) is int and 0 <= value < _MS_LIMIT
+
+
+def step_derivable(sent: list[JSON], prior: bool, call: Call) -> bool:
+    """The script's transcript step (``calls.js`` ``stepOf``) is ``transcript_step``'s: every
+    role, id, name, argument and text part it reads is a string or absent (Python would show
+    another value as its ``str``), and no id ends in a space (``rstrip`` would strip it)."""
+    if type(call.text) is not str:
+        return False
+    for message in sent:
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role", "")
+        if type(role) is not str:
+            return False
+        if role == "assistant" and prior:
+            continue
+        if role == "tool" and not _plain_id(message.get("tool_call_id")):
+            return False
+        content = message.get("content")
+        if content is None or type(content) is str:
+            continue
+        if type(content) is not list:
+            return False
+        for part in content:
+            if isinstance(part, dict) and not _plain_text(part.get("text")):
+                return False
+    for tc in call.tool_calls or ():
+        fn = tc.get("function")
+        found = fn if isinstance(fn, dict) else tc
+        if type(found.get("name")) is not str or type(found.get("arguments")) is not str:
+            return False
+        if not _plain_id(tc.get("id")):
+            return False
+    return True
+
+
+def _plain_text(value: JSON) -> bool:
+    return value is None or type(value) is str
+
+
+def _plain_id(value: JSON) -> bool:
+    return value is None or (type(value) is str and not value[-1:].isspace())
 
 
 def measured(call: Call) -> str:
@@ -60,61 +171,6 @@ def measured(call: Call) -> str:
 
 def _count(value: int | None) -> str:
     return "-" if value is None else f"{value:,}"
-
-
-def raw_request(calls: list[Call], index: int, steps: list[JSON], earlier: int) -> list[JSON]:
-    """``[earlier pair, messages kept from its request, the request with the other messages]``:
-    a message whose text is a step's shown text has that step's index as its ``content``."""
-    call = calls[index]
-    request: dict[str, Any] = dict(call.request)
-    messages = request.get("messages")
-    kept = 0
-    if isinstance(messages, list):
-        before = _previous_messages(calls, index) if earlier >= 0 else None
-        if before is not None and messages[: len(before)] == before:
-            kept = len(before)
-        request["messages"] = [_by_step(m, steps) for m in messages[kept:]]
-    return [earlier if kept else -1, kept, request]
-
-
-def _previous_messages(calls: list[Call], index: int) -> list[JSON] | None:
-    role = calls[index].role
-    earlier = [c for c in calls[:index] if c.role == role]
-    found = earlier[-1].request.get("messages") if earlier else None
-    return found if isinstance(found, list) else None
-
-
-def _by_step(message: JSON, steps: list[JSON]) -> JSON:
-    """The message, its string content replaced by the index of the step showing that text."""
-    if not isinstance(message, dict) or not isinstance(message.get("content"), str):
-        return message
-    text = message["content"]
-    for i, step in enumerate(steps):
-        if isinstance(step, list) and step[1] == text and step[0] != "assistant":
-            return {**message, "content": i}
-    return message
-
-
-def raw_answer(call: Call, steps: list[JSON]) -> list[JSON]:
-    """``[the step holding the answer's text (-1: none), the answer without it]``."""
-    answer: dict[str, JSON] = {"model": call.response_model or call.model}
-    if call.error is not None:
-        answer["error"] = call.error
-    answer["finish_reason"] = call.finish_reason
-    if call.tool_calls:
-        answer["tool_calls"] = list(call.tool_calls)
-    usage: dict[str, JSON] = {"prompt_tokens": call.prompt_tokens}
-    usage["completion_tokens"] = call.completion_tokens
-    if call.usage_details:
-        usage.update(call.usage_details)
-    answer["usage"] = usage
-    if call.system_fingerprint:
-        answer["system_fingerprint"] = call.system_fingerprint
-    text = call.text or None
-    found = [i for i, s in enumerate(steps) if isinstance(s, list) and s == ["assistant", text]]
-    if text is not None and not found:  # not in the steps: carried here, once
-        answer["content"] = call.text
-    return [found[-1] if found else -1, answer]
 
 
 def shown_json(data: JSON) -> str:

@@ -34,7 +34,7 @@ from pytest_slam.report.aggregate import PerTestRow, Verdict, outcome_order
 from pytest_slam.report.columns import TEST_COLUMNS
 from pytest_slam.report.diffview import answer_text, cut
 from pytest_slam.report.evidence import deciding_score
-from pytest_slam.report.htmlcalls import call_data, shown_json
+from pytest_slam.report.htmlcalls import call_line, shown_json
 from pytest_slam.util.textcodec import dumps, visible
 
 # outcome -> rank in the failures-first order (unknown outcomes after the failures)
@@ -280,7 +280,7 @@ def _pairs(found: list[tuple[Outcome, Pair]]) -> tuple[list[JSON], bool]:
     for position, (outcome, pair) in enumerate(found):
         at[(id(outcome), pair.call_index)] = position
         before = _previous_call(outcome.calls, pair.call_index)
-        data, differs = _pair(outcome, pair, at.get((id(outcome), before), -1))
+        data, differs = _pair(outcome, pair, before, at.get((id(outcome), before), -1))
         out.append(data)
         different = different or differs
     return out, different
@@ -290,24 +290,28 @@ def _previous_call(calls: list[Call], index: int) -> int:
     """The index of the call before ``calls[index]`` of the same role (-1: none)."""
     if not 0 <= index < len(calls):
         return -1
-    same = [i for i, c in enumerate(calls[:index]) if c.role == calls[index].role]
-    return same[-1] if same else -1
+    role = calls[index].role
+    return next((i for i in range(index - 1, -1, -1) if calls[i].role == role), -1)
 
 
 def pair_data(outcome: Outcome, pair: Pair, earlier: int = -1) -> list[JSON]:
     """``[key, reference model, missing, equivalence, scores, error, reference text, candidate
-    text, transcript step, call facts]`` (the call facts: ``htmlcalls.call_data``, its request's
-    repeated messages in the pair at ``earlier``). The two answers are as the word diff reads
-    them (``diffview.answer_text``, cut at ``diffview.MAX_CHARS``, made visible: a bidi override
-    is a marker, never applied), and the page's script diffs them when the pair is drawn
-    (``templates/worddiff.js``, a port of ``diffview.diff_runs``): no reference text (None) when
-    the golden answer is missing, the candidate's text then whole. The other strings are made
-    visible as the line is written (``htmlcalls.shown_json``)."""
-    return _pair(outcome, pair, earlier)[0]
+    text, call, transcript step]``: the call as recorded, with its request's repeated messages in
+    the pair at ``earlier`` (``htmlcalls.call_line``), and its transcript step only where the
+    page's script would not derive the one ``transcript_step`` makes (else None). The two
+    answers are as the word diff reads them (``diffview.answer_text``, cut at
+    ``diffview.MAX_CHARS``, made visible: a bidi override is a marker, never applied), and the
+    page's script diffs them when the pair is drawn (``templates/worddiff.js``, a port of
+    ``diffview.diff_runs``): no reference text (None) when the golden answer is missing, the
+    candidate's text then whole. The other strings are made visible as the line is written
+    (``htmlcalls.shown_json``)."""
+    before = _previous_call(outcome.calls, pair.call_index)
+    return _pair(outcome, pair, before, earlier)[0]
 
 
-def _pair(outcome: Outcome, pair: Pair, earlier: int) -> tuple[list[JSON], bool]:
-    """``pair_data``, and whether its answer differs from the reference (``_differs``)."""
+def _pair(outcome: Outcome, pair: Pair, before: int, earlier: int) -> tuple[list[JSON], bool]:
+    """``pair_data`` (``before``: the index of the same role's call before the pair's, -1:
+    none), and whether its answer differs from the reference (``_differs``)."""
     calls = outcome.calls
     call, candidate, reference = _answers(outcome, pair)
     different = _differs(pair, call, candidate, reference)
@@ -328,7 +332,7 @@ def _pair(outcome: Outcome, pair: Pair, earlier: int) -> tuple[list[JSON], bool]
     if reference is not None and not missing:  # as diff_runs reads them: visible, then cut
         shown_reference, candidate = cut(visible(reference)), cut(candidate)
     error = call.error if call is not None else None
-    step = transcript_step(calls, pair.call_index)
+    line, derived = call_line(calls, pair.call_index, before, earlier, candidate)
     data: list[JSON] = [
         pair.key,
         pair.reference_model or "reference",
@@ -338,8 +342,8 @@ def _pair(outcome: Outcome, pair: Pair, earlier: int) -> tuple[list[JSON], bool]
         error,
         shown_reference,
         candidate,
-        step,
-        call_data(calls, pair.call_index, step, earlier),
+        line,
+        None if derived else transcript_step(calls, pair.call_index),
     ]
     return data, different
 

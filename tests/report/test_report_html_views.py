@@ -349,12 +349,13 @@ def test_a_transcript_shows_a_models_tool_call_ids_with_their_controls_marked() 
 
 
 def test_a_calls_raw_request_and_answer_mark_a_models_controls_and_repeat_nothing() -> None:
-    """The raw request and answer (issue 52 item 5) show every string, keys too, with bidi
-    controls as markers; a later call keeps only the messages its previous call had not sent,
-    and a text its transcript step shows is that step's index, not a second copy."""
+    """The call as its pair's line carries it (issue 52 item 5, issue 53: the page's script
+    derives its views, ``calls.js``) shows every string, keys too, with bidi controls as markers;
+    a later call keeps only the messages its previous call had not sent, and its text, when the
+    pair already carries it as the candidate's answer, is the number 1, not a second copy."""
     from pytest_slam.records import Call
-    from pytest_slam.report.htmlcalls import call_data, shown_json
-    from pytest_slam.report.htmldata import transcript_step
+    from pytest_slam.report.htmlcalls import call_line, shown_json
+    from pytest_slam.util.textcodec import visible
 
     user = {"role": "user", "content": "go\u202e"}
     first = Call("mini", "candidate", {"messages": [user], "x\u202e": "y\u202e"}, text="a\u202e")
@@ -362,21 +363,19 @@ def test_a_calls_raw_request_and_answer_mark_a_models_controls_and_repeat_nothin
         user, {"role": "assistant", "content": "a\u202e"}, {"role": "user", "content": "more"}
     ]}, text="b", prompt_tokens=1234, completion_tokens=5, e2e_ms=412.0)  # fmt: skip
     calls = [first, second]
-    facts = json.loads(
-        shown_json([call_data(calls, i, transcript_step(calls, i), i - 1) for i in (0, 1)])
+    lines = json.loads(
+        shown_json([call_line(calls, i, i - 1, i - 1, visible(calls[i].text))[0] for i in (0, 1)])
     )
-    assert "\u202e" not in str(facts)
-    (_, request, answer), (measured, request2, answer2) = facts
-    assert request == [
-        -1,
-        0,
-        {"messages": [{"role": "user", "content": 0}], "x⟨U+202E⟩": "y⟨U+202E⟩"},
-    ]
-    assert request2[:2] == [0, 1]  # the first message: call 1's
-    assert request2[2]["messages"] == [{"role": "assistant", "content": "a⟨U+202E⟩"},
-                                       {"role": "user", "content": 0}]  # fmt: skip
-    assert answer[0] >= 0 and answer2[0] >= 0 and "content" not in answer2[1]
-    assert measured == "prompt 1,234 + completion 5 tokens \u00b7 TTFT - \u00b7 E2E 412 ms"
+    assert "\u202e" not in str(lines)
+    one, two = lines
+    assert one[:5] == [
+        -1, 0, 0, 0, {"messages": [{"role": "user", "content": "go⟨U+202E⟩"}], "x⟨U+202E⟩": "y⟨U+202E⟩"}
+    ]  # fmt: skip
+    assert one[6] == "a⟨U+202E⟩"  # its shown text differs from the raw one: carried
+    assert two[:4] == [0, 1, 1, 1]  # the first message: call 1's
+    assert two[4]["messages"] == [{"role": "assistant", "content": "a⟨U+202E⟩"},
+                                  {"role": "user", "content": "more"}]  # fmt: skip
+    assert two[6] == 1 and two[9:11] == [1234, 5] and two[13:16] == [None, 412.0, 0]
 
 
 @needs_chromium
