@@ -38,7 +38,6 @@ _LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 # the facts' flags (``call_line``): estimated tokens, a replayed answer, a cached one
 ESTIMATED, REPLAYED, CACHED = 1, 2, 4
 _SAFE = 2**53  # an int JavaScript holds exactly
-_MS_LIMIT = 1e15  # below it ``toFixed`` writes digits, and ``value / 1000`` keeps its tenths
 
 
 def call_line(
@@ -51,8 +50,9 @@ def call_line(
     ``calls[index]`` (``[]``: no such call), and whether the script derives its transcript step
     as ``htmldata.transcript_step`` does (``step_derivable``). ``previous``: the index of the
     same role's call before it (-1: none); ``earlier``: the position, among its row's pairs, of
-    that call's pair (-1: none). Flags: ``ESTIMATED | REPLAYED | CACHED``, or Python's own facts
-    text (``measured``) when a number is not one the script formats as Python does."""
+    that call's pair (-1: none). A time is ``fmt.ms``'s figure (``_ms``). Flags: ``ESTIMATED |
+    REPLAYED | CACHED``, or Python's own facts text (``measured``) when a token count is not
+    one JavaScript holds exactly."""
     if not 0 <= index < len(calls):
         return [], True
     call = calls[index]
@@ -67,14 +67,15 @@ def call_line(
                 kept = start
                 request = {**request, "messages": messages[kept:]}
     text: JSON = 1 if call.text == shipped and call.text else call.text
-    pt, ct, ttft, e2e = call.prompt_tokens, call.completion_tokens, call.ttft_ms, call.e2e_ms
+    pt, ct = call.prompt_tokens, call.completion_tokens
+    ttft, e2e = _ms(call.ttft_ms), _ms(call.e2e_ms)
     flags: JSON = (
         (ESTIMATED if call.tokens_estimated else 0)
         | (REPLAYED if call.replayed else 0)
         | (CACHED if call.cached else 0)
     )
-    if not (_plain_count(pt) and _plain_count(ct) and _plain_ms(ttft) and _plain_ms(e2e)):
-        flags, ttft, e2e = measured(call), None, None
+    if not (_plain_count(pt) and _plain_count(ct)):
+        flags = measured(call)
     line: list[JSON] = [
         earlier if kept else -1,
         kept,
@@ -102,13 +103,18 @@ def _plain_count(value: object) -> bool:
     return value is None or (type(value) is int and -_SAFE < value < _SAFE)
 
 
-def _plain_ms(value: object) -> bool:
-    """A time the script writes as ``fmt.ms`` does (``pyFixed``: half to even on the double)."""
+def _ms(value: float | None) -> JSON:
+    """``fmt.ms``'s figure as the page writes it: under 10 s the whole milliseconds (``round``
+    rounds the double half to even, as ``f"{value:.0f}"`` does; a small int, not the float's 17
+    digits that gzip cannot shorten), the script adding " ms"; else (10 s and more, a negative
+    zero, a value that is not a time) Python's own text."""
     if value is None:
-        return True
-    if type(value) is float:
-        return 0 < value < _MS_LIMIT
-    return type(value) is int and 0 <= value < _MS_LIMIT
+        return None
+    if type(value) is float and 0 < value < 10_000:
+        return round(value)
+    if type(value) is int and 0 <= value < 10_000:
+        return value
+    return fmt.ms(value)
 
 
 def step_derivable(sent: list[JSON], prior: bool, call: Call) -> bool:

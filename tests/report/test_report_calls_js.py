@@ -21,14 +21,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 from patience import patient
 from slam_helpers import SHARED_DATA
 from test_report_worddiff_js import NODE, needs_node
 
 from pytest_slam.records import JSON, Call, Outcome, Pair
 from pytest_slam.report import htmldata
-from pytest_slam.report.htmlcalls import measured, shown_json
+from pytest_slam.report.htmlcalls import call_line, measured, shown_json
 
 SCRIPT = Path(htmldata.__file__).parent / "templates" / "calls.js"
 
@@ -318,11 +317,29 @@ def test_the_page_derives_real_shaped_calls_views_as_python_did() -> None:
     assert _compare(rows) >= 12
 
 
-@pytest.mark.parametrize("value", [0.5, 1.5, 2.5, 9999.5, 12_250.0, 12_750.0, 10_000])
-def test_the_facts_round_a_tie_as_python_writes_it(value: float) -> None:
-    """Python writes a time's tie to the even digit (``fmt.ms``: ``2.5`` is ``2 ms``, 12,250 ms
-    is ``12.2 s``); ``toFixed`` would write ``3`` and ``12.3``: the generated calls hold these,
-    here they are named."""
-    call = Call("m", "candidate", {}, e2e_ms=value)
-    assert (measured(call).split("E2E ")[1]) == {0.5: "0 ms", 1.5: "2 ms", 2.5: "2 ms",
-        9999.5: "10000 ms", 12_250.0: "12.2 s", 12_750.0: "12.8 s", 10_000: "10.0 s"}[value]  # fmt: skip
+FACTS = """
+const fs = require("fs");
+const code = fs.readFileSync(process.argv[1], "utf8");
+const lib = new Function(code + "; return {callMeasured: callMeasured};")();
+process.stdout.write(JSON.stringify(JSON.parse(fs.readFileSync(0, "utf8")).map(lib.callMeasured)));
+"""
+
+
+@needs_node
+def test_the_facts_round_every_time_as_python_writes_it() -> None:
+    """``fmt.ms`` writes a tie to the even digit (``2.5`` is ``2 ms``, 12,250 ms ``12.2 s``;
+    ``toFixed`` would write 3 and 12.3): the page's facts text is Python's for the ties, the
+    edges of the two units and 20,000 times drawn over six decades."""
+    from pytest_slam.util.textcodec import visible
+
+    rng = random.Random(53)
+    times = [t for t in TIMES if t is not None] + [k / 2 for k in range(0, 40_001, 7)]
+    times += [10 ** rng.uniform(-2, 4.3) for _ in range(20_000)] + [9_999.499999999998]
+    calls = [Call("m", "candidate", {}, ttft_ms=t, e2e_ms=t / 3 + 10_000 * rng.random(),
+                  prompt_tokens=rng.choice(COUNTS[:-3]), completion_tokens=rng.choice(COUNTS[:-3]))
+             for t in times]  # fmt: skip
+    lines = [json.loads(shown_json(call_line([c], 0, -1, -1, "")[0])) for c in calls]
+    assert NODE is not None
+    done = subprocess.run([NODE, "-e", FACTS, str(SCRIPT)], input=json.dumps(lines),
+                          capture_output=True, text=True, check=True, timeout=patient(300))  # fmt: skip
+    assert json.loads(done.stdout) == [visible(measured(c)) for c in calls]

@@ -375,7 +375,7 @@ def test_a_calls_raw_request_and_answer_mark_a_models_controls_and_repeat_nothin
     assert two[:4] == [0, 1, 1, 1]  # the first message: call 1's
     assert two[4]["messages"] == [{"role": "assistant", "content": "a⟨U+202E⟩"},
                                   {"role": "user", "content": "more"}]  # fmt: skip
-    assert two[6] == 1 and two[9:11] == [1234, 5] and two[13:16] == [None, 412.0, 0]
+    assert two[6] == 1 and two[9:11] == [1234, 5] and two[13:16] == [None, 412, 0]
 
 
 @needs_chromium

@@ -1,23 +1,12 @@
 /* A call's views, derived from what its pair's line carries (htmlcalls.call_line: the request
    and answer as recorded, and a few numbers): its transcript step (htmldata.transcript_step),
-   its tokens and time (htmlcalls.measured, with fmt.ms's rounding: half to even), and its raw
+   its tokens and time (htmlcalls.measured; each time as fmt.ms rounded it), and its raw
    request and answer. A port: tests/report/test_report_calls_js.py checks, call by call, that
    it shows what the Python derivation shows. Where the two could differ the line carries
    Python's own text instead (a step in the pair's field 9, the facts' text in the flags). */
 function isObject(v) { return v !== null && typeof v === "object" && !Array.isArray(v); }
-/* format(x, ".0f") or ".1f" for 0 <= x < 1e15: toFixed rounds the double's exact value as
-   Python does, but an exact tie up where Python takes the even digit */
-function pyFixed(x, digits) {
-  var s = x.toFixed(digits);
-  if (digits === 0 ? x % 1 === 0.5 : x % 0.5 === 0.25) {
-    var n = Math.floor(digits === 0 ? x : x * 10);  /* x * 10 exact: x is a quarter */
-    if (n % 2 === 0) { s = digits === 0 ? String(n) : Math.floor(n / 10) + "." + (n % 10); }
-  }
-  return s;
-}
-function pyMs(v) {  /* fmt.ms */
-  if (v === null) { return "-"; }
-  return v >= 10000 ? pyFixed(v / 1000, 1) + " s" : pyFixed(v, 0) + " ms";
+function pyMs(v) {  /* fmt.ms: the whole milliseconds the build rounded, or its text */
+  return v === null ? "-" : typeof v === "string" ? v : v + " ms";
 }
 function pyCount(n) {  /* f"{n:,}" of a safe integer; None: "-" */
   if (n === null) { return "-"; }
@@ -26,7 +15,7 @@ function pyCount(n) {  /* f"{n:,}" of a safe integer; None: "-" */
 /* call: [earlier pair, messages kept from its request, where the step's messages start, a call
    of the same role before (1), the request, model, text (1: the pair's candidate text), finish
    reason, tool calls, prompt tokens, completion tokens, usage details, system fingerprint,
-   TTFT, E2E, flags (1 estimated, 2 replayed, 4 cached; a string: the facts as Python wrote them)] */
+   TTFT and E2E (whole ms, or fmt.ms's text), flags (1 estimated, 2 replayed, 4 cached; a string: the facts as Python wrote them)] */
 function callMeasured(c) {
   if (typeof c[15] === "string") { return c[15]; }
   var tokens = "prompt " + pyCount(c[9]) + " + completion " + pyCount(c[10]) + " tokens";
