@@ -15,7 +15,9 @@ next to each other and gzip stores the shared text once.
 At 10,000 cases the build is per-row work and little else (issue 53; bench/bench_html.py): one
 pass writes each (test, model)'s pairs as a line of JSON, made visible once over the line, not
 string by string (``htmlcalls.shown_json``); no pair is diffed here (70-100 us a pair of
-distinct answers): the page diffs the ones it draws.
+distinct answers): the page diffs the ones it draws; and no call's views are built here (its
+transcript step, facts, raw request and answer: 65 us a row): the line carries the call as
+recorded and the page derives them (``htmlcalls.call_line``, ``templates/calls.js``).
 """
 
 from __future__ import annotations
@@ -374,7 +376,10 @@ def transcript_step(calls: list[Call], index: int) -> list[JSON]:
     """One call of an agent's conversation as its transcript shows it, ``[[who, text], ...]``:
     what its request sent that the candidate's call before it had not (the user's turn, each tool
     result), then its answer (its text, each tool call with its arguments). Read in call order,
-    the steps are the whole conversation: every tool call and its result, in order."""
+    the steps are the whole conversation: every tool call and its result, in order. The page's
+    script derives the same from the call as its line carries it (``templates/calls.js``
+    ``stepOf``); the line carries this one only where the script's could differ
+    (``htmlcalls.step_derivable``)."""
     if not 0 <= index < len(calls):
         return []
     return _sent(calls, index) + _answered(calls[index])
