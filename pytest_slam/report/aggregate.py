@@ -937,6 +937,9 @@ class Fold:
         answers = [self._golden[k] for k in sorted(self._golden)]
         reference = reference_row_of(answers, run_info.reference)
         ref_cost = reference.cost_per_call_usd if reference else None
+        if self._compact:  # a golden answer a key, read: gone before the models' records come
+            del answers
+            self._golden.clear()
         rows, tests = [], []
         equivalence: dict[str, dict[str, float]] = {}
         passes: dict[str, dict[str, float]] = {}
