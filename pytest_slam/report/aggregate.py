@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Protocol, TypeVar
 
 from pytest_slam.compare.named import describe_name
@@ -33,7 +34,7 @@ from pytest_slam.report.evidence import (
 )
 from pytest_slam.report.foldspool import ModelSpools, outcome_of, pair_of, stripped
 from pytest_slam.report.gate_result import GateResult
-from pytest_slam.report.packed import slim_record
+from pytest_slam.report.packed import PackedRun, slim_record, unpack
 
 NOT_SWAPPED = "not_swapped"  # passed, but the candidate answered none of its calls (outcomes.py)
 CANDIDATE_FAILED = "candidate_failed"  # passed, but a candidate call failed: a failed test
@@ -306,8 +307,24 @@ def outcome_order(outcome: Outcome) -> tuple[tuple[tuple[str | int, ...], str], 
 
 
 def aggregate(outcomes: Iterable[OutcomeLike], run_info: RunInfo) -> Verdict:
-    """Build the verdict from a run's outcomes (records or their dicts), in any order."""
+    """Build the verdict from a run's outcomes (records or their dicts), in any order.
+
+    A run's packed outcomes (``PackedRun``, the end of a run) are read one at a time in canonical
+    order and folded as they come: the fold keeps each one's packed string, not its record, and
+    the verdict reads a model's back without their texts (``Fold(packed=True)``)."""
+    if isinstance(outcomes, PackedRun):
+        fold = Fold(packed=True)
+        for outcome, kept in final_items(outcomes.ordered_items(outcome_order), itemgetter(0)):
+            fold.add_packed(outcome, kept)
+        return fold.verdict(run_info)
     return Fold().extend(final_outcomes(sort_outcomes(outcomes))).verdict(run_info)
+
+
+def in_order(outcomes: Iterable[OutcomeLike]) -> Iterator[Outcome]:
+    """``sort_outcomes``, one record at a time where the outcomes are packed (``PackedRun``)."""
+    if isinstance(outcomes, PackedRun):
+        return outcomes.ordered(outcome_order)
+    return iter(sort_outcomes(outcomes))
 
 
 HOW_TO_DECIDE = (
@@ -846,10 +863,12 @@ class Fold:
     """Final outcomes (``final_outcomes``) added in canonical order; ``verdict`` is the verdict
     ``aggregate`` gives for them."""
 
-    def __init__(self, compact: bool = False) -> None:
-        self._compact = compact
+    def __init__(self, compact: bool = False, packed: bool = False) -> None:
+        self._compact = compact or packed
         self._by_model: dict[str, list[Outcome]] = {}
         self._spools = ModelSpools() if compact else None
+        # packed: each model's outcomes as the run keeps them (``add_packed``), not as records
+        self._packed: dict[str, list[str | Outcome]] | None = {} if packed else None
         self._golden: dict[str, Pair] = {}  # the first pair with a golden answer, by key
         self._open = _OpenEnded()
 
@@ -860,6 +879,14 @@ class Fold:
             return
         self._pairs(outcome.pairs)
         self._by_model.setdefault(outcome.model, []).append(outcome)
+
+    def add_packed(self, outcome: Outcome, kept: str | Outcome) -> None:
+        """The next final outcome of a packed run: ``kept`` (its packed string, or the record)
+        waits by model; ``outcome`` (its record) is read now and let go."""
+        assert self._packed is not None  # Fold(packed=True)
+        self._pairs(outcome.pairs)
+        self._by_model.setdefault(outcome.model, [])
+        self._packed.setdefault(outcome.model, []).append(kept)
 
     def add_value(self, data: dict[str, JSON]) -> None:
         """The next final outcome as its JSON value (a report line's, its defaults left out; it is
@@ -900,6 +927,8 @@ class Fold:
         held = self._by_model.pop(model, [])
         if self._spools is not None:
             return self._spools.take(model)
+        if self._packed is not None:
+            return (_light(kept) for kept in self._packed.pop(model, []))
         return iter(held)
 
     def verdict(self, run_info: RunInfo) -> Verdict:
@@ -908,6 +937,9 @@ class Fold:
         answers = [self._golden[k] for k in sorted(self._golden)]
         reference = reference_row_of(answers, run_info.reference)
         ref_cost = reference.cost_per_call_usd if reference else None
+        if self._compact:  # a golden answer a key, read: gone before the models' records come
+            del answers
+            self._golden.clear()
         rows, tests = [], []
         equivalence: dict[str, dict[str, float]] = {}
         passes: dict[str, dict[str, float]] = {}
@@ -930,6 +962,13 @@ class Fold:
                 self._open.count, self._open.words, self._open.scorers, run_info
             ),
         )
+
+
+def _light(kept: str | Outcome) -> Outcome:
+    """A packed outcome as the verdict reads it: the record ``outcome_of`` makes of its report
+    value without the texts (``foldspool.stripped``), as a compact fold's file gives it back."""
+    record = unpack(kept) if isinstance(kept, str) else kept
+    return outcome_of(stripped(slim_record(record)))
 
 
 def _golden_only(pair: Pair) -> Pair:

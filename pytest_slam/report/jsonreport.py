@@ -22,6 +22,7 @@ from pytest_slam.report.aggregate import (
     OutcomeLike,
     PerTestRow,
     Verdict,
+    in_order,
     outcome_order,
     sort_outcomes,
 )
@@ -129,7 +130,7 @@ def write_json(
         rows = iter(verdict.tests)
         head, tail = _frame({**document, "digest": mark, "signature": signed}, rows)
         if lines is None:
-            lines = (outcome_line(o) for o in sort_outcomes(outcomes))
+            lines = (outcome_line(o) for o in in_order(outcomes))  # read one at a time
         sealed = (seal.add(line) for line in lines)
         pieces = _sealed(_joined(head, sealed, tail), mark, seal, key, signed)
         return atomic_write(path, pieces)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Iterator, Mapping, MutableSequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableSequence, Sequence
 from typing import Any, overload
 
 from pytest_slam.records import JSON, Call, Outcome, Pair, Record, Score, field_names, plain
@@ -213,11 +213,86 @@ class KeptOutcomes(MutableSequence[dict[str, JSON]]):
         strings: dict[str, str] = {}
         return (unpack(s, strings) for s in self._items)
 
+    def run(self, more: Iterable[Outcome] = ()) -> PackedRun:
+        """The kept outcomes (then ``more``) as records read one at a time (``PackedRun``)."""
+        return PackedRun([*self._items, *more])
+
     def having(self, *needles: str) -> list[dict[str, JSON]]:
         """The outcomes whose packed text holds one of ``needles``, as dicts: a field is in the
         text only when it is not its default (``"diverged_at"``, ``"capped":true``), so a reader
         of the few outcomes with one unpacks those alone, not every test of the run."""
         return [unpack(s).as_dict() for s in self._items if any(n in s for n in needles)]
+
+
+class PackedRun(Sequence[Outcome]):
+    """A run's outcomes for the end of the run: each a packed string (or a record), made a record
+    only when it is read, and let go by the reader.
+
+    The end of a run read every outcome as a record at once: at 5,000 tests those records (2.7
+    KiB each) and the verdict over them were the run's peak memory (issue 53). The verdict, the
+    scrub and the JSON report each read the outcomes once, one at a time (``ordered``: in the
+    report's order), so no reader here holds them all; one that needs a list makes it itself.
+    """
+
+    __slots__ = ("_items", "_order")
+
+    def __init__(self, items: Iterable[str | Outcome]) -> None:
+        self._items: list[str | Outcome] = list(items)
+        self._order: tuple[Callable[[Outcome], Any], list[int]] | None = None  # key, order
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> Outcome: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Outcome]: ...
+    def __getitem__(self, index: int | slice) -> Outcome | list[Outcome]:
+        if isinstance(index, slice):
+            return [_record(item) for item in self._items[index]]
+        return _record(self._items[index])
+
+    def __iter__(self) -> Iterator[Outcome]:
+        return (_record(item) for item in self._items)
+
+    def ordered(self, key: Callable[[Outcome], Any]) -> Iterator[Outcome]:
+        """Each outcome as a record, in ``sorted(self, key=key)``'s order (a stable sort, so the
+        same order as the list sorted): only the keys are held at once, each record is read
+        again when its turn comes. The order is found once (every reader asks the same key)."""
+        return (_record(self._items[i]) for i in self._sorted(key))
+
+    def ordered_items(
+        self, key: Callable[[Outcome], Any]
+    ) -> Iterator[tuple[Outcome, str | Outcome]]:
+        """``ordered``, each record with what is kept of it (its packed string, or itself)."""
+        items = self._items
+        return ((_record(items[i]), items[i]) for i in self._sorted(key))
+
+    def _sorted(self, key: Callable[[Outcome], Any]) -> list[int]:
+        if self._order is None or self._order[0] is not key:
+            keys = [key(outcome) for outcome in self]
+            self._order = key, sorted(range(len(keys)), key=keys.__getitem__)
+        return self._order[1]
+
+    def shared(self) -> list[Outcome]:
+        """Every outcome as a record at once, sharing their repeated strings (the HTML report)."""
+        strings: dict[str, str] = {}
+        return [unpack(i, strings) if isinstance(i, str) else i for i in self._items]
+
+    def replaced(self, changes: Mapping[int, Outcome]) -> PackedRun:
+        """These outcomes with the one at each index of ``changes`` replaced (packed again): the
+        scrub's few rebuilt records, the rest shared, not copied."""
+        items = list(self._items)
+        for index, outcome in changes.items():
+            items[index] = pack(outcome.as_dict())
+        run = PackedRun(items)
+        if not changes:  # the same outcomes: the same order (a scrubbed id may sort elsewhere)
+            run._order = self._order
+        return run
+
+
+def _record(item: str | Outcome) -> Outcome:
+    return unpack(item) if isinstance(item, str) else item
 
 
 def _packed(value: Mapping[str, JSON] | str) -> str:

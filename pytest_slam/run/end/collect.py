@@ -57,7 +57,8 @@ class Collected:
     choices: Choices
     rootpath: Path  # pytest's rootdir: the goldens' and the saved runs' folders are under it
     gathered: Gathered
-    outcomes: list[Outcome] = field(default_factory=list)  # the tests' and the engines' starts
+    # the tests' and the engines' starts, packed (report/packed.PackedRun): a record each is read
+    outcomes: Sequence[Outcome] = ()
     info: RunInfo | None = None
     test_outcomes: Sequence[dict[str, Any]] = ()  # the tests' (budgets), packed: read once each
     stopped: str | bool = False  # pytest's word, when its session is known
@@ -102,8 +103,8 @@ def _merged_run(
     roles, facts, settings = ended.roles, ended.facts, ended.setup.settings
     merged = Merged.of(roles.role, payloads)
     stale = find_stale(ended, merged) if settings.has_reference else None
-    kept = roles.accounting.outcomes.records()
-    outcomes = [*kept, *records(Outcome, ended.swap.engine_outcomes)]
+    # packed, read one at a time by each reader: never every outcome as a record at once
+    outcomes = roles.accounting.outcomes.run(records(Outcome, ended.swap.engine_outcomes))
     gathered = Gathered(
         roles.summary,
         lines,

@@ -8,6 +8,7 @@ rule). A run with no outcome has no verdict: its exit status is still decided he
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -31,7 +32,7 @@ class Judged:
     exit: Exit
     verdict: Verdict | None = None
     diff: BaselineDiff | None = None
-    outcomes: list[Outcome] = field(default_factory=list)  # as the files hold them: scrubbed
+    outcomes: Sequence[Outcome] = ()  # as the files hold them: scrubbed (packed, as collected)
     # the same, as plain data, when the run made them (None: each is made as it is written)
     rows: list[dict[str, JSON]] | None = None
     human: list[str] = field(default_factory=list)  # the blind-review verdicts, the audit sample
@@ -98,20 +99,25 @@ def budget_breaches(collected: Collected, verdict: Verdict) -> list[str]:
     return session_budget_breaches(setup.tables.budget, models, collected.test_outcomes, verdict)
 
 
-def scrubbed(outcomes: list[Outcome]) -> tuple[list[Outcome], None]:
+def scrubbed(outcomes: Sequence[Outcome]) -> tuple[Sequence[Outcome], None]:
     """The outcomes as the files hold them: a key quoted in a prompt or an answer never reaches a
     report. Scrubbed once, for every file, one outcome at a time: a record is rebuilt only when a
     secret was found in it (scrub hands back what it was given). No plain copy of the whole run
     is kept: at 5,000 tests it was most of the end's peak memory (issue 53); the writers make
-    each outcome's dict as they write it."""
+    each outcome's dict as they write it. A packed run stays packed: the few rebuilt outcomes are
+    packed again in their places, the rest shared."""
     from pytest_slam.golden.redact import scrub
+    from pytest_slam.report.packed import PackedRun
 
-    clean: list[Outcome] = []
-    for outcome in outcomes:
+    changes: dict[int, Outcome] = {}
+    for index, outcome in enumerate(outcomes):
         plain = outcome.as_dict()
         found = scrub(plain)
-        clean.append(outcome if found is plain else Outcome.from_dict(found))
-    return clean, None
+        if found is not plain:
+            changes[index] = Outcome.from_dict(found)
+    if isinstance(outcomes, PackedRun):
+        return outcomes.replaced(changes), None
+    return [changes.get(i, o) for i, o in enumerate(outcomes)], None
 
 
 def human_review(collected: Collected, verdict: Verdict) -> list[str]:
@@ -125,7 +131,7 @@ def human_review(collected: Collected, verdict: Verdict) -> list[str]:
     return human_review_lines(root, settings.reference, [row.model for row in verdict.models])
 
 
-def audit_lines(collected: Collected, verdict: Verdict, outcomes: list[Outcome]) -> list[str]:
+def audit_lines(collected: Collected, verdict: Verdict, outcomes: Sequence[Outcome]) -> list[str]:
     """``[tool.slam] audit_per_feature``: the pairs this run set aside for `slam review --audit`,
     drawn from the outcomes as the report holds them (the command draws them again from it)."""
     per = collected.setup.settings.audit_per_feature

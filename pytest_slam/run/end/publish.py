@@ -11,7 +11,7 @@ table leading, and the tail (baseline diff, the saved run, the gate, why the sta
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -168,11 +168,19 @@ def _html(judged: Judged) -> list[str]:
 
     collected, path = judged.collected, judged.collected.setup.settings.html or ""
     assert judged.verdict is not None  # wanted
-    verdict, outcomes = judged.verdict, judged.outcomes
+    verdict, outcomes = judged.verdict, _records(judged.outcomes)
     auto = collected.choices.baseline == AUTO
     trend = history(runs_dir(collected.rootpath)) if auto else None
     write = partial(write_html, path, verdict, outcomes, history=trend)
     return _report_file("HTML", write)
+
+
+def _records(outcomes: Sequence[Outcome]) -> Sequence[Outcome]:
+    """Every outcome as a record at once, their strings shared, for a writer that holds them all
+    (the HTML report's page)."""
+    from pytest_slam.report.packed import PackedRun
+
+    return outcomes.shared() if isinstance(outcomes, PackedRun) else outcomes
 
 
 def _step_summary(judged: Judged) -> list[str]:
@@ -208,7 +216,7 @@ def write_json(
     hook: Any,
     path: str | Path,
     verdict: Verdict,
-    outcomes: list[Outcome],
+    outcomes: Sequence[Outcome],
     visits: Visits | None = None,
     rows: list[dict[str, JSON]] | None = None,
 ) -> Path:
