@@ -15,13 +15,15 @@ merged report says which.
 The merge streams (issue 53): it reads one shard at a time and one outcome line at a time, so what
 it holds is the fold of the verdict (``aggregate.Fold``: each model's outcomes in a temporary
 file, ``foldspool``), the unions of the visits (the suite every shard names, once: ``_Suite``), and
-a key per test, never every shard's outcomes as records. It reads each shard twice: to check it
-(digest, signature, claims), then to fold the verdict over every shard's outcomes merged in
-canonical order (each shard's file is in that order), spooling each outcome's line as it goes (as
-read, when it is the line this version writes: ``as_written``, or a shard signed by a job of this
-version: ``_ours``), with no record made of it; the report is written from the spool, and the
-verdict reads each model's outcomes back from its file, one model at a time. A shard changed
-between its reads is refused.
+a key per test, never every shard's outcomes as records. It reads each shard once, to check it
+(digest, signature, claims), parsing each line once and preparing it for the fold (``Prepared``:
+its order, its JSON value and the line the merged report writes for it, as read when it is the
+line this version writes: ``as_written``, or a shard signed by a job of this version: ``_ours``);
+large shards are checked by worker processes in parallel (``load_shards``), every check of a shard
+made before anything of it is used. The fold then merges the prepared shards in canonical order
+(each shard's file is in that order), spooling each outcome's line as it goes; the report is
+written from the spool, and the verdict reads each model's outcomes back from its file, one model
+at a time.
 """
 
 from __future__ import annotations
@@ -633,7 +635,7 @@ def _read_outcomes(
         prepared.drop()
         raise
     shard.engines.sort(key=outcome_order)
-    streamed.head, streamed.head_text = {}, ""  # read; only its outcome lines are read again
+    streamed.head, streamed.head_text = {}, ""  # read: its lines are prepared, not read again
     if not ordered:  # not in canonical order (written by hand): held, sorted, as a shard was
         shard.held = sort_outcomes(o for o in shard.outcomes())
         shard.prepared.discard()

@@ -79,7 +79,9 @@ def test_a_forged_shard_checked_by_a_worker_is_refused_in_one_line_leaving_nothi
     paths = [Path(shutil.copy(p, tmp_path)) for p in written.shards]
     text = paths[3].read_text(encoding="utf-8")
     first = text.index('{"nodeid"')
-    paths[3].write_text(text[:first] + text[first:].replace('"duration_s":0.5', '"duration_s":0.1', 1))
+    paths[3].write_text(
+        text[:first] + text[first:].replace('"duration_s":0.5', '"duration_s":0.1', 1)
+    )
 
     with pytest.raises(MergeError) as refused:
         load_shards(paths, Trust(key=KEY.encode()), workers=2)
