@@ -55,6 +55,7 @@ from pytest_slam.report.aggregate import (
     sort_outcomes,
 )
 from pytest_slam.report.budgets import session_budget_breaches
+from pytest_slam.report.foldspool import stripped
 from pytest_slam.report.gate import Gate, apply_gate, evaluate, incomplete_reason
 from pytest_slam.report.gate_result import GateResult
 from pytest_slam.report.jsonreport import (
@@ -128,6 +129,8 @@ class Read(NamedTuple):
     order: Order
     data: dict[str, JSON]
     line: str
+    packed: bytes | None = None  # prepared: its ``stripped`` value for the fold; ``data`` holds
+    # only what the fold reads besides (``_Preparing``), the record is made from ``line``
 
     @property
     def nodeid(self) -> str:
@@ -136,6 +139,10 @@ class Read(NamedTuple):
     @property
     def outcome(self) -> str:
         return str(self.data.get("outcome", "passed"))
+
+    def record(self) -> Outcome:
+        """The outcome as a record (all its fields: from its line where ``data`` is the fold's)."""
+        return Outcome.from_dict(self.data if self.packed is None else json.loads(self.line))
 
     @classmethod
     def of(cls, outcome: Outcome) -> Read:
@@ -160,7 +167,7 @@ class Shard:
         """Its outcomes but the engines', in canonical order."""
         if self.held is not None:
             return iter(self.held)
-        return (Outcome.from_dict(item.data) for item in self.items())
+        return (item.record() for item in self.items())
 
     def items(self) -> Iterator[Read]:
         """Its outcomes but the engines', in canonical order, each with its JSON value and the
@@ -211,10 +218,12 @@ class Prepared:
         for _ in range(self.count):
             size = int.from_bytes(read(_SIZE), "little")
             order, data, line = loads(read(size))
-            yield Read(order, data, line)
+            size = int.from_bytes(read(_SIZE), "little")
+            yield Read(order, data, line, read(size))
 
 
 _SIZE = 4  # bytes of a prepared value's length before it
+_FOLD_READS = ("nodeid", "outcome", "model", "pairs")  # of a value, besides its stripped one
 
 
 class _Preparing:
@@ -230,9 +239,16 @@ class _Preparing:
         self.count = 0
 
     def add(self, order: Order, data: dict[str, JSON], line: str) -> None:
-        encoded = marshal.dumps((order, data, line))
+        """The outcome's order, what the fold reads of its value besides its ``stripped`` value
+        (``Fold.add_value``: its node id, outcome, model and pairs), its line, and its
+        ``stripped`` value as the fold's file keeps it (``data`` is changed)."""
+        fold = {key: data[key] for key in _FOLD_READS if key in data}
+        head = marshal.dumps((order, fold, line))
+        packed = marshal.dumps(stripped(data))
+        size = _SIZE
         try:  # not ``writing``: a context a line was a tenth of this
-            self._file.write(len(encoded).to_bytes(_SIZE, "little") + encoded)
+            self._file.write(len(head).to_bytes(size, "little") + head)
+            self._file.write(len(packed).to_bytes(size, "little") + packed)
         except OSError as exc:
             self.drop()
             raise WriteFailed(self._folder, exc) from exc
@@ -739,7 +755,7 @@ class MergedOutcomes(Iterable[Outcome]):
         self._shards = shards
 
     def __iter__(self) -> Iterator[Outcome]:
-        return (Outcome.from_dict(item.data) for item in self.items())
+        return (item.record() for item in self.items())
 
     def items(self) -> Iterator[Read]:
         """Each outcome as ``Read``, the engines' too."""
@@ -818,7 +834,7 @@ def merge(shards: Shards | Sequence[Report], unverified: Sequence[str] = ()) -> 
         outcomes, lines = MergedOutcomes(parts), Spool()
         fold = Fold(compact=True)  # each model's outcomes in a file, read back as records
         for item in final_items(lines.kept(outcomes.items()), _itself):
-            fold.add_value(item.data)
+            fold.add_value(item.data, item.packed)
         verdict = fold.verdict(run)
         visits = shards.visits
         if unverified:
