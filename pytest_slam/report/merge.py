@@ -543,7 +543,12 @@ def _read_shard(
         ) from None
     shard.run, shard.gate = verdict.run, verdict.gate
     signature = head.get("signature")
-    _check_signature(path, str(head.get("digest") or ""), _text(signature), trust)
+    try:
+        _check_signature(path, str(head.get("digest") or ""), _text(signature), trust)
+    except BaseException:  # refused: its prepared file goes with it
+        if shard.prepared is not None:
+            shard.prepared.discard()
+        raise
     shard.canonical = vouched and sample
     return shard, visits
 

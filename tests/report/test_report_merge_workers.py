@@ -92,6 +92,18 @@ def test_a_forged_shard_checked_by_a_worker_is_refused_in_one_line_leaving_nothi
     assert list(spool.iterdir()) == []  # the shards before it were prepared: removed
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_shard_signed_with_another_key_is_refused_leaving_no_prepared_file(
+    written: Written, spool: Path, workers: int
+) -> None:
+    """Its lines match its digest, so they were prepared before its signature was refused."""
+    with pytest.raises(MergeError) as refused:
+        load_shards(written.shards, Trust(key=b"another-key"), workers=workers)
+
+    assert str(refused.value).startswith(f"{written.shards[0]}: its signature does not match")
+    assert list(spool.iterdir()) == []
+
+
 def test_a_full_temporary_folder_in_a_worker_is_one_line_naming_it(
     written: Written, tmp_path: Path
 ) -> None:
