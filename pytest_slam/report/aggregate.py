@@ -888,9 +888,11 @@ class Fold:
         self._by_model.setdefault(outcome.model, [])
         self._packed.setdefault(outcome.model, []).append(kept)
 
-    def add_value(self, data: dict[str, JSON]) -> None:
+    def add_value(self, data: dict[str, JSON], packed: bytes | None = None) -> None:
         """The next final outcome as its JSON value (a report line's, its defaults left out; it is
-        changed here): no record is made of it until the verdict (a compact fold's file)."""
+        changed here): no record is made of it until the verdict (a compact fold's file).
+        ``packed``: its ``stripped`` value as ``marshal`` bytes, made already (by the merge's
+        worker that checked its shard): then ``data`` need hold only its model and pairs."""
         model = str(data["model"])
         for pair in data.get("pairs") or ():
             if not isinstance(pair, dict):  # read as ``Outcome.from_dict`` reads it
@@ -901,7 +903,10 @@ class Fold:
             self._by_model.setdefault(model, []).append(outcome_of(data))
         else:
             self._by_model.setdefault(model, [])
-            self._spools.add(model, stripped(data))
+            if packed is None:
+                self._spools.add(model, stripped(data))
+            else:
+                self._spools.add_packed(model, packed)
 
     def _read(self, pair: Mapping[str, JSON]) -> bool:
         """Whether ``_pairs`` reads anything of a pair's JSON value: the first golden answer of

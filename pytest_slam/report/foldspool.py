@@ -116,11 +116,14 @@ class ModelSpools:
 
     def add(self, model: str, data: dict[str, JSON]) -> None:
         """Keep ``data`` (a ``stripped`` value: not changed here) as the next of ``model``."""
+        self.add_packed(model, marshal.dumps(data))
+
+    def add_packed(self, model: str, encoded: bytes) -> None:
+        """Keep a ``stripped`` value, as ``marshal.dumps`` made it, as the next of ``model``."""
         found = self._files.get(model)
         if found is None:
             with writing(self._folder):
                 found = self._files[model] = (tempfile.TemporaryFile("w+b"), [0])  # noqa: SIM115 (closed once read)
-        encoded = marshal.dumps(data)
         try:  # not ``writing``: a context a line was a tenth of this
             found[0].write(len(encoded).to_bytes(_SIZE, "little") + encoded)
         except OSError as exc:

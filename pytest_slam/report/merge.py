@@ -15,26 +15,30 @@ merged report says which.
 The merge streams (issue 53): it reads one shard at a time and one outcome line at a time, so what
 it holds is the fold of the verdict (``aggregate.Fold``: each model's outcomes in a temporary
 file, ``foldspool``), the unions of the visits (the suite every shard names, once: ``_Suite``), and
-a key per test, never every shard's outcomes as records. It reads each shard twice: to check it
-(digest, signature, claims), then to fold the verdict over every shard's outcomes merged in
-canonical order (each shard's file is in that order), spooling each outcome's line as it goes (as
-read, when it is the line this version writes: ``as_written``, or a shard signed by a job of this
-version: ``_ours``), with no record made of it; the report is written from the spool, and the
-verdict reads each model's outcomes back from its file, one model at a time. A shard changed
-between its reads is refused.
+a key per test, never every shard's outcomes as records. It reads each shard once, to check it
+(digest, signature, claims), parsing each line once and preparing it for the fold (``Prepared``:
+its order, its JSON value and the line the merged report writes for it, as read when it is the
+line this version writes: ``as_written``, or a shard signed by a job of this version: ``_ours``);
+large shards are checked by worker processes in parallel (``load_shards``), every check of a shard
+made before anything of it is used. The fold then merges the prepared shards in canonical order
+(each shard's file is in that order), spooling each outcome's line as it goes; the report is
+written from the spool, and the verdict reads each model's outcomes back from its file, one model
+at a time.
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import heapq
 import json
+import marshal
 import os
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import IO, NamedTuple
 
 from pytest_slam import __version__
 from pytest_slam.errors import SlamError
@@ -51,6 +55,7 @@ from pytest_slam.report.aggregate import (
     sort_outcomes,
 )
 from pytest_slam.report.budgets import session_budget_breaches
+from pytest_slam.report.foldspool import stripped
 from pytest_slam.report.gate import Gate, apply_gate, evaluate, incomplete_reason
 from pytest_slam.report.gate_result import GateResult
 from pytest_slam.report.jsonreport import (
@@ -124,6 +129,8 @@ class Read(NamedTuple):
     order: Order
     data: dict[str, JSON]
     line: str
+    packed: bytes | None = None  # prepared: its ``stripped`` value for the fold; ``data`` holds
+    # only what the fold reads besides (``_Preparing``), the record is made from ``line``
 
     @property
     def nodeid(self) -> str:
@@ -133,6 +140,10 @@ class Read(NamedTuple):
     def outcome(self) -> str:
         return str(self.data.get("outcome", "passed"))
 
+    def record(self) -> Outcome:
+        """The outcome as a record (all its fields: from its line where ``data`` is the fold's)."""
+        return Outcome.from_dict(self.data if self.packed is None else json.loads(self.line))
+
     @classmethod
     def of(cls, outcome: Outcome) -> Read:
         """An outcome held as a record (an engine's, a held shard's): its line made."""
@@ -141,44 +152,122 @@ class Read(NamedTuple):
 
 @dataclass
 class Shard:
-    """One shard as the merge holds it between its reads: its run, its own gate, its digest and
-    its engines' cold starts, not its outcomes (read again from ``stream`` in file order)."""
+    """One shard as the merge holds it between its reads: its run, its own gate and its engines'
+    cold starts, not its outcomes (read again from its prepared file, ``Prepared``)."""
 
     name: str
     run: RunInfo
     gate: GateResult | None
     engines: list[Outcome]  # an engine's warm-up outcomes (a few a shard), renamed for the merge
-    stream: Streamed | None = None  # None: ``held`` holds its outcomes
+    prepared: Prepared | None = None  # None: ``held`` holds its outcomes
     held: list[Outcome] | None = None  # in canonical order, engines left out
-    lines: str = ""  # SHA-256 of its outcome lines as first read: a shard changed since is refused
-    canonical: bool = False  # its lines are written as read, unchecked (``_canonical``)
+    canonical: bool = False  # its lines are written as read, unchecked (``_ours``)
 
     def outcomes(self) -> Iterator[Outcome]:
         """Its outcomes but the engines', in canonical order."""
         if self.held is not None:
             return iter(self.held)
-        return (Outcome.from_dict(item.data) for item in self.items())
+        return (item.record() for item in self.items())
 
     def items(self) -> Iterator[Read]:
-        """Its outcomes but the engines', in canonical order, each with its JSON value and its
-        line: as read when it is the line this version writes (``as_written``), else made."""
+        """Its outcomes but the engines', in canonical order, each with its JSON value and the
+        line the merged report writes for it, as its check prepared them."""
         if self.held is not None:
-            yield from map(Read.of, self.held)
-            return
-        assert self.stream is not None
-        seen, canonical = hashlib.sha256(), self.canonical
-        for line in self.stream.lines():
-            seen.update(line.encode())
-            data = json.loads(line)
-            if data.get("outcome") != ENGINE:
-                if not (canonical or as_written(data, line)):
-                    line = outcome_line(Outcome.from_dict(data))
-                yield Read(_order(data), data, line)
-        if seen.hexdigest() != self.lines:
-            raise MergeError(
-                f"{self.name} changed while it was merged; merge the shards again once every "
-                "file is written"
+            return map(Read.of, self.held)
+        assert self.prepared is not None
+        return self.prepared.items()
+
+
+class Prepared:
+    """A checked shard's outcomes but the engines', in file order, as the merge's second read
+    takes them: each its order, its JSON value and its line, ``marshal`` bytes in a temporary
+    file written by the check (``_read_outcomes``) from the one JSON parse of each line. The
+    second read is then no second parse of the shard (a fifth of a JSON parse to read back), and
+    it reads what was checked, not the shard's file again. Made by a worker process where the
+    shards are checked in parallel (``load_shards``): then only its path is sent."""
+
+    def __init__(self, path: str, count: int) -> None:
+        self.path, self.count = path, count
+        self._file: IO[bytes] | None = None
+
+    def __getstate__(self) -> tuple[str, int]:
+        return self.path, self.count
+
+    def __setstate__(self, state: tuple[str, int]) -> None:
+        self.path, self.count = state
+        self._file = None
+
+    def take(self) -> None:
+        """Opened and its name removed: the file goes when it is closed, whatever happens."""
+        self._file = open(self.path, "rb")  # noqa: SIM115 (held by the shard, read at each items())
+        os.unlink(self.path)
+
+    def discard(self) -> None:
+        if self._file is not None:
+            self._file.close()
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+
+    def items(self) -> Iterator[Read]:
+        if self._file is None:
+            self.take()
+        assert self._file is not None
+        self._file.seek(0)
+        read, loads = self._file.read, marshal.loads
+        for _ in range(self.count):
+            size = int.from_bytes(read(_SIZE), "little")
+            order, data, line = loads(read(size))
+            size = int.from_bytes(read(_SIZE), "little")
+            yield Read(order, data, line, read(size))
+
+
+_SIZE = 4  # bytes of a prepared value's length before it
+_FOLD_READS = ("nodeid", "outcome", "model", "pairs")  # of a value, besides its stripped one
+
+
+class _Preparing:
+    """``Prepared``'s file as it is written. A full temporary folder is ``WriteFailed`` naming
+    that folder (the merge's own output is not written yet, so nothing was changed)."""
+
+    def __init__(self) -> None:
+        self._folder = Path(tempfile.gettempdir())
+        with writing(self._folder):
+            self._file = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed by ``done``)
+                "wb", prefix="slam-merge-", suffix=".shard", delete=False
             )
+        self.count = 0
+
+    def add(self, order: Order, data: dict[str, JSON], line: str) -> None:
+        """The outcome's order, what the fold reads of its value besides its ``stripped`` value
+        (``Fold.add_value``: its node id, outcome, model and pairs), its line, and its
+        ``stripped`` value as the fold's file keeps it (``data`` is changed)."""
+        fold = {key: data[key] for key in _FOLD_READS if key in data}
+        head = marshal.dumps((order, fold, line))
+        packed = marshal.dumps(stripped(data))
+        size = _SIZE
+        try:  # not ``writing``: a context a line was a tenth of this
+            self._file.write(len(head).to_bytes(size, "little") + head)
+            self._file.write(len(packed).to_bytes(size, "little") + packed)
+        except OSError as exc:
+            self.drop()
+            raise WriteFailed(self._folder, exc) from exc
+        self.count += 1
+
+    def done(self) -> Prepared:
+        try:
+            with writing(self._folder):
+                self._file.close()
+        except WriteFailed:
+            self.drop()
+            raise
+        return Prepared(self._file.name, self.count)
+
+    def drop(self) -> None:
+        with contextlib.suppress(OSError):
+            self._file.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self._file.name)
 
 
 @dataclass
@@ -189,26 +278,143 @@ class Shards:
     visits: Visits
 
 
-def load_shards(paths: Sequence[str | os.PathLike[str]], trust: Trust) -> Shards:
-    """Each shard checked, one at a time (digest, signature, claims, run, overlaps), its outcomes
-    left in its file; ``MergeError`` for a file that is not a report of a shard of this run, or
-    not signed with the merge's key."""
+PARALLEL_BYTES = 64 << 20  # shards this large in all are checked by worker processes
+
+
+def load_shards(
+    paths: Sequence[str | os.PathLike[str]], trust: Trust, workers: int | None = None
+) -> Shards:
+    """Each shard checked (digest, signature, claims, run, overlaps), its outcomes prepared for
+    the second read (``Prepared``); ``MergeError`` for a file that is not a report of a shard of
+    this run, or not signed with the merge's key. Shards are checked one at a time, or, with
+    ``workers`` > 1 (by default: as many as the CPUs, up to 4, for shards of 64 MiB or more),
+    by worker processes in parallel, the results taken in the order given, every check of a shard
+    made before anything of it is used."""
     if not paths:
         raise MergeError(
             "no shard reports given; pass the JSON files the shards' --slm-report wrote"
         )
+    names = [str(path) for path in paths]
+    count = _workers(names) if workers is None else min(workers, len(names))
     shards: list[Shard] = []
     fold, owners, suite = VisitsFold(), _Owners(), _Suite()
-    with gc_paused():  # what is kept lives until the merge is written
-        for index, path in enumerate(paths):
-            shard, visits = _read_shard(str(path), index, trust, owners, suite)
-            if shards and visits.run != fold.first_run:
-                raise _other_run(str(path), str(paths[0]), visits.run, fold.first_run)
-            if visits.unverified:  # an earlier merge's unverified shards stay named
-                trust.unverified.extend(visits.unverified)
-            fold.add(shard.name, visits)
-            shards.append(shard)
+    pool = ProcessPoolExecutor(count) if count > 1 else None
+    pending: list[Future[_Checked]] = []
+    try:
+        with gc_paused():  # what is kept lives until the merge is written
+            if pool is not None:
+                pending = [
+                    pool.submit(_check_apart, path, i, trust.key, trust.unsigned)
+                    for i, path in enumerate(names)
+                ]
+            for index, path in enumerate(names):
+                if pool is None:
+                    checked = _check(path, index, trust.key, trust.unsigned, suite)
+                else:
+                    checked = _result(pending[index]).restored(suite)
+                shard, visits = checked.shard, checked.visits
+                if shard.prepared is not None:
+                    shard.prepared.take()
+                shards.append(shard)
+                owners.take((index, path), checked.claims)
+                trust.unverified.extend(checked.unverified)
+                if len(shards) > 1 and visits.run != fold.first_run:
+                    raise _other_run(path, names[0], visits.run, fold.first_run)
+                if visits.unverified:  # an earlier merge's unverified shards stay named
+                    trust.unverified.extend(visits.unverified)
+                fold.add(shard.name, visits)
+    except BaseException:
+        _discard(shards, pending, pool)
+        raise
+    if pool is not None:
+        pool.shutdown()
     return Shards(shards, fold.merged())
+
+
+def _workers(paths: Sequence[str]) -> int:
+    """Worker processes for shards this large: a check is about a third of the merge's time."""
+    try:
+        size = sum(os.path.getsize(path) for path in paths)
+    except OSError:  # one is missing: checked one at a time, and refused in one line
+        return 1
+    if size < PARALLEL_BYTES:
+        return 1
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(4, cpus or 1, len(paths)))
+
+
+def _discard(
+    shards: list[Shard], pending: list[Future[_Checked]], pool: ProcessPoolExecutor | None
+) -> None:
+    """A refused merge leaves no prepared file behind: those taken, and those still made."""
+    for shard in shards:
+        if shard.prepared is not None:
+            shard.prepared.discard()
+    if pool is None:
+        return
+    pool.shutdown(wait=True, cancel_futures=True)
+    taken = len(shards)
+    for future in pending[taken:]:
+        if future.done() and not future.cancelled() and future.exception() is None:
+            prepared = future.result().shard.prepared
+            if prepared is not None:
+                prepared.discard()
+
+
+@dataclass
+class _Checked:
+    """One shard checked: what the merge keeps of it, its visits, the tests it ran (``_Owners``)
+    and whether it was let in unsigned."""
+
+    shard: Shard
+    visits: Visits
+    claims: list[Claim]
+    unverified: list[str]
+    suite: str | None = None  # sent by a worker: the suite's JSON text, not its list
+
+    def restored(self, suite: _Suite) -> _Checked:
+        """A worker's result with its suite as the list the shards before it share."""
+        if self.suite is not None:
+            self.visits.collected = suite.of_text(self.suite)
+            self.suite = None
+        return self
+
+
+def _check(path: str, index: int, key: bytes | None, unsigned: bool, suite: _Suite) -> _Checked:
+    trust = Trust(key, unsigned)
+    claims: list[Claim] = []
+    shard, visits = _read_shard(path, index, trust, claims, suite)
+    return _Checked(shard, visits, claims, trust.unverified)
+
+
+_WORKER_SUITE: _Suite | None = None  # a worker process's: the suite of the shards it checked
+
+
+def _check_apart(path: str, index: int, key: bytes | None, unsigned: bool) -> _Checked:
+    """``_check`` in a worker process: the suite sent as its text (a memory copy, where its
+    list of 300,000 node ids is that many objects to pickle and build), an error as one the
+    merge can raise again (``WriteFailed`` does not pickle)."""
+    global _WORKER_SUITE
+    suite = _WORKER_SUITE = _WORKER_SUITE or _Suite()
+    try:
+        checked = _check(path, index, key, unsigned, suite)
+    except WriteFailed as exc:
+        raise _Unwritten(str(exc.path), exc.errno, exc.strerror) from None
+    checked.suite = suite.text(checked.visits.collected)
+    checked.visits.collected = []
+    return checked
+
+
+class _Unwritten(Exception):
+    """A worker's ``WriteFailed``, sent back as its parts (``_result``)."""
+
+
+def _result(future: Future[_Checked]) -> _Checked:
+    try:
+        return future.result()
+    except _Unwritten as exc:
+        folder, errno, strerror = exc.args
+        raise WriteFailed(folder, OSError(errno, strerror)) from None
 
 
 def _other_run(path: str, first: str, run: str | None, want: str | None) -> MergeError:
@@ -221,25 +427,35 @@ def _other_run(path: str, first: str, run: str | None, want: str | None) -> Merg
     )
 
 
+Claim = tuple[str, str, JSON, str]  # a test, model and repeat count a shard ran; its node id
+
+
+def claim_of(data: dict[str, JSON]) -> Claim:
+    repeat = data.get("repeat")
+    runs = repeat.get("runs") if isinstance(repeat, dict) else None
+    return str(data.get("test")), str(data.get("model")), runs, str(data.get("nodeid"))
+
+
 class _Owners:
     """Which shard ran each test for each model (and repeat count): two shards may not."""
 
     def __init__(self) -> None:
         self._owner: dict[tuple[str, str, JSON], tuple[int, str]] = {}
-        self._strings: dict[str, str] = {}
 
     def claim(self, shard: tuple[int, str], data: dict[str, JSON]) -> None:
         """Shard ``shard`` (its index and name) ran the test of outcome ``data``."""
-        repeat = data.get("repeat")
-        runs = repeat.get("runs") if isinstance(repeat, dict) else None
-        test, model = str(data.get("test")), str(data.get("model"))
-        key = (self._strings.setdefault(test, test), self._strings.setdefault(model, model), runs)
-        owner = self._owner.setdefault(key, shard)
-        if owner[0] != shard[0]:
-            raise MergeError(
-                f"{shard[1]} and {owner[1]} both ran {data.get('nodeid')} (overlapping shards); "
-                "give each test to one shard, or merge only one of these files"
-            )
+        self.take(shard, [claim_of(data)])
+
+    def take(self, shard: tuple[int, str], claims: Iterable[Claim]) -> None:
+        """Shard ``shard`` (its index and name) ran these tests (``claim_of``)."""
+        owners = self._owner
+        for test, model, runs, nodeid in claims:
+            owner = owners.setdefault((test, model, runs), shard)
+            if owner[0] != shard[0]:
+                raise MergeError(
+                    f"{shard[1]} and {owner[1]} both ran {nodeid} (overlapping shards); "
+                    "give each test to one shard, or merge only one of these files"
+                )
 
 
 class _Suite:
@@ -264,26 +480,38 @@ class _Suite:
             written["collected"] = self._ids
         return self._set
 
-    def seal(self, written: JSON) -> Seal:
-        """The digest of the visits' JSON value (``Seal``'s), the suite's text encoded once."""
-        if not isinstance(written, dict) or written.get("collected") is not self._ids:
-            return Seal(written)
+    def text(self, ids: list[str]) -> str:
+        """The suite's JSON text (``ids``: ``shared``'s list), encoded once."""
+        if ids is not self._ids:
+            return json.dumps(ids, allow_nan=False)
         if not self._text:
             self._text = json.dumps(self._ids, allow_nan=False)
+        return self._text
+
+    def of_text(self, text: str) -> list[str]:
+        """The suite of a worker's shard (``text``'s ids): the last shard's list where the same."""
+        if self._ids is None or text != self.text(self._ids):
+            self._ids = json.loads(text)
+            self._set, self._text = frozenset(self._ids), text
+        assert self._ids is not None
+        return self._ids
+
+    def seal(self, written: JSON) -> Seal:
+        """The digest of the visits' JSON value (``Seal``'s), the suite's text encoded once."""
+        ids = self._ids
+        if ids is None or not isinstance(written, dict) or written.get("collected") is not ids:
+            return Seal(written)
+        text = self.text(self._ids or [])
         parts = [
             f"{json.dumps(key)}: "
-            + (
-                self._text
-                if key == "collected"
-                else json.dumps(value, sort_keys=True, allow_nan=False)
-            )
+            + (text if key == "collected" else json.dumps(value, sort_keys=True, allow_nan=False))
             for key, value in sorted(written.items())
         ]
         return Seal(written, text="{" + ", ".join(parts) + "}")
 
 
 def _read_shard(
-    path: str, index: int, trust: Trust, owners: _Owners, suite: _Suite
+    path: str, index: int, trust: Trust, claims: list[Claim], suite: _Suite
 ) -> tuple[Shard, Visits]:
     """One shard read through once: its head, then each outcome line (digest, types, claims,
     order), then its digest and signature."""
@@ -305,7 +533,7 @@ def _read_shard(
             )
         visits = Visits.from_dict(head["visits"])
         verdict = Verdict.from_dict({**head, "tests": [], "models": [], "reference": None})
-        shard, sample = _read_outcomes(path, index, streamed, visits, owners, vouched, suite)
+        shard, sample = _read_outcomes(path, index, streamed, visits, claims, vouched, suite)
     except ReportError as exc:
         raise MergeError(str(exc)) from None
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
@@ -315,7 +543,12 @@ def _read_shard(
         ) from None
     shard.run, shard.gate = verdict.run, verdict.gate
     signature = head.get("signature")
-    _check_signature(path, str(head.get("digest") or ""), _text(signature), trust)
+    try:
+        _check_signature(path, str(head.get("digest") or ""), _text(signature), trust)
+    except BaseException:  # refused: its prepared file goes with it
+        if shard.prepared is not None:
+            shard.prepared.discard()
+        raise
     shard.canonical = vouched and sample
     return shard, visits
 
@@ -371,13 +604,14 @@ def _read_outcomes(
     index: int,
     streamed: Streamed,
     visits: Visits,
-    owners: _Owners,
+    claims: list[Claim],
     vouched: bool,
     suite: _Suite,
 ) -> tuple[Shard, bool]:
     """The shard's outcome lines checked (digest, types unless ``vouched``: ``_ours``, claims,
-    order), and whether its first line is the line this version writes (``as_written``: a
-    sample for ``Shard.canonical``)."""
+    order) and prepared for the second read (``Prepared``: each line parsed once), and whether
+    its first line is the line this version writes (``as_written``: a sample for
+    ``Shard.canonical``)."""
     written = streamed.head.get("visits")
     collected = suite.shared(visits, written)
     unknown = next((n for n in visits.selected if n not in collected), None)
@@ -389,45 +623,82 @@ def _read_outcomes(
         )
     del collected
     selected = set(visits.selected)
-    seal, lines = suite.seal(written), hashlib.sha256()
-    shard = Shard(path, RunInfo(), None, [], streamed)
+    seal = suite.seal(written)
+    shard = Shard(path, RunInfo(), None, [])
     foreign: list[str] = []
     last: Order | None = None
-    ordered, sample = True, None
-    for line in streamed.lines():
-        lines.update(line.encode())
-        data = read_value(streamed.path, line)
-        seal.add(line)  # the text its writer sealed: one changed in any way is refused
-        if not isinstance(data, dict):
-            raise ReportError(
-                f"{path} is not a report as pytest-slam writes it (an outcome "
-                "that is not an object); pass the file --slm-report wrote"
-            )
-        wrong = None if vouched else outcome_error(line)
-        if wrong is not None:
-            raise ReportError(
-                f"{path} is not a report as pytest-slam writes it ({wrong}); "
-                "pass the file written by --slm-report, unchanged"
-            )
-        if "model" not in data or "test" not in data:
-            raise ReportError(
-                f"{path} is not a report as pytest-slam writes it (an outcome without its "
-                "'model' or 'test'); pass the file written by --slm-report, unchanged"
-            )
-        if sample is None:
-            sample = as_written(data, line)
-        if data.get("outcome") == ENGINE:
-            engine = Outcome.from_dict(data)
-            if index:
-                engine.nodeid = f"{engine.nodeid} (shard {index + 1})"
-            shard.engines.append(engine)
-            continue
-        if data.get("nodeid") not in selected:
-            foreign.append(str(data.get("nodeid")))
-        owners.claim((index, path), data)
-        order = _order(data)
-        ordered = ordered and (last is None or last <= order)
-        last = order
+    ordered, sample, canonical = True, None, False
+    prepared = _Preparing()
+    try:
+        for line in streamed.lines():
+            data = read_value(streamed.path, line)
+            seal.add(line)  # the text its writer sealed: one changed in any way is refused
+            if not isinstance(data, dict):
+                raise ReportError(
+                    f"{path} is not a report as pytest-slam writes it (an outcome "
+                    "that is not an object); pass the file --slm-report wrote"
+                )
+            order = _checked_line(path, index, line, data, shard, vouched, selected, foreign)
+            if sample is None:
+                sample = as_written(data, line)
+                canonical = vouched and sample
+            if order is None:
+                continue
+            claims.append(claim_of(data))
+            ordered = ordered and (last is None or last <= order)
+            last = order
+            if not (canonical or as_written(data, line)):
+                line = outcome_line(Outcome.from_dict(data))
+            prepared.add(order, data, line)
+        _sealed(path, streamed, seal, foreign, visits)
+        shard.prepared = prepared.done()
+    except BaseException:
+        prepared.drop()
+        raise
+    shard.engines.sort(key=outcome_order)
+    streamed.head, streamed.head_text = {}, ""  # read: its lines are prepared, not read again
+    if not ordered:  # not in canonical order (written by hand): held, sorted, as a shard was
+        shard.held = sort_outcomes(o for o in shard.outcomes())
+        shard.prepared.discard()
+        shard.prepared = None
+    return shard, sample is not False
+
+
+def _checked_line(
+    path: str,
+    index: int,
+    line: str,
+    data: dict[str, JSON],
+    shard: Shard,
+    vouched: bool,
+    selected: set[str],
+    foreign: list[str],
+) -> Order | None:
+    """One outcome line's checks; its order, or None for an engine's (kept in ``shard``)."""
+    wrong = None if vouched else outcome_error(line)
+    if wrong is not None:
+        raise ReportError(
+            f"{path} is not a report as pytest-slam writes it ({wrong}); "
+            "pass the file written by --slm-report, unchanged"
+        )
+    if "model" not in data or "test" not in data:
+        raise ReportError(
+            f"{path} is not a report as pytest-slam writes it (an outcome without its "
+            "'model' or 'test'); pass the file written by --slm-report, unchanged"
+        )
+    if data.get("outcome") == ENGINE:
+        engine = Outcome.from_dict(data)
+        if index:
+            engine.nodeid = f"{engine.nodeid} (shard {index + 1})"
+        shard.engines.append(engine)
+        return None
+    if data.get("nodeid") not in selected:
+        foreign.append(str(data.get("nodeid")))
+    return _order(data)
+
+
+def _sealed(path: str, streamed: Streamed, seal: Seal, foreign: list[str], visits: Visits) -> None:
+    """The shard's digest matches what was read; it holds outcomes only of tests it selected."""
     written = streamed.head.get("digest")
     if not isinstance(written, str):
         raise ReportError(
@@ -446,13 +717,6 @@ def _read_outcomes(
             f"{path} holds {len(foreign)} outcome(s) of tests it did not select (first: "
             f"{foreign[0]}); pass the report the shard's run wrote, unchanged"
         )
-    shard.engines.sort(key=outcome_order)
-    shard.lines = lines.hexdigest()
-    streamed.head, streamed.head_text = {}, ""  # read; only its outcome lines are read again
-    if not ordered:  # not in canonical order (written by hand): held, sorted, as a shard was
-        shard.held = sort_outcomes(o for o in shard.outcomes())
-        shard.stream = None
-    return shard, sample is not False
 
 
 def _check_signature(path: str, digest: str, signature: str | None, trust: Trust) -> None:
@@ -496,7 +760,7 @@ class MergedOutcomes(Iterable[Outcome]):
         self._shards = shards
 
     def __iter__(self) -> Iterator[Outcome]:
-        return (Outcome.from_dict(item.data) for item in self.items())
+        return (item.record() for item in self.items())
 
     def items(self) -> Iterator[Read]:
         """Each outcome as ``Read``, the engines' too."""
@@ -575,7 +839,7 @@ def merge(shards: Shards | Sequence[Report], unverified: Sequence[str] = ()) -> 
         outcomes, lines = MergedOutcomes(parts), Spool()
         fold = Fold(compact=True)  # each model's outcomes in a file, read back as records
         for item in final_items(lines.kept(outcomes.items()), _itself):
-            fold.add_value(item.data)
+            fold.add_value(item.data, item.packed)
         verdict = fold.verdict(run)
         visits = shards.visits
         if unverified:
