@@ -36,6 +36,7 @@ import os
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, NamedTuple
@@ -311,7 +312,7 @@ def load_shards(
                 if pool is None:
                     checked = _check(path, index, trust.key, trust.unsigned, suite)
                 else:
-                    checked = _result(pending[index]).restored(suite)
+                    checked = _result(pending[index], path).restored(suite)
                 shard, visits = checked.shard, checked.visits
                 if shard.prepared is not None:
                     shard.prepared.take()
@@ -409,12 +410,19 @@ class _Unwritten(Exception):
     """A worker's ``WriteFailed``, sent back as its parts (``_result``)."""
 
 
-def _result(future: Future[_Checked]) -> _Checked:
+def _result(future: Future[_Checked], path: str) -> _Checked:
+    """A worker's check of ``path``; a worker that died (killed, out of memory) is one line."""
     try:
         return future.result()
     except _Unwritten as exc:
         folder, errno, strerror = exc.args
         raise WriteFailed(folder, OSError(errno, strerror)) from None
+    except BrokenProcessPool:
+        raise MergeError(
+            f"the worker process checking {path} stopped without an answer (killed, or out of "
+            "memory); nothing was written. Run the merge again; where memory is short, merge "
+            "the shards in groups and then merge the groups' reports"
+        ) from None
 
 
 def _other_run(path: str, first: str, run: str | None, want: str | None) -> MergeError:

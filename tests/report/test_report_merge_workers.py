@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 from disk_helpers import TOO_LARGE, no_traceback, run_full
+from patience import patient
 
 from pytest_slam.report.jsonreport import write_json
 from pytest_slam.report.merge import MergeError, Trust, load_shards, merge
@@ -129,3 +131,38 @@ def test_a_full_temporary_folder_in_a_worker_is_one_line_naming_it(
         f"could not write {tempfile.gettempdir()}: {TOO_LARGE}"
     ), lines
     assert not (tmp_path / "m.json").exists()
+
+
+def test_a_worker_killed_while_checking_is_one_line_naming_its_shard(
+    written: Written, tmp_path: Path
+) -> None:
+    """A worker killed mid-check (the kernel's OOM killer, a user's kill) ended the merge in a
+    ``BrokenProcessPool`` traceback. Each worker here kills itself with SIGKILL as its check
+    starts (forked, it runs the ``die`` this process put in the check's place): the OOM killer
+    itself cannot be summoned safely here."""
+    merging = (
+        "import os, signal, sys\n"
+        "from pytest_slam.cli import main\n"
+        "import pytest_slam.report.merge as m\n"
+        "def die(*args):\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "m.PARALLEL_BYTES = 0\n"
+        "m._check_apart = die\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    out = tmp_path / "m.json"
+    argv = [sys.executable, "-c", merging, "report", "merge", "--unsigned"]
+    ended = subprocess.run(
+        [*argv, *map(str, written.shards), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=patient(120),
+        cwd=tmp_path,
+    )
+
+    no_traceback(ended)
+    assert ended.returncode == 2, ended.stdout + ended.stderr
+    lines = ended.stderr.splitlines()
+    assert len(lines) == 1, lines
+    assert f"the worker process checking {written.shards[0]} stopped" in lines[0], lines
+    assert not out.exists()
