@@ -406,7 +406,7 @@ def _check_apart(path: str, index: int, key: bytes | None, unsigned: bool) -> _C
     return checked
 
 
-class _Unwritten(Exception):
+class _Unwritten(SlamError, kind="report"):
     """A worker's ``WriteFailed``, sent back as its parts (``_result``)."""
 
 
